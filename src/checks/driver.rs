@@ -1,0 +1,627 @@
+//! Driver layer: does the host see healthy GPUs? Everything CUDA needs before a container is
+//! involved: GPUs on PCI, the kernel modules (and no nouveau), the device nodes, NVML, and that
+//! NVML and the kernel agree on which GPUs exist and which driver runs them.
+//!
+//! Sources: reference/sysfs.md §2, §10–12 and reference/gpu-health.md §1.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{CheckDef, Context, Explain, Outcome};
+use crate::facts::nvidia::{self, PROC_DRIVER_GPUS};
+use crate::facts::nvml::{NvmlErrorKind, NvmlFacts};
+use crate::facts::pci::{PCI_DEVICES, PciFunction};
+use crate::report::{Action, Evidence, Layer};
+
+pub fn checks() -> Vec<CheckDef> {
+    vec![
+        CheckDef {
+            code: "driver.gpu_on_pci",
+            layer: Layer::Driver,
+            title: "NVIDIA GPUs are present on the PCI bus",
+            explain: Explain {
+                reads: "/sys/bus/pci/devices/*/{vendor,device,class,driver}",
+                expects: "at least one function with vendor 0x10de and class 0x0300xx (VGA) or 0x0302xx (3D controller)",
+                why: "a GPU the PCI bus does not enumerate cannot be driven by anything above it; no driver or toolkit fix helps",
+                fix: "run `lspci -d 10de:`; if it lists nothing, check the BIOS (PCIe slots enabled, Above 4G Decoding on), the risers or baseboard power, and `dmesg | grep -i pci` for link training errors",
+            },
+            run: gpu_on_pci,
+        },
+        CheckDef {
+            code: "driver.nvidia_module",
+            layer: Layer::Driver,
+            title: "the nvidia kernel module is loaded",
+            explain: Explain {
+                reads: "/proc/modules (or /sys/module/nvidia/initstate), /sys/module/nvidia/version, /proc/driver/nvidia/version",
+                expects: "an `nvidia` line in state Live, and the module's version",
+                why: "without the kernel module there are no /dev/nvidia* nodes and NVML, CUDA and the device plugin all fail",
+                fix: "`modprobe nvidia`; if it fails read `dmesg | grep -i nvrm` (unsigned module with Secure Boot, module built for another kernel after a kernel update: reinstall the driver or rebuild DKMS); on GPU Operator nodes read the nvidia-driver-daemonset pod's logs",
+            },
+            run: nvidia_module,
+        },
+        CheckDef {
+            code: "driver.nvidia_uvm_module",
+            layer: Layer::Driver,
+            title: "the nvidia_uvm kernel module is loaded",
+            explain: Explain {
+                reads: "/proc/modules (or /sys/module/nvidia_uvm/initstate)",
+                expects: "an `nvidia_uvm` line in state Live",
+                why: "CUDA's unified memory needs nvidia_uvm: without it cuInit fails (CUDA_ERROR_UNKNOWN) even though nvidia-smi works",
+                fix: "`nvidia-modprobe -u -c=0` (loads the module and creates /dev/nvidia-uvm) or `modprobe nvidia_uvm`; make it persistent with the nvidia-persistenced service or /etc/modules-load.d",
+            },
+            run: nvidia_uvm_module,
+        },
+        CheckDef {
+            code: "driver.nouveau_absent",
+            layer: Layer::Driver,
+            title: "the nouveau driver is not loaded",
+            explain: Explain {
+                reads: "/proc/modules, /sys/bus/pci/devices/*/driver",
+                expects: "no `nouveau` module",
+                why: "nouveau claims the GPUs first and the nvidia module then cannot bind them (DCGM's denylist check fails on it too)",
+                fix: "blacklist it: write `blacklist nouveau` and `options nouveau modeset=0` to /etc/modprobe.d/blacklist-nouveau.conf, rebuild the initramfs (`update-initramfs -u` or `dracut -f`) and reboot",
+            },
+            run: nouveau_absent,
+        },
+        CheckDef {
+            code: "driver.device_nodes",
+            layer: Layer::Driver,
+            title: "the NVIDIA device nodes exist",
+            explain: Explain {
+                reads: "/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia<N>; /proc/driver/nvidia/gpus/*/information (Device Minor)",
+                expects: "/dev/nvidiactl, /dev/nvidia-uvm and one /dev/nvidia<minor> per GPU (minor from the driver, not the NVML index)",
+                why: "every CUDA process opens these nodes; the container toolkit and device plugin pass them into Pods",
+                fix: "`nvidia-modprobe -u -c=<minor>` creates them (the driver does not always); run nvidia-persistenced so they stay; on GPU Operator nodes the driver container creates them",
+            },
+            run: device_nodes,
+        },
+        CheckDef {
+            code: "driver.nvml_init",
+            layer: Layer::Driver,
+            title: "NVML loads and initialises",
+            explain: Explain {
+                reads: "NVML (libnvidia-ml.so.1 through nvml-wrapper, or --nvml-lib); .gpudoctor/nvml.json in a capture",
+                expects: "nvmlInit succeeds and reports the driver version and device count",
+                why: "NVML is what nvidia-smi, the device plugin, DCGM and gpudoctor's own GPU checks use; if it fails, Kubernetes sees no healthy GPU",
+                fix: "library not found: install the driver's user-space libraries or pass --nvml-lib; driver not loaded: load the nvidia module; version mismatch: the driver was upgraded without a reboot, so reboot (or drain, unload the nvidia modules and load them again); no permission: run as root",
+            },
+            run: nvml_init,
+        },
+        CheckDef {
+            code: "driver.gpu_count",
+            layer: Layer::Driver,
+            title: "every GPU on PCI is known to NVML",
+            explain: Explain {
+                reads: "/sys/bus/pci/devices (NVIDIA display functions), NVML device list and per-device errors, /proc/driver/nvidia/gpus/*/information (GPU Excluded), the kernel log",
+                expects: "the same set of PCI addresses on both sides and no device NVML reports lost",
+                why: "a GPU on the bus that NVML cannot use has usually fallen off the bus (XID 79) or needs a reset; the device plugin then advertises fewer GPUs and 8-GPU jobs never schedule",
+                fix: "read `dmesg | grep -iE 'xid|fallen off'`; try `nvidia-smi -r -i <index>` on an idle GPU, otherwise drain and reboot; a GPU that falls off again needs a reseat or RMA",
+            },
+            run: gpu_count,
+        },
+        CheckDef {
+            code: "driver.driver_version_match",
+            layer: Layer::Driver,
+            title: "NVML and the kernel module run the same driver version",
+            explain: Explain {
+                reads: "/sys/module/nvidia/version or /proc/driver/nvidia/version; NVML's driver version; libnvidia-ml.so.<version> files in the library directories",
+                expects: "one version everywhere",
+                why: "a user-space library newer than the loaded module (an upgrade without reboot) makes NVML fail with LIB_RM_VERSION_MISMATCH and CUDA fail to initialise",
+                fix: "reboot the node (or drain it, `rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia` and `modprobe nvidia`), so the module matches the installed libraries",
+            },
+            run: driver_version_match,
+        },
+        CheckDef {
+            code: "driver.persistence_mode",
+            layer: Layer::Driver,
+            title: "persistence mode is on for server GPUs",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGetPersistenceMode per GPU",
+                expects: "Enabled on data-centre GPUs",
+                why: "without persistence the driver tears GPU state down when the last client exits: the next job pays seconds of initialisation and NVML queries can time out (DCGM warns, DCGM_FR_PERSISTENCE_MODE)",
+                fix: "enable the nvidia-persistenced service (`systemctl enable --now nvidia-persistenced`), or `nvidia-smi -pm 1` until the next reboot",
+            },
+            run: persistence_mode,
+        },
+    ]
+}
+
+fn pci_evidence_source() -> String {
+    PCI_DEVICES.to_string()
+}
+
+fn gpu_on_pci(ctx: &Context<'_>) -> Outcome {
+    let facts = match ctx.pci() {
+        Ok(facts) => facts,
+        Err(err) => return Outcome::unreadable(err),
+    };
+    let gpus: Vec<&PciFunction> = facts.nvidia_gpus().collect();
+    let problems: Vec<Evidence> = facts
+        .problems
+        .iter()
+        .map(|p| Evidence::new(&p.path, &p.message).expected("a readable attribute"))
+        .collect();
+    if gpus.is_empty() {
+        if !problems.is_empty() {
+            return Outcome::error(format!(
+                "no nvidia gpu found on pci, but {} function(s) could not be read",
+                problems.len()
+            ))
+            .evidence_all(problems)
+            .hint("fix read access to /sys/bus/pci (run as root, mount /sys into the container) and run again");
+        }
+        return Outcome::fail(format!(
+            "no nvidia gpu on the pci bus ({} functions looked at)",
+            facts.functions.len()
+        ))
+        .evidence(
+            Evidence::new(
+                pci_evidence_source(),
+                format!("{} functions, none with vendor 0x10de and a display class", facts.functions.len()),
+            )
+            .expected("at least one 0x10de function of class 0x0300xx or 0x0302xx"),
+        )
+        .hint("run `lspci -d 10de:`; if it lists nothing, check BIOS PCIe settings (slots enabled, Above 4G Decoding), risers and GPU baseboard power, and `dmesg | grep -i pci`")
+        .action(Action::HardwareInspection);
+    }
+    let mut models: BTreeMap<u16, usize> = BTreeMap::new();
+    for gpu in &gpus {
+        *models.entry(gpu.device).or_default() += 1;
+    }
+    let model_text: Vec<String> = models
+        .iter()
+        .map(|(device, n)| format!("10de:{device:04x} ×{n}"))
+        .collect();
+    let summary = format!(
+        "{} nvidia gpu(s) on pci ({})",
+        gpus.len(),
+        model_text.join(", ")
+    );
+    let evidence = Evidence::new(
+        pci_evidence_source(),
+        gpus.iter()
+            .map(|g| g.bdf.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    if problems.is_empty() {
+        Outcome::pass(summary).evidence(evidence)
+    } else {
+        Outcome::warn(format!(
+            "{summary}; {} other function(s) could not be read",
+            problems.len()
+        ))
+        .evidence(evidence)
+        .evidence_all(problems)
+        .hint("an unreadable pci function may hide a gpu: check `lspci -d 10de:` against this list")
+    }
+}
+
+/// Look up a module; `Err` is the finished outcome when modules cannot be read.
+fn loaded<'c>(
+    ctx: &'c Context<'_>,
+    name: &str,
+) -> Result<(Option<&'c crate::facts::modules::Module>, &'c str), Outcome> {
+    match ctx.modules() {
+        Ok(mods) => Ok((mods.get(name), mods.from.as_str())),
+        Err(err) => Err(Outcome::unreadable(err)),
+    }
+}
+
+fn nvidia_module(ctx: &Context<'_>) -> Outcome {
+    let (module, from) = match loaded(ctx, "nvidia") {
+        Ok(found) => found,
+        Err(outcome) => return outcome,
+    };
+    let Some(module) = module else {
+        let mut outcome = Outcome::fail("nvidia kernel module is not loaded")
+            .evidence(Evidence::new(from, "no `nvidia` module").expected("nvidia loaded (Live)"))
+            .hint("run `modprobe nvidia` and read `dmesg | grep -i nvrm` if it fails (Secure Boot signing, module built for another kernel: reinstall the driver or rebuild DKMS); on GPU Operator nodes read the nvidia-driver-daemonset logs")
+            .action(Action::ReloadDriver);
+        if let Ok(pci) = ctx.pci() {
+            let other: Vec<String> = pci
+                .nvidia_gpus()
+                .filter_map(|g| g.driver.as_ref().map(|d| format!("{} bound to {d}", g.bdf)))
+                .collect();
+            if !other.is_empty() {
+                outcome = outcome.evidence(Evidence::new(
+                    format!("{PCI_DEVICES}/*/driver"),
+                    other.join(", "),
+                ));
+            }
+        }
+        return outcome;
+    };
+    if !module.is_live() {
+        return Outcome::fail(format!("nvidia kernel module is in state {}", module.state))
+            .evidence(Evidence::new(from, format!("nvidia {}", module.state)).expected("Live"))
+            .hint("the module is still loading or unloading: wait a minute and run again; if it stays, read `dmesg | grep -i nvrm` and reboot")
+            .action(Action::ReloadDriver);
+    }
+    match ctx.module_version() {
+        Ok(Some((version, version_from))) => {
+            Outcome::pass(format!("nvidia module {version} loaded"))
+                .evidence(Evidence::new(from, "nvidia Live"))
+                .evidence(Evidence::new(*version_from, version.as_str()))
+        }
+        Ok(None) => Outcome::pass("nvidia module loaded (version unknown)")
+            .evidence(Evidence::new(from, "nvidia Live")),
+        Err(err) => Outcome::warn(format!(
+            "nvidia module loaded but its version is unreadable: {err}"
+        ))
+        .evidence(Evidence::new(&err.path, &err.message))
+        .hint("compare with `cat /proc/driver/nvidia/version`"),
+    }
+}
+
+fn nvidia_uvm_module(ctx: &Context<'_>) -> Outcome {
+    let (module, from) = match loaded(ctx, "nvidia_uvm") {
+        Ok(found) => found,
+        Err(outcome) => return outcome,
+    };
+    match module {
+        Some(m) if m.is_live() => Outcome::pass("nvidia_uvm module loaded").evidence(Evidence::new(from, "nvidia_uvm Live")),
+        Some(m) => Outcome::fail(format!("nvidia_uvm module is in state {}", m.state))
+            .evidence(Evidence::new(from, format!("nvidia_uvm {}", m.state)).expected("Live"))
+            .hint("wait and run again; if it stays, reload it: `modprobe -r nvidia_uvm && modprobe nvidia_uvm`")
+            .action(Action::ReloadDriver),
+        None => Outcome::fail("nvidia_uvm module is not loaded: cuda cannot initialise")
+            .evidence(Evidence::new(from, "no `nvidia_uvm` module").expected("nvidia_uvm loaded (Live)"))
+            .hint("run `nvidia-modprobe -u -c=0` (or `modprobe nvidia_uvm`) and make it persistent via nvidia-persistenced or /etc/modules-load.d")
+            .action(Action::ReloadDriver),
+    }
+}
+
+fn nouveau_absent(ctx: &Context<'_>) -> Outcome {
+    let (module, from) = match loaded(ctx, "nouveau") {
+        Ok(found) => found,
+        Err(outcome) => return outcome,
+    };
+    if module.is_none() {
+        return Outcome::pass("nouveau is not loaded");
+    }
+    let mut outcome = Outcome::fail("nouveau driver is loaded and conflicts with the nvidia driver")
+        .evidence(Evidence::new(from, "nouveau loaded").expected("no nouveau"))
+        .hint("blacklist nouveau: `printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' > /etc/modprobe.d/blacklist-nouveau.conf`, then `update-initramfs -u` (or `dracut -f`) and reboot")
+        .action(Action::FixConfig);
+    if let Ok(pci) = ctx.pci() {
+        let bound: Vec<&str> = pci
+            .nvidia_gpus()
+            .filter(|g| g.driver.as_deref() == Some("nouveau"))
+            .map(|g| g.bdf.as_str())
+            .collect();
+        if !bound.is_empty() {
+            outcome = outcome.evidence(
+                Evidence::new(
+                    format!("{PCI_DEVICES}/*/driver"),
+                    format!("nouveau bound to {}", bound.join(" ")),
+                )
+                .expected("nvidia"),
+            );
+        }
+    }
+    outcome
+}
+
+/// `/dev/nvidia<minor>` names expected for the GPUs: the driver's `Device Minor` per GPU, else
+/// NVML's minor numbers, else 0..n (minor ≠ NVML index, sysfs.md §12).
+fn expected_gpu_minors(ctx: &Context<'_>) -> (Vec<u32>, &'static str) {
+    let gpus: Vec<String> = match ctx.pci() {
+        Ok(pci) => pci.nvidia_gpus().map(|g| g.bdf.clone()).collect(),
+        Err(_) => Vec::new(),
+    };
+    let from_proc: Vec<u32> = gpus
+        .iter()
+        .filter_map(|bdf| {
+            let text = ctx
+                .source()
+                .read_to_string(&format!("{PROC_DRIVER_GPUS}/{bdf}/information"))
+                .ok()?;
+            nvidia::parse_information(&text)
+                .get("Device Minor")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    if !gpus.is_empty() && from_proc.len() == gpus.len() {
+        return (from_proc, "proc/driver/nvidia/gpus/*/information");
+    }
+    let nvml = ctx.nvml();
+    let from_nvml: Vec<u32> = nvml
+        .devices
+        .iter()
+        .filter_map(|d| d.minor_number.value().copied())
+        .collect();
+    if nvml.init_error.is_none() && !from_nvml.is_empty() && from_nvml.len() >= gpus.len() {
+        return (from_nvml, "nvml minor numbers");
+    }
+    ((0..gpus.len() as u32).collect(), "gpu count on pci")
+}
+
+fn device_nodes(ctx: &Context<'_>) -> Outcome {
+    let (minors, minors_from) = expected_gpu_minors(ctx);
+    let mut wanted: Vec<String> = vec!["dev/nvidiactl".into(), "dev/nvidia-uvm".into()];
+    wanted.extend(minors.iter().map(|m| format!("dev/nvidia{m}")));
+    let missing: Vec<&String> = wanted.iter().filter(|p| !ctx.source().exists(p)).collect();
+    if missing.is_empty() {
+        return Outcome::pass(format!("{} nvidia device nodes present", wanted.len()))
+            .evidence(Evidence::new("dev", wanted.join(" ")));
+    }
+    let names: Vec<String> = missing.iter().map(|p| format!("/{p}")).collect();
+    Outcome::fail(format!("{} of {} nvidia device nodes missing: {}", missing.len(), wanted.len(), names.join(" ")))
+        .evidence(Evidence::new("dev", format!("missing {}", names.join(" "))).expected(format!("present (gpu minors from {minors_from})")))
+        .hint("load the driver, then `nvidia-modprobe -u -c=<minor>` for each missing node; nvidia-persistenced keeps them; on GPU Operator nodes the driver container creates them")
+        .action(Action::ReloadDriver)
+}
+
+fn nvml_init(ctx: &Context<'_>) -> Outcome {
+    let nvml = ctx.nvml();
+    let Some(err) = &nvml.init_error else {
+        let version = nvml.driver_version.as_deref().unwrap_or("unknown");
+        return Outcome::pass(format!(
+            "nvml {} initialised: driver {version}, {} device(s)",
+            nvml.nvml_version.as_deref().unwrap_or("?"),
+            nvml.device_count
+        ))
+        .evidence(Evidence::new(
+            "nvml.device_count",
+            nvml.device_count.to_string(),
+        ));
+    };
+    let evidence = Evidence::new("nvml.init", format!("{}: {}", err.kind.name(), err.message))
+        .expected("success");
+    let outcome = |o: Outcome| o.evidence(evidence.clone());
+    match err.kind {
+        NvmlErrorKind::LibraryNotFound => outcome(Outcome::fail(format!("nvml library not found ({})", err.message)))
+            .hint("install the NVIDIA driver's user-space libraries (libnvidia-ml.so.1, e.g. package libnvidia-compute-<version>) or point --nvml-lib at it; inside a container run with the NVIDIA runtime")
+            .action(Action::FixConfig),
+        NvmlErrorKind::DriverNotLoaded => outcome(Outcome::fail("nvml cannot initialise: the nvidia driver is not loaded"))
+            .hint("load the driver (`modprobe nvidia`) and read `dmesg | grep -i nvrm` if that fails")
+            .action(Action::ReloadDriver),
+        NvmlErrorKind::LibRmVersionMismatch => outcome(Outcome::fail("nvml library and nvidia kernel module versions differ (driver upgraded without reboot?)"))
+            .hint("reboot the node, or drain it and reload the modules (`rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia`)")
+            .action(Action::RebootNode),
+        NvmlErrorKind::NoPermission => outcome(Outcome::error("nvml: no permission to open the gpus"))
+            .hint("run gpudoctor as root (or in a privileged pod with /dev mounted)"),
+        NvmlErrorKind::GpuIsLost => outcome(Outcome::fail("nvml cannot initialise: a gpu is lost (fallen off the bus)"))
+            .hint("read `dmesg | grep -iE 'xid|fallen off'`; drain and reboot; a recurrence needs a reseat or RMA")
+            .action(Action::RebootNode),
+        NvmlErrorKind::ResetRequired => outcome(Outcome::fail("nvml cannot initialise: gpu reset required"))
+            .hint("drain the node, then `nvidia-smi -r` on the idle gpus or reboot")
+            .action(Action::ResetGpu),
+        NvmlErrorKind::InsufficientPower | NvmlErrorKind::CorruptedInforom => {
+            outcome(Outcome::fail(format!("nvml cannot initialise: {}", err.kind.describe())))
+                .hint("check the gpu's power cables and the baseboard; a corrupted inforom needs an RMA")
+                .action(Action::HardwareInspection)
+        }
+        NvmlErrorKind::Timeout => outcome(Outcome::error(format!("nvml did not answer: {}", err.message)))
+            .hint("a hung nvml usually means a wedged gpu: read `dmesg | grep -i xid`; raise --timeout if the node is only slow"),
+        NvmlErrorKind::NotRecorded | NvmlErrorKind::Unreadable | NvmlErrorKind::Unknown => {
+            outcome(Outcome::error(format!("nvml answer unavailable: {}", err.message)))
+                .hint("run `nvidia-smi` on the node to see the error directly; record the node again if this is a capture")
+        }
+    }
+}
+
+/// `GPU Excluded: Yes` in the driver's information file: told to ignore it (`NVreg_ExcludedGpus`).
+fn excluded_gpus(ctx: &Context<'_>, gpus: &[&PciFunction]) -> BTreeSet<String> {
+    gpus.iter()
+        .filter(|g| {
+            ctx.source()
+                .read_to_string(&format!("{PROC_DRIVER_GPUS}/{}/information", g.bdf))
+                .map(|t| {
+                    nvidia::parse_information(&t)
+                        .get("GPU Excluded")
+                        .is_some_and(|v| v.eq_ignore_ascii_case("yes"))
+                })
+                .unwrap_or(false)
+        })
+        .map(|g| g.bdf.clone())
+        .collect()
+}
+
+/// Kernel-log lines that mention a GPU's bus address (`0000:ba:00` as XID lines print it).
+fn kernel_log_mentions(ctx: &Context<'_>, bdf: &str) -> Vec<Evidence> {
+    let Ok(Some((text, from))) = ctx.kernel_log() else {
+        return Vec::new();
+    };
+    let short = bdf.rsplit_once('.').map(|(head, _)| head).unwrap_or(bdf);
+    text.lines()
+        .filter(|l| {
+            l.contains("NVRM") && (l.contains(short) || l.contains(&short.to_ascii_uppercase()))
+        })
+        .rev()
+        .take(3)
+        .map(|l| {
+            Evidence::new(
+                from.as_str(),
+                l.rsplit_once(';').map(|(_, m)| m).unwrap_or(l).trim(),
+            )
+        })
+        .collect()
+}
+
+fn gpu_count(ctx: &Context<'_>) -> Outcome {
+    let nvml = ctx.nvml();
+    if nvml.init_error.is_some() {
+        return Outcome::skip("nvml unavailable (see driver.nvml_init)");
+    }
+    let pci = match ctx.pci() {
+        Ok(pci) => pci,
+        Err(err) => return Outcome::unreadable(err),
+    };
+    let gpus: Vec<&PciFunction> = pci.nvidia_gpus().collect();
+    let on_pci: BTreeSet<String> = gpus.iter().map(|g| g.bdf.clone()).collect();
+    let in_nvml: BTreeSet<String> = nvml
+        .devices
+        .iter()
+        .filter_map(|d| d.pci_bus_id.clone())
+        .collect();
+    let excluded = excluded_gpus(ctx, &gpus);
+
+    let mut fails: Vec<String> = Vec::new();
+    let mut evidence: Vec<Evidence> = Vec::new();
+    for device in nvml.devices.iter().filter(|d| d.error.is_some()) {
+        if let Some(err) = &device.error {
+            fails.push(format!(
+                "nvml device {}: {}",
+                device.index,
+                err.kind.describe()
+            ));
+            evidence.push(
+                Evidence::new(format!("nvml.devices[{}]", device.index), &err.message)
+                    .expected("a usable handle"),
+            );
+        }
+    }
+    let missing: Vec<&String> = on_pci
+        .difference(&in_nvml)
+        .filter(|b| !excluded.contains(*b))
+        .collect();
+    // A device whose handle failed has no bus id; the pci addresses nvml lacks name it.
+    for bdf in &missing {
+        fails.push(format!("gpu {bdf} is on pci but unknown to nvml"));
+        evidence.push(
+            Evidence::new(
+                format!("{PCI_DEVICES}/{bdf}"),
+                "present on pci, absent from nvml",
+            )
+            .expected("known to nvml"),
+        );
+        evidence.extend(kernel_log_mentions(ctx, bdf));
+    }
+    let count_text = format!("{} on pci, {} in nvml", on_pci.len(), nvml.device_count);
+    if !fails.is_empty() {
+        return Outcome::fail(format!("{} ({count_text}); it may have fallen off the bus", fails.join("; ")))
+            .evidence_all(evidence)
+            .hint("read the kernel log (`dmesg | grep -iE 'xid|fallen off'`); reset an idle gpu with `nvidia-smi -r -i <index>` or drain and reboot; a gpu that falls off again needs a reseat or RMA")
+            .action(Action::RebootNode);
+    }
+    let extra: Vec<&String> = in_nvml.difference(&on_pci).collect();
+    let mut outcome = if extra.is_empty() {
+        Outcome::pass(format!("all gpus known to nvml ({count_text})"))
+    } else {
+        Outcome::warn(format!(
+            "nvml reports gpu(s) not seen on pci: {} ({count_text})",
+            extra.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")
+        ))
+        .hint("the pci view may be incomplete (restricted /sys in a container?): compare `lspci -d 10de:` with `nvidia-smi -L`")
+    };
+    if !excluded.is_empty() {
+        let list: Vec<&str> = excluded.iter().map(|s| s.as_str()).collect();
+        outcome = Outcome::warn(format!(
+            "{} excluded by the driver (NVreg_ExcludedGpus): {}",
+            list.len(),
+            list.join(" ")
+        ))
+        .evidence(
+            Evidence::new(
+                format!("{PROC_DRIVER_GPUS}/*/information"),
+                "GPU Excluded: Yes",
+            )
+            .expected("No"),
+        )
+        .hint(
+            "remove the gpu from NVreg_ExcludedGpus (/etc/modprobe.d) if it should serve workloads",
+        );
+    }
+    outcome.evidence(
+        Evidence::new("nvml.device_count", nvml.device_count.to_string())
+            .expected(on_pci.len().to_string()),
+    )
+}
+
+fn driver_version_match(ctx: &Context<'_>) -> Outcome {
+    let nvml: &NvmlFacts = ctx.nvml();
+    let module = match ctx.module_version() {
+        Ok(v) => v.clone(),
+        Err(err) => return Outcome::unreadable(err),
+    };
+    let libraries = nvidia::gather_nvml_library_versions(ctx.source());
+    let library_evidence = || {
+        libraries.iter().map(|(version, path)| {
+            Evidence::new(path.as_str(), format!("user-space nvml {version}"))
+        })
+    };
+    match (&nvml.init_error, &module) {
+        (Some(err), Some((module_version, from))) if err.kind == NvmlErrorKind::LibRmVersionMismatch => {
+            let others: Vec<&str> = libraries
+                .iter()
+                .map(|(v, _)| v.as_str())
+                .filter(|v| v != module_version)
+                .collect();
+            let summary = if others.is_empty() {
+                format!("kernel module is {module_version} but nvml reports a version mismatch")
+            } else {
+                format!("kernel module is {module_version}, user-space nvml is {}", others.join(", "))
+            };
+            Outcome::fail(summary)
+                .evidence(Evidence::new(*from, module_version.as_str()).expected("the user-space library's version"))
+                .evidence_all(library_evidence())
+                .hint("the driver was upgraded without a reboot: reboot the node (or drain it and reload the nvidia modules)")
+                .action(Action::RebootNode)
+        }
+        (Some(_), _) => Outcome::skip("nvml unavailable (see driver.nvml_init)"),
+        (None, None) => Outcome::skip("kernel module version unknown (see driver.nvidia_module)"),
+        (None, Some((module_version, from))) => match nvml.driver_version.as_deref() {
+            None => Outcome::skip("nvml did not report a driver version"),
+            Some(v) if v == module_version => Outcome::pass(format!("driver {v} in kernel and nvml"))
+                .evidence(Evidence::new(*from, module_version.as_str()))
+                .evidence(Evidence::new("nvml.driver_version", v)),
+            Some(v) => Outcome::fail(format!("kernel module is {module_version}, nvml reports driver {v}"))
+                .evidence(Evidence::new(*from, module_version.as_str()).expected(v))
+                .evidence(Evidence::new("nvml.driver_version", v))
+                .evidence_all(library_evidence())
+                .hint("the driver was upgraded without a reboot: reboot the node (or drain it and reload the nvidia modules)")
+                .action(Action::RebootNode),
+        },
+    }
+}
+
+/// Consumer boards do not support persistence the same way; only server GPUs are judged.
+fn is_server_gpu(name: Option<&str>) -> bool {
+    !name.is_some_and(|n| n.contains("GeForce") || n.contains("TITAN"))
+}
+
+fn persistence_mode(ctx: &Context<'_>) -> Outcome {
+    let nvml = ctx.nvml();
+    if nvml.init_error.is_some() {
+        return Outcome::skip("nvml unavailable (see driver.nvml_init)");
+    }
+    let mut off = Vec::new();
+    let mut on = 0usize;
+    for device in nvml
+        .devices
+        .iter()
+        .filter(|d| d.error.is_none() && is_server_gpu(d.name.as_deref()))
+    {
+        match device.persistence_mode.value() {
+            Some(true) => on += 1,
+            Some(false) => off.push(device),
+            None => {}
+        }
+    }
+    if off.is_empty() {
+        if on == 0 {
+            return Outcome::skip("persistence mode not reported for any server gpu");
+        }
+        return Outcome::pass(format!("persistence mode on for {on} gpu(s)"));
+    }
+    let list: Vec<String> = off
+        .iter()
+        .map(|d| format!("{} ({})", d.index, d.pci_bus_id.as_deref().unwrap_or("?")))
+        .collect();
+    Outcome::warn(format!(
+        "persistence mode off on {} gpu(s): {}",
+        off.len(),
+        list.join(", ")
+    ))
+    .evidence_all(off.iter().map(|d| {
+        Evidence::new(
+            format!("nvml.devices[{}].persistence_mode", d.index),
+            "disabled",
+        )
+        .expected("enabled")
+    }))
+    .hint("`systemctl enable --now nvidia-persistenced` (or `nvidia-smi -pm 1` until reboot)")
+    .action(Action::FixConfig)
+}

@@ -1,0 +1,194 @@
+//! Policy: each layer's checks judge facts and return results. One file per layer; this module
+//! holds the registry (code, layer, title, explanation, function), the [`Context`] that gathers
+//! and memoises facts, and the [`Outcome`] builder checks return.
+//!
+//! Adding a check touches four places (DESIGN.md): a parser in `facts/` if it needs new facts,
+//! the check function with a unit test, one row in [`registry`], and a fixture that makes it fire.
+
+pub mod driver;
+
+use std::cell::OnceCell;
+
+use crate::facts::modules::LoadedModules;
+use crate::facts::nvml::NvmlFacts;
+use crate::facts::pci::PciFacts;
+use crate::facts::{FactError, modules, nvidia, pci};
+use crate::report::{Action, Evidence, Layer, Status};
+use crate::source::{FsError, Source};
+
+/// What `gpudoctor explain CODE` prints.
+#[derive(Debug, Clone, Copy)]
+pub struct Explain {
+    /// The files and probes the check reads.
+    pub reads: &'static str,
+    /// What a healthy node shows.
+    pub expects: &'static str,
+    /// Why it matters to a GPU workload.
+    pub why: &'static str,
+    /// How to fix a failure.
+    pub fix: &'static str,
+}
+
+/// One registered check.
+#[derive(Clone, Copy)]
+pub struct CheckDef {
+    pub code: &'static str,
+    pub layer: Layer,
+    pub title: &'static str,
+    pub explain: Explain,
+    pub run: fn(&Context<'_>) -> Outcome,
+}
+
+/// Every check, in walk order within each layer.
+pub fn registry() -> Vec<CheckDef> {
+    driver::checks()
+}
+
+pub fn find(code: &str) -> Option<CheckDef> {
+    registry().into_iter().find(|c| c.code == code)
+}
+
+/// What a check decided. The engine adds code and title to make a
+/// [`CheckResult`](crate::report::CheckResult).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: Status,
+    pub summary: String,
+    pub evidence: Vec<Evidence>,
+    pub hint: Option<String>,
+    pub action: Action,
+}
+
+impl Outcome {
+    fn new(status: Status, summary: impl Into<String>) -> Self {
+        Outcome {
+            status,
+            summary: summary.into(),
+            evidence: Vec::new(),
+            hint: None,
+            action: Action::None,
+        }
+    }
+    pub fn pass(summary: impl Into<String>) -> Self {
+        Outcome::new(Status::Pass, summary)
+    }
+    pub fn warn(summary: impl Into<String>) -> Self {
+        Outcome::new(Status::Warn, summary)
+    }
+    pub fn fail(summary: impl Into<String>) -> Self {
+        Outcome::new(Status::Fail, summary)
+    }
+    pub fn skip(summary: impl Into<String>) -> Self {
+        Outcome::new(Status::Skip, summary)
+    }
+    pub fn error(summary: impl Into<String>) -> Self {
+        Outcome::new(Status::Error, summary)
+    }
+    /// "Could not read X": an `error` naming the path, with the generic hint.
+    pub fn unreadable(err: &FactError) -> Self {
+        Outcome::error(format!("could not read {}: {}", err.path, err.message))
+            .evidence(Evidence::new(&err.path, &err.message))
+            .hint("check that gpudoctor runs as root and that --root points at the node's root (a DaemonSet mounts it at /host)")
+    }
+    pub fn evidence(mut self, evidence: Evidence) -> Self {
+        self.evidence.push(evidence);
+        self
+    }
+    pub fn evidence_all(mut self, evidence: impl IntoIterator<Item = Evidence>) -> Self {
+        self.evidence.extend(evidence);
+        self
+    }
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+    pub fn action(mut self, action: Action) -> Self {
+        self.action = action;
+        self
+    }
+}
+
+/// Facts for the checks, each gathered at most once per run. Checks ask the context, never the
+/// source's paths directly, so that a fact family is parsed once and every check sees the same.
+pub struct Context<'a> {
+    source: &'a dyn Source,
+    pci: OnceCell<Result<PciFacts, FactError>>,
+    modules: OnceCell<Result<LoadedModules, FactError>>,
+    nvml: OnceCell<NvmlFacts>,
+    module_version: OnceCell<Result<Option<(String, &'static str)>, FactError>>,
+    kernel_log: OnceCell<Result<Option<(String, String)>, FsError>>,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(source: &'a dyn Source) -> Self {
+        Context {
+            source,
+            pci: OnceCell::new(),
+            modules: OnceCell::new(),
+            nvml: OnceCell::new(),
+            module_version: OnceCell::new(),
+            kernel_log: OnceCell::new(),
+        }
+    }
+
+    pub fn source(&self) -> &dyn Source {
+        self.source
+    }
+
+    pub fn pci(&self) -> &Result<PciFacts, FactError> {
+        self.pci.get_or_init(|| pci::gather(self.source))
+    }
+
+    pub fn modules(&self) -> &Result<LoadedModules, FactError> {
+        self.modules.get_or_init(|| modules::gather(self.source))
+    }
+
+    pub fn nvml(&self) -> &NvmlFacts {
+        self.nvml.get_or_init(|| self.source.nvml())
+    }
+
+    /// The loaded nvidia module's version and the file it came from.
+    pub fn module_version(&self) -> &Result<Option<(String, &'static str)>, FactError> {
+        self.module_version
+            .get_or_init(|| nvidia::gather_module_version(self.source))
+    }
+
+    /// The kernel log and where it came from (`dev/kmsg`, `--kernel-log`, `.gpudoctor/kmsg.txt`).
+    pub fn kernel_log(&self) -> &Result<Option<(String, String)>, FsError> {
+        self.kernel_log.get_or_init(|| self.source.kernel_log())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn codes_are_unique_prefixed_by_layer_and_explained() {
+        let mut seen = HashSet::new();
+        for check in registry() {
+            assert!(seen.insert(check.code), "duplicate code {}", check.code);
+            let prefix = check.layer.id().replace('-', "_");
+            assert!(
+                check.code.starts_with(&format!("{prefix}.")),
+                "{} is not under {}",
+                check.code,
+                check.layer
+            );
+            for text in [
+                check.title,
+                check.explain.reads,
+                check.explain.expects,
+                check.explain.why,
+                check.explain.fix,
+            ] {
+                assert!(
+                    !text.trim().is_empty(),
+                    "{} has an empty explanation",
+                    check.code
+                );
+            }
+        }
+    }
+}

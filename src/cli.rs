@@ -1,0 +1,146 @@
+//! Command-line types (clap derive). They are converted to plain options here; clap goes no
+//! further than this file and `main.rs`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::engine::RunOptions;
+use crate::report::Layer;
+use crate::source::SourceOptions;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  healthy (warnings allowed, unless --strict)
+  1  a layer failed (or warned, with --strict)
+  2  usage error
+  3  inconclusive: some checks could not be evaluated, none failed
+  4  internal error";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpudoctor",
+    version,
+    about = "Find the layer under a Kubernetes GPU workload that is broken, and say why.",
+    long_about = "gpudoctor walks the layers data crosses on a GPU node — driver, container toolkit, \
+device plugin, NUMA/PCIe topology, RDMA, SR-IOV, NVLink, NCCL — stops at the first that fails, and \
+prints what failed, the evidence and what to do. It runs on a live node or replays a recorded one.",
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Walk the layers and report the first that fails.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  gpudoctor check                               # this node\n",
+        "  gpudoctor check --root /host                  # from a DaemonSet with the host's / at /host\n",
+        "  gpudoctor check --root fixtures/hgx-h100-healthy   # replay a recorded node\n",
+        "  gpudoctor check --format json --keep-going    # every layer, for a ticket or a pipeline\n",
+        "  gpudoctor check --only driver,topology        # just these layers\n",
+        "\n",
+        "Layers: driver, toolkit, device-plugin, topology, rdma, sriov, nvlink, nccl\n",
+        "\n",
+        "Exit codes:\n",
+        "  0  healthy (warnings allowed, unless --strict)\n",
+        "  1  a layer failed (or warned, with --strict)\n",
+        "  2  usage error\n",
+        "  3  inconclusive: some checks could not be evaluated, none failed\n",
+        "  4  internal error"
+    ))]
+    Check(CheckArgs),
+    /// List every registered check: code, layer, title.
+    #[command(after_help = "Example:\n  gpudoctor list-checks --format json | jq '.[].code'")]
+    ListChecks {
+        #[arg(long, value_enum, default_value_t = ListFormat::Table)]
+        format: ListFormat,
+    },
+    /// Explain a check: what it reads, what it expects, why it matters, how to fix it.
+    #[command(after_help = "Example:\n  gpudoctor explain driver.nvml_init")]
+    Explain {
+        /// A check code, as printed in reports and by `list-checks` (e.g. driver.gpu_count).
+        code: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// Human-readable, one line per layer with findings under it (colour on a terminal).
+    Table,
+    /// One JSON document on stdout (schema: docs/report.md).
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The node's root directory: `/` on the node, the host mount in a Pod, or a recorded
+    /// fixture (replayed when it holds .gpudoctor/manifest.json).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+
+    /// Run every layer, even after one has failed.
+    #[arg(long)]
+    pub keep_going: bool,
+
+    /// Run only these layers (comma-separated).
+    #[arg(long, value_name = "LAYER,..", value_delimiter = ',', value_parser = parse_layer)]
+    pub only: Vec<Layer>,
+
+    /// Skip these layers (comma-separated).
+    #[arg(long, value_name = "LAYER,..", value_delimiter = ',', value_parser = parse_layer)]
+    pub skip: Vec<Layer>,
+
+    /// Treat warnings as failures (exit 1).
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Load this NVML library instead of libnvidia-ml.so.1 (live nodes only).
+    #[arg(long, value_name = "PATH")]
+    pub nvml_lib: Option<PathBuf>,
+
+    /// Read the kernel log from this file (saved `dmesg` output) instead of /dev/kmsg.
+    #[arg(long, value_name = "FILE")]
+    pub kernel_log: Option<PathBuf>,
+
+    /// Longest any one probe (NVML, kubelet, kernel log) may take, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+}
+
+fn parse_layer(s: &str) -> Result<Layer, String> {
+    s.parse()
+}
+
+impl CheckArgs {
+    pub fn run_options(&self) -> RunOptions {
+        RunOptions {
+            keep_going: self.keep_going,
+            only: self.only.clone(),
+            skip: self.skip.clone(),
+            strict: self.strict,
+        }
+    }
+
+    pub fn source_options(&self) -> SourceOptions {
+        SourceOptions {
+            nvml_lib: self.nvml_lib.clone(),
+            kernel_log: self.kernel_log.clone(),
+            probe_timeout: Duration::from_secs(self.timeout),
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! Walks the layers in order, runs every check of a layer, and stops after the first layer that
+//! fails (later layers `not_run`, "blocked by <layer>") unless `keep_going`. A check that panics
+//! becomes an `error` result: one bad parser must not take the whole diagnosis down.
+
+use std::panic::{self, AssertUnwindSafe};
+use std::time::Instant;
+
+use crate::checks::{self, CheckDef, Context, Outcome};
+use crate::facts::node;
+use crate::report::{
+    CheckResult, FirstFailure, Layer, LayerReport, NodeInfo, Report, SCHEMA_VERSION, SourceInfo,
+    Status, exit,
+};
+use crate::source::Source;
+
+/// What to run and how to judge the whole.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Run every layer even after one failed.
+    pub keep_going: bool,
+    /// Only these layers (empty = all).
+    pub only: Vec<Layer>,
+    /// Not these layers.
+    pub skip: Vec<Layer>,
+    /// Warnings make the exit code 1.
+    pub strict: bool,
+}
+
+impl RunOptions {
+    fn deselected(&self, layer: Layer) -> Option<&'static str> {
+        if self.skip.contains(&layer) {
+            Some("skipped by --skip")
+        } else if !self.only.is_empty() && !self.only.contains(&layer) {
+            Some("not selected by --only")
+        } else {
+            None
+        }
+    }
+}
+
+/// Run the checks of `registry` against `source`.
+pub fn run_with(source: &dyn Source, registry: &[CheckDef], options: &RunOptions) -> Report {
+    let started = Instant::now();
+    let ctx = Context::new(source);
+    let mut layers = Vec::new();
+    let mut blocked_by: Option<Layer> = None;
+
+    for layer in Layer::ALL {
+        let layer_checks: Vec<&CheckDef> = registry.iter().filter(|c| c.layer == layer).collect();
+        let mut report = LayerReport {
+            id: layer,
+            title: layer.title().to_string(),
+            status: Status::Skip,
+            reason: None,
+            duration_ms: 0,
+            checks: Vec::new(),
+        };
+        if let Some(blocker) = blocked_by {
+            report.status = Status::NotRun;
+            report.reason = Some(format!("blocked by {blocker}"));
+        } else if let Some(why) = options.deselected(layer) {
+            report.reason = Some(why.to_string());
+        } else if layer_checks.is_empty() {
+            report.reason = Some("not implemented yet".to_string());
+        } else {
+            let layer_started = Instant::now();
+            report.checks = layer_checks
+                .iter()
+                .map(|def| run_check(def, &ctx))
+                .collect();
+            report.duration_ms = layer_started.elapsed().as_millis() as u64;
+            report.status = summarize(&report.checks);
+            if report.status == Status::Skip {
+                report.reason = Some("does not apply to this node".to_string());
+            }
+            if report.status == Status::Fail && !options.keep_going {
+                blocked_by = Some(layer);
+            }
+        }
+        layers.push(report);
+    }
+
+    let identity = node::gather(source);
+    let driver_version = match ctx.module_version() {
+        Ok(Some((v, _))) => Some(v.clone()),
+        _ => None,
+    };
+    let first_failure = layers
+        .iter()
+        .find(|l| l.status == Status::Fail)
+        .and_then(|l| {
+            l.checks
+                .iter()
+                .find(|c| c.status == Status::Fail)
+                .map(|c| FirstFailure {
+                    layer: l.id,
+                    code: c.code.clone(),
+                    summary: c.summary.clone(),
+                    hint: c.hint.clone(),
+                })
+        });
+    let exit_code = exit_code(&layers, options.strict);
+    Report {
+        schema_version: SCHEMA_VERSION,
+        gpudoctor_version: env!("CARGO_PKG_VERSION").to_string(),
+        source: SourceInfo {
+            kind: source.kind(),
+            root: source.root().display().to_string(),
+        },
+        node: NodeInfo {
+            hostname: identity.hostname,
+            kernel: identity.kernel,
+            driver_version,
+        },
+        profile: None,
+        layers,
+        first_failure,
+        exit_code,
+        duration_ms: started.elapsed().as_millis() as u64,
+    }
+}
+
+/// Run every registered check.
+pub fn run(source: &dyn Source, options: &RunOptions) -> Report {
+    run_with(source, &checks::registry(), options)
+}
+
+fn run_check(def: &CheckDef, ctx: &Context<'_>) -> CheckResult {
+    let outcome =
+        panic::catch_unwind(AssertUnwindSafe(|| (def.run)(ctx))).unwrap_or_else(|payload| {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            Outcome::error(format!("check crashed: {message}")).hint(
+                "this is a gpudoctor bug: please report it with `gpudoctor record` output attached",
+            )
+        });
+    CheckResult {
+        code: def.code.to_string(),
+        title: def.title.to_string(),
+        status: outcome.status,
+        summary: outcome.summary,
+        evidence: outcome.evidence,
+        hint: outcome.hint,
+        action: outcome.action,
+    }
+}
+
+/// A layer is as bad as its worst check; all-skip is skip.
+pub fn summarize(checks: &[CheckResult]) -> Status {
+    checks
+        .iter()
+        .map(|c| c.status)
+        .max_by_key(|s| s.severity())
+        .unwrap_or(Status::Skip)
+}
+
+/// 1 when a layer failed (or warned under --strict), 3 when something could not be evaluated
+/// and nothing failed, else 0.
+pub fn exit_code(layers: &[LayerReport], strict: bool) -> i32 {
+    let statuses = || layers.iter().map(|l| l.status);
+    if statuses().any(|s| s == Status::Fail) || (strict && statuses().any(|s| s == Status::Warn)) {
+        exit::FAILED
+    } else if statuses().any(|s| s == Status::Error) {
+        exit::INCONCLUSIVE
+    } else {
+        exit::HEALTHY
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::Explain;
+    use crate::source::ReplaySource;
+
+    const EXPLAIN: Explain = Explain {
+        reads: "r",
+        expects: "e",
+        why: "w",
+        fix: "f",
+    };
+
+    fn def(code: &'static str, layer: Layer, run: fn(&Context<'_>) -> Outcome) -> CheckDef {
+        CheckDef {
+            code,
+            layer,
+            title: "t",
+            explain: EXPLAIN,
+            run,
+        }
+    }
+
+    fn source() -> (tempfile::TempDir, ReplaySource) {
+        let dir = tempfile::tempdir().unwrap();
+        let src = ReplaySource::new(dir.path());
+        (dir, src)
+    }
+
+    #[test]
+    fn stops_after_first_failed_layer_unless_keep_going() {
+        let (_d, src) = source();
+        let registry = [
+            def("driver.a", Layer::Driver, |_| Outcome::pass("ok")),
+            def("toolkit.b", Layer::Toolkit, |_| Outcome::fail("broken")),
+            def("topology.c", Layer::Topology, |_| Outcome::warn("meh")),
+        ];
+        let report = run_with(&src, &registry, &RunOptions::default());
+        assert_eq!(report.exit_code, 1);
+        assert_eq!(report.first_failure.as_ref().unwrap().code, "toolkit.b");
+        assert_eq!(
+            report.layer(Layer::DevicePlugin).unwrap().status,
+            Status::NotRun
+        );
+        assert_eq!(
+            report.layer(Layer::Topology).unwrap().reason.as_deref(),
+            Some("blocked by toolkit")
+        );
+
+        let all = run_with(
+            &src,
+            &registry,
+            &RunOptions {
+                keep_going: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(all.layer(Layer::Topology).unwrap().status, Status::Warn);
+        assert_eq!(
+            all.layer(Layer::DevicePlugin).unwrap().reason.as_deref(),
+            Some("not implemented yet")
+        );
+    }
+
+    #[test]
+    fn a_panicking_check_is_an_error_result() {
+        let (_d, src) = source();
+        let registry = [def("driver.boom", Layer::Driver, |_| {
+            panic!("parser exploded")
+        })];
+        let report = run_with(&src, &registry, &RunOptions::default());
+        let check = &report.layers[0].checks[0];
+        assert_eq!(check.status, Status::Error);
+        assert!(check.summary.contains("parser exploded"));
+        assert_eq!(report.exit_code, 3);
+    }
+
+    #[test]
+    fn strict_turns_warnings_into_failure_and_selection_skips() {
+        let (_d, src) = source();
+        let registry = [
+            def("driver.a", Layer::Driver, |_| Outcome::warn("meh")),
+            def("rdma.b", Layer::Rdma, |_| Outcome::fail("down")),
+        ];
+        let opts = RunOptions {
+            skip: vec![Layer::Rdma],
+            ..Default::default()
+        };
+        let report = run_with(&src, &registry, &opts);
+        assert_eq!(report.exit_code, 0);
+        assert_eq!(
+            report.layer(Layer::Rdma).unwrap().reason.as_deref(),
+            Some("skipped by --skip")
+        );
+        let strict = run_with(
+            &src,
+            &registry,
+            &RunOptions {
+                strict: true,
+                only: vec![Layer::Driver],
+                ..Default::default()
+            },
+        );
+        assert_eq!(strict.exit_code, 1);
+        assert_eq!(
+            strict.layer(Layer::Rdma).unwrap().reason.as_deref(),
+            Some("not selected by --only")
+        );
+    }
+}

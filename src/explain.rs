@@ -1,0 +1,92 @@
+//! `list-checks` and `explain CODE`: the registry as text, and the nearest codes for a typo.
+
+use std::fmt::Write;
+
+use crate::checks::{CheckDef, registry};
+
+pub fn list_table() -> String {
+    let checks = registry();
+    let width = checks.iter().map(|c| c.code.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    let _ = writeln!(out, "{:<width$}  {:<14} TITLE", "CODE", "LAYER");
+    for c in &checks {
+        let _ = writeln!(out, "{:<width$}  {:<14} {}", c.code, c.layer.id(), c.title);
+    }
+    out
+}
+
+pub fn list_json() -> String {
+    let rows: Vec<serde_json::Value> = registry()
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "code": c.code, "layer": c.layer.id(), "title": c.title,
+                "reads": c.explain.reads, "expects": c.explain.expects,
+                "why": c.explain.why, "fix": c.explain.fix,
+            })
+        })
+        .collect();
+    let mut text = serde_json::to_string_pretty(&rows).unwrap_or_else(|_| "[]".into());
+    text.push('\n');
+    text
+}
+
+pub fn explain(check: &CheckDef) -> String {
+    format!(
+        "{code} ({layer} layer)\n  {title}\n\nReads:    {reads}\nExpects:  {expects}\nWhy:      {why}\nFix:      {fix}\n",
+        code = check.code,
+        layer = check.layer.id(),
+        title = check.title,
+        reads = check.explain.reads,
+        expects = check.explain.expects,
+        why = check.explain.why,
+        fix = check.explain.fix,
+    )
+}
+
+/// Up to three registered codes closest to `code`: substring matches first, then by edit distance.
+pub fn nearest_codes(code: &str) -> Vec<&'static str> {
+    let wanted = code.to_ascii_lowercase();
+    let mut scored: Vec<(usize, &'static str)> = registry()
+        .iter()
+        .map(|c| {
+            let bare = c.code.split_once('.').map(|(_, b)| b).unwrap_or(c.code);
+            let score = if c.code.contains(&wanted) || (!wanted.is_empty() && wanted.contains(bare))
+            {
+                0
+            } else {
+                levenshtein(&wanted, c.code).min(levenshtein(&wanted, bare))
+            };
+            (score, c.code)
+        })
+        .collect();
+    scored.sort();
+    scored.into_iter().take(3).map(|(_, c)| c).collect()
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_the_code_a_typo_meant() {
+        assert_eq!(nearest_codes("driver.gpu_cont")[0], "driver.gpu_count");
+        assert_eq!(nearest_codes("nvml_init")[0], "driver.nvml_init");
+        assert_eq!(levenshtein("kitten", "sitting"), 3);
+    }
+}

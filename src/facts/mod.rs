@@ -1,0 +1,62 @@
+//! Typed facts about a node and the pure parsers that make them.
+//!
+//! Each submodule has parsers (`&str -> Result<T, ParseError>`, unit-tested on literal real-format
+//! text) and one `gather` function that reads its files through a [`Source`](crate::source::Source)
+//! and never judges: a missing or damaged file becomes a [`FactError`] naming the path, for the
+//! check to turn into an `error` result.
+
+pub mod modules;
+pub mod node;
+pub mod nvidia;
+pub mod nvml;
+pub mod pci;
+
+use thiserror::Error;
+
+use crate::source::FsError;
+
+/// A value that did not have the expected shape.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{0}")]
+pub struct ParseError(pub String);
+
+impl ParseError {
+    pub fn new(message: impl Into<String>) -> Self {
+        ParseError(message.into())
+    }
+}
+
+/// A fact that could not be read or parsed, with the root-relative path it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{path}: {message}")]
+pub struct FactError {
+    pub path: String,
+    pub message: String,
+}
+
+impl FactError {
+    pub fn parse(path: &str, err: ParseError) -> Self {
+        FactError {
+            path: path.into(),
+            message: format!("unexpected content: {}", err.0),
+        }
+    }
+}
+
+impl From<FsError> for FactError {
+    fn from(err: FsError) -> Self {
+        let path = err.path().to_string();
+        let full = err.to_string();
+        // FsError's text starts with "<path>: "; keep only the reason.
+        let message = full
+            .strip_prefix(&format!("{path}: "))
+            .map(str::to_string)
+            .unwrap_or(full);
+        FactError { path, message }
+    }
+}
+
+/// Trim the trailing newline sysfs and procfs put after every value (sysfs.md §1).
+pub fn trimmed(text: &str) -> &str {
+    text.trim_matches(|c: char| c.is_ascii_whitespace())
+}

@@ -1,0 +1,218 @@
+//! What NVML said about this node, as one serde type shared by the live probe (nvml-wrapper) and
+//! replay (`.gpudoctor/nvml.json`). No I/O and no policy here.
+//!
+//! Two rules from the NVML header (`nvml.h`, see reference/gpu-health.md §1):
+//! - a query the GPU does not support is `NotSupported`, never zero or false;
+//! - per-call errors are data: one lost GPU must not hide the other seven, so a device whose
+//!   handle could not be had is kept, with its error.
+
+use serde::{Deserialize, Serialize};
+
+/// The answer of one NVML query: a value, "not supported on this GPU", or another error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reading<T> {
+    Value(T),
+    NotSupported,
+    Error(String),
+}
+
+impl<T> Reading<T> {
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            Reading::Value(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl<T> Default for Reading<T> {
+    fn default() -> Self {
+        Reading::Error("not recorded".into())
+    }
+}
+
+/// NVML return codes that carry a diagnosis (`nvmlReturn_t` in nvml.h), plus the states that
+/// only gpudoctor knows (`not_recorded`: a capture without `nvml.json`; `timeout`: the probe hung).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NvmlErrorKind {
+    /// `NVML_ERROR_LIBRARY_NOT_FOUND` (12) or the shared object failed to load.
+    LibraryNotFound,
+    /// `NVML_ERROR_DRIVER_NOT_LOADED` (9).
+    DriverNotLoaded,
+    /// `NVML_ERROR_LIB_RM_VERSION_MISMATCH` (18): user-space library ≠ kernel module.
+    LibRmVersionMismatch,
+    /// `NVML_ERROR_NO_PERMISSION` (4).
+    NoPermission,
+    /// `NVML_ERROR_GPU_IS_LOST` (15): fallen off the bus.
+    GpuIsLost,
+    /// `NVML_ERROR_RESET_REQUIRED` (16).
+    ResetRequired,
+    /// `NVML_ERROR_INSUFFICIENT_POWER` (8).
+    InsufficientPower,
+    /// `NVML_ERROR_CORRUPTED_INFOROM` (14).
+    CorruptedInforom,
+    /// The probe did not answer within the time budget.
+    Timeout,
+    /// The capture holds no NVML answer.
+    NotRecorded,
+    /// The recorded answer could not be read or parsed.
+    Unreadable,
+    Unknown,
+}
+
+impl NvmlErrorKind {
+    /// The snake_case name used in `nvml.json` (`lib_rm_version_mismatch`).
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "unknown".into())
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            NvmlErrorKind::LibraryNotFound => "nvml library not found",
+            NvmlErrorKind::DriverNotLoaded => "nvidia driver not loaded",
+            NvmlErrorKind::LibRmVersionMismatch => "nvml library and kernel module versions differ",
+            NvmlErrorKind::NoPermission => "no permission to use the gpu",
+            NvmlErrorKind::GpuIsLost => "gpu is lost",
+            NvmlErrorKind::ResetRequired => "gpu reset required",
+            NvmlErrorKind::InsufficientPower => "insufficient power",
+            NvmlErrorKind::CorruptedInforom => "corrupted inforom",
+            NvmlErrorKind::Timeout => "nvml did not answer in time",
+            NvmlErrorKind::NotRecorded => "no nvml answer recorded",
+            NvmlErrorKind::Unreadable => "recorded nvml answer unreadable",
+            NvmlErrorKind::Unknown => "unknown nvml error",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NvmlError {
+    pub kind: NvmlErrorKind,
+    pub message: String,
+}
+
+/// Everything gpudoctor asks NVML, in one snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NvmlFacts {
+    /// `nvmlInit` failed: nothing else below is meaningful.
+    #[serde(default)]
+    pub init_error: Option<NvmlError>,
+    #[serde(default)]
+    pub driver_version: Option<String>,
+    #[serde(default)]
+    pub nvml_version: Option<String>,
+    /// `nvmlSystemGetCudaDriverVersion_v2`, e.g. 12040 = CUDA 12.4.
+    #[serde(default)]
+    pub cuda_driver_version: Option<i32>,
+    /// `nvmlDeviceGetCount_v2`: counts devices even when their handles fail.
+    #[serde(default)]
+    pub device_count: u32,
+    #[serde(default)]
+    pub devices: Vec<NvmlDevice>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NvmlDevice {
+    pub index: u32,
+    /// Normalised to the sysfs form (`0000:18:00.0`, lower case) so it joins with PCI facts.
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
+    #[serde(default)]
+    pub uuid: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub serial: Reading<String>,
+    #[serde(default)]
+    pub minor_number: Reading<u32>,
+    #[serde(default)]
+    pub persistence_mode: Reading<bool>,
+    /// The handle could not be had (`GPU_IS_LOST`, `NO_PERMISSION` ...): only `index` is known.
+    #[serde(default)]
+    pub error: Option<NvmlError>,
+}
+
+impl NvmlFacts {
+    /// A snapshot that says only why NVML could not be used.
+    pub fn failed(kind: NvmlErrorKind, message: impl Into<String>) -> Self {
+        NvmlFacts {
+            init_error: Some(NvmlError {
+                kind,
+                message: message.into(),
+            }),
+            ..NvmlFacts::default()
+        }
+    }
+}
+
+/// Parse `nvml.json`. Errors are serde's message (line and column), for the caller to pair with
+/// the path.
+pub fn parse_nvml_json(text: &str) -> Result<NvmlFacts, String> {
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
+/// NVML prints bus ids as `00000000:17:00.0` (8-hex domain, upper case, `nvmlPciInfo_t.busId`);
+/// sysfs uses `0000:17:00.0`. Normalise to the sysfs form; `None` when it is not a bus id.
+pub fn normalize_bus_id(raw: &str) -> Option<String> {
+    let raw = raw.trim().trim_end_matches('\0');
+    let (domain, rest) = raw.rsplit_once(':').and_then(|(head, func)| {
+        let (domain, bus) = head.split_once(':')?;
+        Some((domain, format!("{bus}:{func}")))
+    })?;
+    let domain = u32::from_str_radix(domain, 16).ok()?;
+    let (bus, devfn) = rest.split_once(':')?;
+    let (dev, func) = devfn.split_once('.')?;
+    let bus = u8::from_str_radix(bus, 16).ok()?;
+    let dev = u8::from_str_radix(dev, 16).ok()?;
+    let func = u8::from_str_radix(func, 16).ok()?;
+    if dev > 0x1f || func > 7 {
+        return None;
+    }
+    Some(format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_ids_normalise_from_nvml_form() {
+        assert_eq!(
+            normalize_bus_id("00000000:17:00.0").as_deref(),
+            Some("0000:17:00.0")
+        );
+        assert_eq!(
+            normalize_bus_id("0000:9A:00.0").as_deref(),
+            Some("0000:9a:00.0")
+        );
+        assert_eq!(
+            normalize_bus_id("00010000:00:04.0").as_deref(),
+            Some("10000:00:04.0")
+        );
+        assert_eq!(normalize_bus_id("garbage"), None);
+        assert_eq!(normalize_bus_id("0000:17:40.0"), None);
+    }
+
+    #[test]
+    fn reads_a_snapshot_with_errors_and_not_supported() {
+        let text = r#"{
+          "init_error": null, "driver_version": "550.54.15", "device_count": 2,
+          "devices": [
+            {"index": 0, "pci_bus_id": "0000:18:00.0", "serial": "not_supported",
+             "persistence_mode": {"value": true}, "minor_number": {"value": 0}},
+            {"index": 1, "error": {"kind": "gpu_is_lost", "message": "GPU is lost"}}
+          ]}"#;
+        let facts = parse_nvml_json(text).unwrap();
+        assert_eq!(facts.devices[0].serial, Reading::NotSupported);
+        assert_eq!(facts.devices[0].persistence_mode.value(), Some(&true));
+        assert_eq!(
+            facts.devices[1].error.as_ref().unwrap().kind,
+            NvmlErrorKind::GpuIsLost
+        );
+        assert!(parse_nvml_json("{\"devices\": [").is_err());
+    }
+}

@@ -1,0 +1,14 @@
+//! gpudoctor: walks the layers under a Kubernetes GPU workload, in the order data crosses them,
+//! and reports the first that fails with evidence and a hint.
+//!
+//! Facts (`facts/`, read through a `source/`) → judgment (`checks/`, walked by `engine`) →
+//! a `report::Report` → `render/`. See DESIGN.md in the shared docs and `docs/` in this repo.
+
+pub mod checks;
+pub mod cli;
+pub mod engine;
+pub mod explain;
+pub mod facts;
+pub mod render;
+pub mod report;
+pub mod source;

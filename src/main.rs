@@ -1,0 +1,99 @@
+//! The `gpudoctor` binary: parse the command line, run, render, exit with the documented code.
+//! stdout carries only the report; everything else goes to stderr. A closed pipe is not a crash.
+
+use std::io::{self, IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser;
+
+use gpudoctor::cli::{CheckArgs, Cli, Command, ListFormat, ReportFormat};
+use gpudoctor::render::table::Style;
+use gpudoctor::report::exit;
+use gpudoctor::{checks, engine, explain, render, source};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("gpudoctor: internal error: {err:#}");
+            exit::INTERNAL
+        }
+    };
+    ExitCode::from(u8::try_from(code).unwrap_or(4))
+}
+
+fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Check(args) => check(&args),
+        Command::ListChecks { format } => {
+            let text = match format {
+                ListFormat::Table => explain::list_table(),
+                ListFormat::Json => explain::list_json(),
+            };
+            emit(&text)?;
+            Ok(exit::HEALTHY)
+        }
+        Command::Explain { code } => match checks::find(&code) {
+            Some(check) => {
+                emit(&explain::explain(&check))?;
+                Ok(exit::HEALTHY)
+            }
+            None => {
+                eprintln!("gpudoctor: no check has the code `{code}`");
+                let near = explain::nearest_codes(&code);
+                if !near.is_empty() {
+                    eprintln!("  did you mean: {}", near.join(", "));
+                }
+                eprintln!("  `gpudoctor list-checks` lists every code");
+                Ok(exit::USAGE)
+            }
+        },
+    }
+}
+
+fn check(args: &CheckArgs) -> anyhow::Result<i32> {
+    if !args.root.is_dir() {
+        let why = if args.root.exists() {
+            "is not a directory"
+        } else {
+            "does not exist"
+        };
+        eprintln!(
+            "gpudoctor: --root {} {why}; pass the node's root directory (`/`, the host mount such as /host, or a recorded fixture directory)",
+            args.root.display()
+        );
+        return Ok(exit::USAGE);
+    }
+    if let Some(path) = &args.kernel_log
+        && !path.is_file()
+    {
+        eprintln!(
+            "gpudoctor: --kernel-log {} is not a readable file",
+            path.display()
+        );
+        return Ok(exit::USAGE);
+    }
+    let source = source::open(&args.root, args.source_options());
+    let report = engine::run(source.as_ref(), &args.run_options());
+    let text = match args.format {
+        ReportFormat::Json => render::json::render(&report),
+        ReportFormat::Table => {
+            let color = io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            render::table::render(&report, Style { color })
+        }
+    };
+    emit(&text).context("writing the report")?;
+    Ok(report.exit_code)
+}
+
+/// Write to stdout; a reader that went away (`| head`) ends the output quietly.
+fn emit(text: &str) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.map_err(Into::into),
+    }
+}

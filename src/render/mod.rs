@@ -1,0 +1,5 @@
+//! Renderers turn a [`Report`](crate::report::Report) into text. They see nothing else: no
+//! source, no facts, so a saved report renders the same as a fresh one.
+
+pub mod json;
+pub mod table;

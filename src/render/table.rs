@@ -1,0 +1,157 @@
+//! `--format table` (the default): one line per layer with a status mark, each finding indented
+//! under its layer with evidence and hint, and a closing line naming the first failing layer.
+//! Colour only on a terminal without `NO_COLOR` (https://no-color.org); plain text otherwise.
+
+use std::fmt::Write;
+
+use crate::report::{Report, Status};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    pub const PLAIN: Style = Style { color: false };
+
+    fn paint(self, status: Status, text: &str) -> String {
+        if !self.color {
+            return text.to_string();
+        }
+        let code = match status {
+            Status::Pass => "32",
+            Status::Warn => "33",
+            Status::Fail => "1;31",
+            Status::Error => "35",
+            Status::Skip | Status::NotRun => "2",
+        };
+        format!("\x1b[{code}m{text}\x1b[0m")
+    }
+
+    fn dim(self, text: &str) -> String {
+        if self.color {
+            format!("\x1b[2m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+}
+
+/// A fixed-width status mark: readable without colour, aligned in columns.
+fn mark(status: Status) -> &'static str {
+    match status {
+        Status::Pass => "[ ok ]",
+        Status::Warn => "[warn]",
+        Status::Fail => "[FAIL]",
+        Status::Error => "[ERR ]",
+        Status::Skip => "[skip]",
+        Status::NotRun => "[ -- ]",
+    }
+}
+
+pub fn render(report: &Report, style: Style) -> String {
+    let mut out = String::new();
+    let node = &report.node;
+    let _ = writeln!(
+        out,
+        "gpudoctor {} · node {} · kernel {} · driver {} · {} {}",
+        report.gpudoctor_version,
+        node.hostname.as_deref().unwrap_or("?"),
+        node.kernel.as_deref().unwrap_or("?"),
+        node.driver_version.as_deref().unwrap_or("?"),
+        match report.source.kind {
+            crate::source::SourceKind::Live => "live",
+            crate::source::SourceKind::Replay => "replay of",
+        },
+        report.source.root,
+    );
+    out.push('\n');
+    for layer in &report.layers {
+        let counted = layer
+            .checks
+            .iter()
+            .filter(|c| c.status != Status::Skip)
+            .count();
+        let detail = match (&layer.reason, layer.checks.is_empty()) {
+            (Some(reason), _) => reason.clone(),
+            (None, false) => format!("{counted} check(s), {} ms", layer.duration_ms),
+            (None, true) => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "{} {:<14} {}  {}",
+            style.paint(layer.status, mark(layer.status)),
+            layer.id.id(),
+            layer.title,
+            style.dim(&format!("({detail})")),
+        );
+        for check in layer.checks.iter().filter(|c| c.status.is_finding()) {
+            let _ = writeln!(
+                out,
+                "       {} {}  {}",
+                style.paint(check.status, mark(check.status)),
+                check.code,
+                check.summary
+            );
+            for e in &check.evidence {
+                let expected = e
+                    .expected
+                    .as_ref()
+                    .map(|x| format!(" (expected: {x})"))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "              evidence: {}: {}{}",
+                    e.source, e.observed, expected
+                );
+            }
+            if let Some(hint) = &check.hint {
+                let _ = writeln!(out, "              hint: {hint}");
+            }
+        }
+    }
+    out.push('\n');
+    let verdict = match &report.first_failure {
+        Some(first) => format!(
+            "first failure: {} layer — {} ({}); exit {}",
+            first.layer, first.summary, first.code, report.exit_code
+        ),
+        None => {
+            let warns = report
+                .findings()
+                .filter(|(_, c)| c.status == Status::Warn)
+                .count();
+            let errors = report
+                .findings()
+                .filter(|(_, c)| c.status == Status::Error)
+                .count();
+            let skipped = report
+                .layers
+                .iter()
+                .filter(|l| l.status == Status::Skip)
+                .count();
+            let skipped = if skipped > 0 {
+                format!(", {skipped} layer(s) skipped")
+            } else {
+                String::new()
+            };
+            match (report.exit_code, errors, warns) {
+                (0, _, 0) => format!("healthy: no layer failed{skipped}; exit 0"),
+                (0, _, w) => {
+                    format!("healthy with {w} warning(s): no layer failed{skipped}; exit 0")
+                }
+                (3, e, _) => format!(
+                    "inconclusive: {e} check(s) could not be evaluated, none failed; exit 3"
+                ),
+                (code, _, w) => format!("{w} warning(s) under --strict; exit {code}"),
+            }
+        }
+    };
+    let status = if report.first_failure.is_some() {
+        Status::Fail
+    } else {
+        Status::Pass
+    };
+    let _ = writeln!(out, "{}", style.paint(status, &verdict));
+    out
+}

@@ -1,0 +1,280 @@
+//! The JSON contract (`--format json`) that automation and tickets rely on. Renderers see only
+//! these types. A change to the JSON shape bumps [`SCHEMA_VERSION`] and `docs/report.md`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The layers, in the order data crosses them (DESIGN.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Layer {
+    #[serde(rename = "driver")]
+    Driver,
+    #[serde(rename = "toolkit")]
+    Toolkit,
+    #[serde(rename = "device-plugin")]
+    DevicePlugin,
+    #[serde(rename = "topology")]
+    Topology,
+    #[serde(rename = "rdma")]
+    Rdma,
+    #[serde(rename = "sriov")]
+    Sriov,
+    #[serde(rename = "nvlink")]
+    Nvlink,
+    #[serde(rename = "nccl")]
+    Nccl,
+}
+
+impl Layer {
+    pub const ALL: [Layer; 8] = [
+        Layer::Driver,
+        Layer::Toolkit,
+        Layer::DevicePlugin,
+        Layer::Topology,
+        Layer::Rdma,
+        Layer::Sriov,
+        Layer::Nvlink,
+        Layer::Nccl,
+    ];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Layer::Driver => "driver",
+            Layer::Toolkit => "toolkit",
+            Layer::DevicePlugin => "device-plugin",
+            Layer::Topology => "topology",
+            Layer::Rdma => "rdma",
+            Layer::Sriov => "sriov",
+            Layer::Nvlink => "nvlink",
+            Layer::Nccl => "nccl",
+        }
+    }
+
+    /// The question the layer answers.
+    pub fn title(self) -> &'static str {
+        match self {
+            Layer::Driver => "does the host see healthy GPUs?",
+            Layer::Toolkit => "can a container reach the GPUs?",
+            Layer::DevicePlugin => "does Kubernetes see and account the GPUs?",
+            Layer::Topology => "is the data path local (NUMA / PCIe)?",
+            Layer::Rdma => "is the network between nodes RDMA-fast?",
+            Layer::Sriov => "do secondary (Multus/SR-IOV) networks line up?",
+            Layer::Nvlink => "is the GPU-to-GPU fabric whole?",
+            Layer::Nccl => "do collectives run at the expected speed?",
+        }
+    }
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl FromStr for Layer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().to_ascii_lowercase().replace('_', "-");
+        Layer::ALL
+            .into_iter()
+            .find(|l| l.id() == wanted || (wanted == "deviceplugin" && *l == Layer::DevicePlugin))
+            .ok_or_else(|| {
+                let ids: Vec<&str> = Layer::ALL.iter().map(|l| l.id()).collect();
+                format!("unknown layer `{s}`; layers are: {}", ids.join(", "))
+            })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+    Skip,
+    Error,
+    NotRun,
+}
+
+impl Status {
+    /// How bad a status is when a layer sums up its checks: fail > error > warn > pass > skip.
+    pub fn severity(self) -> u8 {
+        match self {
+            Status::NotRun => 0,
+            Status::Skip => 1,
+            Status::Pass => 2,
+            Status::Warn => 3,
+            Status::Error => 4,
+            Status::Fail => 5,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+            Status::Skip => "skip",
+            Status::Error => "error",
+            Status::NotRun => "not_run",
+        }
+    }
+
+    /// A status that deserves a line of its own in a report (something to look at).
+    pub fn is_finding(self) -> bool {
+        matches!(self, Status::Warn | Status::Fail | Status::Error)
+    }
+}
+
+/// What the operator should do; a closed set so automation can route on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    None,
+    FixConfig,
+    RestartComponent,
+    ReloadDriver,
+    ResetGpu,
+    RebootNode,
+    HardwareInspection,
+    CheckWorkload,
+}
+
+/// One observation behind a result: where it was read, what was there, what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Root-relative path or probe field (`sys/bus/pci/devices/0000:18:00.0/vendor`, `nvml.init`).
+    pub source: String,
+    pub observed: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+}
+
+impl Evidence {
+    pub fn new(source: impl Into<String>, observed: impl Into<String>) -> Self {
+        Evidence {
+            source: source.into(),
+            observed: observed.into(),
+            expected: None,
+        }
+    }
+
+    pub fn expected(mut self, expected: impl Into<String>) -> Self {
+        self.expected = Some(expected.into());
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub code: String,
+    pub title: String,
+    pub status: Status,
+    pub summary: String,
+    pub evidence: Vec<Evidence>,
+    #[serde(default)]
+    pub hint: Option<String>,
+    pub action: Action,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerReport {
+    pub id: Layer,
+    pub title: String,
+    pub status: Status,
+    /// Why a layer was skipped or not run ("blocked by driver", "not implemented yet").
+    #[serde(default)]
+    pub reason: Option<String>,
+    pub duration_ms: u64,
+    pub checks: Vec<CheckResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirstFailure {
+    pub layer: Layer,
+    pub code: String,
+    pub summary: String,
+    #[serde(default)]
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    pub kind: crate::source::SourceKind,
+    pub root: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    pub driver_version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub gpudoctor_version: String,
+    pub source: SourceInfo,
+    pub node: NodeInfo,
+    /// Platform profile the checks judged against; `None` = consistency checks only.
+    #[serde(default)]
+    pub profile: Option<String>,
+    pub layers: Vec<LayerReport>,
+    pub first_failure: Option<FirstFailure>,
+    pub exit_code: i32,
+    pub duration_ms: u64,
+}
+
+impl Report {
+    pub fn layer(&self, layer: Layer) -> Option<&LayerReport> {
+        self.layers.iter().find(|l| l.id == layer)
+    }
+
+    /// Every check result with a status worth acting on, in walk order.
+    pub fn findings(&self) -> impl Iterator<Item = (&LayerReport, &CheckResult)> {
+        self.layers
+            .iter()
+            .flat_map(|l| l.checks.iter().map(move |c| (l, c)))
+            .filter(|(_, c)| c.status.is_finding())
+    }
+}
+
+/// Process exit codes (README, `--help`).
+pub mod exit {
+    pub const HEALTHY: i32 = 0;
+    pub const FAILED: i32 = 1;
+    pub const USAGE: i32 = 2;
+    pub const INCONCLUSIVE: i32 = 3;
+    pub const INTERNAL: i32 = 4;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layer_ids_round_trip() {
+        for layer in Layer::ALL {
+            assert_eq!(layer.id().parse::<Layer>().unwrap(), layer);
+            assert_eq!(
+                serde_json::to_string(&layer).unwrap(),
+                format!("\"{}\"", layer.id())
+            );
+        }
+        assert_eq!(
+            "device_plugin".parse::<Layer>().unwrap(),
+            Layer::DevicePlugin
+        );
+        assert!(
+            "gpu"
+                .parse::<Layer>()
+                .unwrap_err()
+                .contains("driver, toolkit")
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! Where facts come from. Two sources share one interface:
+//! - [`HostSource`]: the live machine, files under `--root` (default `/`, `/host` in a DaemonSet),
+//!   NVML through nvml-wrapper;
+//! - [`ReplaySource`]: a recorded or hand-built fixture (chosen when
+//!   `<root>/.gpudoctor/manifest.json` exists): the same files under that root, and the probes
+//!   that are not files (NVML, ...) answered from `.gpudoctor/`.
+//!
+//! Only this module and `facts/` know paths. Nothing here judges anything.
+
+pub mod nvml_live;
+pub mod rooted;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::facts::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
+pub use rooted::{FsError, RootedFs};
+
+/// Root-relative directory that marks a capture and holds its probe answers.
+pub const CAPTURE_DIR: &str = ".gpudoctor";
+pub const MANIFEST: &str = ".gpudoctor/manifest.json";
+pub const NVML_JSON: &str = ".gpudoctor/nvml.json";
+pub const KMSG_TXT: &str = ".gpudoctor/kmsg.txt";
+/// The live kernel log, read without blocking.
+pub const DEV_KMSG: &str = "dev/kmsg";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    Live,
+    Replay,
+}
+
+/// Options that shape how probes run (not what is judged).
+#[derive(Debug, Clone)]
+pub struct SourceOptions {
+    /// `--nvml-lib`: load this NVML library instead of `libnvidia-ml.so.1`.
+    pub nvml_lib: Option<PathBuf>,
+    /// `--kernel-log FILE`: read the kernel log from this file (a saved `dmesg`) instead of
+    /// `/dev/kmsg` under the root. The one path the user names outside the root.
+    pub kernel_log: Option<PathBuf>,
+    /// Longest any one probe may take.
+    pub probe_timeout: Duration,
+}
+
+impl Default for SourceOptions {
+    fn default() -> Self {
+        SourceOptions {
+            nvml_lib: None,
+            kernel_log: None,
+            probe_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Facts a check may ask for. File primitives are root-relative and never leave the root.
+pub trait Source: Send + Sync {
+    fn kind(&self) -> SourceKind;
+    fn fs(&self) -> &RootedFs;
+    /// NVML's answer. A probe that cannot run is an `init_error`, never a panic.
+    fn nvml(&self) -> NvmlFacts;
+    /// The kernel log text and where it came from; `Ok(None)` when this node has none to give.
+    fn kernel_log(&self) -> Result<Option<(String, String)>, FsError>;
+
+    fn root(&self) -> &Path {
+        self.fs().root()
+    }
+    fn read_to_string(&self, rel: &str) -> Result<String, FsError> {
+        self.fs().read_to_string(rel)
+    }
+    fn read_dir(&self, rel: &str) -> Result<Vec<String>, FsError> {
+        self.fs().read_dir(rel)
+    }
+    fn read_link(&self, rel: &str) -> Result<String, FsError> {
+        self.fs().read_link(rel)
+    }
+    fn canonical(&self, rel: &str) -> Result<String, FsError> {
+        self.fs().canonical(rel)
+    }
+    fn exists(&self, rel: &str) -> bool {
+        self.fs().exists(rel)
+    }
+}
+
+/// The live machine.
+pub struct HostSource {
+    fs: RootedFs,
+    options: SourceOptions,
+}
+
+impl HostSource {
+    pub fn new(root: impl Into<PathBuf>, options: SourceOptions) -> Self {
+        HostSource {
+            fs: RootedFs::new(root),
+            options,
+        }
+    }
+}
+
+impl Source for HostSource {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Live
+    }
+    fn fs(&self) -> &RootedFs {
+        &self.fs
+    }
+    fn nvml(&self) -> NvmlFacts {
+        nvml_live::probe(self.options.nvml_lib.clone(), self.options.probe_timeout)
+    }
+    fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
+        if let Some(path) = &self.options.kernel_log {
+            let shown = path.display().to_string();
+            let mut file = std::fs::File::open(path).map_err(|e| FsError::Io {
+                path: shown.clone(),
+                message: e.to_string(),
+            })?;
+            return rooted::read_capped(&mut file, &shown, rooted::DEFAULT_READ_CAP)
+                .map(|text| Some((text, shown)));
+        }
+        match self.fs.read_records_nonblocking(DEV_KMSG) {
+            Ok(text) => Ok(Some((text, DEV_KMSG.to_string()))),
+            Err(err) if err.is_missing() => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// A recorded node: probes answered from `.gpudoctor/`.
+pub struct ReplaySource {
+    fs: RootedFs,
+}
+
+impl ReplaySource {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        ReplaySource {
+            fs: RootedFs::new(root),
+        }
+    }
+}
+
+impl Source for ReplaySource {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Replay
+    }
+    fn fs(&self) -> &RootedFs {
+        &self.fs
+    }
+    fn nvml(&self) -> NvmlFacts {
+        match self.fs.read_to_string(NVML_JSON) {
+            Ok(text) => parse_nvml_json(&text).unwrap_or_else(|err| {
+                NvmlFacts::failed(
+                    NvmlErrorKind::Unreadable,
+                    format!("{NVML_JSON}: does not parse: {err}"),
+                )
+            }),
+            Err(err) if err.is_missing() => NvmlFacts::failed(
+                NvmlErrorKind::NotRecorded,
+                format!("{NVML_JSON}: not in this capture"),
+            ),
+            Err(err) => NvmlFacts::failed(NvmlErrorKind::Unreadable, err.to_string()),
+        }
+    }
+    fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
+        match self.fs.read_to_string(KMSG_TXT) {
+            Ok(text) => Ok(Some((text, KMSG_TXT.to_string()))),
+            Err(err) if err.is_missing() => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// Pick replay when the root carries a capture manifest, else the live host.
+pub fn open(root: &Path, options: SourceOptions) -> Box<dyn Source> {
+    if root.join(MANIFEST).is_file() {
+        Box::new(ReplaySource::new(root))
+    } else {
+        Box::new(HostSource::new(root, options))
+    }
+}

@@ -1,0 +1,457 @@
+//! Root-confined file access shared by the live host and replay sources.
+//!
+//! Every path the checks ask for is root-relative (`sys/bus/pci/devices`). This module resolves
+//! it component by component under `--root`, following symlinks itself so that it can refuse the
+//! ones that leave the root: an absolute target (unless the root is `/`, where every absolute
+//! target is inside it) or a `..` that climbs past the root. A fixture that links to `/etc/passwd`
+//! must never make the test machine's own files part of a diagnosis (DESIGN.md, "Sources").
+//!
+//! It also bounds everything a hostile or broken tree can do to a reader:
+//! - symlink chains are capped at [`MAX_LINK_HOPS`] (the kernel's own limit is 40, `ELOOP`), so a
+//!   `subsystem`-style loop ends in an error, never a hang;
+//! - reads are capped in bytes, and only regular files are read (a FIFO or a character device
+//!   would block; files are opened `O_NONBLOCK` so even the open cannot hang);
+//! - non-UTF-8 content is an error naming the path, not garbage handed to a parser.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use thiserror::Error;
+
+/// Most symlinks followed while resolving one path (Linux `MAXSYMLINKS` is 40).
+pub const MAX_LINK_HOPS: usize = 40;
+
+/// Default cap for one file read. sysfs attributes are at most a page; configs and probe answers
+/// are far below this. A larger file is reported, not read.
+pub const DEFAULT_READ_CAP: u64 = 8 * 1024 * 1024;
+
+/// Why a root-relative path could not be read. Every variant names the root-relative path.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum FsError {
+    #[error("{path}: not found")]
+    NotFound { path: String },
+    #[error("{path}: dangling symlink ({link} -> {target})")]
+    Dangling {
+        path: String,
+        link: String,
+        target: String,
+    },
+    #[error("{path}: symlink {link} -> {target} leaves the root; refused")]
+    EscapesRoot {
+        path: String,
+        link: String,
+        target: String,
+    },
+    #[error("{path}: too many levels of symbolic links (loop?)")]
+    Loop { path: String },
+    #[error("{path}: permission denied")]
+    PermissionDenied { path: String },
+    #[error("{path}: not a regular file ({kind})")]
+    NotAFile { path: String, kind: String },
+    #[error("{path}: not a directory")]
+    NotADirectory { path: String },
+    #[error("{path}: larger than the {cap}-byte read cap")]
+    TooLarge { path: String, cap: u64 },
+    #[error("{path}: not text (binary or invalid UTF-8)")]
+    NotText { path: String },
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+}
+
+impl FsError {
+    /// The root-relative path the error is about.
+    pub fn path(&self) -> &str {
+        match self {
+            FsError::NotFound { path }
+            | FsError::Dangling { path, .. }
+            | FsError::EscapesRoot { path, .. }
+            | FsError::Loop { path }
+            | FsError::PermissionDenied { path }
+            | FsError::NotAFile { path, .. }
+            | FsError::NotADirectory { path }
+            | FsError::TooLarge { path, .. }
+            | FsError::NotText { path }
+            | FsError::Io { path, .. } => path,
+        }
+    }
+
+    /// True when the path simply is not there (absent attribute, dangling link): callers often
+    /// treat that as "this fact is unknown" rather than as a damaged node.
+    pub fn is_missing(&self) -> bool {
+        matches!(self, FsError::NotFound { .. } | FsError::Dangling { .. })
+    }
+
+    fn from_io(path: &str, err: &io::Error) -> FsError {
+        match err.kind() {
+            io::ErrorKind::NotFound => FsError::NotFound { path: path.into() },
+            io::ErrorKind::PermissionDenied => FsError::PermissionDenied { path: path.into() },
+            _ if err.raw_os_error() == Some(libc::ELOOP) => FsError::Loop { path: path.into() },
+            _ => FsError::Io {
+                path: path.into(),
+                message: err.to_string(),
+            },
+        }
+    }
+}
+
+/// A directory tree treated as a machine's `/`.
+#[derive(Debug, Clone)]
+pub struct RootedFs {
+    root: PathBuf,
+    /// The root is the real `/`: absolute link targets are then inside it by definition.
+    root_is_slash: bool,
+    read_cap: u64,
+}
+
+impl RootedFs {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
+        let root_is_slash = root == Path::new("/");
+        RootedFs {
+            root,
+            root_is_slash,
+            read_cap: DEFAULT_READ_CAP,
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Resolve `rel` to root-relative components with every symlink followed (the last one too
+    /// when `follow_last`). Returns the components; join them under the root to open.
+    pub fn resolve(&self, rel: &str, follow_last: bool) -> Result<Vec<OsString>, FsError> {
+        // Pending components, last element = next to visit.
+        let mut pending: Vec<OsString> = Vec::new();
+        push_components(&mut pending, Path::new(rel));
+        let mut resolved: Vec<OsString> = Vec::new();
+        let mut hops = 0usize;
+        let mut last_link: Option<(String, String)> = None;
+
+        while let Some(component) = pending.pop() {
+            if component == ".." {
+                if resolved.pop().is_none() {
+                    let (link, target) = last_link
+                        .clone()
+                        .unwrap_or_else(|| (rel.into(), "..".into()));
+                    return Err(FsError::EscapesRoot {
+                        path: rel.into(),
+                        link,
+                        target,
+                    });
+                }
+                continue;
+            }
+            resolved.push(component);
+            let is_last = pending.is_empty();
+            let full = self.join(&resolved);
+            let meta = match fs::symlink_metadata(&full) {
+                Ok(meta) => meta,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    return Err(match last_link {
+                        Some((link, target)) => FsError::Dangling {
+                            path: rel.into(),
+                            link,
+                            target,
+                        },
+                        None => FsError::NotFound { path: rel.into() },
+                    });
+                }
+                Err(err) => return Err(FsError::from_io(rel, &err)),
+            };
+            if meta.file_type().is_symlink() && (!is_last || follow_last) {
+                hops += 1;
+                if hops > MAX_LINK_HOPS {
+                    return Err(FsError::Loop { path: rel.into() });
+                }
+                let target = fs::read_link(&full).map_err(|e| FsError::from_io(rel, &e))?;
+                let link_name = display_components(&resolved);
+                let target_text = target.to_string_lossy().into_owned();
+                resolved.pop();
+                if target.is_absolute() {
+                    if !self.root_is_slash {
+                        return Err(FsError::EscapesRoot {
+                            path: rel.into(),
+                            link: link_name,
+                            target: target_text,
+                        });
+                    }
+                    resolved.clear();
+                }
+                push_components(&mut pending, &target);
+                last_link = Some((link_name, target_text));
+            } else if !is_last && !meta.is_dir() {
+                return Err(FsError::NotADirectory {
+                    path: display_components(&resolved),
+                });
+            }
+        }
+        Ok(resolved)
+    }
+
+    /// The root-relative path `rel` really names, all links followed (`sys/devices/pci0000:17/...`).
+    pub fn canonical(&self, rel: &str) -> Result<String, FsError> {
+        self.resolve(rel, true).map(|c| display_components(&c))
+    }
+
+    pub fn exists(&self, rel: &str) -> bool {
+        self.resolve(rel, true).is_ok()
+    }
+
+    /// Read a regular file as UTF-8 text, at most the read cap.
+    pub fn read_to_string(&self, rel: &str) -> Result<String, FsError> {
+        let full = self.join(&self.resolve(rel, true)?);
+        let mut file = OpenOptions::new()
+            .read(true)
+            // O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOFOLLOW: the path is
+            // already resolved; a link appearing now (a race) is refused, not followed.
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(&full)
+            .map_err(|e| FsError::from_io(rel, &e))?;
+        let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
+        if !meta.is_file() {
+            if meta.is_dir() {
+                return Err(FsError::NotAFile {
+                    path: rel.into(),
+                    kind: "a directory".into(),
+                });
+            }
+            return Err(FsError::NotAFile {
+                path: rel.into(),
+                kind: "a device, socket or pipe".into(),
+            });
+        }
+        read_capped(&mut file, rel, self.read_cap)
+    }
+
+    /// Read a record device such as `/dev/kmsg` to its current end without blocking: each
+    /// `read` returns one record and `EAGAIN` means "no more for now" (kernel
+    /// `Documentation/ABI/testing/dev-kmsg`). A regular file is read to EOF. Capped like any read.
+    pub fn read_records_nonblocking(&self, rel: &str) -> Result<String, FsError> {
+        let full = self.join(&self.resolve(rel, true)?);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(&full)
+            .map_err(|e| FsError::from_io(rel, &e))?;
+        let mut out = String::new();
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    out.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    if out.len() as u64 > self.read_cap {
+                        return Err(FsError::TooLarge {
+                            path: rel.into(),
+                            cap: self.read_cap,
+                        });
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // EPIPE: records were overwritten while reading; the next read continues.
+                Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(FsError::from_io(rel, &e)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Entry names of a directory, sorted (sysfs order is not stable across kernels).
+    pub fn read_dir(&self, rel: &str) -> Result<Vec<String>, FsError> {
+        let full = self.join(&self.resolve(rel, true)?);
+        let entries = fs::read_dir(&full).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOTDIR) => FsError::NotADirectory { path: rel.into() },
+            _ => FsError::from_io(rel, &e),
+        })?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| FsError::from_io(rel, &e))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// The target text of a symlink, not followed (a `driver` link's target often does not exist
+    /// in captures; its basename is all that matters, sysfs.md §1).
+    pub fn read_link(&self, rel: &str) -> Result<String, FsError> {
+        let full = self.join(&self.resolve(rel, false)?);
+        fs::read_link(&full)
+            .map(|t| t.to_string_lossy().into_owned())
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::EINVAL) => FsError::Io {
+                    path: rel.into(),
+                    message: "not a symlink".into(),
+                },
+                _ => FsError::from_io(rel, &e),
+            })
+    }
+
+    fn join(&self, components: &[OsString]) -> PathBuf {
+        let mut path = self.root.clone();
+        for c in components {
+            path.push(c);
+        }
+        path
+    }
+}
+
+/// Read at most `cap` bytes; more is an error rather than a silent truncation.
+pub fn read_capped(file: &mut File, rel: &str, cap: u64) -> Result<String, FsError> {
+    let mut bytes = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| FsError::from_io(rel, &e))?;
+    if bytes.len() as u64 > cap {
+        return Err(FsError::TooLarge {
+            path: rel.into(),
+            cap,
+        });
+    }
+    if bytes.contains(&0) {
+        return Err(FsError::NotText { path: rel.into() });
+    }
+    String::from_utf8(bytes).map_err(|_| FsError::NotText { path: rel.into() })
+}
+
+/// Push the normal components of `path` so that the first is popped first.
+fn push_components(pending: &mut Vec<OsString>, path: &Path) {
+    let parts: Vec<OsString> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect();
+    pending.extend(parts.into_iter().rev());
+}
+
+fn display_components(components: &[OsString]) -> String {
+    components
+        .iter()
+        .map(|c| c.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn tree() -> (tempfile::TempDir, RootedFs) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("sys/devices/pci0000:00/0000:00:01.0")).unwrap();
+        fs::create_dir_all(root.join("sys/bus/pci/devices")).unwrap();
+        fs::write(
+            root.join("sys/devices/pci0000:00/0000:00:01.0/vendor"),
+            "0x10de\n",
+        )
+        .unwrap();
+        symlink(
+            "../../../devices/pci0000:00/0000:00:01.0",
+            root.join("sys/bus/pci/devices/0000:00:01.0"),
+        )
+        .unwrap();
+        symlink(
+            "../../../bus/pci",
+            root.join("sys/devices/pci0000:00/0000:00:01.0/subsystem"),
+        )
+        .unwrap();
+        let fs = RootedFs::new(root);
+        (dir, fs)
+    }
+
+    #[test]
+    fn follows_relative_links_inside_the_root() {
+        let (_d, fs) = tree();
+        assert_eq!(
+            fs.read_to_string("sys/bus/pci/devices/0000:00:01.0/vendor")
+                .unwrap(),
+            "0x10de\n"
+        );
+        assert_eq!(
+            fs.canonical("/sys/bus/pci/devices/0000:00:01.0").unwrap(),
+            "sys/devices/pci0000:00/0000:00:01.0"
+        );
+        // Through the subsystem loop and back again: still resolves, bounded.
+        assert!(
+            fs.exists("sys/bus/pci/devices/0000:00:01.0/subsystem/devices/0000:00:01.0/vendor")
+        );
+    }
+
+    #[test]
+    fn refuses_absolute_and_escaping_links() {
+        let (dir, fs) = tree();
+        symlink("/etc/hostname", dir.path().join("abs")).unwrap();
+        symlink(
+            "../../../../../../../../etc/hostname",
+            dir.path().join("sys/up"),
+        )
+        .unwrap();
+        assert!(matches!(
+            fs.read_to_string("abs"),
+            Err(FsError::EscapesRoot { .. })
+        ));
+        assert!(matches!(
+            fs.read_to_string("sys/up"),
+            Err(FsError::EscapesRoot { .. })
+        ));
+        assert!(matches!(
+            fs.read_to_string("../etc/hostname"),
+            Err(FsError::EscapesRoot { .. })
+        ));
+    }
+
+    #[test]
+    fn loops_and_dangling_links_are_errors() {
+        let (dir, fs) = tree();
+        symlink("b", dir.path().join("a")).unwrap();
+        symlink("a", dir.path().join("b")).unwrap();
+        symlink("nowhere", dir.path().join("dangling")).unwrap();
+        assert!(matches!(fs.read_to_string("a"), Err(FsError::Loop { .. })));
+        let err = fs.read_to_string("dangling").unwrap_err();
+        assert!(matches!(err, FsError::Dangling { .. }), "{err}");
+        assert_eq!(fs.read_link("dangling").unwrap(), "nowhere");
+    }
+
+    #[test]
+    fn caps_and_rejects_non_text() {
+        let (dir, mut fs) = tree();
+        fs.read_cap = 4;
+        fs::write(dir.path().join("big"), "12345").unwrap();
+        fs::write(dir.path().join("bin"), [0u8, 1, 2]).unwrap();
+        assert!(matches!(
+            fs.read_to_string("big"),
+            Err(FsError::TooLarge { .. })
+        ));
+        fs.read_cap = 100;
+        assert!(matches!(
+            fs.read_to_string("bin"),
+            Err(FsError::NotText { .. })
+        ));
+        assert!(matches!(
+            fs.read_to_string("sys"),
+            Err(FsError::NotAFile { .. })
+        ));
+    }
+
+    #[test]
+    fn fifo_is_refused_without_blocking() {
+        let (dir, fs) = tree();
+        let path = std::ffi::CString::new(dir.path().join("fifo").to_str().unwrap()).unwrap();
+        // SAFETY: plain libc call with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        assert!(matches!(
+            fs.read_to_string("fifo"),
+            Err(FsError::NotAFile { .. })
+        ));
+    }
+}

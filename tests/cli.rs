@@ -1,0 +1,225 @@
+//! The binary as an operator or a pipeline uses it: exit codes, JSON on stdout, layer selection,
+//! usage errors, and the GPU-less machine these tests run on.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::gpudoctor;
+use serde_json::Value;
+
+const HEALTHY: &str = "fixtures/hgx-h100-healthy";
+const DRIVER_NOT_LOADED: &str = "fixtures/h100-driver-not-loaded";
+
+fn json(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[test]
+fn healthy_fixture_exits_0_with_eight_layers_in_order() {
+    let out = gpudoctor(&["check", "--root", HEALTHY, "--format", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    let ids: Vec<&str> = report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "driver",
+            "toolkit",
+            "device-plugin",
+            "topology",
+            "rdma",
+            "sriov",
+            "nvlink",
+            "nccl"
+        ]
+    );
+    assert!(report["first_failure"].is_null());
+    assert_eq!(report["exit_code"], 0);
+    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["source"]["kind"], "replay");
+    assert_eq!(report["node"]["hostname"], "hgx-h100-01");
+    assert_eq!(report["node"]["driver_version"], "550.54.15");
+}
+
+#[test]
+fn failure_fixture_exits_1_and_keep_going_runs_later_layers() {
+    let out = gpudoctor(&["check", "--root", DRIVER_NOT_LOADED, "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&out);
+    assert_eq!(report["first_failure"]["layer"], "driver");
+    assert_eq!(report["layers"][1]["status"], "not_run");
+    assert_eq!(report["layers"][1]["reason"], "blocked by driver");
+
+    let out = gpudoctor(&[
+        "check",
+        "--root",
+        DRIVER_NOT_LOADED,
+        "--format",
+        "json",
+        "--keep-going",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&out);
+    assert_eq!(report["layers"][1]["status"], "skip");
+    assert_eq!(report["layers"][1]["reason"], "not implemented yet");
+}
+
+#[test]
+fn only_and_skip_select_layers() {
+    let out = gpudoctor(&[
+        "check",
+        "--root",
+        DRIVER_NOT_LOADED,
+        "--format",
+        "json",
+        "--skip",
+        "driver",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let report = json(&out);
+    assert_eq!(report["layers"][0]["status"], "skip");
+    assert_eq!(report["layers"][0]["reason"], "skipped by --skip");
+
+    let out = gpudoctor(&[
+        "check",
+        "--root",
+        HEALTHY,
+        "--format",
+        "json",
+        "--only",
+        "toolkit,nccl",
+    ]);
+    let report = json(&out);
+    assert_eq!(report["layers"][0]["reason"], "not selected by --only");
+    assert_eq!(report["layers"][0]["checks"].as_array().unwrap().len(), 0);
+
+    let out = gpudoctor(&["check", "--root", HEALTHY, "--only", "gpu"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("layers are: driver"));
+}
+
+#[test]
+fn bad_root_is_a_usage_error() {
+    for root in ["/nonexistent/gpudoctor-root", "Cargo.toml"] {
+        let out = gpudoctor(&["check", "--root", root]);
+        assert_eq!(out.status.code(), Some(2), "{root}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(root) && err.contains("--root"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn table_output_is_plain_when_piped() {
+    let out = gpudoctor(&["check", "--root", DRIVER_NOT_LOADED]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text.contains('\x1b'),
+        "no colour codes when stdout is a pipe"
+    );
+    assert!(text.contains("[FAIL] driver"));
+    assert!(text.contains("hint: "));
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .starts_with("first failure: driver layer")
+    );
+}
+
+#[test]
+fn list_checks_and_explain_cover_every_check() {
+    let out = gpudoctor(&["list-checks", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let rows = json(&out);
+    let rows = rows.as_array().unwrap();
+    assert!(rows.len() >= 9);
+    for row in rows {
+        let code = row["code"].as_str().unwrap();
+        let out = gpudoctor(&["explain", code]);
+        assert_eq!(out.status.code(), Some(0), "{code}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for part in ["Reads:", "Expects:", "Why:", "Fix:"] {
+            assert!(text.contains(part), "{code} explain lacks {part}");
+        }
+    }
+    let table = String::from_utf8(gpudoctor(&["list-checks"]).stdout).unwrap();
+    assert!(table.contains("driver.nvml_init") && table.contains("driver "));
+}
+
+#[test]
+fn explain_unknown_code_exits_2_with_suggestions() {
+    let out = gpudoctor(&["explain", "driver.nvml_int"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did you mean: driver.nvml_init"), "{err}");
+}
+
+#[test]
+fn help_documents_exit_codes_and_examples() {
+    let out = gpudoctor(&["check", "--help"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Exit codes:")
+            && text.contains("3  inconclusive")
+            && text.contains("Examples:")
+    );
+}
+
+/// These machines have no GPU, driver or NVML: the live check must say so quickly, not hang.
+#[test]
+fn live_check_on_this_gpu_less_machine_fails_fast_in_the_driver_layer() {
+    let started = Instant::now();
+    let out = gpudoctor(&["check", "--format", "json"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    assert_eq!(report["source"]["kind"], "live");
+    assert_eq!(report["first_failure"]["layer"], "driver");
+    assert!(report["first_failure"]["hint"].as_str().unwrap().len() > 20);
+}
+
+#[test]
+fn a_closed_pipe_is_not_a_crash() {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        .args(["list-checks"])
+        .current_dir(common::repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0)),
+        "{:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

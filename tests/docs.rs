@@ -1,0 +1,21 @@
+//! Docs that must match the code.
+
+mod common;
+
+#[test]
+fn checks_catalogue_lists_every_registered_check() {
+    let doc = std::fs::read_to_string(common::repo().join("docs/checks.md")).unwrap();
+    for check in gpudoctor::checks::registry() {
+        assert!(doc.contains(&format!("`{}`", check.code)), "docs/checks.md lacks {}", check.code);
+        assert!(doc.contains(check.title), "docs/checks.md has an old title for {}", check.code);
+    }
+}
+
+#[test]
+fn readme_and_ci_run_the_same_test_command() {
+    let readme = std::fs::read_to_string(common::repo().join("README.md")).unwrap();
+    let ci = std::fs::read_to_string(common::repo().join(".ci/run")).unwrap();
+    let command = "cargo test --locked";
+    assert!(readme.contains(command), "README must show `{command}`");
+    assert!(ci.lines().any(|l| l.trim() == command), ".ci/run must run `{command}`");
+}

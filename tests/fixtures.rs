@@ -1,0 +1,147 @@
+//! Replays every fixture under `fixtures/` and checks its manifest's `expect` block, plus a
+//! snapshot of the JSON and table output (durations zeroed).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use gpudoctor::engine::{self, RunOptions};
+use gpudoctor::render::table::Style;
+use gpudoctor::report::{Layer, Report, Status};
+use gpudoctor::{render, source};
+use serde_json::Value;
+
+fn replay(dir: &Path, options: &RunOptions) -> Report {
+    let rel = dir.strip_prefix(common::repo()).unwrap();
+    // Relative root, so snapshots do not depend on where the repo is checked out.
+    std::env::set_current_dir(common::repo()).unwrap();
+    let source = source::open(rel, source::SourceOptions::default());
+    assert_eq!(
+        source.kind(),
+        source::SourceKind::Replay,
+        "{} must replay",
+        rel.display()
+    );
+    let mut report = engine::run(source.as_ref(), options);
+    report.duration_ms = 0;
+    for layer in &mut report.layers {
+        layer.duration_ms = 0;
+    }
+    report
+}
+
+fn expect_block(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join(".gpudoctor/manifest.json")).unwrap();
+    let manifest: Value = serde_json::from_str(&text).unwrap();
+    for key in ["format_version", "node", "description", "made", "expect"] {
+        assert!(
+            manifest.get(key).is_some(),
+            "{}: manifest lacks `{key}`",
+            dir.display()
+        );
+    }
+    manifest["expect"].clone()
+}
+
+#[test]
+fn there_are_fixtures_and_one_is_healthy() {
+    let fixtures = common::fixtures();
+    assert!(
+        fixtures.len() >= 6,
+        "expected the healthy node and five failure fixtures"
+    );
+    assert!(fixtures.iter().any(|d| expect_block(d)["exit_code"] == 0));
+}
+
+#[test]
+fn every_fixture_meets_its_expect_block() {
+    for dir in common::fixtures() {
+        let name = common::name_of(&dir);
+        let expect = expect_block(&dir);
+        let report = replay(&dir, &RunOptions::default());
+
+        assert_eq!(
+            Value::from(report.exit_code),
+            expect["exit_code"],
+            "{name}: exit code"
+        );
+        let first = report
+            .first_failure
+            .as_ref()
+            .map(|f| f.layer.id().to_string());
+        assert_eq!(
+            first.map(Value::from).unwrap_or(Value::Null),
+            expect["first_failing_layer"],
+            "{name}: first failing layer"
+        );
+        let codes: BTreeSet<String> = report.findings().map(|(_, c)| c.code.clone()).collect();
+        let wanted: BTreeSet<String> = expect["codes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(codes, wanted, "{name}: finding codes");
+
+        // Layers run in order; after a failure every later layer is not_run, naming the blocker.
+        let ids: Vec<Layer> = report.layers.iter().map(|l| l.id).collect();
+        assert_eq!(ids, Layer::ALL.to_vec(), "{name}: layer order");
+        if let Some(failure) = &report.first_failure {
+            for layer in report.layers.iter().filter(|l| l.id > failure.layer) {
+                assert_eq!(
+                    layer.status,
+                    Status::NotRun,
+                    "{name}: {} after the failure",
+                    layer.id
+                );
+                assert_eq!(
+                    layer.reason.as_deref(),
+                    Some(format!("blocked by {}", failure.layer).as_str())
+                );
+            }
+            // --keep-going runs them.
+            let all = replay(
+                &dir,
+                &RunOptions {
+                    keep_going: true,
+                    ..Default::default()
+                },
+            );
+            assert!(
+                all.layers.iter().all(|l| l.status != Status::NotRun),
+                "{name}: keep-going"
+            );
+        }
+
+        common::assert_snapshot(&format!("{name}.json"), &render::json::render(&report));
+        common::assert_snapshot(
+            &format!("{name}.txt"),
+            &render::table::render(&report, Style::PLAIN),
+        );
+    }
+}
+
+#[test]
+fn layers_not_built_yet_say_so_and_never_pass() {
+    let healthy = common::repo().join("fixtures/hgx-h100-healthy");
+    let report = replay(&healthy, &RunOptions::default());
+    assert!(report.first_failure.is_none());
+    for layer in &report.layers {
+        if layer.checks.is_empty() {
+            assert_eq!(layer.status, Status::Skip, "{}", layer.id);
+            assert_eq!(
+                layer.reason.as_deref(),
+                Some("not implemented yet"),
+                "{}",
+                layer.id
+            );
+        }
+    }
+    let driver = report.layer(Layer::Driver).unwrap();
+    assert_eq!(driver.status, Status::Pass);
+    assert!(
+        driver.checks.iter().all(|c| c.status == Status::Pass),
+        "healthy fixtures have no findings"
+    );
+}
