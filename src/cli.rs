@@ -133,6 +133,7 @@ impl CheckArgs {
             only: self.only.clone(),
             skip: self.skip.clone(),
             strict: self.strict,
+            profile: None,
         }
     }
 

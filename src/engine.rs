@@ -24,6 +24,8 @@ pub struct RunOptions {
     pub skip: Vec<Layer>,
     /// Warnings make the exit code 1.
     pub strict: bool,
+    /// `--profile`: judge against this profile instead of the one chosen from the GPUs.
+    pub profile: Option<crate::profile::Profile>,
 }
 
 impl RunOptions {

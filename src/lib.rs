@@ -9,6 +9,7 @@ pub mod cli;
 pub mod engine;
 pub mod explain;
 pub mod facts;
+pub mod profile;
 pub mod render;
 pub mod report;
 pub mod source;

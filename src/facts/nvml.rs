@@ -26,9 +26,11 @@ impl<T> Reading<T> {
     }
 }
 
+/// A field absent from `nvml.json` (an older capture, a hand-written fixture) reads as
+/// "not supported": never as zero, never as an error.
 impl<T> Default for Reading<T> {
     fn default() -> Self {
-        Reading::Error("not recorded".into())
+        Reading::NotSupported
     }
 }
 
@@ -134,6 +136,169 @@ pub struct NvmlDevice {
     /// The handle could not be had (`GPU_IS_LOST`, `NO_PERMISSION` ...): only `index` is known.
     #[serde(default)]
     pub error: Option<NvmlError>,
+
+    // --- memory health (gpu-health.md §4)
+    /// `nvmlDeviceGetEccMode(current, pending)`.
+    #[serde(default)]
+    pub ecc_mode: Reading<CurrentPending>,
+    /// `nvmlDeviceGetTotalEccErrors` for corrected/uncorrected × volatile/aggregate.
+    #[serde(default)]
+    pub ecc_errors: Reading<EccCounts>,
+    /// Pre-Ampere dynamic page retirement: `nvmlDeviceGetRetiredPages_v2` counts by cause and
+    /// `nvmlDeviceGetRetiredPagesPendingStatus`.
+    #[serde(default)]
+    pub retired_pages: Reading<RetiredPages>,
+    /// `nvmlDeviceGetRemappedRows` (Ampere and later).
+    #[serde(default)]
+    pub remapped_rows: Reading<RemappedRows>,
+
+    // --- thermal and power (§2, §3)
+    /// `nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)`, °C.
+    #[serde(default)]
+    pub temperature_c: Reading<u32>,
+    /// `nvmlDeviceGetTemperatureThreshold(SLOWDOWN)`, °C.
+    #[serde(default)]
+    pub temperature_slowdown_c: Reading<u32>,
+    /// `nvmlDeviceGetTemperatureThreshold(SHUTDOWN)`, °C.
+    #[serde(default)]
+    pub temperature_shutdown_c: Reading<u32>,
+    /// `nvmlDeviceGetPowerUsage`, milliwatts.
+    #[serde(default)]
+    pub power_usage_mw: Reading<u32>,
+    /// `nvmlDeviceGetEnforcedPowerLimit`, milliwatts.
+    #[serde(default)]
+    pub power_limit_mw: Reading<u32>,
+    /// `nvmlDeviceGetCurrentClocksEventReasons` bitmask (§3).
+    #[serde(default)]
+    pub clock_event_reasons: Reading<u64>,
+    /// `nvmlDeviceGetUtilizationRates().gpu`, percent: tells idle from busy for PCIe speed.
+    #[serde(default)]
+    pub utilization_gpu_pct: Reading<u32>,
+
+    // --- PCIe (§5)
+    #[serde(default)]
+    pub pcie_current_gen: Reading<u32>,
+    /// `nvmlDeviceGetMaxPcieLinkGeneration`: max with this device *and* slot.
+    #[serde(default)]
+    pub pcie_max_gen: Reading<u32>,
+    #[serde(default)]
+    pub pcie_current_width: Reading<u32>,
+    #[serde(default)]
+    pub pcie_max_width: Reading<u32>,
+    /// `nvmlDeviceGetPcieReplayCounter`, cumulative.
+    #[serde(default)]
+    pub pcie_replay_counter: Reading<u64>,
+
+    // --- MIG (§2)
+    /// `nvmlDeviceGetMigMode(current, pending)`.
+    #[serde(default)]
+    pub mig_mode: Reading<CurrentPending>,
+
+    // --- NVLink and fabric (§6, §7)
+    /// One entry per link that answered `nvmlDeviceGetNvLinkState`; `NotSupported` when the GPU
+    /// has no NVLink at all.
+    #[serde(default)]
+    pub nvlinks: Reading<Vec<NvLink>>,
+    /// `nvmlDeviceGetGpuFabricInfoV` (Hopper and later; `NotSupported` on PCIe SKUs).
+    #[serde(default)]
+    pub fabric: Reading<FabricInfo>,
+}
+
+/// A mode with a current and a pending value (ECC, MIG): pending ≠ current needs a GPU reset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CurrentPending {
+    pub current: bool,
+    pub pending: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EccCounts {
+    pub volatile_corrected: u64,
+    pub volatile_uncorrected: u64,
+    pub aggregate_corrected: u64,
+    pub aggregate_uncorrected: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetiredPages {
+    /// Cause `MULTIPLE_SINGLE_BIT_ECC_ERRORS`.
+    pub single_bit: u32,
+    /// Cause `DOUBLE_BIT_ECC_ERROR`.
+    pub double_bit: u32,
+    /// Retirements waiting for a reset or reboot.
+    pub pending: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemappedRows {
+    pub correctable: u32,
+    pub uncorrectable: u32,
+    /// A remap waits for a GPU reset to take effect.
+    pub pending: bool,
+    /// Sticky: a remap has failed in the past (RMA signal for gpud and DCGM).
+    pub failure: bool,
+}
+
+/// What sits at the other end of an NVLink (`nvmlDeviceGetNvLinkRemoteDeviceType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteType {
+    Gpu,
+    Nvswitch,
+    Ibmnpu,
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NvLink {
+    pub link: u32,
+    /// `nvmlDeviceGetNvLinkState` = `NVML_FEATURE_ENABLED`.
+    pub active: bool,
+    /// `nvmlDeviceGetNvLinkVersion`: the raw enum value, not the generation (§6).
+    #[serde(default)]
+    pub version: Reading<u32>,
+    /// `nvmlDeviceGetNvLinkRemotePciInfo_v2`, normalised to the sysfs form.
+    #[serde(default)]
+    pub remote_pci_bus_id: Option<String>,
+    #[serde(default)]
+    pub remote_type: Reading<RemoteType>,
+    /// `nvmlDeviceGetNvLinkErrorCounter` DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA.
+    #[serde(default)]
+    pub replay_errors: Reading<u64>,
+    #[serde(default)]
+    pub recovery_errors: Reading<u64>,
+    #[serde(default)]
+    pub crc_flit_errors: Reading<u64>,
+    #[serde(default)]
+    pub crc_data_errors: Reading<u64>,
+}
+
+/// `nvmlGpuFabricInfoV_t` (nvml.h; gpu-health.md §7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FabricInfo {
+    pub state: FabricState,
+    /// The `nvmlReturn_t` in `status`, by name (`success`, ...); meaningful only when completed.
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub clique_id: Option<u32>,
+    #[serde(default)]
+    pub cluster_uuid: Option<String>,
+    #[serde(default)]
+    pub health_mask: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FabricState {
+    /// `NVML_GPU_FABRIC_STATE_NOT_SUPPORTED` (0).
+    NotSupported,
+    /// `NOT_STARTED` (1): fabric manager has not trained the links.
+    NotStarted,
+    /// `IN_PROGRESS` (2).
+    InProgress,
+    /// `COMPLETED` (3): check `status`.
+    Completed,
 }
 
 impl NvmlFacts {

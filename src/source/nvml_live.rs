@@ -12,11 +12,16 @@ use std::thread;
 use std::time::Duration;
 
 use nvml_wrapper::bitmasks::InitFlags;
+use nvml_wrapper::enum_wrappers::device::{
+    EccCounter, MemoryError, RetirementCause, TemperatureSensor, TemperatureThreshold,
+};
+use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError as WrapperError;
 use nvml_wrapper::{Device, Nvml};
 
 use crate::facts::nvml::{
-    NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Reading, normalize_bus_id,
+    CurrentPending, EccCounts, NvLink, NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Reading, RetiredPages,
+    normalize_bus_id,
 };
 
 /// Query NVML, giving up after `budget`.
@@ -86,16 +91,204 @@ fn collect(lib_path: Option<PathBuf>) -> NvmlFacts {
 fn describe(index: u32, device: &Device<'_>) -> NvmlDevice {
     NvmlDevice {
         index,
-        pci_bus_id: device
-            .pci_info()
-            .ok()
-            .and_then(|p| normalize_bus_id(&p.bus_id)),
+        pci_bus_id: device.pci_info().ok().and_then(|p| normalize_bus_id(&p.bus_id)),
         uuid: device.uuid().ok(),
         name: device.name().ok(),
         serial: reading(device.serial()),
         minor_number: reading(device.minor_number()),
         persistence_mode: reading(device.is_in_persistent_mode()),
         error: None,
+        ecc_mode: reading(device.is_ecc_enabled().map(|m| CurrentPending {
+            current: m.currently_enabled,
+            pending: m.pending_enabled,
+        })),
+        ecc_errors: ecc_counts(device),
+        retired_pages: retired_pages(device),
+        remapped_rows: raw::remapped_rows(device),
+        temperature_c: reading(device.temperature(TemperatureSensor::Gpu)),
+        temperature_slowdown_c: reading(device.temperature_threshold(TemperatureThreshold::Slowdown)),
+        temperature_shutdown_c: reading(device.temperature_threshold(TemperatureThreshold::Shutdown)),
+        power_usage_mw: reading(device.power_usage()),
+        power_limit_mw: reading(device.enforced_power_limit()),
+        clock_event_reasons: raw::clock_event_reasons(device),
+        utilization_gpu_pct: reading(device.utilization_rates().map(|u| u.gpu)),
+        pcie_current_gen: reading(device.current_pcie_link_gen()),
+        pcie_max_gen: reading(device.max_pcie_link_gen()),
+        pcie_current_width: reading(device.current_pcie_link_width()),
+        pcie_max_width: reading(device.max_pcie_link_width()),
+        pcie_replay_counter: reading(device.pcie_replay_counter().map(u64::from)),
+        mig_mode: reading(device.mig_mode().map(|m| CurrentPending {
+            current: m.current == 1,
+            pending: m.pending == 1,
+        })),
+        nvlinks: nvlinks(device),
+        fabric: raw::fabric_info(device),
+    }
+}
+
+fn ecc_counts(device: &Device<'_>) -> Reading<EccCounts> {
+    let count = |kind, counter| device.total_ecc_errors(kind, counter);
+    let all = (|| {
+        Ok::<_, WrapperError>(EccCounts {
+            volatile_corrected: count(MemoryError::Corrected, EccCounter::Volatile)?,
+            volatile_uncorrected: count(MemoryError::Uncorrected, EccCounter::Volatile)?,
+            aggregate_corrected: count(MemoryError::Corrected, EccCounter::Aggregate)?,
+            aggregate_uncorrected: count(MemoryError::Uncorrected, EccCounter::Aggregate)?,
+        })
+    })();
+    reading(all)
+}
+
+fn retired_pages(device: &Device<'_>) -> Reading<RetiredPages> {
+    let all = (|| {
+        Ok::<_, WrapperError>(RetiredPages {
+            single_bit: device.retired_pages(RetirementCause::MultipleSingleBitEccErrors)?.len() as u32,
+            double_bit: device.retired_pages(RetirementCause::DoubleBitEccError)?.len() as u32,
+            pending: device.are_pages_pending_retired()?,
+        })
+    })();
+    reading(all)
+}
+
+/// Links 0.. until the driver says the index is invalid (`NVML_NVLINK_MAX_LINKS` grew from 12
+/// to 18 to 36 across headers, gpu-health.md §6). No link at all: the GPU has no NVLink.
+fn nvlinks(device: &Device<'_>) -> Reading<Vec<NvLink>> {
+    let mut links = Vec::new();
+    for link in 0..MAX_NVLINKS {
+        let wrapper = device.link_wrapper_for(link);
+        let active = match wrapper.is_active() {
+            Ok(active) => active,
+            Err(WrapperError::InvalidArg | WrapperError::NotSupported) => break,
+            Err(err) if links.is_empty() => return Reading::Error(err.to_string()),
+            Err(_) => break,
+        };
+        let counter = |c| reading(wrapper.error_counter(c));
+        links.push(NvLink {
+            link,
+            active,
+            version: reading(wrapper.version()),
+            remote_pci_bus_id: wrapper.remote_pci_info().ok().and_then(|p| normalize_bus_id(&p.bus_id)),
+            remote_type: raw::remote_type(device, link),
+            replay_errors: counter(ErrorCounter::DlReplay),
+            recovery_errors: counter(ErrorCounter::DlRecovery),
+            crc_flit_errors: counter(ErrorCounter::DlCrcFlit),
+            crc_data_errors: counter(ErrorCounter::DlCrcData),
+        });
+    }
+    if links.is_empty() { Reading::NotSupported } else { Reading::Value(links) }
+}
+
+/// Highest link index asked; NVML answers `INVALID_ARGUMENT` past the GPU's real count.
+const MAX_NVLINKS: u32 = 36;
+
+/// Calls nvml-wrapper 0.13 does not wrap, or wraps wrongly, made through its raw function table.
+mod raw {
+    use nvml_wrapper::Device;
+    use nvml_wrapper::error::{NvmlError as WrapperError, nvml_sym, nvml_try};
+    use nvml_wrapper_sys::bindings::{nvmlGpuFabricInfo_t, nvmlGpuFabricInfo_v3_t};
+
+    use super::reading;
+    use crate::facts::nvml::{FabricInfo, FabricState, Reading, RemappedRows, RemoteType};
+
+    pub fn remapped_rows(device: &Device<'_>) -> Reading<RemappedRows> {
+        let result = (|| {
+            let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetRemappedRows.as_ref())?;
+            let (mut corr, mut unc, mut pending, mut failure) = (0u32, 0u32, 0u32, 0u32);
+            // SAFETY: a live handle and four valid out-pointers, as nvml.h specifies.
+            nvml_try(unsafe { sym(device.handle(), &mut corr, &mut unc, &mut pending, &mut failure) })?;
+            Ok::<_, WrapperError>(RemappedRows {
+                correctable: corr,
+                uncorrectable: unc,
+                pending: pending != 0,
+                failure: failure != 0,
+            })
+        })();
+        reading(result)
+    }
+
+    /// `nvmlDeviceGetCurrentClocksEventReasons`, falling back to the older
+    /// `...ClocksThrottleReasons` name (same bits) on drivers before 535.
+    pub fn clock_event_reasons(device: &Device<'_>) -> Reading<u64> {
+        let lib = device.nvml().lib();
+        let result = (|| {
+            let sym = nvml_sym(lib.nvmlDeviceGetCurrentClocksEventReasons.as_ref())
+                .or_else(|_| nvml_sym(lib.nvmlDeviceGetCurrentClocksThrottleReasons.as_ref()))?;
+            let mut reasons = 0u64;
+            // SAFETY: a live handle and a valid out-pointer.
+            nvml_try(unsafe { sym(device.handle(), &mut reasons) })?;
+            Ok::<_, WrapperError>(reasons)
+        })();
+        reading(result)
+    }
+
+    /// nvml-wrapper 0.13's `remote_device_type` writes into a temporary and always answers
+    /// Unknown; call the function directly.
+    pub fn remote_type(device: &Device<'_>, link: u32) -> Reading<RemoteType> {
+        let result = (|| {
+            let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetNvLinkRemoteDeviceType.as_ref())?;
+            let mut kind: u32 = 255;
+            // SAFETY: a live handle, a link index the state query accepted, a valid out-pointer.
+            nvml_try(unsafe { sym(device.handle(), link, &mut kind) })?;
+            Ok::<_, WrapperError>(match kind {
+                0 => RemoteType::Gpu,
+                1 => RemoteType::Ibmnpu,
+                2 => RemoteType::Nvswitch,
+                _ => RemoteType::Unknown,
+            })
+        })();
+        reading(result)
+    }
+
+    /// `nvmlDeviceGetGpuFabricInfoV` with the v3 struct, else the v1 call (R525+).
+    pub fn fabric_info(device: &Device<'_>) -> Reading<FabricInfo> {
+        let lib = device.nvml().lib();
+        if let Ok(sym) = nvml_sym(lib.nvmlDeviceGetGpuFabricInfoV.as_ref()) {
+            // SAFETY: plain-old-data struct; zero is a valid bit pattern.
+            let mut info: nvmlGpuFabricInfo_v3_t = unsafe { std::mem::zeroed() };
+            // NVML_STRUCT_VERSION(GpuFabricInfo, 3) = sizeof | (3 << 24) (nvml.h).
+            info.version = std::mem::size_of::<nvmlGpuFabricInfo_v3_t>() as u32 | (3 << 24);
+            // SAFETY: a live handle and a versioned struct of the size announced.
+            match nvml_try(unsafe { sym(device.handle(), &mut info) }) {
+                Ok(()) => {
+                    return Reading::Value(fabric(info.state, info.status, info.cliqueId, &info.clusterUuid, Some(info.healthMask)));
+                }
+                Err(WrapperError::NotSupported) => return Reading::NotSupported,
+                Err(_) => {} // ARGUMENT_VERSION_MISMATCH on older drivers: try v1.
+            }
+        }
+        let result = (|| {
+            let sym = nvml_sym(lib.nvmlDeviceGetGpuFabricInfo.as_ref())?;
+            // SAFETY: plain-old-data struct; zero is a valid bit pattern.
+            let mut info: nvmlGpuFabricInfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: a live handle and a valid out-pointer.
+            nvml_try(unsafe { sym(device.handle(), &mut info) })?;
+            Ok::<_, WrapperError>(fabric(info.state, info.status, info.cliqueId, &info.clusterUuid, None))
+        })();
+        reading(result)
+    }
+
+    fn fabric(state: u8, status: u32, clique: u32, uuid: &[u8; 16], health_mask: Option<u32>) -> FabricInfo {
+        let state = match state {
+            1 => FabricState::NotStarted,
+            2 => FabricState::InProgress,
+            3 => FabricState::Completed,
+            _ => FabricState::NotSupported,
+        };
+        let status = (state == FabricState::Completed).then(|| match nvml_try(status) {
+            Ok(()) => "success".to_string(),
+            Err(err) => super::error_kind(&err).name(),
+        });
+        let cluster_uuid = uuid
+            .iter()
+            .any(|b| *b != 0)
+            .then(|| uuid.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        FabricInfo {
+            state,
+            status,
+            clique_id: Some(clique),
+            cluster_uuid,
+            health_mask,
+        }
     }
 }
 
