@@ -55,16 +55,31 @@ pub enum Command {
     ))]
     Check(CheckArgs),
     /// List every registered check: code, layer, title.
-    #[command(after_help = "Example:\n  gpudoctor list-checks --format json | jq '.[].code'")]
+    #[command(
+        after_help = "Examples:\n  gpudoctor list-checks --format json | jq '.[].code'\n  gpudoctor list-checks --format markdown > docs/checks.md"
+    )]
     ListChecks {
-        #[arg(long, value_enum, default_value_t = ListFormat::Table)]
-        format: ListFormat,
+        #[arg(long, value_enum, default_value_t = CatalogueFormat::Table)]
+        format: CatalogueFormat,
     },
     /// Explain a check: what it reads, what it expects, why it matters, how to fix it.
     #[command(after_help = "Example:\n  gpudoctor explain driver.nvml_init")]
     Explain {
         /// A check code, as printed in reports and by `list-checks` (e.g. driver.gpu_count).
         code: String,
+    },
+    /// List the built-in platform profiles: what each expects, and its sources.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  gpudoctor profiles\n",
+        "  gpudoctor profiles --format json | jq '.[] | {name, gpu_count, nccl_busbw_fail_gbps}'\n",
+        "\n",
+        "A profile is chosen from the GPU model and count; `gpudoctor check --profile NAME|FILE`\n",
+        "overrides it. Profile files are TOML with the same keys (docs/profiles.md)."
+    ))]
+    Profiles {
+        #[arg(long, value_enum, default_value_t = ListFormat::Table)]
+        format: ListFormat,
     },
 }
 
@@ -74,6 +89,14 @@ pub enum ReportFormat {
     Table,
     /// One JSON document on stdout (schema: docs/report.md).
     Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CatalogueFormat {
+    Table,
+    Json,
+    /// The checks catalogue as docs/checks.md holds it.
+    Markdown,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -120,6 +143,12 @@ pub struct CheckArgs {
     /// Longest any one probe (NVML, kubelet, kernel log) may take, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
+
+    /// Judge the node against this profile instead of the one chosen from its GPU model and
+    /// count: a built-in name (`gpudoctor profiles` lists them) or a TOML profile file, which
+    /// may start from a built-in with `base = "hgx-h100"` (docs/profiles.md).
+    #[arg(long, value_name = "NAME|FILE")]
+    pub profile: Option<String>,
 }
 
 fn parse_layer(s: &str) -> Result<Layer, String> {

@@ -43,7 +43,7 @@ impl RunOptions {
 /// Run the checks of `registry` against `source`.
 pub fn run_with(source: &dyn Source, registry: &[CheckDef], options: &RunOptions) -> Report {
     let started = Instant::now();
-    let ctx = Context::new(source);
+    let ctx = Context::new(source).with_profile(options.profile.clone());
     let mut layers = Vec::new();
     let mut blocked_by: Option<Layer> = None;
 
@@ -114,7 +114,11 @@ pub fn run_with(source: &dyn Source, registry: &[CheckDef], options: &RunOptions
             kernel: identity.kernel,
             driver_version,
         },
-        profile: None,
+        profile: if layers.iter().any(|l| !l.checks.is_empty()) {
+            ctx.profile().map(|p| p.name.clone())
+        } else {
+            None
+        },
         layers,
         first_failure,
         exit_code,

@@ -31,6 +31,29 @@ pub fn list_json() -> String {
     text
 }
 
+/// docs/checks.md: every check by layer (a test keeps the file equal to this output).
+pub fn list_markdown() -> String {
+    let mut out = String::from(
+        "# Checks catalogue\n\nEvery registered check, by layer, as `gpudoctor explain CODE` prints it. This page is\ngenerated: `gpudoctor list-checks --format markdown > docs/checks.md` (a test fails when it is\nstale).\n",
+    );
+    let checks = registry();
+    for layer in crate::report::Layer::ALL {
+        let _ = write!(out, "\n## `{}` — {}\n", layer.id(), layer.title());
+        let in_layer: Vec<&CheckDef> = checks.iter().filter(|c| c.layer == layer).collect();
+        if in_layer.is_empty() {
+            out.push_str("\nNo checks yet: the layer reports `skip` with the reason \"not implemented yet\".\n");
+        }
+        for c in in_layer {
+            let _ = write!(
+                out,
+                "\n### `{}` — {}\n\n- **Reads**: {}\n- **Expects**: {}\n- **Why**: {}\n- **Fix**: {}\n",
+                c.code, c.title, c.explain.reads, c.explain.expects, c.explain.why, c.explain.fix
+            );
+        }
+    }
+    out
+}
+
 pub fn explain(check: &CheckDef) -> String {
     format!(
         "{code} ({layer} layer)\n  {title}\n\nReads:    {reads}\nExpects:  {expects}\nWhy:      {why}\nFix:      {fix}\n",

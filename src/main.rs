@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser;
 
-use gpudoctor::cli::{CheckArgs, Cli, Command, ListFormat, ReportFormat};
+use gpudoctor::cli::{CatalogueFormat, CheckArgs, Cli, Command, ListFormat, ReportFormat};
 use gpudoctor::render::table::Style;
 use gpudoctor::report::exit;
-use gpudoctor::{checks, engine, explain, render, source};
+use gpudoctor::{checks, engine, explain, profile, render, source};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -29,8 +29,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Check(args) => check(&args),
         Command::ListChecks { format } => {
             let text = match format {
-                ListFormat::Table => explain::list_table(),
-                ListFormat::Json => explain::list_json(),
+                CatalogueFormat::Table => explain::list_table(),
+                CatalogueFormat::Json => explain::list_json(),
+                CatalogueFormat::Markdown => explain::list_markdown(),
             };
             emit(&text)?;
             Ok(exit::HEALTHY)
@@ -50,6 +51,14 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 Ok(exit::USAGE)
             }
         },
+        Command::Profiles { format } => {
+            let text = match format {
+                ListFormat::Table => profile::list_table(),
+                ListFormat::Json => profile::list_json(),
+            };
+            emit(&text)?;
+            Ok(exit::HEALTHY)
+        }
     }
 }
 
@@ -75,8 +84,18 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         );
         return Ok(exit::USAGE);
     }
+    let mut options = args.run_options();
+    if let Some(arg) = &args.profile {
+        match profile::load(arg) {
+            Ok(p) => options.profile = Some(p),
+            Err(err) => {
+                eprintln!("gpudoctor: --profile {arg}: {err}");
+                return Ok(exit::USAGE);
+            }
+        }
+    }
     let source = source::open(&args.root, args.source_options());
-    let report = engine::run(source.as_ref(), &args.run_options());
+    let report = engine::run(source.as_ref(), &options);
     let text = match args.format {
         ReportFormat::Json => render::json::render(&report),
         ReportFormat::Table => {

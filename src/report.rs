@@ -144,6 +144,22 @@ pub enum Action {
     CheckWorkload,
 }
 
+impl Action {
+    /// What the operator does, in words, for hints built from a catalogue.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Action::None => "no action needed",
+            Action::FixConfig => "fix the configuration",
+            Action::RestartComponent => "restart the component",
+            Action::ReloadDriver => "reload the nvidia driver",
+            Action::ResetGpu => "drain the node and reset the gpu (`nvidia-smi -r -i <index>`)",
+            Action::RebootNode => "drain and reboot the node",
+            Action::HardwareInspection => "take the gpu out of service for hardware inspection",
+            Action::CheckWorkload => "check the workload that ran on the gpu",
+        }
+    }
+}
+
 /// One observation behind a result: where it was read, what was there, what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {

@@ -489,6 +489,20 @@ fn gpu_count(ctx: &Context<'_>) -> Outcome {
         );
         evidence.extend(kernel_log_mentions(ctx, bdf));
     }
+    if let Some(p) = ctx.profile()
+        && let Some(want) = p.gpu_count
+        && (on_pci.len() as u32) < want
+    {
+        fails.push(format!(
+            "profile {} expects {want} gpus, {} on pci",
+            p.name,
+            on_pci.len()
+        ));
+        evidence.push(
+            Evidence::new(PCI_DEVICES, format!("{} nvidia gpus", on_pci.len()))
+                .expected(format!("{want} (profile {})", p.name)),
+        );
+    }
     let count_text = format!("{} on pci, {} in nvml", on_pci.len(), nvml.device_count);
     if !fails.is_empty() {
         return Outcome::fail(format!("{} ({count_text}); it may have fallen off the bus", fails.join("; ")))

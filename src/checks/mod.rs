@@ -6,6 +6,9 @@
 //! the check function with a unit test, one row in [`registry`], and a fixture that makes it fire.
 
 pub mod driver;
+pub mod gpu_health;
+pub mod nvlink;
+pub mod xid;
 
 use std::cell::OnceCell;
 
@@ -13,6 +16,7 @@ use crate::facts::modules::LoadedModules;
 use crate::facts::nvml::NvmlFacts;
 use crate::facts::pci::PciFacts;
 use crate::facts::{FactError, modules, nvidia, pci};
+use crate::profile::{self, Profile};
 use crate::report::{Action, Evidence, Layer, Status};
 use crate::source::{FsError, Source};
 
@@ -41,7 +45,11 @@ pub struct CheckDef {
 
 /// Every check, in walk order within each layer.
 pub fn registry() -> Vec<CheckDef> {
-    driver::checks()
+    let mut all = driver::checks();
+    all.extend(xid::checks());
+    all.extend(gpu_health::checks());
+    all.extend(nvlink::checks());
+    all
 }
 
 pub fn find(code: &str) -> Option<CheckDef> {
@@ -117,6 +125,8 @@ pub struct Context<'a> {
     nvml: OnceCell<NvmlFacts>,
     module_version: OnceCell<Result<Option<(String, &'static str)>, FactError>>,
     kernel_log: OnceCell<Result<Option<(String, String)>, FsError>>,
+    profile: OnceCell<Option<Profile>>,
+    forced_profile: Option<Profile>,
 }
 
 impl<'a> Context<'a> {
@@ -128,7 +138,33 @@ impl<'a> Context<'a> {
             nvml: OnceCell::new(),
             module_version: OnceCell::new(),
             kernel_log: OnceCell::new(),
+            profile: OnceCell::new(),
+            forced_profile: None,
         }
+    }
+
+    /// Judge against this profile instead of choosing one from the GPUs (`--profile`).
+    pub fn with_profile(mut self, profile: Option<Profile>) -> Self {
+        self.forced_profile = profile;
+        self
+    }
+
+    /// The profile in force: `--profile`, else the built-in that matches NVML's GPU names,
+    /// else none (consistency checks only).
+    pub fn profile(&self) -> Option<&Profile> {
+        self.profile
+            .get_or_init(|| {
+                self.forced_profile.clone().or_else(|| {
+                    let nvml = self.nvml();
+                    let names: Vec<&str> = nvml
+                        .devices
+                        .iter()
+                        .filter_map(|d| d.name.as_deref())
+                        .collect();
+                    profile::select_auto(&names)
+                })
+            })
+            .as_ref()
     }
 
     pub fn source(&self) -> &dyn Source {

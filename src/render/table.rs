@@ -65,6 +65,14 @@ pub fn render(report: &Report, style: Style) -> String {
         },
         report.source.root,
     );
+    let _ = writeln!(
+        out,
+        "{}",
+        match &report.profile {
+            Some(name) => format!("profile {name} (`gpudoctor profiles` lists what it expects)"),
+            None => "no platform profile matched: judging consistency only".to_string(),
+        }
+    );
     out.push('\n');
     for layer in &report.layers {
         let counted = layer

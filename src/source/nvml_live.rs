@@ -20,8 +20,8 @@ use nvml_wrapper::error::NvmlError as WrapperError;
 use nvml_wrapper::{Device, Nvml};
 
 use crate::facts::nvml::{
-    CurrentPending, EccCounts, NvLink, NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Reading, RetiredPages,
-    normalize_bus_id,
+    CurrentPending, EccCounts, NvLink, NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Reading,
+    RetiredPages, normalize_bus_id,
 };
 
 /// Query NVML, giving up after `budget`.
@@ -91,7 +91,10 @@ fn collect(lib_path: Option<PathBuf>) -> NvmlFacts {
 fn describe(index: u32, device: &Device<'_>) -> NvmlDevice {
     NvmlDevice {
         index,
-        pci_bus_id: device.pci_info().ok().and_then(|p| normalize_bus_id(&p.bus_id)),
+        pci_bus_id: device
+            .pci_info()
+            .ok()
+            .and_then(|p| normalize_bus_id(&p.bus_id)),
         uuid: device.uuid().ok(),
         name: device.name().ok(),
         serial: reading(device.serial()),
@@ -106,8 +109,12 @@ fn describe(index: u32, device: &Device<'_>) -> NvmlDevice {
         retired_pages: retired_pages(device),
         remapped_rows: raw::remapped_rows(device),
         temperature_c: reading(device.temperature(TemperatureSensor::Gpu)),
-        temperature_slowdown_c: reading(device.temperature_threshold(TemperatureThreshold::Slowdown)),
-        temperature_shutdown_c: reading(device.temperature_threshold(TemperatureThreshold::Shutdown)),
+        temperature_slowdown_c: reading(
+            device.temperature_threshold(TemperatureThreshold::Slowdown),
+        ),
+        temperature_shutdown_c: reading(
+            device.temperature_threshold(TemperatureThreshold::Shutdown),
+        ),
         power_usage_mw: reading(device.power_usage()),
         power_limit_mw: reading(device.enforced_power_limit()),
         clock_event_reasons: raw::clock_event_reasons(device),
@@ -142,8 +149,12 @@ fn ecc_counts(device: &Device<'_>) -> Reading<EccCounts> {
 fn retired_pages(device: &Device<'_>) -> Reading<RetiredPages> {
     let all = (|| {
         Ok::<_, WrapperError>(RetiredPages {
-            single_bit: device.retired_pages(RetirementCause::MultipleSingleBitEccErrors)?.len() as u32,
-            double_bit: device.retired_pages(RetirementCause::DoubleBitEccError)?.len() as u32,
+            single_bit: device
+                .retired_pages(RetirementCause::MultipleSingleBitEccErrors)?
+                .len() as u32,
+            double_bit: device
+                .retired_pages(RetirementCause::DoubleBitEccError)?
+                .len() as u32,
             pending: device.are_pages_pending_retired()?,
         })
     })();
@@ -167,7 +178,10 @@ fn nvlinks(device: &Device<'_>) -> Reading<Vec<NvLink>> {
             link,
             active,
             version: reading(wrapper.version()),
-            remote_pci_bus_id: wrapper.remote_pci_info().ok().and_then(|p| normalize_bus_id(&p.bus_id)),
+            remote_pci_bus_id: wrapper
+                .remote_pci_info()
+                .ok()
+                .and_then(|p| normalize_bus_id(&p.bus_id)),
             remote_type: raw::remote_type(device, link),
             replay_errors: counter(ErrorCounter::DlReplay),
             recovery_errors: counter(ErrorCounter::DlRecovery),
@@ -175,7 +189,11 @@ fn nvlinks(device: &Device<'_>) -> Reading<Vec<NvLink>> {
             crc_data_errors: counter(ErrorCounter::DlCrcData),
         });
     }
-    if links.is_empty() { Reading::NotSupported } else { Reading::Value(links) }
+    if links.is_empty() {
+        Reading::NotSupported
+    } else {
+        Reading::Value(links)
+    }
 }
 
 /// Highest link index asked; NVML answers `INVALID_ARGUMENT` past the GPU's real count.
@@ -195,7 +213,15 @@ mod raw {
             let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetRemappedRows.as_ref())?;
             let (mut corr, mut unc, mut pending, mut failure) = (0u32, 0u32, 0u32, 0u32);
             // SAFETY: a live handle and four valid out-pointers, as nvml.h specifies.
-            nvml_try(unsafe { sym(device.handle(), &mut corr, &mut unc, &mut pending, &mut failure) })?;
+            nvml_try(unsafe {
+                sym(
+                    device.handle(),
+                    &mut corr,
+                    &mut unc,
+                    &mut pending,
+                    &mut failure,
+                )
+            })?;
             Ok::<_, WrapperError>(RemappedRows {
                 correctable: corr,
                 uncorrectable: unc,
@@ -225,7 +251,13 @@ mod raw {
     /// Unknown; call the function directly.
     pub fn remote_type(device: &Device<'_>, link: u32) -> Reading<RemoteType> {
         let result = (|| {
-            let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetNvLinkRemoteDeviceType.as_ref())?;
+            let sym = nvml_sym(
+                device
+                    .nvml()
+                    .lib()
+                    .nvmlDeviceGetNvLinkRemoteDeviceType
+                    .as_ref(),
+            )?;
             let mut kind: u32 = 255;
             // SAFETY: a live handle, a link index the state query accepted, a valid out-pointer.
             nvml_try(unsafe { sym(device.handle(), link, &mut kind) })?;
@@ -250,7 +282,13 @@ mod raw {
             // SAFETY: a live handle and a versioned struct of the size announced.
             match nvml_try(unsafe { sym(device.handle(), &mut info) }) {
                 Ok(()) => {
-                    return Reading::Value(fabric(info.state, info.status, info.cliqueId, &info.clusterUuid, Some(info.healthMask)));
+                    return Reading::Value(fabric(
+                        info.state,
+                        info.status,
+                        info.cliqueId,
+                        &info.clusterUuid,
+                        Some(info.healthMask),
+                    ));
                 }
                 Err(WrapperError::NotSupported) => return Reading::NotSupported,
                 Err(_) => {} // ARGUMENT_VERSION_MISMATCH on older drivers: try v1.
@@ -262,12 +300,24 @@ mod raw {
             let mut info: nvmlGpuFabricInfo_t = unsafe { std::mem::zeroed() };
             // SAFETY: a live handle and a valid out-pointer.
             nvml_try(unsafe { sym(device.handle(), &mut info) })?;
-            Ok::<_, WrapperError>(fabric(info.state, info.status, info.cliqueId, &info.clusterUuid, None))
+            Ok::<_, WrapperError>(fabric(
+                info.state,
+                info.status,
+                info.cliqueId,
+                &info.clusterUuid,
+                None,
+            ))
         })();
         reading(result)
     }
 
-    fn fabric(state: u8, status: u32, clique: u32, uuid: &[u8; 16], health_mask: Option<u32>) -> FabricInfo {
+    fn fabric(
+        state: u8,
+        status: u32,
+        clique: u32,
+        uuid: &[u8; 16],
+        health_mask: Option<u32>,
+    ) -> FabricInfo {
         let state = match state {
             1 => FabricState::NotStarted,
             2 => FabricState::InProgress,

@@ -1,0 +1,574 @@
+//! Driver layer, GPU health: "nvidia-smi works" is not "the GPU is healthy". Memory errors,
+//! row remapping, thermal and power slowdown, PCIe link width and a pending MIG change, each tied
+//! to one GPU and paired with the action that fixes it.
+//!
+//! Thresholds and their sources: reference/gpu-health.md §3 (clock events), §4 (memory),
+//! §5 (PCIe), §10 (what DCGM, gpud, gcm and Azure NHC do).
+
+use super::{CheckDef, Context, Explain, Outcome};
+use crate::facts::nvml::{NvmlDevice, Reading};
+use crate::report::{Action, Evidence, Layer};
+
+/// Clock-event reason bits (nvml.h `nvmlClocksEventReason*`, gpu-health.md §3).
+pub mod clock_event {
+    pub const SW_THERMAL_SLOWDOWN: u64 = 0x20;
+    pub const HW_SLOWDOWN: u64 = 0x8;
+    pub const HW_THERMAL_SLOWDOWN: u64 = 0x40;
+    pub const HW_POWER_BRAKE_SLOWDOWN: u64 = 0x80;
+}
+
+/// DCGM fails at 63 retired pages (single + double bit), `nvvs/plugin_src/software/Software.cpp`.
+const RETIRED_PAGES_FAIL: u32 = 63;
+
+/// Above this utilisation a GPU is busy: a PCIe generation below max is then a real downtrain,
+/// not idle power saving (gpu-health.md §5: "Curr < Max at load points at signal integrity").
+const BUSY_UTILIZATION_PCT: u32 = 50;
+
+pub fn checks() -> Vec<CheckDef> {
+    vec![
+        CheckDef {
+            code: "driver.ecc_errors",
+            layer: Layer::Driver,
+            title: "no uncorrected ECC errors since the driver loaded",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGetTotalEccErrors (uncorrected, volatile and aggregate) and nvmlDeviceGetEccMode",
+                expects: "volatile uncorrected count 0 on every GPU with ECC on; ECC mode current = pending",
+                why: "an uncorrected (double-bit) error kills the CUDA context that touched it and often comes with XID 48; gcm fails on any volatile uncorrected error",
+                fix: "drain the node and reset the GPU (`nvidia-smi -r -i <index>`) or reboot; on Ampere and later check driver.row_remap; if errors return, send the GPU for hardware inspection",
+            },
+            run: ecc_errors,
+        },
+        CheckDef {
+            code: "driver.retired_pages",
+            layer: Layer::Driver,
+            title: "no page retirement pending (pre-Ampere GPUs)",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGetRetiredPages_v2 (by cause) and nvmlDeviceGetRetiredPagesPendingStatus",
+                expects: "no pending retirement and fewer than 63 retired pages",
+                why: "a pending retirement only takes effect after a reset: until then the bad page can still be handed out; 63 or more retired pages is DCGM's RMA threshold",
+                fix: "drain and reset the GPU or reboot to apply pending retirements; at 63+ retired pages replace the GPU",
+            },
+            run: retired_pages,
+        },
+        CheckDef {
+            code: "driver.row_remap",
+            layer: Layer::Driver,
+            title: "no row remap pending or failed (Ampere and later)",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGetRemappedRows (correctable, uncorrectable, pending, failure)",
+                expects: "pending = 0 and failure = 0",
+                why: "a pending remap needs a GPU reset before the faulty row is retired; a failed remap means the memory cannot heal itself (DCGM, gpud and gcm treat it as an RMA signal)",
+                fix: "pending: drain the node and reset the GPU (`nvidia-smi -r -i <index>`) or reboot; failure: take the GPU out of service and send it for hardware inspection",
+            },
+            run: row_remap,
+        },
+        CheckDef {
+            code: "driver.thermal",
+            layer: Layer::Driver,
+            title: "GPU temperature below the slowdown threshold",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGetTemperature (GPU) and nvmlDeviceGetTemperatureThreshold (SLOWDOWN, SHUTDOWN)",
+                expects: "temperature below the GPU's own slowdown threshold",
+                why: "at the slowdown threshold the GPU halves its clocks; at shutdown it stops; a job on it runs at a fraction of its speed",
+                fix: "check the chassis airflow, fans and inlet temperature with the BMC (`ipmitool sdr`); a single hot GPU in a cool chassis needs hardware inspection",
+            },
+            run: thermal,
+        },
+        CheckDef {
+            code: "driver.clock_slowdown",
+            layer: Layer::Driver,
+            title: "no hardware slowdown or power brake active",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGetCurrentClocksEventReasons (bitmask) and power draw / limit",
+                expects: "none of HW slowdown (0x8), HW thermal slowdown (0x40), HW power brake (0x80); SW thermal slowdown (0x20) warns",
+                why: "hardware slowdown cuts clocks by half or more; in a data-parallel job the slowest GPU sets everyone's pace",
+                fix: "power brake: check PSUs and the BMC event log; thermal: cooling; a lone 0x8 can flash during P-state changes, so re-run before acting; repeated events need hardware inspection",
+            },
+            run: clock_slowdown,
+        },
+        CheckDef {
+            code: "driver.pcie_link",
+            layer: Layer::Driver,
+            title: "GPU PCIe links at full width",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGet{Curr,Max}PcieLink{Generation,Width}, nvmlDeviceGetUtilizationRates, nvmlDeviceGetPcieReplayCounter; the profile's PCIe expectation",
+                expects: "current width = max width (and ≥ the profile's); generation below max only while idle",
+                why: "a link trained at x8 halves host↔GPU and GPUDirect bandwidth; GPUs drop the generation at idle to save power, so that alone is not a fault",
+                fix: "reseat the GPU or its riser/baseboard cable, check the slot in the BIOS; confirm with `lspci -vv -s <bdf> | grep LnkSta`",
+            },
+            run: pcie_link,
+        },
+        CheckDef {
+            code: "driver.mig_pending",
+            layer: Layer::Driver,
+            title: "no MIG mode change waiting for a GPU reset",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGetMigMode (current, pending)",
+                expects: "current = pending",
+                why: "a MIG mode change takes effect only after a GPU reset: until then the device plugin advertises the old layout and MIG-strategy pods do not schedule",
+                fix: "drain the GPU and reset it (`nvidia-smi -r -i <index>`), or let the GPU Operator's MIG manager finish; reboot if the reset is refused",
+            },
+            run: mig_pending,
+        },
+    ]
+}
+
+/// Devices NVML could open, or the finished outcome when there are none to judge.
+pub(crate) fn usable_devices<'c>(ctx: &'c Context<'_>) -> Result<Vec<&'c NvmlDevice>, Outcome> {
+    let nvml = ctx.nvml();
+    if nvml.init_error.is_some() {
+        return Err(Outcome::skip("nvml unavailable (see driver.nvml_init)"));
+    }
+    let devices: Vec<&NvmlDevice> = nvml.devices.iter().filter(|d| d.error.is_none()).collect();
+    if devices.is_empty() {
+        return Err(Outcome::skip("no gpu nvml can query"));
+    }
+    Ok(devices)
+}
+
+/// `gpu 3 (0000:9a:00.0)`: every finding names the GPU by index and bus id.
+pub(crate) fn gpu_label(d: &NvmlDevice) -> String {
+    format!(
+        "gpu {} ({})",
+        d.index,
+        d.pci_bus_id.as_deref().unwrap_or("?")
+    )
+}
+
+pub(crate) fn field(d: &NvmlDevice, name: &str) -> String {
+    format!("nvml.devices[{}].{name}", d.index)
+}
+
+/// Collect per-GPU problems; when every GPU answered "not supported", skip with `unsupported`.
+struct PerGpu {
+    fails: Vec<String>,
+    warns: Vec<String>,
+    evidence: Vec<Evidence>,
+    judged: usize,
+}
+
+impl PerGpu {
+    fn new() -> Self {
+        PerGpu {
+            fails: Vec::new(),
+            warns: Vec::new(),
+            evidence: Vec::new(),
+            judged: 0,
+        }
+    }
+
+    fn finish(self, ok: String, unsupported: &str, hint: &str, action: Action) -> Outcome {
+        if !self.fails.is_empty() {
+            let mut summary = self.fails.join("; ");
+            if !self.warns.is_empty() {
+                summary.push_str("; ");
+                summary.push_str(&self.warns.join("; "));
+            }
+            return Outcome::fail(summary)
+                .evidence_all(self.evidence)
+                .hint(hint)
+                .action(action);
+        }
+        if !self.warns.is_empty() {
+            return Outcome::warn(self.warns.join("; "))
+                .evidence_all(self.evidence)
+                .hint(hint)
+                .action(action);
+        }
+        if self.judged == 0 {
+            return Outcome::skip(unsupported);
+        }
+        Outcome::pass(ok)
+    }
+}
+
+fn ecc_errors(ctx: &Context<'_>) -> Outcome {
+    let devices = match usable_devices(ctx) {
+        Ok(d) => d,
+        Err(o) => return o,
+    };
+    let mut acc = PerGpu::new();
+    for d in &devices {
+        if let Some(mode) = d.ecc_mode.value() {
+            if mode.current != mode.pending {
+                acc.warns.push(format!(
+                    "{} ecc mode change pending (reset needed)",
+                    gpu_label(d)
+                ));
+                acc.evidence.push(
+                    Evidence::new(
+                        field(d, "ecc_mode"),
+                        format!("current {}, pending {}", mode.current, mode.pending),
+                    )
+                    .expected("current = pending"),
+                );
+            }
+            if !mode.current {
+                continue;
+            }
+        }
+        let Some(counts) = d.ecc_errors.value() else {
+            continue;
+        };
+        acc.judged += 1;
+        if counts.volatile_uncorrected > 0 {
+            acc.fails.push(format!(
+                "{} has {} uncorrected ecc error(s) since the driver loaded",
+                gpu_label(d),
+                counts.volatile_uncorrected
+            ));
+            acc.evidence.push(
+                Evidence::new(
+                    field(d, "ecc_errors"),
+                    format!(
+                        "volatile uncorrected {}, aggregate uncorrected {}, volatile corrected {}",
+                        counts.volatile_uncorrected,
+                        counts.aggregate_uncorrected,
+                        counts.volatile_corrected
+                    ),
+                )
+                .expected("volatile uncorrected 0"),
+            );
+        }
+    }
+    acc.finish(
+        format!("no uncorrected ecc errors on {} gpu(s)", devices.len()),
+        "ecc not enabled or not reported",
+        "drain the node and reset the gpu (`nvidia-smi -r -i <index>`) or reboot; see driver.row_remap; if errors return, send the gpu for inspection",
+        Action::ResetGpu,
+    )
+}
+
+fn retired_pages(ctx: &Context<'_>) -> Outcome {
+    let devices = match usable_devices(ctx) {
+        Ok(d) => d,
+        Err(o) => return o,
+    };
+    let mut acc = PerGpu::new();
+    for d in &devices {
+        let Some(pages) = d.retired_pages.value() else {
+            continue;
+        };
+        acc.judged += 1;
+        let total = pages.single_bit + pages.double_bit;
+        let observed = format!(
+            "{} single-bit, {} double-bit retired, pending {}",
+            pages.single_bit, pages.double_bit, pages.pending
+        );
+        if total >= RETIRED_PAGES_FAIL {
+            acc.fails.push(format!(
+                "{} has {total} retired pages (limit {RETIRED_PAGES_FAIL})",
+                gpu_label(d)
+            ));
+            acc.evidence.push(
+                Evidence::new(field(d, "retired_pages"), observed)
+                    .expected(format!("< {RETIRED_PAGES_FAIL} retired")),
+            );
+        } else if pages.pending {
+            acc.fails.push(format!(
+                "{} has a page retirement pending (reset needed)",
+                gpu_label(d)
+            ));
+            acc.evidence
+                .push(Evidence::new(field(d, "retired_pages"), observed).expected("pending false"));
+        }
+    }
+    acc.finish(
+        "no page retirement pending".into(),
+        "page retirement not reported (ampere and later use row remapping)",
+        "drain and reset the gpu or reboot to apply the retirement; at 63 or more retired pages replace the gpu",
+        Action::ResetGpu,
+    )
+}
+
+fn row_remap(ctx: &Context<'_>) -> Outcome {
+    let devices = match usable_devices(ctx) {
+        Ok(d) => d,
+        Err(o) => return o,
+    };
+    let mut acc = PerGpu::new();
+    let mut any_failure = false;
+    for d in &devices {
+        let Some(rows) = d.remapped_rows.value() else {
+            continue;
+        };
+        acc.judged += 1;
+        let observed = format!(
+            "correctable {}, uncorrectable {}, pending {}, failure {}",
+            rows.correctable, rows.uncorrectable, rows.pending, rows.failure
+        );
+        if rows.failure {
+            any_failure = true;
+            acc.fails
+                .push(format!("{} row remapping failed", gpu_label(d)));
+            acc.evidence
+                .push(Evidence::new(field(d, "remapped_rows"), observed).expected("failure false"));
+        } else if rows.pending {
+            acc.fails.push(format!(
+                "{} has a row remap pending (reset needed)",
+                gpu_label(d)
+            ));
+            acc.evidence
+                .push(Evidence::new(field(d, "remapped_rows"), observed).expected("pending false"));
+        }
+    }
+    let (hint, action) = if any_failure {
+        (
+            "take the gpu out of service (cordon, or `nvidia-smi drain`) and send it for hardware inspection / RMA; a failed remap does not heal",
+            Action::HardwareInspection,
+        )
+    } else {
+        (
+            "drain the node and reset the gpu (`nvidia-smi -r -i <index>`) or reboot, so the remap takes effect",
+            Action::ResetGpu,
+        )
+    };
+    acc.finish(
+        format!("no row remap pending or failed on {} gpu(s)", devices.len()),
+        "row remapping not reported (pre-ampere gpu, or mig instances active)",
+        hint,
+        action,
+    )
+}
+
+fn thermal(ctx: &Context<'_>) -> Outcome {
+    let devices = match usable_devices(ctx) {
+        Ok(d) => d,
+        Err(o) => return o,
+    };
+    let mut acc = PerGpu::new();
+    let mut hottest = 0u32;
+    for d in &devices {
+        let (Some(&temp), Some(&slowdown)) =
+            (d.temperature_c.value(), d.temperature_slowdown_c.value())
+        else {
+            continue;
+        };
+        acc.judged += 1;
+        hottest = hottest.max(temp);
+        if temp >= slowdown {
+            let shutdown = d
+                .temperature_shutdown_c
+                .value()
+                .map(|s| format!(", shutdown {s} °C"))
+                .unwrap_or_default();
+            acc.fails.push(format!(
+                "{} at {temp} °C, at or above its slowdown threshold {slowdown} °C",
+                gpu_label(d)
+            ));
+            acc.evidence.push(
+                Evidence::new(
+                    field(d, "temperature_c"),
+                    format!("{temp} °C (slowdown {slowdown} °C{shutdown})"),
+                )
+                .expected(format!("< {slowdown} °C")),
+            );
+        }
+    }
+    acc.finish(
+        format!("all gpus below their slowdown temperature (hottest {hottest} °C)"),
+        "temperature or thresholds not reported",
+        "check chassis airflow, fans and inlet temperature with the bmc (`ipmitool sdr`); one hot gpu in a cool chassis needs hardware inspection",
+        Action::HardwareInspection,
+    )
+}
+
+fn reason_names(bits: u64) -> Vec<&'static str> {
+    use clock_event::*;
+    [
+        (HW_SLOWDOWN, "hw slowdown"),
+        (SW_THERMAL_SLOWDOWN, "sw thermal slowdown"),
+        (HW_THERMAL_SLOWDOWN, "hw thermal slowdown"),
+        (HW_POWER_BRAKE_SLOWDOWN, "hw power brake"),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| bits & bit != 0)
+    .map(|(_, name)| name)
+    .collect()
+}
+
+fn clock_slowdown(ctx: &Context<'_>) -> Outcome {
+    use clock_event::*;
+    let devices = match usable_devices(ctx) {
+        Ok(d) => d,
+        Err(o) => return o,
+    };
+    let mut acc = PerGpu::new();
+    for d in &devices {
+        let Some(&bits) = d.clock_event_reasons.value() else {
+            continue;
+        };
+        acc.judged += 1;
+        let names = reason_names(bits);
+        if names.is_empty() {
+            continue;
+        }
+        let power = match (d.power_usage_mw.value(), d.power_limit_mw.value()) {
+            (Some(u), Some(l)) => format!(", power {} W of {} W", u / 1000, l / 1000),
+            _ => String::new(),
+        };
+        let line = format!("{} clocks cut: {}", gpu_label(d), names.join(", "));
+        acc.evidence.push(
+            Evidence::new(
+                field(d, "clock_event_reasons"),
+                format!("{bits:#x} ({}){power}", names.join(", ")),
+            )
+            .expected("no hw slowdown, hw thermal, power brake or sw thermal bit"),
+        );
+        // 0x40 and 0x80 are sustained hardware conditions; a lone 0x8 can flash during P-state
+        // changes (nvml.h) and is judged on one sample here, so it warns (gpu-health.md §3).
+        if bits & (HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN) != 0 {
+            acc.fails.push(line);
+        } else {
+            acc.warns.push(line);
+        }
+    }
+    acc.finish(
+        format!("no clock slowdown on {} gpu(s)", devices.len()),
+        "clock event reasons not reported",
+        "power brake: check the psus and the bmc event log; thermal: airflow and fans; a lone hw slowdown can flash during p-state changes, so run again before acting; repeated events need hardware inspection",
+        Action::HardwareInspection,
+    )
+}
+
+fn pcie_link(ctx: &Context<'_>) -> Outcome {
+    let devices = match usable_devices(ctx) {
+        Ok(d) => d,
+        Err(o) => return o,
+    };
+    let profile = ctx.profile();
+    let mut acc = PerGpu::new();
+    let mut notes = Vec::new();
+    for d in &devices {
+        let read = |r: &Reading<u32>| r.value().copied();
+        let (Some(cur_w), Some(max_w)) = (read(&d.pcie_current_width), read(&d.pcie_max_width))
+        else {
+            continue;
+        };
+        acc.judged += 1;
+        let cur_g = read(&d.pcie_current_gen);
+        let max_g = read(&d.pcie_max_gen);
+        let gen_text = |g: Option<u32>| {
+            g.map(|g| format!("gen{g}"))
+                .unwrap_or_else(|| "gen?".into())
+        };
+        let observed = format!(
+            "{} x{cur_w} (max {} x{max_w})",
+            gen_text(cur_g),
+            gen_text(max_g)
+        );
+        if cur_w < max_w {
+            acc.fails.push(format!(
+                "{} pcie link at x{cur_w}, capable of x{max_w}",
+                gpu_label(d)
+            ));
+            acc.evidence.push(
+                Evidence::new(field(d, "pcie_current_width"), observed.clone())
+                    .expected(format!("x{max_w}")),
+            );
+        }
+        if let Some(p) = profile {
+            if let Some(want) = p.gpu_pcie_width.filter(|w| max_w < *w) {
+                acc.fails.push(format!(
+                    "{} pcie link max x{max_w}, profile {} expects x{want}",
+                    gpu_label(d),
+                    p.name
+                ));
+                acc.evidence.push(
+                    Evidence::new(field(d, "pcie_max_width"), observed.clone())
+                        .expected(format!("x{want} (profile {})", p.name)),
+                );
+            }
+            if let (Some(want), Some(max)) = (p.gpu_pcie_gen, max_g)
+                && max < want
+            {
+                acc.fails.push(format!(
+                    "{} pcie max gen{max}, profile {} expects gen{want}",
+                    gpu_label(d),
+                    p.name
+                ));
+                acc.evidence.push(
+                    Evidence::new(field(d, "pcie_max_gen"), observed.clone())
+                        .expected(format!("gen{want} (profile {})", p.name)),
+                );
+            }
+        }
+        if let (Some(cur), Some(max)) = (cur_g, max_g)
+            && cur < max
+        {
+            let busy = d.utilization_gpu_pct.value().copied().unwrap_or(0);
+            if busy >= BUSY_UTILIZATION_PCT {
+                acc.fails.push(format!(
+                    "{} pcie at gen{cur} while {busy}% busy, capable of gen{max}",
+                    gpu_label(d)
+                ));
+                acc.evidence.push(
+                    Evidence::new(
+                        field(d, "pcie_current_gen"),
+                        format!("{observed}, utilisation {busy}%"),
+                    )
+                    .expected(format!("gen{max} under load")),
+                );
+            } else {
+                notes.push(format!("gpu {} at gen{cur} while idle", d.index));
+            }
+        }
+    }
+    let mut outcome = acc.finish(
+        format!("gpu pcie links at full width on {} gpu(s)", devices.len()),
+        "pcie link state not reported",
+        "reseat the gpu or its riser/baseboard cable and check the slot in the bios; confirm with `lspci -vv -s <bdf> | grep LnkSta`",
+        Action::HardwareInspection,
+    );
+    if !notes.is_empty() && outcome.status == crate::report::Status::Pass {
+        // Idle GPUs drop the link generation to save power: noted, not judged (gpu-health.md §5).
+        outcome
+            .summary
+            .push_str(&format!("; {} (power saving, expected)", notes.join(", ")));
+    }
+    outcome
+}
+
+fn mig_pending(ctx: &Context<'_>) -> Outcome {
+    let devices = match usable_devices(ctx) {
+        Ok(d) => d,
+        Err(o) => return o,
+    };
+    let mut acc = PerGpu::new();
+    let mut enabled = 0;
+    for d in &devices {
+        let Some(mode) = d.mig_mode.value() else {
+            continue;
+        };
+        acc.judged += 1;
+        enabled += usize::from(mode.current);
+        if mode.current != mode.pending {
+            let change = if mode.pending { "enable" } else { "disable" };
+            acc.fails.push(format!(
+                "{} mig {change} pending (gpu reset needed)",
+                gpu_label(d)
+            ));
+            acc.evidence.push(
+                Evidence::new(
+                    field(d, "mig_mode"),
+                    format!(
+                        "current {}, pending {}",
+                        on_off(mode.current),
+                        on_off(mode.pending)
+                    ),
+                )
+                .expected("current = pending"),
+            );
+        }
+    }
+    acc.finish(
+        format!("no mig change pending ({enabled} gpu(s) in mig mode)"),
+        "mig not supported on these gpus",
+        "drain the gpu and reset it (`nvidia-smi -r -i <index>`), or let the gpu operator's mig-manager finish; reboot if the reset is refused",
+        Action::ResetGpu,
+    )
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b { "enabled" } else { "disabled" }
+}

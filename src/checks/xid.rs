@@ -1,0 +1,196 @@
+//! Driver layer, XID events: the kernel log's record of what went wrong on each GPU, judged
+//! with NVIDIA's XID catalogue (reference/gpu-health.md §8–§9). Reported as counts and the most
+//! recent line per GPU and XID, never one finding per line.
+
+use std::collections::BTreeMap;
+
+use super::{CheckDef, Context, Explain, Outcome};
+use crate::facts::xid::{self, XidEvent, XidSeverity};
+use crate::report::{Action, Evidence, Layer};
+
+pub fn checks() -> Vec<CheckDef> {
+    vec![CheckDef {
+        code: "driver.xid_events",
+        layer: Layer::Driver,
+        title: "no fatal XID errors in the kernel log",
+        explain: Explain {
+            reads: "the kernel log: /dev/kmsg (read without blocking), --kernel-log FILE, or .gpudoctor/kmsg.txt in a capture; NVRM `Xid` lines and the 'fallen off the bus' lines",
+            expects: "no XID whose catalogue severity is fatal; application-level XIDs (13, 31, 43, 45, 68, 109) only warn",
+            why: "XIDs are the driver's own report of GPU faults: 79 a GPU fallen off the bus, 48 a double-bit ECC error, 119/120 a GSP timeout, 74 an NVLink error; the device plugin marks such a GPU unhealthy and it vanishes from the node's allocatable count",
+            fix: "follow the catalogue action printed with the finding: restart the application (13, 31, 43, 45), reset the GPU (46, 62, 119, 120), reboot the node (79), or send it for hardware inspection when the same XID returns; https://docs.nvidia.com/deploy/xid-errors/",
+        },
+        run: xid_events,
+    }]
+}
+
+/// Longest kernel-log excerpt kept as evidence.
+const EXCERPT_CHARS: usize = 200;
+
+struct Group<'a> {
+    count: usize,
+    last: &'a XidEvent,
+}
+
+fn excerpt(text: &str) -> String {
+    let first_line = text.lines().next().unwrap_or_default();
+    let mut out: String = first_line.chars().take(EXCERPT_CHARS).collect();
+    if first_line.chars().count() > EXCERPT_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+/// A kmsg timestamp is microseconds since boot; dmesg's are already readable.
+fn when(timestamp: Option<&str>) -> String {
+    match timestamp {
+        Some(t) if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) => match t.parse::<u64>()
+        {
+            Ok(usec) => format!(
+                " at {}.{:06} s after boot",
+                usec / 1_000_000,
+                usec % 1_000_000
+            ),
+            Err(_) => String::new(),
+        },
+        Some(t) => format!(" at {t}"),
+        None => String::new(),
+    }
+}
+
+fn xid_events(ctx: &Context<'_>) -> Outcome {
+    let (text, from) = match ctx.kernel_log() {
+        Ok(Some((text, from))) => (text, from),
+        Ok(None) => {
+            return Outcome::skip(
+                "no kernel log to read (pass --kernel-log FILE with saved dmesg output)",
+            );
+        }
+        Err(err) => {
+            return Outcome::error(format!("could not read the kernel log: {err}"))
+                .evidence(Evidence::new(err.path(), err.to_string()))
+                .hint("run as root (reading /dev/kmsg needs CAP_SYSLOG when dmesg_restrict=1), or pass --kernel-log with `dmesg` output");
+        }
+    };
+    let log = xid::parse_kernel_log(text);
+    // GPU label by bus id, from NVML when it answered.
+    let index_of: BTreeMap<&str, u32> = ctx
+        .nvml()
+        .devices
+        .iter()
+        .filter_map(|d| d.pci_bus_id.as_deref().map(|b| (b, d.index)))
+        .collect();
+    let label = |bus: Option<&str>| match bus {
+        Some(b) => match index_of.get(b) {
+            Some(i) => format!("gpu {i} ({b})"),
+            None => format!("gpu {b}"),
+        },
+        None => "unknown gpu".to_string(),
+    };
+
+    let mut groups: BTreeMap<(Option<&str>, u32), Group<'_>> = BTreeMap::new();
+    for event in &log.xids {
+        groups
+            .entry((event.pci_bus_id.as_deref(), event.xid))
+            .and_modify(|g| {
+                g.count += 1;
+                g.last = event;
+            })
+            .or_insert(Group {
+                count: 1,
+                last: event,
+            });
+    }
+
+    let mut fails = Vec::new();
+    let mut warns = Vec::new();
+    let mut informational = Vec::new();
+    let mut evidence = Vec::new();
+    let mut actions = Vec::new();
+    let mut hints = Vec::new();
+    for ((bus, number), group) in &groups {
+        let info = group.last.info();
+        let line = format!(
+            "{} xid {number} ×{} ({})",
+            label(*bus),
+            group.count,
+            info.name
+        );
+        let observed = excerpt(&group.last.message);
+        match info.severity {
+            XidSeverity::Fatal => {
+                fails.push(line);
+                actions.push(info.action);
+                hints.push(format!(
+                    "xid {number}: {} (nvidia catalogue: {})",
+                    info.action.describe(),
+                    info.nvidia_resolution
+                ));
+            }
+            XidSeverity::Application => {
+                warns.push(line);
+                hints.push(format!(
+                    "xid {number}: application-level, check the workload that ran on the gpu"
+                ));
+            }
+            XidSeverity::Unknown => {
+                warns.push(format!(
+                    "{} xid {number} ×{} (not in the catalogue)",
+                    label(*bus),
+                    group.count
+                ));
+                hints.push(format!(
+                    "xid {number}: look it up in https://docs.nvidia.com/deploy/xid-errors/"
+                ));
+            }
+            XidSeverity::Informational => {
+                informational.push(
+                    Evidence::new(from.as_str(), observed)
+                        .expected(format!("informational: {line}")),
+                );
+                continue;
+            }
+        }
+        evidence.push(Evidence::new(from.as_str(), observed).expected(format!(
+            "no xid {number} (last of {}{})",
+            group.count,
+            when(group.last.timestamp.as_deref())
+        )));
+    }
+    hints.dedup();
+    let info_note = if informational.is_empty() {
+        String::new()
+    } else {
+        format!("; {} informational xid record(s)", informational.len())
+    };
+    evidence.extend(informational);
+    if !fails.is_empty() {
+        // The most drastic action among the fatal XIDs decides.
+        let action = [
+            Action::HardwareInspection,
+            Action::RebootNode,
+            Action::ResetGpu,
+            Action::ReloadDriver,
+            Action::RestartComponent,
+            Action::CheckWorkload,
+        ]
+        .into_iter()
+        .find(|a| actions.contains(a))
+        .unwrap_or(Action::RebootNode);
+        let mut summary = fails.join("; ");
+        if !warns.is_empty() {
+            summary.push_str("; ");
+            summary.push_str(&warns.join("; "));
+        }
+        return Outcome::fail(summary)
+            .evidence_all(evidence)
+            .hint(hints.join("; "))
+            .action(action);
+    }
+    if !warns.is_empty() {
+        return Outcome::warn(format!("{}{info_note}", warns.join("; ")))
+            .evidence_all(evidence)
+            .hint(hints.join("; "))
+            .action(Action::CheckWorkload);
+    }
+    Outcome::pass(format!("no fatal xid in the kernel log{info_note}"))
+}
