@@ -73,6 +73,14 @@ pub trait Source: Send + Sync {
     fn read_dir(&self, rel: &str) -> Result<Vec<String>, FsError> {
         self.fs().read_dir(rel)
     }
+    /// Directory entries `keep` accepts; prefer this to `read_dir` + filter so a recording
+    /// captures only what matters.
+    fn list_dir(&self, rel: &str, keep: &dyn Fn(&str) -> bool) -> Result<Vec<String>, FsError> {
+        self.fs().list_dir(rel, keep)
+    }
+    fn read_bytes(&self, rel: &str) -> Result<Vec<u8>, FsError> {
+        self.fs().read_bytes(rel)
+    }
     fn read_link(&self, rel: &str) -> Result<String, FsError> {
         self.fs().read_link(rel)
     }

@@ -171,7 +171,9 @@ fn nvlinks(device: &Device<'_>) -> Reading<Vec<NvLink>> {
             Ok(active) => active,
             Err(WrapperError::InvalidArg | WrapperError::NotSupported) => break,
             Err(err) if links.is_empty() => return Reading::Error(err.to_string()),
-            Err(_) => break,
+            // A link whose state cannot be read is not known to work: keep it, as inactive,
+            // and go on, so one faulty link cannot hide the ones after it.
+            Err(_) => false,
         };
         let counter = |c| reading(wrapper.error_counter(c));
         links.push(NvLink {
@@ -345,7 +347,13 @@ mod raw {
 fn reading<T>(result: Result<T, WrapperError>) -> Reading<T> {
     match result {
         Ok(v) => Reading::Value(v),
-        Err(WrapperError::NotSupported) => Reading::NotSupported,
+        // A driver too old to export the function does not support the query either (a
+        // pre-R525 driver has no fabric call): not supported, not an error.
+        Err(
+            WrapperError::NotSupported
+            | WrapperError::FailedToLoadSymbol(_)
+            | WrapperError::FunctionNotFound,
+        ) => Reading::NotSupported,
         Err(err) => Reading::Error(err.to_string()),
     }
 }

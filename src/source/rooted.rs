@@ -13,11 +13,13 @@
 //!   would block; files are opened `O_NONBLOCK` so even the open cannot hang);
 //! - non-UTF-8 content is an error naming the path, not garbage handed to a parser.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
 
@@ -104,6 +106,29 @@ pub struct RootedFs {
     /// The root is the real `/`: absolute link targets are then inside it by definition.
     root_is_slash: bool,
     read_cap: u64,
+    /// When recording, every path visited and every byte read (see `record.rs`).
+    trace: Option<Arc<Mutex<Trace>>>,
+}
+
+/// What a recording needs to rebuild the part of the tree the checks saw: each path component
+/// visited while resolving (directory, symlink with its target, file), each file's content as
+/// read, and each directory listing as returned. Keys are root-relative paths.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    pub visited: BTreeMap<String, Visited>,
+    pub contents: BTreeMap<String, Vec<u8>>,
+    pub listings: BTreeMap<String, Vec<String>>,
+    /// Paths that could not be read, and why (for the capture's manifest).
+    pub failures: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Visited {
+    Dir,
+    File,
+    Link(String),
+    /// A device node, socket or FIFO: recorded as an empty file.
+    Special,
 }
 
 impl RootedFs {
@@ -114,7 +139,35 @@ impl RootedFs {
             root,
             root_is_slash,
             read_cap: DEFAULT_READ_CAP,
+            trace: None,
         }
+    }
+
+    /// Record every access into `trace` from now on.
+    pub fn with_trace(mut self, trace: Arc<Mutex<Trace>>) -> Self {
+        self.trace = Some(trace);
+        self
+    }
+
+    fn note(&self, f: impl FnOnce(&mut Trace)) {
+        if let Some(trace) = &self.trace
+            && let Ok(mut trace) = trace.lock()
+        {
+            f(&mut trace);
+        }
+    }
+
+    fn note_failure<T>(&self, rel: &str, result: Result<T, FsError>) -> Result<T, FsError> {
+        if let Err(err) = &result
+            && !err.is_missing()
+        {
+            let text = err.to_string();
+            self.note(|t| {
+                t.failures
+                    .insert(rel.trim_start_matches('/').to_string(), text);
+            });
+        }
+        result
     }
 
     pub fn root(&self) -> &Path {
@@ -162,6 +215,25 @@ impl RootedFs {
                 }
                 Err(err) => return Err(FsError::from_io(rel, &err)),
             };
+            if self.trace.is_some() {
+                let kind = if meta.file_type().is_symlink() {
+                    fs::read_link(&full)
+                        .map(|t| Visited::Link(t.to_string_lossy().into_owned()))
+                        .ok()
+                } else if meta.is_dir() {
+                    Some(Visited::Dir)
+                } else if meta.is_file() {
+                    Some(Visited::File)
+                } else {
+                    Some(Visited::Special)
+                };
+                if let Some(kind) = kind {
+                    let key = display_components(&resolved);
+                    self.note(|t| {
+                        t.visited.insert(key, kind);
+                    });
+                }
+            }
             if meta.file_type().is_symlink() && (!is_last || follow_last) {
                 hops += 1;
                 if hops > MAX_LINK_HOPS {
@@ -203,6 +275,32 @@ impl RootedFs {
 
     /// Read a regular file as UTF-8 text, at most the read cap.
     pub fn read_to_string(&self, rel: &str) -> Result<String, FsError> {
+        let bytes = self.read_bytes(rel)?;
+        let text = if bytes.contains(&0) {
+            Err(FsError::NotText { path: rel.into() })
+        } else {
+            String::from_utf8(bytes).map_err(|_| FsError::NotText { path: rel.into() })
+        };
+        self.note_failure(rel, text)
+    }
+
+    /// Read a regular file's bytes (PCI `config` space), at most the read cap.
+    pub fn read_bytes(&self, rel: &str) -> Result<Vec<u8>, FsError> {
+        let result = self.read_bytes_untraced(rel);
+        if let Ok(bytes) = &result
+            && self.trace.is_some()
+            && let Ok(components) = self.resolve(rel, true)
+        {
+            let key = display_components(&components);
+            let bytes = bytes.clone();
+            self.note(|t| {
+                t.contents.insert(key, bytes);
+            });
+        }
+        self.note_failure(rel, result)
+    }
+
+    fn read_bytes_untraced(&self, rel: &str) -> Result<Vec<u8>, FsError> {
         let full = self.join(&self.resolve(rel, true)?);
         let mut file = OpenOptions::new()
             .read(true)
@@ -213,18 +311,17 @@ impl RootedFs {
             .map_err(|e| FsError::from_io(rel, &e))?;
         let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
         if !meta.is_file() {
-            if meta.is_dir() {
-                return Err(FsError::NotAFile {
-                    path: rel.into(),
-                    kind: "a directory".into(),
-                });
-            }
+            let kind = if meta.is_dir() {
+                "a directory"
+            } else {
+                "a device, socket or pipe"
+            };
             return Err(FsError::NotAFile {
                 path: rel.into(),
-                kind: "a device, socket or pipe".into(),
+                kind: kind.into(),
             });
         }
-        read_capped(&mut file, rel, self.read_cap)
+        read_capped_bytes(&mut file, rel, self.read_cap)
     }
 
     /// Read a record device such as `/dev/kmsg` to its current end without blocking: each
@@ -263,6 +360,29 @@ impl RootedFs {
 
     /// Entry names of a directory, sorted (sysfs order is not stable across kernels).
     pub fn read_dir(&self, rel: &str) -> Result<Vec<String>, FsError> {
+        self.list_dir(rel, &|_| true)
+    }
+
+    /// The entries of a directory that `keep` accepts, sorted. A recording keeps only these, so
+    /// a check that looks for `libnvidia-ml.so.*` among 3000 libraries records just those.
+    pub fn list_dir(&self, rel: &str, keep: &dyn Fn(&str) -> bool) -> Result<Vec<String>, FsError> {
+        let result = self.list_dir_untraced(rel, keep);
+        if let Ok(names) = &result
+            && self.trace.is_some()
+            && let Ok(components) = self.resolve(rel, true)
+        {
+            let key = display_components(&components);
+            let names = names.clone();
+            self.note(|t| t.listings.entry(key).or_default().extend(names));
+        }
+        self.note_failure(rel, result)
+    }
+
+    fn list_dir_untraced(
+        &self,
+        rel: &str,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<String>, FsError> {
         let full = self.join(&self.resolve(rel, true)?);
         let entries = fs::read_dir(&full).map_err(|e| match e.raw_os_error() {
             Some(libc::ENOTDIR) => FsError::NotADirectory { path: rel.into() },
@@ -271,7 +391,10 @@ impl RootedFs {
         let mut names = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| FsError::from_io(rel, &e))?;
-            names.push(entry.file_name().to_string_lossy().into_owned());
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if keep(&name) {
+                names.push(name);
+            }
         }
         names.sort();
         Ok(names)
@@ -302,7 +425,7 @@ impl RootedFs {
 }
 
 /// Read at most `cap` bytes; more is an error rather than a silent truncation.
-pub fn read_capped(file: &mut File, rel: &str, cap: u64) -> Result<String, FsError> {
+pub fn read_capped_bytes(file: &mut File, rel: &str, cap: u64) -> Result<Vec<u8>, FsError> {
     let mut bytes = Vec::new();
     file.take(cap + 1)
         .read_to_end(&mut bytes)
@@ -313,6 +436,12 @@ pub fn read_capped(file: &mut File, rel: &str, cap: u64) -> Result<String, FsErr
             cap,
         });
     }
+    Ok(bytes)
+}
+
+/// [`read_capped_bytes`] as UTF-8 text without NUL bytes.
+pub fn read_capped(file: &mut File, rel: &str, cap: u64) -> Result<String, FsError> {
+    let bytes = read_capped_bytes(file, rel, cap)?;
     if bytes.contains(&0) {
         return Err(FsError::NotText { path: rel.into() });
     }

@@ -1,0 +1,941 @@
+//! A stand-in `libnvidia-ml.so` for tests: it exports the NVML C functions gpudoctor's live
+//! probe (src/source/nvml_live.rs, through nvml-wrapper 0.13) reaches, and answers them from a
+//! gpudoctor `nvml.json` named by `GPUDOCTOR_FAKE_NVML_JSON`. The file is read again at every
+//! `nvmlInit*`, so one process can walk many fixtures; `nvmlShutdown` forgets it.
+//!
+//! How `nvml.json` becomes NVML answers:
+//! - `init_error.kind` → `nvmlInit*` returns that code (`not_recorded`, `unreadable` → UNKNOWN);
+//! - a device with `error` → `nvmlDeviceGetHandleByIndex` returns its code;
+//! - a reading `"not_supported"` → NOT_SUPPORTED; `{"error": ..}` → UNKNOWN; an absent optional
+//!   string (`uuid`, `pci_bus_id`, ...) → NOT_SUPPORTED;
+//! - NVLink: a link index the list lacks → INVALID_ARGUMENT (how the real library ends the
+//!   walk); `nvlinks: "not_supported"` → NOT_SUPPORTED for every link;
+//! - fabric with no `health_mask` → `nvmlDeviceGetGpuFabricInfoV` answers
+//!   ARGUMENT_VERSION_MISMATCH (a pre-v3 driver), so the caller falls back to the v1 call.
+//!
+//! Nothing may unwind into C: every entry point runs inside `catch_unwind` and a panic becomes
+//! `NVML_ERROR_UNKNOWN`. Device handles are `index + 1` as a pointer, checked on every call.
+
+#![allow(non_snake_case)]
+// Every entry point's safety contract is nvml.h's: the pointers are valid for the documented
+// types and buffer sizes. A `# Safety` section on each of ~40 functions would only repeat it.
+#![allow(clippy::missing_safety_doc)]
+
+mod ffi;
+mod model;
+
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Mutex, MutexGuard};
+
+use ffi::*;
+use model::{Device, FabricInfo, FabricState, Facts, NvLink, Reading, RemoteType};
+
+/// The environment variable naming the `nvml.json` to answer from.
+pub const ENV_JSON: &str = "GPUDOCTOR_FAKE_NVML_JSON";
+
+/// `nvmlDevice_t`: an opaque pointer; here `index + 1`.
+type Handle = *mut c_void;
+
+type Answer = Result<(), NvmlReturn>;
+
+struct State {
+    /// `nvmlInit*` calls not yet matched by `nvmlShutdown` (NVML reference-counts them).
+    refs: u32,
+    facts: Option<Facts>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    refs: 0,
+    facts: None,
+});
+
+fn state() -> MutexGuard<'static, State> {
+    // A panic while holding the lock leaves plain data behind; carry on with it.
+    STATE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Run an entry point's body; a panic becomes `NVML_ERROR_UNKNOWN` instead of crossing into C.
+fn guard(body: impl FnOnce() -> Answer) -> NvmlReturn {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => SUCCESS,
+        Ok(Err(code)) => code,
+        Err(_) => ERROR_UNKNOWN,
+    }
+}
+
+fn load() -> Result<Facts, String> {
+    let path = std::env::var_os(ENV_JSON).ok_or_else(|| format!("{ENV_JSON} is not set"))?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: {e}", std::path::Path::new(&path).display()))?;
+    model::parse(&text).map_err(|e| format!("{}: {e}", std::path::Path::new(&path).display()))
+}
+
+fn init() -> NvmlReturn {
+    guard(|| {
+        let loaded = load();
+        let mut st = state();
+        // Every init answers from the file as it is now; a failed one leaves nothing behind.
+        let refs = std::mem::take(&mut st.refs);
+        st.facts = None;
+        let facts = loaded.map_err(|why| {
+            eprintln!("fake-nvml: {why}");
+            ERROR_UNKNOWN
+        })?;
+        if let Some(err) = &facts.init_error {
+            return Err(nonzero(code_for_kind(&err.kind)));
+        }
+        st.refs = refs.saturating_add(1);
+        st.facts = Some(facts);
+        Ok(())
+    })
+}
+
+/// An error kind that names success cannot be an error: answer UNKNOWN.
+fn nonzero(code: NvmlReturn) -> NvmlReturn {
+    if code == SUCCESS { ERROR_UNKNOWN } else { code }
+}
+
+fn with_facts(body: impl FnOnce(&Facts) -> Answer) -> Answer {
+    let st = state();
+    let facts = st.facts.as_ref().ok_or(ERROR_UNINITIALIZED)?;
+    body(facts)
+}
+
+/// The device at NVML index `index`, if the count covers it.
+fn device_at(facts: &Facts, index: u32) -> Option<&Device> {
+    if index >= facts.device_count {
+        return None;
+    }
+    facts.devices.iter().find(|d| d.index == index)
+}
+
+fn with_device(handle: Handle, body: impl FnOnce(&Device) -> Answer) -> Answer {
+    with_facts(|facts| {
+        let index = handle
+            .addr()
+            .checked_sub(1)
+            .and_then(|i| u32::try_from(i).ok())
+            .ok_or(ERROR_INVALID_ARGUMENT)?;
+        let device = device_at(facts, index)
+            .filter(|d| d.error.is_none())
+            .ok_or(ERROR_INVALID_ARGUMENT)?;
+        body(device)
+    })
+}
+
+fn with_link(handle: Handle, link: c_uint, body: impl FnOnce(&NvLink) -> Answer) -> Answer {
+    with_device(handle, |device| match &device.nvlinks {
+        Reading::Value(links) => {
+            let found = links.iter().find(|l| l.link == link);
+            body(found.ok_or(ERROR_INVALID_ARGUMENT)?)
+        }
+        Reading::NotSupported => Err(ERROR_NOT_SUPPORTED),
+        Reading::Error(_) => Err(ERROR_UNKNOWN),
+    })
+}
+
+fn read<T: Clone>(reading: &Reading<T>) -> Result<T, NvmlReturn> {
+    match reading {
+        Reading::Value(v) => Ok(v.clone()),
+        Reading::NotSupported => Err(ERROR_NOT_SUPPORTED),
+        Reading::Error(_) => Err(ERROR_UNKNOWN),
+    }
+}
+
+fn present<T>(value: Option<T>) -> Result<T, NvmlReturn> {
+    value.ok_or(ERROR_NOT_SUPPORTED)
+}
+
+fn enable_state(on: bool) -> c_uint {
+    if on {
+        FEATURE_ENABLED
+    } else {
+        FEATURE_DISABLED
+    }
+}
+
+/// Write `value` through an out-pointer; null is INVALID_ARGUMENT.
+///
+/// # Safety
+/// `out` is null or valid for a write of one `T`.
+unsafe fn put<T>(out: *mut T, value: T) -> Answer {
+    if out.is_null() {
+        return Err(ERROR_INVALID_ARGUMENT);
+    }
+    // SAFETY: non-null, and the caller guarantees it points to a writable `T`.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Copy `text` and its NUL into a caller buffer of `length` bytes, or INSUFFICIENT_SIZE.
+///
+/// # Safety
+/// `buffer` is null or valid for writes of `length` bytes.
+unsafe fn put_str(buffer: *mut c_char, length: c_uint, text: &str) -> Answer {
+    if buffer.is_null() {
+        return Err(ERROR_INVALID_ARGUMENT);
+    }
+    let bytes = text.as_bytes().split(|b| *b == 0).next().unwrap_or(&[]);
+    if bytes.len() >= length as usize {
+        return Err(ERROR_INSUFFICIENT_SIZE);
+    }
+    // SAFETY: the buffer holds `length` > bytes.len() bytes; source and buffer cannot overlap
+    // (the source is this library's own heap data).
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buffer, bytes.len());
+        buffer.add(bytes.len()).write(0);
+    }
+    Ok(())
+}
+
+/// Copy as much of `text` as fits into a fixed C array, always NUL-terminated.
+fn fill(array: &mut [c_char], text: &str) {
+    let room = array.len().saturating_sub(1);
+    for (dst, src) in array.iter_mut().zip(text.bytes().take(room)) {
+        *dst = src as c_char;
+    }
+    for dst in array.iter_mut().skip(text.len().min(room)) {
+        *dst = 0;
+    }
+}
+
+/// `0000:18:00.0` (sysfs, as nvml.json holds it) → (domain, bus, device, function).
+fn parse_bdf(text: &str) -> Option<(u32, u32, u32, u32)> {
+    let (head, function) = text.trim().rsplit_once('.')?;
+    let mut parts = head.rsplitn(3, ':');
+    let device = parts.next()?;
+    let bus = parts.next()?;
+    let domain = parts.next().unwrap_or("0");
+    Some((
+        u32::from_str_radix(domain, 16).ok()?,
+        u32::from_str_radix(bus, 16).ok()?,
+        u32::from_str_radix(device, 16).ok()?,
+        u32::from_str_radix(function, 16).ok()?,
+    ))
+}
+
+/// `nvmlPciInfo_t` as the driver fills it: `busId` with an 8-hex-digit upper-case domain
+/// (`00000000:18:00.0`), `busIdLegacy` with 4 (`0000:18:00.0`).
+fn pci_info(bus_id: &str) -> PciInfo {
+    let mut info = PciInfo {
+        bus_id_legacy: [0; DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE],
+        domain: 0,
+        bus: 0,
+        device: 0,
+        pci_device_id: 0,
+        pci_sub_system_id: 0,
+        bus_id: [0; DEVICE_PCI_BUS_ID_BUFFER_SIZE],
+    };
+    match parse_bdf(bus_id) {
+        Some((domain, bus, device, function)) => {
+            info.domain = domain;
+            info.bus = bus;
+            info.device = device;
+            fill(
+                &mut info.bus_id,
+                &format!("{domain:08X}:{bus:02X}:{device:02X}.{function:X}"),
+            );
+            fill(
+                &mut info.bus_id_legacy,
+                &format!("{domain:04X}:{bus:02X}:{device:02X}.{function:X}"),
+            );
+        }
+        // Not a bus id: hand it over as written, for the caller to reject.
+        None => {
+            fill(&mut info.bus_id, bus_id);
+            fill(&mut info.bus_id_legacy, bus_id);
+        }
+    }
+    info
+}
+
+// --- initialisation and the system -------------------------------------------------------------
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
+    init()
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInit() -> NvmlReturn {
+    init()
+}
+
+/// Flags (`NVML_INIT_FLAG_NO_GPUS`, `..._NO_ATTACH`) change nothing here.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> NvmlReturn {
+    init()
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlShutdown() -> NvmlReturn {
+    guard(|| {
+        let mut st = state();
+        if st.refs == 0 {
+            return Err(ERROR_UNINITIALIZED);
+        }
+        st.refs -= 1;
+        if st.refs == 0 {
+            st.facts = None;
+        }
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlErrorString(result: NvmlReturn) -> *const c_char {
+    error_string(result).as_ptr()
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
+    version: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_facts(|f| {
+            let text = present(f.driver_version.as_deref())?;
+            // SAFETY: `version` holds `length` bytes (nvml.h).
+            unsafe { put_str(version, length, text) }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
+    version: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_facts(|f| {
+            let text = present(f.nvml_version.as_deref())?;
+            // SAFETY: `version` holds `length` bytes (nvml.h).
+            unsafe { put_str(version, length, text) }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> NvmlReturn {
+    guard(|| {
+        with_facts(|f| {
+            let v = present(f.cuda_driver_version)?;
+            // SAFETY: `version` is an out-pointer for one int.
+            unsafe { put(version, v) }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(version: *mut c_int) -> NvmlReturn {
+    // SAFETY: same contract as the _v2 call.
+    unsafe { nvmlSystemGetCudaDriverVersion_v2(version) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> NvmlReturn {
+    guard(|| {
+        with_facts(|f| {
+            // SAFETY: `count` is an out-pointer for one unsigned int.
+            unsafe { put(count, f.device_count) }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCount(count: *mut c_uint) -> NvmlReturn {
+    // SAFETY: same contract as the _v2 call.
+    unsafe { nvmlDeviceGetCount_v2(count) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut Handle,
+) -> NvmlReturn {
+    guard(|| {
+        with_facts(|f| {
+            if index >= f.device_count {
+                return Err(ERROR_INVALID_ARGUMENT);
+            }
+            // A count larger than the device list: nothing recorded for this index.
+            let found = device_at(f, index).ok_or(ERROR_UNKNOWN)?;
+            if let Some(err) = &found.error {
+                return Err(nonzero(code_for_kind(&err.kind)));
+            }
+            let handle: Handle = std::ptr::without_provenance_mut(index as usize + 1);
+            // SAFETY: `device` is an out-pointer for one nvmlDevice_t.
+            unsafe { put(device, handle) }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(
+    index: c_uint,
+    device: *mut Handle,
+) -> NvmlReturn {
+    // SAFETY: same contract as the _v2 call.
+    unsafe { nvmlDeviceGetHandleByIndex_v2(index, device) }
+}
+
+// --- identity ---------------------------------------------------------------------------------
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: Handle, pci: *mut PciInfo) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let info = pci_info(present(d.pci_bus_id.as_deref())?);
+            // SAFETY: `pci` is an out-pointer for one nvmlPciInfo_t.
+            unsafe { put(pci, info) }
+        })
+    })
+}
+
+macro_rules! device_string {
+    ($name:ident, $get:expr) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            device: Handle,
+            buffer: *mut c_char,
+            length: c_uint,
+        ) -> NvmlReturn {
+            guard(|| {
+                with_device(device, |d| {
+                    let text: String = $get(d)?;
+                    // SAFETY: `buffer` holds `length` bytes (nvml.h).
+                    unsafe { put_str(buffer, length, &text) }
+                })
+            })
+        }
+    };
+}
+
+device_string!(nvmlDeviceGetUUID, |d: &Device| present(d.uuid.clone()));
+device_string!(nvmlDeviceGetName, |d: &Device| present(d.name.clone()));
+device_string!(nvmlDeviceGetSerial, |d: &Device| read(&d.serial));
+
+/// A getter with one `unsigned int` out-parameter, answered from a `Reading<u32>` field.
+macro_rules! device_u32 {
+    ($name:ident, $get:expr) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(device: Handle, out: *mut c_uint) -> NvmlReturn {
+            guard(|| {
+                with_device(device, |d| {
+                    let value: c_uint = $get(d)?;
+                    // SAFETY: `out` is an out-pointer for one unsigned int.
+                    unsafe { put(out, value) }
+                })
+            })
+        }
+    };
+}
+
+device_u32!(nvmlDeviceGetMinorNumber, |d: &Device| read(&d.minor_number));
+device_u32!(nvmlDeviceGetPersistenceMode, |d: &Device| read(
+    &d.persistence_mode
+)
+.map(enable_state));
+
+// --- memory health ----------------------------------------------------------------------------
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetEccMode(
+    device: Handle,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let mode = read(&d.ecc_mode)?;
+            // SAFETY: two out-pointers for one nvmlEnableState_t each.
+            unsafe {
+                put(current, enable_state(mode.current))?;
+                put(pending, enable_state(mode.pending))
+            }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
+    device: Handle,
+    error_type: c_uint,
+    counter_type: c_uint,
+    ecc_counts: *mut c_ulonglong,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let counts = read(&d.ecc_errors)?;
+            let value = match (error_type, counter_type) {
+                (MEMORY_ERROR_TYPE_CORRECTED, VOLATILE_ECC) => counts.volatile_corrected,
+                (MEMORY_ERROR_TYPE_UNCORRECTED, VOLATILE_ECC) => counts.volatile_uncorrected,
+                (MEMORY_ERROR_TYPE_CORRECTED, AGGREGATE_ECC) => counts.aggregate_corrected,
+                (MEMORY_ERROR_TYPE_UNCORRECTED, AGGREGATE_ECC) => counts.aggregate_uncorrected,
+                _ => return Err(ERROR_INVALID_ARGUMENT),
+            };
+            // SAFETY: `ecc_counts` is an out-pointer for one unsigned long long.
+            unsafe { put(ecc_counts, value) }
+        })
+    })
+}
+
+/// `nvmlDeviceGetRetiredPages[_v2]`: `*page_count` in is the buffers' capacity, out the number
+/// of pages for `cause`; too small a capacity (0 asks for the size) is INSUFFICIENT_SIZE with
+/// nothing written to the buffers, which is what nvml-wrapper's two-call protocol expects.
+///
+/// # Safety
+/// `page_count` is valid; `addresses` (and `timestamps` unless null) hold `*page_count` entries.
+unsafe fn retired_pages(
+    device: Handle,
+    cause: c_uint,
+    page_count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+    timestamps: *mut c_ulonglong,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let pages = read(&d.retired_pages)?;
+            let count = match cause {
+                PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS => pages.single_bit,
+                PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR => pages.double_bit,
+                _ => return Err(ERROR_INVALID_ARGUMENT),
+            };
+            if page_count.is_null() {
+                return Err(ERROR_INVALID_ARGUMENT);
+            }
+            // SAFETY: non-null, valid for a read and write of one unsigned int (nvml.h).
+            let capacity = unsafe { page_count.read() };
+            // SAFETY: as above.
+            unsafe { page_count.write(count) };
+            if capacity < count {
+                return Err(ERROR_INSUFFICIENT_SIZE);
+            }
+            if count > 0 && addresses.is_null() {
+                return Err(ERROR_INVALID_ARGUMENT);
+            }
+            for i in 0..count as usize {
+                // Made-up but stable page addresses (4 KiB pages, one region per cause) and
+                // timestamps (seconds since the epoch).
+                let address = (u64::from(cause) << 32) | ((i as u64 + 1) << 12);
+                // SAFETY: i < count <= capacity entries in each caller buffer.
+                unsafe {
+                    addresses.add(i).write(address);
+                    if !timestamps.is_null() {
+                        timestamps.add(i).write(1_700_000_000 + i as u64);
+                    }
+                }
+            }
+            Ok(())
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPages(
+    device: Handle,
+    cause: c_uint,
+    page_count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+) -> NvmlReturn {
+    // SAFETY: the caller's buffers, as nvml.h specifies; no timestamps buffer.
+    unsafe { retired_pages(device, cause, page_count, addresses, std::ptr::null_mut()) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPages_v2(
+    device: Handle,
+    cause: c_uint,
+    page_count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+    timestamps: *mut c_ulonglong,
+) -> NvmlReturn {
+    // SAFETY: the caller's buffers, as nvml.h specifies.
+    unsafe { retired_pages(device, cause, page_count, addresses, timestamps) }
+}
+
+device_u32!(nvmlDeviceGetRetiredPagesPendingStatus, |d: &Device| read(
+    &d.retired_pages
+)
+.map(|p| enable_state(p.pending)));
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
+    device: Handle,
+    corr_rows: *mut c_uint,
+    unc_rows: *mut c_uint,
+    is_pending: *mut c_uint,
+    failure_occurred: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let rows = read(&d.remapped_rows)?;
+            // SAFETY: four out-pointers for one unsigned int each.
+            unsafe {
+                put(corr_rows, rows.correctable)?;
+                put(unc_rows, rows.uncorrectable)?;
+                put(is_pending, c_uint::from(rows.pending))?;
+                put(failure_occurred, c_uint::from(rows.failure))
+            }
+        })
+    })
+}
+
+// --- thermal, power, clocks, utilisation --------------------------------------------------------
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetTemperature(
+    device: Handle,
+    sensor: c_uint,
+    temp: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            if sensor != TEMPERATURE_GPU {
+                return Err(ERROR_INVALID_ARGUMENT);
+            }
+            let value = read(&d.temperature_c)?;
+            // SAFETY: `temp` is an out-pointer for one unsigned int.
+            unsafe { put(temp, value) }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(
+    device: Handle,
+    threshold_type: c_uint,
+    temp: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let value = match threshold_type {
+                TEMPERATURE_THRESHOLD_SHUTDOWN => read(&d.temperature_shutdown_c)?,
+                TEMPERATURE_THRESHOLD_SLOWDOWN => read(&d.temperature_slowdown_c)?,
+                _ => return Err(ERROR_NOT_SUPPORTED),
+            };
+            // SAFETY: `temp` is an out-pointer for one unsigned int.
+            unsafe { put(temp, value) }
+        })
+    })
+}
+
+device_u32!(nvmlDeviceGetPowerUsage, |d: &Device| read(
+    &d.power_usage_mw
+));
+device_u32!(nvmlDeviceGetEnforcedPowerLimit, |d: &Device| read(
+    &d.power_limit_mw
+));
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksEventReasons(
+    device: Handle,
+    reasons: *mut c_ulonglong,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let value = read(&d.clock_event_reasons)?;
+            // SAFETY: `reasons` is an out-pointer for one unsigned long long.
+            unsafe { put(reasons, value) }
+        })
+    })
+}
+
+/// The pre-R535 name of the same call (same bits).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
+    device: Handle,
+    reasons: *mut c_ulonglong,
+) -> NvmlReturn {
+    // SAFETY: same contract as nvmlDeviceGetCurrentClocksEventReasons.
+    unsafe { nvmlDeviceGetCurrentClocksEventReasons(device, reasons) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: Handle,
+    utilization: *mut Utilization,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let gpu = read(&d.utilization_gpu_pct)?;
+            // Memory utilisation is not in nvml.json; gpudoctor does not read it.
+            // SAFETY: `utilization` is an out-pointer for one nvmlUtilization_t.
+            unsafe { put(utilization, Utilization { gpu, memory: 0 }) }
+        })
+    })
+}
+
+// --- PCIe and MIG -------------------------------------------------------------------------------
+
+device_u32!(nvmlDeviceGetCurrPcieLinkGeneration, |d: &Device| read(
+    &d.pcie_current_gen
+));
+device_u32!(nvmlDeviceGetMaxPcieLinkGeneration, |d: &Device| read(
+    &d.pcie_max_gen
+));
+device_u32!(nvmlDeviceGetCurrPcieLinkWidth, |d: &Device| read(
+    &d.pcie_current_width
+));
+device_u32!(nvmlDeviceGetMaxPcieLinkWidth, |d: &Device| read(
+    &d.pcie_max_width
+));
+// The C counter is 32 bits; a larger recorded value cannot be answered.
+device_u32!(nvmlDeviceGetPcieReplayCounter, |d: &Device| read(
+    &d.pcie_replay_counter
+)
+.and_then(|v| c_uint::try_from(v).map_err(|_| ERROR_UNKNOWN)));
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMigMode(
+    device: Handle,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let mode = read(&d.mig_mode)?;
+            // SAFETY: two out-pointers for one unsigned int each (NVML_DEVICE_MIG_ENABLE = 1).
+            unsafe {
+                put(current, c_uint::from(mode.current))?;
+                put(pending, c_uint::from(mode.pending))
+            }
+        })
+    })
+}
+
+// --- NVLink -------------------------------------------------------------------------------------
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
+    device: Handle,
+    link: c_uint,
+    is_active: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_link(device, link, |l| {
+            // SAFETY: `is_active` is an out-pointer for one nvmlEnableState_t.
+            unsafe { put(is_active, enable_state(l.active)) }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkVersion(
+    device: Handle,
+    link: c_uint,
+    version: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_link(device, link, |l| {
+            let value = read(&l.version)?;
+            // SAFETY: `version` is an out-pointer for one unsigned int.
+            unsafe { put(version, value) }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemotePciInfo_v2(
+    device: Handle,
+    link: c_uint,
+    pci: *mut PciInfo,
+) -> NvmlReturn {
+    guard(|| {
+        with_link(device, link, |l| {
+            let info = pci_info(present(l.remote_pci_bus_id.as_deref())?);
+            // SAFETY: `pci` is an out-pointer for one nvmlPciInfo_t.
+            unsafe { put(pci, info) }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkErrorCounter(
+    device: Handle,
+    link: c_uint,
+    counter: c_uint,
+    counter_value: *mut c_ulonglong,
+) -> NvmlReturn {
+    guard(|| {
+        with_link(device, link, |l| {
+            let value = match counter {
+                NVLINK_ERROR_DL_REPLAY => read(&l.replay_errors)?,
+                NVLINK_ERROR_DL_RECOVERY => read(&l.recovery_errors)?,
+                NVLINK_ERROR_DL_CRC_FLIT => read(&l.crc_flit_errors)?,
+                NVLINK_ERROR_DL_CRC_DATA => read(&l.crc_data_errors)?,
+                NVLINK_ERROR_DL_ECC_DATA => return Err(ERROR_NOT_SUPPORTED),
+                _ => return Err(ERROR_INVALID_ARGUMENT),
+            };
+            // SAFETY: `counter_value` is an out-pointer for one unsigned long long.
+            unsafe { put(counter_value, value) }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemoteDeviceType(
+    device: Handle,
+    link: c_uint,
+    kind: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_link(device, link, |l| {
+            let value = match read(&l.remote_type)? {
+                RemoteType::Gpu => NVLINK_DEVICE_TYPE_GPU,
+                RemoteType::Ibmnpu => NVLINK_DEVICE_TYPE_IBMNPU,
+                RemoteType::Nvswitch => NVLINK_DEVICE_TYPE_SWITCH,
+                RemoteType::Unknown => NVLINK_DEVICE_TYPE_UNKNOWN,
+            };
+            // SAFETY: `kind` is an out-pointer for one nvmlIntNvLinkDeviceType_t.
+            unsafe { put(kind, value) }
+        })
+    })
+}
+
+// --- fabric -------------------------------------------------------------------------------------
+
+/// The fields every fabric struct version shares.
+struct FabricFields {
+    cluster_uuid: [u8; GPU_FABRIC_UUID_LEN],
+    status: NvmlReturn,
+    clique_id: c_uint,
+    state: u8,
+}
+
+fn fabric_fields(info: &FabricInfo) -> FabricFields {
+    // gpudoctor prints the 16 bytes as 32 hex digits; accept dashes as in a UUID too.
+    let hex: Vec<u8> = info
+        .cluster_uuid
+        .as_deref()
+        .unwrap_or("")
+        .bytes()
+        .filter(|b| *b != b'-')
+        .collect();
+    let mut cluster_uuid = [0u8; GPU_FABRIC_UUID_LEN];
+    if hex.len() == 2 * GPU_FABRIC_UUID_LEN {
+        for (byte, pair) in cluster_uuid.iter_mut().zip(hex.chunks(2)) {
+            let pair = std::str::from_utf8(pair).unwrap_or("");
+            *byte = u8::from_str_radix(pair, 16).unwrap_or(0);
+        }
+    }
+    FabricFields {
+        cluster_uuid,
+        status: info.status.as_deref().map(code_for_kind).unwrap_or(SUCCESS),
+        clique_id: info.clique_id.unwrap_or(0),
+        state: match info.state {
+            FabricState::NotSupported => GPU_FABRIC_STATE_NOT_SUPPORTED,
+            FabricState::NotStarted => GPU_FABRIC_STATE_NOT_STARTED,
+            FabricState::InProgress => GPU_FABRIC_STATE_IN_PROGRESS,
+            FabricState::Completed => GPU_FABRIC_STATE_COMPLETED,
+        },
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfo(
+    device: Handle,
+    info: *mut GpuFabricInfo,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let f = fabric_fields(&read(&d.fabric)?);
+            let out = GpuFabricInfo {
+                cluster_uuid: f.cluster_uuid,
+                status: f.status,
+                clique_id: f.clique_id,
+                state: f.state,
+            };
+            // SAFETY: `info` is an out-pointer for one nvmlGpuFabricInfo_t.
+            unsafe { put(info, out) }
+        })
+    })
+}
+
+/// The versioned call: the caller sets `version` (v2 or v3) and gets that struct back.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
+    device: Handle,
+    info: *mut GpuFabricInfoV3,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let fabric = read(&d.fabric)?;
+            // No health mask recorded: behave like a driver without the v2+ struct, so the
+            // caller falls back to nvmlDeviceGetGpuFabricInfo.
+            let health_mask = fabric.health_mask.ok_or(ERROR_ARGUMENT_VERSION_MISMATCH)?;
+            let f = fabric_fields(&fabric);
+            if info.is_null() {
+                return Err(ERROR_INVALID_ARGUMENT);
+            }
+            // SAFETY: non-null; every version of the struct starts with its `version` word.
+            let version = unsafe { info.cast::<c_uint>().read() };
+            match version {
+                GPU_FABRIC_INFO_V3 => {
+                    let out = GpuFabricInfoV3 {
+                        version,
+                        cluster_uuid: f.cluster_uuid,
+                        status: f.status,
+                        clique_id: f.clique_id,
+                        state: f.state,
+                        health_mask,
+                        health_summary: 0,
+                    };
+                    // SAFETY: the caller announced a v3 struct.
+                    unsafe { put(info, out) }
+                }
+                GPU_FABRIC_INFO_V2 => {
+                    let out = GpuFabricInfoV2 {
+                        version,
+                        cluster_uuid: f.cluster_uuid,
+                        status: f.status,
+                        clique_id: f.clique_id,
+                        state: f.state,
+                        health_mask,
+                    };
+                    // SAFETY: the caller announced a v2 struct (a prefix of v3's layout).
+                    unsafe { put(info.cast::<GpuFabricInfoV2>(), out) }
+                }
+                _ => Err(ERROR_ARGUMENT_VERSION_MISMATCH),
+            }
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(array: &[c_char]) -> String {
+        array
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8 as char)
+            .collect()
+    }
+
+    #[test]
+    fn bus_ids_come_out_in_nvml_form() {
+        let info = pci_info("0000:9a:00.0");
+        assert_eq!(text(&info.bus_id), "00000000:9A:00.0");
+        assert_eq!(text(&info.bus_id_legacy), "0000:9A:00.0");
+        assert_eq!((info.domain, info.bus, info.device), (0, 0x9a, 0));
+    }
+
+    #[test]
+    fn strings_respect_the_buffer_length() {
+        let mut buffer = [1 as c_char; 6];
+        // SAFETY: a local buffer of the announced length.
+        unsafe {
+            assert_eq!(
+                put_str(buffer.as_mut_ptr(), 6, "abcdef"),
+                Err(ERROR_INSUFFICIENT_SIZE)
+            );
+            assert_eq!(put_str(buffer.as_mut_ptr(), 6, "abcde"), Ok(()));
+        }
+        assert_eq!(text(&buffer), "abcde");
+    }
+}

@@ -1,0 +1,185 @@
+//! The shape of gpudoctor's `nvml.json` (src/facts/nvml.rs), re-declared here so the fake does
+//! not depend on the crate it tests. Field names, defaults and the `Reading` encoding must stay
+//! the same as gpudoctor's: a field that is absent reads as "not supported".
+//!
+//! Error kinds are kept as strings (not an enum) so a fixture with a kind this file does not
+//! know still loads; such a kind answers `NVML_ERROR_UNKNOWN`.
+
+use serde::Deserialize;
+
+/// `{"value": x}` | `"not_supported"` | `{"error": "text"}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reading<T> {
+    Value(T),
+    /// Also what an absent field reads as.
+    #[default]
+    NotSupported,
+    // The text is gpudoctor's; the fake answers NVML_ERROR_UNKNOWN whatever it says.
+    Error(#[allow(dead_code)] String),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ErrorInfo {
+    pub kind: String,
+    #[serde(default)]
+    #[allow(dead_code)] // NVML's own text comes from nvmlErrorString, not from here.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Facts {
+    #[serde(default)]
+    pub init_error: Option<ErrorInfo>,
+    #[serde(default)]
+    pub driver_version: Option<String>,
+    #[serde(default)]
+    pub nvml_version: Option<String>,
+    #[serde(default)]
+    pub cuda_driver_version: Option<i32>,
+    #[serde(default)]
+    pub device_count: u32,
+    #[serde(default)]
+    pub devices: Vec<Device>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Device {
+    pub index: u32,
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
+    #[serde(default)]
+    pub uuid: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub serial: Reading<String>,
+    #[serde(default)]
+    pub minor_number: Reading<u32>,
+    #[serde(default)]
+    pub persistence_mode: Reading<bool>,
+    #[serde(default)]
+    pub error: Option<ErrorInfo>,
+    #[serde(default)]
+    pub ecc_mode: Reading<CurrentPending>,
+    #[serde(default)]
+    pub ecc_errors: Reading<EccCounts>,
+    #[serde(default)]
+    pub retired_pages: Reading<RetiredPages>,
+    #[serde(default)]
+    pub remapped_rows: Reading<RemappedRows>,
+    #[serde(default)]
+    pub temperature_c: Reading<u32>,
+    #[serde(default)]
+    pub temperature_slowdown_c: Reading<u32>,
+    #[serde(default)]
+    pub temperature_shutdown_c: Reading<u32>,
+    #[serde(default)]
+    pub power_usage_mw: Reading<u32>,
+    #[serde(default)]
+    pub power_limit_mw: Reading<u32>,
+    #[serde(default)]
+    pub clock_event_reasons: Reading<u64>,
+    #[serde(default)]
+    pub utilization_gpu_pct: Reading<u32>,
+    #[serde(default)]
+    pub pcie_current_gen: Reading<u32>,
+    #[serde(default)]
+    pub pcie_max_gen: Reading<u32>,
+    #[serde(default)]
+    pub pcie_current_width: Reading<u32>,
+    #[serde(default)]
+    pub pcie_max_width: Reading<u32>,
+    #[serde(default)]
+    pub pcie_replay_counter: Reading<u64>,
+    #[serde(default)]
+    pub mig_mode: Reading<CurrentPending>,
+    #[serde(default)]
+    pub nvlinks: Reading<Vec<NvLink>>,
+    #[serde(default)]
+    pub fabric: Reading<FabricInfo>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct CurrentPending {
+    pub current: bool,
+    pub pending: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct EccCounts {
+    pub volatile_corrected: u64,
+    pub volatile_uncorrected: u64,
+    pub aggregate_corrected: u64,
+    pub aggregate_uncorrected: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct RetiredPages {
+    pub single_bit: u32,
+    pub double_bit: u32,
+    pub pending: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct RemappedRows {
+    pub correctable: u32,
+    pub uncorrectable: u32,
+    pub pending: bool,
+    pub failure: bool,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteType {
+    Gpu,
+    Nvswitch,
+    Ibmnpu,
+    Unknown,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct NvLink {
+    pub link: u32,
+    pub active: bool,
+    #[serde(default)]
+    pub version: Reading<u32>,
+    #[serde(default)]
+    pub remote_pci_bus_id: Option<String>,
+    #[serde(default)]
+    pub remote_type: Reading<RemoteType>,
+    #[serde(default)]
+    pub replay_errors: Reading<u64>,
+    #[serde(default)]
+    pub recovery_errors: Reading<u64>,
+    #[serde(default)]
+    pub crc_flit_errors: Reading<u64>,
+    #[serde(default)]
+    pub crc_data_errors: Reading<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct FabricInfo {
+    pub state: FabricState,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub clique_id: Option<u32>,
+    #[serde(default)]
+    pub cluster_uuid: Option<String>,
+    #[serde(default)]
+    pub health_mask: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FabricState {
+    NotSupported,
+    NotStarted,
+    InProgress,
+    Completed,
+}
+
+pub fn parse(text: &str) -> Result<Facts, String> {
+    serde_json::from_str(text).map_err(|e| e.to_string())
+}

@@ -1,0 +1,502 @@
+//! The live NVML path (src/source/nvml_live.rs: nvml-wrapper → libnvidia-ml) against a stand-in
+//! library built from tests/fake-nvml, which answers from a gpudoctor `nvml.json`. For every
+//! fixture, what the live probe reads back must equal what replay reads from the file, and the
+//! two reports must match; injected errors must come back as the same kinds.
+//!
+//! The fake reads the JSON path from `GPUDOCTOR_FAKE_NVML_JSON`, which is process-global: every
+//! test here that loads NVML holds [`NVML`], and no test touches the environment without it.
+
+mod common;
+
+use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use gpudoctor::engine::{self, RunOptions};
+use gpudoctor::facts::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
+use gpudoctor::report::Report;
+use gpudoctor::source::{self, HostSource, KMSG_TXT, NVML_JSON, Source, SourceKind, SourceOptions};
+use serde_json::{Value, json};
+
+const ENV_JSON: &str = "GPUDOCTOR_FAKE_NVML_JSON";
+
+/// Serialises the tests that set [`ENV_JSON`] or load an NVML library.
+static NVML: Mutex<()> = Mutex::new(());
+
+fn nvml_lock() -> MutexGuard<'static, ()> {
+    NVML.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Build the fake once per run, in its own target directory so it never waits on the lock of
+/// the `cargo test` that runs this.
+fn fake_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let repo = common::repo();
+        let target = repo.join("target/fake-nvml");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let out = Command::new(cargo)
+            .args(["build", "-p", "fake-nvml", "--locked", "--target-dir"])
+            .arg(&target)
+            .current_dir(&repo)
+            .output()
+            .expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "building tests/fake-nvml failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lib = target
+            .join("debug")
+            .join(format!("{DLL_PREFIX}nvidia_ml_fake{DLL_SUFFIX}"));
+        assert!(lib.is_file(), "{} was not built", lib.display());
+        lib
+    })
+}
+
+/// Point the fake at `json`. The caller holds [`nvml_lock`].
+fn use_json(_held: &MutexGuard<'static, ()>, json: &Path) {
+    // SAFETY: every test in this binary that reads or writes the environment, or loads NVML
+    // (whose probe thread reads it), holds the NVML lock, so nothing reads it concurrently.
+    unsafe { std::env::set_var(ENV_JSON, json) };
+}
+
+fn live_source(root: &Path) -> HostSource {
+    let kmsg = root.join(KMSG_TXT);
+    HostSource::new(
+        root,
+        SourceOptions {
+            nvml_lib: Some(fake_lib().to_path_buf()),
+            kernel_log: kmsg.is_file().then_some(kmsg),
+            probe_timeout: Duration::from_secs(30),
+        },
+    )
+}
+
+fn parse_file(path: &Path) -> NvmlFacts {
+    let text = std::fs::read_to_string(path).unwrap();
+    parse_nvml_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// What the live probe can give back for these recorded facts: gpudoctor-only kinds
+/// (`not_recorded`, `unreadable`) are plain NVML_ERROR_UNKNOWN to a library.
+fn as_live_can_answer(mut facts: NvmlFacts) -> NvmlFacts {
+    let fold = |kind: &mut NvmlErrorKind| {
+        if matches!(kind, NvmlErrorKind::NotRecorded | NvmlErrorKind::Unreadable) {
+            *kind = NvmlErrorKind::Unknown;
+        }
+    };
+    if let Some(err) = &mut facts.init_error {
+        fold(&mut err.kind);
+    }
+    for device in &mut facts.devices {
+        if let Some(err) = &mut device.error {
+            fold(&mut err.kind);
+        }
+    }
+    facts
+}
+
+/// Facts as JSON with every error text blanked: live texts come from nvml-wrapper, recorded
+/// ones from wherever the fixture got them. `NvmlError` is `{"kind", "message"}`,
+/// `Reading::Error` is `{"error": text}`.
+fn without_messages(facts: &NvmlFacts) -> Value {
+    fn blank(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                if map.contains_key("kind") && map.get("message").is_some_and(Value::is_string) {
+                    map.insert("message".into(), Value::from(""));
+                }
+                if map.len() == 1 {
+                    if let Some(Value::String(text)) = map.get_mut("error") {
+                        text.clear();
+                    }
+                }
+                map.values_mut().for_each(blank);
+            }
+            Value::Array(items) => items.iter_mut().for_each(blank),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::to_value(facts).unwrap();
+    blank(&mut value);
+    value
+}
+
+/// Every leaf where `got` differs from `expected`, as `path: expected X, got Y`.
+fn differences(path: &str, expected: &Value, got: &Value, out: &mut Vec<String>) {
+    match (expected, got) {
+        (Value::Object(e), Value::Object(g)) => {
+            let mut keys: Vec<&String> = e.keys().chain(g.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                let null = Value::Null;
+                differences(
+                    &format!("{path}.{key}"),
+                    e.get(key).unwrap_or(&null),
+                    g.get(key).unwrap_or(&null),
+                    out,
+                );
+            }
+        }
+        (Value::Array(e), Value::Array(g)) if e.len() == g.len() => {
+            for (i, (e, g)) in e.iter().zip(g).enumerate() {
+                differences(&format!("{path}[{i}]"), e, g, out);
+            }
+        }
+        _ if expected != got => out.push(format!("{path}: expected {expected}, got {got}")),
+        _ => {}
+    }
+}
+
+fn assert_same(what: &str, expected: &Value, got: &Value) {
+    let mut diffs = Vec::new();
+    differences("", expected, got, &mut diffs);
+    assert!(
+        diffs.is_empty(),
+        "{what}: {} difference(s):\n  {}",
+        diffs.len(),
+        diffs
+            .iter()
+            .take(30)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    );
+}
+
+/// (live text, recorded text) for every error message the two snapshots hold at the same place.
+fn message_pairs(recorded: &Value, live: &Value, out: &mut Vec<(String, String)>) {
+    match (recorded, live) {
+        (Value::Object(r), Value::Object(l)) => {
+            for (key, r_value) in r {
+                let Some(l_value) = l.get(key) else { continue };
+                match (key.as_str(), r_value, l_value) {
+                    ("message" | "error", Value::String(r_text), Value::String(l_text)) => {
+                        if r_text != l_text && !l_text.is_empty() {
+                            out.push((l_text.clone(), r_text.clone()));
+                        }
+                    }
+                    _ => message_pairs(r_value, l_value, out),
+                }
+            }
+        }
+        (Value::Array(r), Value::Array(l)) => {
+            for (r, l) in r.iter().zip(l) {
+                message_pairs(r, l, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn replace_texts(value: &mut Value, pairs: &[(String, String)]) {
+    match value {
+        Value::String(text) => {
+            for (live, recorded) in pairs {
+                if text.contains(live.as_str()) {
+                    *text = text.replace(live.as_str(), recorded);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| replace_texts(v, pairs)),
+        Value::Object(map) => map.values_mut().for_each(|v| replace_texts(v, pairs)),
+        _ => {}
+    }
+}
+
+/// A report as JSON, minus what legitimately differs between a live run and a replay: the
+/// source, durations, the kernel-log path, and NVML's error texts (`nvml.init` evidence).
+fn comparable(report: &Report, kernel_log: Option<&Path>) -> Value {
+    let mut value = serde_json::to_value(report).unwrap();
+    value["source"] = Value::Null;
+    value["duration_ms"] = json!(0);
+    for layer in value["layers"].as_array_mut().unwrap() {
+        layer["duration_ms"] = json!(0);
+        for check in layer["checks"].as_array_mut().unwrap() {
+            for evidence in check["evidence"].as_array_mut().unwrap() {
+                if evidence["source"] == "nvml.init" {
+                    evidence["observed"] = json!("");
+                }
+            }
+        }
+    }
+    // A live run names the kernel log by the path it was given (in evidence and summaries),
+    // replay by its place in the capture.
+    if let Some(path) = kernel_log {
+        replace_texts(
+            &mut value,
+            &[(path.display().to_string(), KMSG_TXT.to_string())],
+        );
+    }
+    value
+}
+
+#[test]
+fn every_fixture_reads_the_same_live_as_in_replay() {
+    let held = nvml_lock();
+    let fixtures: Vec<PathBuf> = common::fixtures()
+        .into_iter()
+        .filter(|dir| dir.join(NVML_JSON).is_file())
+        .collect();
+    assert!(!fixtures.is_empty(), "no fixture has {NVML_JSON}");
+
+    for root in &fixtures {
+        let name = common::name_of(root);
+        let json = root.join(NVML_JSON);
+        use_json(&held, &json);
+        let host = live_source(root);
+
+        // (a) the facts, field by field.
+        let recorded = as_live_can_answer(parse_file(&json));
+        let live = host.nvml();
+        assert_same(
+            &format!("{name}: live nvml facts vs {NVML_JSON}"),
+            &without_messages(&recorded),
+            &without_messages(&live),
+        );
+
+        // (b) the whole diagnosis, every layer.
+        let options = RunOptions {
+            keep_going: true,
+            ..Default::default()
+        };
+        let live_report = engine::run(&host, &options);
+        let replay = source::open(root, SourceOptions::default());
+        assert_eq!(replay.kind(), SourceKind::Replay, "{name} must replay");
+        let replay_report = engine::run(replay.as_ref(), &options);
+
+        let mut pairs = Vec::new();
+        message_pairs(
+            &serde_json::to_value(&recorded).unwrap(),
+            &serde_json::to_value(&live).unwrap(),
+            &mut pairs,
+        );
+        pairs.sort_by_key(|(live, _)| std::cmp::Reverse(live.len()));
+        let kmsg = root.join(KMSG_TXT);
+        let kernel_log = kmsg.is_file().then_some(kmsg.as_path());
+        let mut got = comparable(&live_report, kernel_log);
+        replace_texts(&mut got, &pairs);
+        assert_same(
+            &format!("{name}: live report vs replay report"),
+            &comparable(&replay_report, None),
+            &got,
+        );
+    }
+}
+
+fn healthy_json() -> Value {
+    let path = common::repo()
+        .join("fixtures/hgx-h100-healthy")
+        .join(NVML_JSON);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Write `facts` to a temporary `nvml.json`, probe it live, and check the probe read back
+/// exactly that (error texts aside). Returns the live facts for further checks.
+fn probe_injected(what: &str, facts: &Value) -> NvmlFacts {
+    let held = nvml_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("nvml.json");
+    std::fs::write(&json, serde_json::to_string_pretty(facts).unwrap()).unwrap();
+    use_json(&held, &json);
+    let live = live_source(dir.path()).nvml();
+    let expected = parse_nvml_json(&facts.to_string()).unwrap();
+    assert_same(what, &without_messages(&expected), &without_messages(&live));
+    live
+}
+
+fn init_failure(kind: &str, message: &str) -> Value {
+    json!({
+        "init_error": {"kind": kind, "message": message},
+        "driver_version": null,
+        "nvml_version": null,
+        "cuda_driver_version": null,
+        "device_count": 0,
+        "devices": []
+    })
+}
+
+#[test]
+fn an_injected_version_mismatch_fails_init() {
+    let live = probe_injected(
+        "init lib_rm_version_mismatch",
+        &init_failure(
+            "lib_rm_version_mismatch",
+            "RM has detected an NVML/RM version mismatch.",
+        ),
+    );
+    assert_eq!(
+        live.init_error.unwrap().kind,
+        NvmlErrorKind::LibRmVersionMismatch
+    );
+}
+
+#[test]
+fn an_injected_driver_not_loaded_fails_init() {
+    let live = probe_injected(
+        "init driver_not_loaded",
+        &init_failure("driver_not_loaded", "Driver Not Loaded"),
+    );
+    assert_eq!(
+        live.init_error.unwrap().kind,
+        NvmlErrorKind::DriverNotLoaded
+    );
+}
+
+#[test]
+fn a_lost_gpu_keeps_the_others() {
+    let mut facts = healthy_json();
+    let devices = facts["devices"].as_array_mut().unwrap();
+    assert!(devices.len() >= 4, "the healthy fixture has 8 gpus");
+    devices[3] = json!({"index": 3, "error": {"kind": "gpu_is_lost", "message": "GPU is lost"}});
+    let live = probe_injected("device 3 gpu_is_lost", &facts);
+    assert_eq!(live.devices.len(), live.device_count as usize);
+    assert_eq!(
+        live.devices[3].error.as_ref().unwrap().kind,
+        NvmlErrorKind::GpuIsLost
+    );
+    assert!(live.devices[2].uuid.is_some() && live.devices[4].uuid.is_some());
+}
+
+#[test]
+fn queries_a_gpu_does_not_support_stay_not_supported() {
+    let mut facts = healthy_json();
+    let device = &mut facts["devices"][1];
+    for field in ["ecc_errors", "remapped_rows", "nvlinks", "fabric"] {
+        device[field] = json!("not_supported");
+    }
+    probe_injected(
+        "device 1 without ecc, row remapping, nvlink, fabric",
+        &facts,
+    );
+}
+
+/// Every reading with a value, so each fake entry point and each live mapping is crossed even
+/// while the fixtures carry fewer fields.
+#[test]
+fn every_reading_round_trips() {
+    let mut facts = healthy_json();
+    let link = |n: u32, active: bool, remote: &str| {
+        json!({
+            "link": n, "active": active, "version": {"value": 4},
+            "remote_pci_bus_id": remote, "remote_type": {"value": "nvswitch"},
+            "replay_errors": {"value": n}, "recovery_errors": {"value": 0},
+            "crc_flit_errors": {"value": 7}, "crc_data_errors": "not_supported"
+        })
+    };
+    let rich = json!({
+        "ecc_mode": {"value": {"current": true, "pending": false}},
+        "ecc_errors": {"value": {"volatile_corrected": 1, "volatile_uncorrected": 2,
+                                  "aggregate_corrected": 30, "aggregate_uncorrected": 4}},
+        "retired_pages": {"value": {"single_bit": 2, "double_bit": 1, "pending": true}},
+        "remapped_rows": {"value": {"correctable": 3, "uncorrectable": 1, "pending": true, "failure": false}},
+        "temperature_c": {"value": 41},
+        "temperature_slowdown_c": {"value": 87},
+        "temperature_shutdown_c": {"value": 92},
+        "power_usage_mw": {"value": 71234},
+        "power_limit_mw": {"value": 700000},
+        "clock_event_reasons": {"value": 4294967297u64},
+        "utilization_gpu_pct": {"value": 0},
+        "pcie_current_gen": {"value": 5},
+        "pcie_max_gen": {"value": 5},
+        "pcie_current_width": {"value": 16},
+        "pcie_max_width": {"value": 16},
+        "pcie_replay_counter": {"value": 12},
+        "mig_mode": {"value": {"current": false, "pending": true}},
+        "nvlinks": {"value": [link(0, true, "0000:05:00.0"), link(1, false, "0000:9A:00.0"), link(2, true, "0000:06:00.0")]},
+        "fabric": {"value": {"state": "completed", "status": "success", "clique_id": 32766,
+                              "cluster_uuid": "0123456789abcdef0123456789abcdef", "health_mask": 5}}
+    });
+    for (key, value) in rich.as_object().unwrap() {
+        facts["devices"][0][key] = value.clone();
+    }
+    // An older driver's fabric answer (no health mask: the v1 call) and one not yet trained.
+    facts["devices"][1]["fabric"] = json!({"value": {"state": "completed", "status": "success", "clique_id": 1, "cluster_uuid": null, "health_mask": null}});
+    facts["devices"][2]["fabric"] = json!({"value": {"state": "in_progress", "status": null, "clique_id": 0, "cluster_uuid": null, "health_mask": 0}});
+    // Errors other than not-supported, per reading.
+    for field in [
+        "serial",
+        "temperature_c",
+        "ecc_errors",
+        "retired_pages",
+        "nvlinks",
+        "fabric",
+    ] {
+        facts["devices"][3][field] = json!({"error": "Unknown Error"});
+    }
+    facts["devices"][4]["persistence_mode"] = json!({"value": false});
+    facts["devices"][4]["minor_number"] = json!("not_supported");
+
+    // The remote bus id is normalised on the way back, as for the gpu's own.
+    let mut expected = facts.clone();
+    expected["devices"][0]["nvlinks"]["value"][1]["remote_pci_bus_id"] = json!("0000:9a:00.0");
+    let held = nvml_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("nvml.json");
+    std::fs::write(&json_path, facts.to_string()).unwrap();
+    use_json(&held, &json_path);
+    let live = live_source(dir.path()).nvml();
+    let expected = parse_nvml_json(&expected.to_string()).unwrap();
+    assert_same(
+        "every reading",
+        &without_messages(&expected),
+        &without_messages(&live),
+    );
+}
+
+#[test]
+fn a_missing_library_is_library_not_found() {
+    let _held = nvml_lock();
+    let host = HostSource::new(
+        "/nonexistent-root",
+        SourceOptions {
+            nvml_lib: Some(PathBuf::from("/nonexistent.so")),
+            ..Default::default()
+        },
+    );
+    let err = host.nvml().init_error.expect("init must fail");
+    assert_eq!(err.kind, NvmlErrorKind::LibraryNotFound, "{}", err.message);
+}
+
+/// The way docs/testing.md runs it by hand: the binary, `--nvml-lib`, the variable set for the
+/// child only.
+#[test]
+fn the_cli_reads_the_fake_through_nvml_lib() {
+    // Spawning copies the environment: not while another test is changing it.
+    let _held = nvml_lock();
+    let lib = fake_lib();
+    let root = tempfile::tempdir().unwrap();
+    let json = common::repo()
+        .join("fixtures/hgx-h100-healthy")
+        .join(NVML_JSON);
+    let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        .args(["check", "--only", "driver", "--format", "json", "--root"])
+        .arg(root.path())
+        .arg("--nvml-lib")
+        .arg(lib)
+        .env(ENV_JSON, &json)
+        .output()
+        .expect("gpudoctor runs");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not a json report ({e}):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let init = report["layers"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["code"] == "driver.nvml_init")
+        .expect("driver.nvml_init ran");
+    assert_eq!(init["status"], "pass", "{init}");
+    let summary = init["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("driver 550.54.15, 8 device(s)"),
+        "{summary}"
+    );
+}
