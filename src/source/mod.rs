@@ -105,6 +105,16 @@ impl HostSource {
             options,
         }
     }
+
+    /// Record every file access into `trace` (for `gpudoctor record`).
+    pub fn with_trace(mut self, trace: std::sync::Arc<std::sync::Mutex<rooted::Trace>>) -> Self {
+        self.fs = self.fs.with_trace(trace);
+        self
+    }
+
+    pub fn options(&self) -> &SourceOptions {
+        &self.options
+    }
 }
 
 impl Source for HostSource {
