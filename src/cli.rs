@@ -68,6 +68,17 @@ pub enum Command {
         /// A check code, as printed in reports and by `list-checks` (e.g. driver.gpu_count).
         code: String,
     },
+    /// Capture this node into a replayable fixture (what the checks read + probe answers).
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  gpudoctor record --out /tmp/node.tar.gz          # redacted, for a ticket\n",
+        "  gpudoctor record --root /host --out /tmp/cap     # from a DaemonSet pod\n",
+        "  gpudoctor check --root /tmp/node.tar.gz          # replay it anywhere\n",
+        "\n",
+        "Host names, serial numbers, GPU/MIG UUIDs, GUIDs, MAC and IP addresses and pod names are\n",
+        "replaced by consistent placeholders unless --no-redact is given."
+    ))]
+    Record(RecordArgs),
     /// List the built-in platform profiles: what each expects, and its sources.
     #[command(after_help = concat!(
         "Examples:\n",
@@ -149,6 +160,47 @@ pub struct CheckArgs {
     /// may start from a built-in with `base = "hgx-h100"` (docs/profiles.md).
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Where to write the capture: a directory, or a file ending in .tar.gz.
+    #[arg(long, value_name = "DIR|FILE.tar.gz")]
+    pub out: PathBuf,
+
+    /// The node's root directory (`/` on the node, the host mount in a Pod).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+
+    /// Keep host names, serials, UUIDs, GUIDs, addresses and pod names as they are.
+    #[arg(long)]
+    pub no_redact: bool,
+
+    /// Replace an existing, non-empty --out.
+    #[arg(long)]
+    pub force: bool,
+
+    /// Load this NVML library instead of libnvidia-ml.so.1.
+    #[arg(long, value_name = "PATH")]
+    pub nvml_lib: Option<PathBuf>,
+
+    /// Read the kernel log from this file instead of /dev/kmsg.
+    #[arg(long, value_name = "FILE")]
+    pub kernel_log: Option<PathBuf>,
+
+    /// Longest any one probe may take, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+}
+
+impl RecordArgs {
+    pub fn source_options(&self) -> SourceOptions {
+        SourceOptions {
+            nvml_lib: self.nvml_lib.clone(),
+            kernel_log: self.kernel_log.clone(),
+            probe_timeout: Duration::from_secs(self.timeout),
+        }
+    }
 }
 
 fn parse_layer(s: &str) -> Result<Layer, String> {

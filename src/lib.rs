@@ -10,6 +10,8 @@ pub mod engine;
 pub mod explain;
 pub mod facts;
 pub mod profile;
+pub mod record;
+pub mod redact;
 pub mod render;
 pub mod report;
 pub mod source;

@@ -7,10 +7,12 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser;
 
-use gpudoctor::cli::{CatalogueFormat, CheckArgs, Cli, Command, ListFormat, ReportFormat};
+use gpudoctor::cli::{
+    CatalogueFormat, CheckArgs, Cli, Command, ListFormat, RecordArgs, ReportFormat,
+};
 use gpudoctor::render::table::Style;
 use gpudoctor::report::exit;
-use gpudoctor::{checks, engine, explain, profile, render, source};
+use gpudoctor::{checks, engine, explain, profile, record, render, source};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -27,6 +29,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Check(args) => check(&args),
+        Command::Record(args) => record(&args),
         Command::ListChecks { format } => {
             let text = match format {
                 CatalogueFormat::Table => explain::list_table(),
@@ -62,15 +65,85 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+fn record(args: &RecordArgs) -> anyhow::Result<i32> {
+    let options = record::RecordOptions {
+        root: args.root.clone(),
+        out: args.out.clone(),
+        redact: !args.no_redact,
+        force: args.force,
+        source: args.source_options(),
+        command_line: std::env::args().collect(),
+    };
+    eprintln!("gpudoctor: recording {} ...", args.root.display());
+    match record::record(&options) {
+        Ok(summary) => {
+            let redacted: Vec<String> = summary
+                .redacted
+                .iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect();
+            eprintln!(
+                "gpudoctor: wrote {} ({} files, {} links, {} KiB); {} unreadable path(s) listed in the manifest; redacted: {}",
+                summary.out.display(),
+                summary.files,
+                summary.links,
+                summary.bytes / 1024,
+                summary.unreadable,
+                if args.no_redact {
+                    "nothing (--no-redact)".to_string()
+                } else if redacted.is_empty() {
+                    "nothing found".to_string()
+                } else {
+                    redacted.join(", ")
+                }
+            );
+            eprintln!(
+                "gpudoctor: the capture replays with `gpudoctor check --root {}` (verdict: exit {})",
+                summary.out.display(),
+                summary.report.exit_code
+            );
+            emit(&format!("{}\n", summary.out.display()))?;
+            Ok(exit::HEALTHY)
+        }
+        Err(
+            err @ (record::RecordError::OutputExists(_)
+            | record::RecordError::OutputIsRoot(_)
+            | record::RecordError::RootNotDirectory(_)),
+        ) => {
+            eprintln!("gpudoctor: {err}");
+            Ok(exit::USAGE)
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
 fn check(args: &CheckArgs) -> anyhow::Result<i32> {
-    if !args.root.is_dir() {
+    // A packed capture: unpack into a temporary directory that lives until the report is out.
+    let unpacked = if args.root.is_file() && record::is_packed(&args.root) {
+        match record::unpack(&args.root) {
+            Ok(dir) => Some(dir),
+            Err(err) => {
+                eprintln!(
+                    "gpudoctor: --root {}: cannot unpack: {err}",
+                    args.root.display()
+                );
+                return Ok(exit::USAGE);
+            }
+        }
+    } else {
+        None
+    };
+    let root = unpacked
+        .as_ref()
+        .map_or(args.root.clone(), |d| d.path().to_path_buf());
+    if !root.is_dir() {
         let why = if args.root.exists() {
             "is not a directory"
         } else {
             "does not exist"
         };
         eprintln!(
-            "gpudoctor: --root {} {why}; pass the node's root directory (`/`, the host mount such as /host, or a recorded fixture directory)",
+            "gpudoctor: --root {} {why}; pass the node's root directory (`/`, the host mount such as /host), a recorded fixture directory or a .tar.gz capture",
             args.root.display()
         );
         return Ok(exit::USAGE);
@@ -94,8 +167,11 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    let source = source::open(&args.root, args.source_options());
-    let report = engine::run(source.as_ref(), &options);
+    let source = source::open(&root, args.source_options());
+    let mut report = engine::run(source.as_ref(), &options);
+    if unpacked.is_some() {
+        report.source.root = args.root.display().to_string();
+    }
     let text = match args.format {
         ReportFormat::Json => render::json::render(&report),
         ReportFormat::Table => {

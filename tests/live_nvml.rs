@@ -8,10 +8,9 @@
 
 mod common;
 
-use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use gpudoctor::engine::{self, RunOptions};
@@ -29,31 +28,8 @@ fn nvml_lock() -> MutexGuard<'static, ()> {
     NVML.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Build the fake once per run, in its own target directory so it never waits on the lock of
-/// the `cargo test` that runs this.
 fn fake_lib() -> &'static Path {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let repo = common::repo();
-        let target = repo.join("target/fake-nvml");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let out = Command::new(cargo)
-            .args(["build", "-p", "fake-nvml", "--locked", "--target-dir"])
-            .arg(&target)
-            .current_dir(&repo)
-            .output()
-            .expect("cargo runs");
-        assert!(
-            out.status.success(),
-            "building tests/fake-nvml failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let lib = target
-            .join("debug")
-            .join(format!("{DLL_PREFIX}nvidia_ml_fake{DLL_SUFFIX}"));
-        assert!(lib.is_file(), "{} was not built", lib.display());
-        lib
-    })
+    common::fake_nvml_lib()
 }
 
 /// Point the fake at `json`. The caller holds [`nvml_lock`].

@@ -1,8 +1,40 @@
 //! Helpers shared by the integration tests: fixture discovery, the CLI binary, snapshots.
 #![allow(dead_code)]
 
+use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The environment variable naming the `nvml.json` the stand-in NVML library answers from.
+pub const FAKE_NVML_JSON: &str = "GPUDOCTOR_FAKE_NVML_JSON";
+
+/// Build the stand-in `libnvidia-ml` (tests/fake-nvml) once per test binary, in its own target
+/// directory so it never waits on the lock of the `cargo test` that runs this.
+pub fn fake_nvml_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let repo = repo();
+        let target = repo.join("target/fake-nvml");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let out = Command::new(cargo)
+            .args(["build", "-p", "fake-nvml", "--locked", "--target-dir"])
+            .arg(&target)
+            .current_dir(&repo)
+            .output()
+            .expect("cargo runs");
+        assert!(
+            out.status.success(),
+            "building tests/fake-nvml failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lib = target
+            .join("debug")
+            .join(format!("{DLL_PREFIX}nvidia_ml_fake{DLL_SUFFIX}"));
+        assert!(lib.is_file(), "{} was not built", lib.display());
+        lib
+    })
+}
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -1,0 +1,575 @@
+//! `gpudoctor record`: capture a live node into a replayable fixture — exactly the files the
+//! checks read (under the same root-relative paths, symlinks kept as relative links, the
+//! directories they need to resolve) and the probe answers (NVML, the NVIDIA lines of the kernel
+//! log) — nothing else. Then replay the capture and store its report beside it.
+//!
+//! How it knows what the checks read: the host source runs with a [`Trace`] that the rooted
+//! reader fills with every path component it visits and every byte it reads, so each new layer
+//! is captured without touching this module. Redaction (on by default) is `redact.rs`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+use thiserror::Error;
+
+use crate::engine::{self, RunOptions};
+use crate::facts::node;
+use crate::facts::nvml::NvmlFacts;
+use crate::redact::{Kind, Redactor};
+use crate::report::Report;
+use crate::source::rooted::{Trace, Visited};
+use crate::source::{
+    self, CAPTURE_DIR, DEV_KMSG, FsError, HostSource, KMSG_TXT, MANIFEST, NVML_JSON, RootedFs,
+    Source, SourceKind, SourceOptions,
+};
+
+/// Where the replayed report of a capture is stored.
+pub const REPORT_JSON: &str = ".gpudoctor/report.json";
+
+/// Capture format written into `manifest.json`.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    /// The live node's root (`/`, or a host mount).
+    pub root: PathBuf,
+    /// A directory, or a file ending in `.tar.gz` / `.tgz`.
+    pub out: PathBuf,
+    pub redact: bool,
+    /// Replace an existing, non-empty output.
+    pub force: bool,
+    pub source: SourceOptions,
+    /// The command line, for the manifest.
+    pub command_line: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RecordSummary {
+    pub out: PathBuf,
+    pub files: usize,
+    pub links: usize,
+    pub dirs: usize,
+    pub bytes: u64,
+    pub unreadable: usize,
+    pub redacted: BTreeMap<&'static str, usize>,
+    /// The replayed capture's report.
+    pub report: Report,
+}
+
+#[derive(Debug, Error)]
+pub enum RecordError {
+    #[error("--root {0} is not a directory")]
+    RootNotDirectory(PathBuf),
+    #[error("{0} exists and is not empty; pass --force to replace it")]
+    OutputExists(PathBuf),
+    #[error("--out {0} would overwrite the root being recorded; choose another path")]
+    OutputIsRoot(PathBuf),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
+    move |source| RecordError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Is `out` a packed capture (`.tar.gz` / `.tgz`)?
+pub fn is_packed(path: &Path) -> bool {
+    let name = path.to_string_lossy();
+    name.ends_with(".tar.gz") || name.ends_with(".tgz")
+}
+
+/// The live host, recording every access and remembering the probe answers it gave.
+struct RecordingSource {
+    inner: HostSource,
+    nvml: OnceLock<NvmlFacts>,
+    kernel_log: OnceLock<Result<Option<(String, String)>, FsError>>,
+}
+
+impl Source for RecordingSource {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Live
+    }
+    fn fs(&self) -> &RootedFs {
+        self.inner.fs()
+    }
+    fn nvml(&self) -> NvmlFacts {
+        self.nvml.get_or_init(|| self.inner.nvml()).clone()
+    }
+    fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
+        self.kernel_log
+            .get_or_init(|| self.inner.kernel_log())
+            .clone()
+    }
+}
+
+pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
+    if !options.root.is_dir() {
+        return Err(RecordError::RootNotDirectory(options.root.clone()));
+    }
+    check_output(options)?;
+
+    // 1. Run every layer against the live node, tracing what the checks read.
+    let trace = Arc::new(Mutex::new(Trace::default()));
+    let recording = RecordingSource {
+        inner: HostSource::new(&options.root, options.source.clone()).with_trace(trace.clone()),
+        nvml: OnceLock::new(),
+        kernel_log: OnceLock::new(),
+    };
+    let _live = engine::run(
+        &recording,
+        &RunOptions {
+            keep_going: true,
+            ..RunOptions::default()
+        },
+    );
+    let identity = node::gather(&recording);
+    let nvml = recording.nvml();
+    let kernel_log = recording.kernel_log();
+    let trace = trace.lock().map(|t| t.clone()).unwrap_or_default();
+
+    // 2. What to redact: values known from the facts, plus shapes found in any text.
+    let mut redactor = Redactor::new();
+    if options.redact {
+        if let Some(host) = &identity.hostname {
+            redactor.add_literal(Kind::Hostname, host);
+            // Short host name too (`gpu-node-7` of `gpu-node-7.cluster.local`).
+            if let Some((short, _)) = host.split_once('.') {
+                redactor.add_literal(Kind::Hostname, short);
+            }
+        }
+        for device in &nvml.devices {
+            if let Some(serial) = device.serial.value() {
+                redactor.add_literal(Kind::Serial, serial);
+            }
+        }
+        for text in trace
+            .contents
+            .values()
+            .filter_map(|b| std::str::from_utf8(b).ok())
+        {
+            for serial in board_serials(text) {
+                redactor.add_literal(Kind::Serial, &serial);
+            }
+        }
+        if let Ok(Some((log, _))) = &kernel_log {
+            for serial in board_serials(log) {
+                redactor.add_literal(Kind::Serial, &serial);
+            }
+        }
+    }
+
+    // 3. Write the tree (into a staging directory when packing).
+    let staging = if is_packed(&options.out) {
+        Some(tempfile::tempdir().map_err(io_err(&options.out))?)
+    } else {
+        None
+    };
+    let capture: PathBuf = match &staging {
+        Some(dir) => dir.path().to_path_buf(),
+        None => options.out.clone(),
+    };
+    fs::create_dir_all(&capture).map_err(io_err(&capture))?;
+    let mut counts = materialize(
+        &trace,
+        &options.root,
+        &capture,
+        options.redact.then_some(&mut redactor),
+    )?;
+
+    // 4. Probe answers.
+    let mut unreadable: Vec<serde_json::Value> = trace
+        .failures
+        .iter()
+        .filter(|(path, _)| path.as_str() != DEV_KMSG)
+        .map(|(path, error)| json!({"path": path, "error": error}))
+        .collect();
+    if let Some(err) = &nvml.init_error {
+        unreadable.push(
+            json!({"path": "nvml", "error": format!("{}: {}", err.kind.name(), err.message)}),
+        );
+    }
+    let nvml_text = serde_json::to_string_pretty(&nvml).unwrap_or_else(|_| "{}".into());
+    write_text(
+        &capture,
+        NVML_JSON,
+        &nvml_text,
+        &mut counts,
+        options.redact.then_some(&mut redactor),
+    )?;
+    match &kernel_log {
+        Ok(Some((text, _))) => {
+            let kept = nvidia_kernel_lines(text);
+            write_text(
+                &capture,
+                KMSG_TXT,
+                &kept,
+                &mut counts,
+                options.redact.then_some(&mut redactor),
+            )?;
+        }
+        Ok(None) => {}
+        Err(err) => unreadable.push(json!({"path": err.path(), "error": err.to_string()})),
+    }
+
+    // 5. Manifest, then replay the capture and keep its report and verdict.
+    let mut manifest = json!({
+        "format_version": FORMAT_VERSION,
+        "node": identity.hostname.as_deref().map(|h| if options.redact { redactor.redact(h) } else { h.to_string() }),
+        "description": "recorded by gpudoctor record",
+        "made": {"how": "recorded", "from": null, "edit": null, "by": format!("gpudoctor {}", env!("CARGO_PKG_VERSION"))},
+        "gpudoctor_version": env!("CARGO_PKG_VERSION"),
+        "time": rfc3339(SystemTime::now()),
+        "kernel": identity.kernel,
+        "driver": nvml.driver_version,
+        "command_line": options.command_line,
+        "unreadable": unreadable,
+        "redaction": {
+            "enabled": options.redact,
+            "replaced": if options.redact { json!(redactor.counts()) } else { json!({}) },
+        },
+    });
+    let manifest_path = capture.join(MANIFEST);
+    write_json(&manifest_path, &manifest)?;
+    let replayed = replay(&capture);
+    manifest["expect"] = json!({
+        "exit_code": replayed.exit_code,
+        "first_failing_layer": replayed.first_failure.as_ref().map(|f| f.layer.id()),
+        "codes": replayed.findings().map(|(_, c)| c.code.clone()).collect::<std::collections::BTreeSet<_>>(),
+    });
+    write_json(&manifest_path, &manifest)?;
+    write_json(
+        &capture.join(REPORT_JSON),
+        &serde_json::to_value(&replayed).unwrap_or_default(),
+    )?;
+
+    if staging.is_some() {
+        pack(&capture, &options.out)?;
+    }
+    Ok(RecordSummary {
+        out: options.out.clone(),
+        files: counts.files,
+        links: counts.links,
+        dirs: counts.dirs,
+        bytes: counts.bytes,
+        unreadable: manifest["unreadable"].as_array().map_or(0, Vec::len),
+        redacted: redactor.counts(),
+        report: replayed,
+    })
+}
+
+/// Replay a capture directory with default options, every layer.
+fn replay(capture: &Path) -> Report {
+    let source = source::open(capture, SourceOptions::default());
+    engine::run(
+        source.as_ref(),
+        &RunOptions {
+            keep_going: false,
+            ..RunOptions::default()
+        },
+    )
+}
+
+fn check_output(options: &RecordOptions) -> Result<(), RecordError> {
+    let out = &options.out;
+    if let (Ok(out_real), Ok(root_real)) = (out.canonicalize(), options.root.canonicalize())
+        && (out_real == root_real || root_real.starts_with(&out_real))
+    {
+        return Err(RecordError::OutputIsRoot(out.clone()));
+    }
+    let occupied = if out.is_dir() {
+        fs::read_dir(out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    } else {
+        out.symlink_metadata().is_ok()
+    };
+    if occupied && !options.force {
+        return Err(RecordError::OutputExists(out.clone()));
+    }
+    if occupied {
+        let removed = if out.is_dir() {
+            fs::remove_dir_all(out)
+        } else {
+            fs::remove_file(out)
+        };
+        removed.map_err(io_err(out))?;
+    }
+    Ok(())
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    files: usize,
+    links: usize,
+    dirs: usize,
+    bytes: u64,
+}
+
+/// Paths the trace may visit that must not become part of a capture.
+fn excluded(path: &str) -> bool {
+    path == DEV_KMSG || path == CAPTURE_DIR || path.starts_with(".gpudoctor/")
+}
+
+/// Rebuild the traced part of the tree under `capture`.
+fn materialize(
+    trace: &Trace,
+    root: &Path,
+    capture: &Path,
+    mut redactor: Option<&mut Redactor>,
+) -> Result<Counts, RecordError> {
+    let mut counts = Counts::default();
+    for (path, kind) in &trace.visited {
+        if excluded(path) || path.is_empty() {
+            continue;
+        }
+        let target = capture.join(path);
+        match kind {
+            Visited::Dir => {
+                fs::create_dir_all(&target).map_err(io_err(&target))?;
+                counts.dirs += 1;
+            }
+            Visited::Link(link_target) => make_link(path, link_target, &target, &mut counts)?,
+            Visited::File | Visited::Special => {
+                let bytes = trace.contents.get(path).cloned().unwrap_or_default();
+                let bytes = match (redactor.as_deref_mut(), String::from_utf8(bytes)) {
+                    (Some(r), Ok(text)) => r.redact(&text).into_bytes(),
+                    (_, Ok(text)) => text.into_bytes(),
+                    (_, Err(raw)) => raw.into_bytes(),
+                };
+                write_file(&target, &bytes, &mut counts)?;
+            }
+        }
+    }
+    // Entries of listed directories that no check opened: recreate their shape, not content.
+    for (dir, names) in &trace.listings {
+        for name in names {
+            let path = if dir.is_empty() {
+                name.clone()
+            } else {
+                format!("{dir}/{name}")
+            };
+            if excluded(&path) || trace.visited.contains_key(&path) {
+                continue;
+            }
+            let target = capture.join(&path);
+            if target.symlink_metadata().is_ok() {
+                continue;
+            }
+            let live = root.join(&path);
+            match live.symlink_metadata() {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    if let Ok(link_target) = fs::read_link(&live) {
+                        make_link(&path, &link_target.to_string_lossy(), &target, &mut counts)?;
+                    }
+                }
+                Ok(meta) if meta.is_dir() => {
+                    fs::create_dir_all(&target).map_err(io_err(&target))?;
+                    counts.dirs += 1;
+                }
+                Ok(_) => write_file(&target, b"", &mut counts)?,
+                Err(_) => {}
+            }
+        }
+    }
+    Ok(counts)
+}
+
+/// Recreate a symlink; an absolute target (possible only when the root is `/`) becomes relative
+/// so the capture stays self-contained.
+fn make_link(
+    path: &str,
+    link_target: &str,
+    target: &Path,
+    counts: &mut Counts,
+) -> Result<(), RecordError> {
+    if target.symlink_metadata().is_ok() {
+        return Ok(());
+    }
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    let relative = if let Some(stripped) = link_target.strip_prefix('/') {
+        let depth = path.matches('/').count();
+        format!("{}{stripped}", "../".repeat(depth))
+    } else {
+        link_target.to_string()
+    };
+    symlink(&relative, target).map_err(io_err(target))?;
+    counts.links += 1;
+    Ok(())
+}
+
+fn write_file(target: &Path, bytes: &[u8], counts: &mut Counts) -> Result<(), RecordError> {
+    if target.symlink_metadata().is_ok() {
+        return Ok(());
+    }
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    fs::write(target, bytes).map_err(io_err(target))?;
+    counts.files += 1;
+    counts.bytes += bytes.len() as u64;
+    Ok(())
+}
+
+fn write_text(
+    capture: &Path,
+    rel: &str,
+    text: &str,
+    counts: &mut Counts,
+    redactor: Option<&mut Redactor>,
+) -> Result<(), RecordError> {
+    let text = match redactor {
+        Some(r) => r.redact(text),
+        None => text.to_string(),
+    };
+    let target = capture.join(rel);
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    fs::write(&target, text.as_bytes()).map_err(io_err(&target))?;
+    counts.files += 1;
+    counts.bytes += text.len() as u64;
+    Ok(())
+}
+
+fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), RecordError> {
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_else(|_| "{}".into());
+    text.push('\n');
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    fs::write(path, text).map_err(io_err(path))
+}
+
+/// `NVRM: GPU Board Serial Number: 1654922007835` lines (gpu-health.md §8).
+fn board_serials(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            l.split_once("Board Serial Number:")
+                .map(|(_, s)| s.trim().to_string())
+        })
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// The NVIDIA lines of a kernel log with what is needed to parse them: NVRM/nvidia/Xid/SXid
+/// records and the continuation lines that follow them (`/dev/kmsg` continuation lines start
+/// with a space; XID 119's GSP history is more NVRM lines).
+pub fn nvidia_kernel_lines(text: &str) -> String {
+    let mut out = String::new();
+    let mut keeping = false;
+    for line in text.lines() {
+        let relevant = ["NVRM", "nvidia", "NVIDIA", "Xid", "SXid", "nvswitch"]
+            .iter()
+            .any(|k| line.contains(k));
+        let continuation = line.starts_with(' ') || line.starts_with('\t');
+        if relevant || (keeping && continuation) {
+            out.push_str(line);
+            out.push('\n');
+            keeping = true;
+        } else {
+            keeping = false;
+        }
+    }
+    out
+}
+
+/// Pack a capture directory into a `.tar.gz` whose entries are root-relative.
+fn pack(capture: &Path, out: &Path) -> Result<(), RecordError> {
+    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    let file = fs::File::create(out).map_err(io_err(out))?;
+    let encoder = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+    let mut builder = tar::Builder::new(encoder);
+    // Store links as links; never follow them while packing.
+    builder.follow_symlinks(false);
+    builder
+        .append_dir_all(".", capture)
+        .map_err(io_err(capture))?;
+    let encoder = builder.into_inner().map_err(io_err(out))?;
+    encoder.finish().map_err(io_err(out))?;
+    Ok(())
+}
+
+/// Unpack a `.tar.gz` capture into a new temporary directory (kept alive by the caller).
+/// Entries that would land outside the directory are refused by the tar crate; links that
+/// point out are refused later by the rooted reader.
+pub fn unpack(archive: &Path) -> Result<tempfile::TempDir, RecordError> {
+    let dir = tempfile::tempdir().map_err(io_err(archive))?;
+    let file = fs::File::open(archive).map_err(io_err(archive))?;
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    tar.set_preserve_permissions(false);
+    tar.set_overwrite(true);
+    tar.unpack(dir.path()).map_err(io_err(archive))?;
+    Ok(dir)
+}
+
+/// `2026-11-30T07:26:08Z` without a date crate (days-from-civil, Howard Hinnant's algorithm).
+pub fn rfc3339(time: SystemTime) -> String {
+    let secs = time
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn formats_utc_times() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_796_023_568)),
+            "2026-11-30T07:26:08Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn keeps_nvidia_lines_and_their_continuations() {
+        let log = "6,1,1,-;usb 1-1: new device\n4,2,2,-;NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.\n SUBSYSTEM=pci\n DEVICE=+pci:0000:2b:00.0\n6,3,3,-;eth0: link up\n";
+        let kept = nvidia_kernel_lines(log);
+        assert_eq!(kept.lines().count(), 3, "{kept}");
+        assert!(!kept.contains("usb") && !kept.contains("eth0"));
+    }
+
+    #[test]
+    fn finds_board_serials() {
+        assert_eq!(
+            board_serials("NVRM: GPU Board Serial Number: 1654922007835\n"),
+            vec!["1654922007835"]
+        );
+    }
+}

@@ -1,0 +1,284 @@
+//! `gpudoctor record` round trips: every fixture, recorded through the live host source (with
+//! the stand-in NVML library answering from the fixture's nvml.json), replays to the same
+//! findings; a capture of a capture is identical; redaction leaves no identifier behind; packed
+//! captures replay directly.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// Run `gpudoctor record` on `root` as if it were a live node: NVML from the stand-in library
+/// answering `answers`' nvml.json, the kernel log from its kmsg.txt.
+fn record_from(root: &Path, answers: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    cmd.arg("record")
+        .arg("--root")
+        .arg(root)
+        .arg("--out")
+        .arg(out)
+        .arg("--nvml-lib")
+        .arg(common::fake_nvml_lib())
+        .args(extra)
+        .env(common::FAKE_NVML_JSON, answers.join(".gpudoctor/nvml.json"));
+    let kmsg = answers.join(".gpudoctor/kmsg.txt");
+    if kmsg.is_file() {
+        cmd.arg("--kernel-log").arg(kmsg);
+    }
+    cmd.output().expect("gpudoctor runs")
+}
+
+fn record(root: &Path, out: &Path, extra: &[&str]) -> Output {
+    record_from(root, root, out, extra)
+}
+
+fn replay(root: &Path) -> Value {
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        root.to_str().unwrap(),
+        "--format",
+        "json",
+        "--keep-going",
+    ]);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: no JSON report ({e}): {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// (code, status, summary) of every check that is not a pass or skip.
+fn findings(report: &Value, with_summary: bool) -> BTreeSet<(String, String, String)> {
+    report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["checks"].as_array().unwrap().iter())
+        .map(|c| {
+            (
+                c["code"].as_str().unwrap().to_string(),
+                c["status"].as_str().unwrap().to_string(),
+                if with_summary {
+                    c["summary"].as_str().unwrap().to_string()
+                } else {
+                    String::new()
+                },
+            )
+        })
+        .collect()
+}
+
+fn ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn every_fixture_round_trips_through_record() {
+    for fixture in common::fixtures() {
+        let name = common::name_of(&fixture);
+        let tmp = tempfile::tempdir().unwrap();
+        let original = replay(&fixture);
+
+        let plain = tmp.path().join("plain");
+        ok(&record(&fixture, &plain, &["--no-redact"]), &name);
+        assert_eq!(
+            findings(&replay(&plain), true),
+            findings(&original, true),
+            "{name}: the unredacted capture replays differently"
+        );
+
+        let redacted = tmp.path().join("redacted");
+        ok(&record(&fixture, &redacted, &[]), &name);
+        let again = replay(&redacted);
+        assert_eq!(
+            findings(&again, false),
+            findings(&original, false),
+            "{name}: the redacted capture replays differently"
+        );
+        assert_eq!(again["exit_code"], original["exit_code"], "{name}");
+
+        // The manifest's expect block is the capture's own verdict.
+        let manifest: Value = serde_json::from_str(
+            &fs::read_to_string(redacted.join(".gpudoctor/manifest.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            manifest["expect"]["exit_code"],
+            replay_default_exit(&redacted),
+            "{name}"
+        );
+        assert!(
+            redacted.join(".gpudoctor/report.json").is_file(),
+            "{name}: report stored beside the capture"
+        );
+    }
+}
+
+fn replay_default_exit(root: &Path) -> Value {
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        root.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    Value::from(out.status.code().unwrap())
+}
+
+/// Every file under `dir` (relative path → content or link target), without the parts that
+/// carry a time or a duration.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let meta = path.symlink_metadata().unwrap();
+            if meta.file_type().is_symlink() {
+                out.insert(
+                    rel,
+                    format!("-> {}", fs::read_link(&path).unwrap().display()).into_bytes(),
+                );
+            } else if meta.is_dir() {
+                stack.push(path);
+            } else if rel != ".gpudoctor/manifest.json" && rel != ".gpudoctor/report.json" {
+                out.insert(rel, fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_capture_of_a_capture_is_identical() {
+    let fixture = common::repo().join("fixtures/h100-xid48-dbe");
+    let tmp = tempfile::tempdir().unwrap();
+    let first = tmp.path().join("first");
+    let second = tmp.path().join("second");
+    ok(&record(&fixture, &first, &[]), "first");
+    ok(&record(&first, &second, &[]), "second");
+    let (a, b) = (tree(&first), tree(&second));
+    let only_a: Vec<&String> = a.keys().filter(|k| !b.contains_key(*k)).collect();
+    let only_b: Vec<&String> = b.keys().filter(|k| !a.contains_key(*k)).collect();
+    assert!(
+        only_a.is_empty() && only_b.is_empty(),
+        "paths differ: {only_a:?} / {only_b:?}"
+    );
+    for (path, content) in &a {
+        assert!(
+            content == &b[path],
+            "{path} differs between a capture and its capture"
+        );
+    }
+}
+
+#[test]
+fn a_redacted_capture_keeps_no_identifier_and_stays_small() {
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    let nvml: Value =
+        serde_json::from_str(&fs::read_to_string(fixture.join(".gpudoctor/nvml.json")).unwrap())
+            .unwrap();
+    let mut secrets: Vec<String> = vec!["hgx-h100-01".into()];
+    for device in nvml["devices"].as_array().unwrap() {
+        secrets.push(device["uuid"].as_str().unwrap().to_string());
+        secrets.push(device["serial"]["value"].as_str().unwrap().to_string());
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cap");
+    ok(&record(&fixture, &out, &[]), "record");
+    let files = tree(&out);
+    for (path, content) in &files {
+        let text = String::from_utf8_lossy(content);
+        for secret in &secrets {
+            assert!(
+                !text.contains(secret.as_str()),
+                "{path} still contains {secret}"
+            );
+        }
+    }
+    let manifest = fs::read_to_string(out.join(".gpudoctor/manifest.json")).unwrap();
+    for secret in &secrets {
+        assert!(
+            !manifest.contains(secret.as_str()),
+            "the manifest contains {secret}"
+        );
+    }
+    // Only what the checks read: far fewer entries than the fixture, and small.
+    let bytes: usize = files.values().map(Vec::len).sum();
+    assert!(bytes < 512 * 1024, "capture holds {bytes} bytes");
+    assert!(
+        files.len() < tree(&fixture).len() / 2,
+        "{} entries captured",
+        files.len()
+    );
+    // And no identifier in the replayed report either.
+    let report = replay(&out).to_string();
+    for secret in &secrets {
+        assert!(
+            !report.contains(secret.as_str()),
+            "the replayed report contains {secret}"
+        );
+    }
+}
+
+#[test]
+fn a_packed_capture_replays_directly() {
+    let fixture = common::repo().join("fixtures/h100-nvlink-links-down");
+    let tmp = tempfile::tempdir().unwrap();
+    let packed = tmp.path().join("node.tar.gz");
+    ok(&record(&fixture, &packed, &[]), "record");
+    assert!(packed.is_file());
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        packed.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["source"]["kind"], "replay");
+    assert_eq!(report["source"]["root"], packed.to_str().unwrap());
+    assert_eq!(report["first_failure"]["code"], "nvlink.links_active");
+}
+
+#[test]
+fn an_occupied_output_is_refused_without_force() {
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cap");
+    fs::create_dir_all(&out).unwrap();
+    fs::write(out.join("keep-me"), "data").unwrap();
+    let refused = record(&fixture, &out, &[]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"));
+    assert!(out.join("keep-me").is_file(), "nothing was touched");
+    ok(&record(&fixture, &out, &["--force"]), "with --force");
+    assert!(!out.join("keep-me").exists());
+    // Never over the root itself.
+    let over_root = record(&fixture, &fixture, &["--force"]);
+    assert_eq!(over_root.status.code(), Some(2));
+    assert!(fixture.join(".gpudoctor/manifest.json").is_file());
+}
