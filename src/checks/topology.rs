@@ -1,0 +1,1025 @@
+//! Topology layer: is the data path local (NUMA / PCIe)? A GPU can be healthy and still crawl
+//! when its link trained narrow, its RDMA NIC sits on the other socket, the firmware gives no
+//! NUMA locality, ACS forces peer-to-peer traffic up to the root complex, the IOMMU translates
+//! every DMA, or the kubelet's Topology Manager is left at `none`.
+//!
+//! Facts come from `facts/topology.rs` (sysfs only, so the layer works without the driver),
+//! `facts/pcicfg.rs` (ACS), `facts/iommu.rs` and `facts/kubelet.rs`; this module only judges.
+//! Sources: reference/topology.md §3 (classes), §5 (GPU↔NIC and GPUDirect RDMA), §6 (ACS,
+//! IOMMU), §8 (the checks this layer can derive); sysfs.md §3 (link speed), §5 (AER), §7
+//! (NUMA); kubernetes.md §4 (kubelet keys).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{CheckDef, Context, Explain, Outcome};
+use crate::facts::iommu;
+use crate::facts::pci::{LinkSpeed, PCI_DEVICES, describe_link, link_gb_per_s};
+use crate::facts::pcicfg::{ACS_CR, ACS_EC, ACS_RR, ACS_SV, AcsReading, acs_flags};
+use crate::facts::topology::{self, DeviceKind, Link, NumaSource, PciDevice, Topology};
+use crate::report::{Action, Evidence, Layer};
+
+pub fn checks() -> Vec<CheckDef> {
+    vec![
+        CheckDef {
+            code: "topology.pcie_link",
+            layer: Layer::Topology,
+            title: "GPU and NIC PCIe links (and the switch links above them) at full width",
+            explain: Explain {
+                reads: "/sys/bus/pci/devices/*/{current,max}_link_{speed,width} of the GPUs, NICs and every root/switch port above them; the profile's GPU PCIe generation and width",
+                expects: "current width = the link's max width (the smaller of the device's and its upstream port's max, as NCCL computes it) and ≥ the profile's; current speed = max speed for NICs and switch ports (GPUs lower their speed when idle, so that is only noted)",
+                why: "a link that trained at x8 halves host↔GPU and GPUDirect RDMA bandwidth while every Kubernetes object says Running; a NIC or switch port below its speed caps the whole subtree",
+                fix: "reseat the card, riser or cable of the named link and check the slot's BIOS settings; confirm with `lspci -vv -s <bdf> | grep -E 'LnkCap|LnkSta'` (both ends show the downgrade)",
+            },
+            run: pcie_link,
+        },
+        CheckDef {
+            code: "topology.aer_errors",
+            layer: Layer::Topology,
+            title: "no uncorrectable PCIe (AER) errors on GPUs, NICs and the ports above them",
+            explain: Explain {
+                reads: "/sys/bus/pci/devices/*/aer_dev_{fatal,nonfatal,correctable} (old long-name and new short-name layouts) and aer_rootport_total_err_* of the GPUs, NICs and the ports above them",
+                expects: "TOTAL_ERR_FATAL and TOTAL_ERR_NONFATAL 0 (correctable errors are counted, not judged)",
+                why: "uncorrectable PCIe errors reset links, drop the GPU or NIC off the bus (XID 79) and corrupt DMA; the counters show a marginal link before the job dies",
+                fix: "read `dmesg | grep -i aer` for the device and error type; reseat or replace the card, riser or cable of the link named (either end may count the errors); counters only reset at reboot, so compare after a reboot",
+            },
+            run: aer_errors,
+        },
+        CheckDef {
+            code: "topology.numa_affinity",
+            layer: Layer::Topology,
+            title: "GPUs and NICs report their NUMA node",
+            explain: Explain {
+                reads: "/sys/bus/pci/devices/*/{numa_node,local_cpulist,local_cpus} of GPUs and NICs; /sys/devices/system/node/node*/cpulist",
+                expects: "on a machine with several NUMA nodes, numa_node ≥ 0 on every GPU and NIC, and local_cpulist inside that node",
+                why: "numa_node -1 means the firmware gave no PCIe locality (ACPI _PXM): the device plugin then reports no topology, the kubelet's Topology Manager cannot align GPUs with CPUs and memory, and NCCL guesses",
+                fix: "update the BIOS or enable its NUMA / ACPI SRAT option (and on AMD, the NPS / 'ACPI SRAT L3 cache as NUMA' setting the platform guide asks for); in a VM, give the guest a virtual NUMA topology with device affinity",
+            },
+            run: numa_affinity,
+        },
+        CheckDef {
+            code: "topology.gpu_nic_locality",
+            layer: Layer::Topology,
+            title: "each GPU has an RDMA NIC close by (PIX/PXB)",
+            explain: Explain {
+                reads: "the PCI tree under /sys/devices/pci*, /sys/class/infiniband, NUMA nodes; the profile's gpudirect_rdma",
+                expects: "when the node has RDMA NICs, every GPU reaches one at PIX or PXB (behind the same PCIe switch); PHB/NODE warn on GPUDirect RDMA platforms; SYS fails there and warns elsewhere",
+                why: "NCCL uses GPUDirect RDMA only up to PXB by default (NCCL_NET_GDR_LEVEL): further away, inter-node traffic bounces through host memory at roughly half the bandwidth, and across the CPU interconnect it also competes with everything else on the socket link",
+                fix: "put a compute NIC under each GPU's PCIe switch (check the server's slot map: NICs moved to other risers or sockets), or re-cable; `gpudoctor topo` shows the matrix",
+            },
+            run: gpu_nic_locality,
+        },
+        CheckDef {
+            code: "topology.acs",
+            layer: Layer::Topology,
+            title: "ACS does not redirect peer-to-peer traffic on the PCIe switches",
+            explain: Explain {
+                reads: "/sys/bus/pci/devices/*/config (ACS extended capability, control register at cap+6) of the PCIe switch ports above GPUs and RDMA NICs; /proc/cpuinfo (hypervisor flag)",
+                expects: "on bare metal, SrcValid, ReqRedir, CmpltRedir and EgressCtrl off on those ports; a config file shorter than 4096 bytes (not root) is reported, not guessed",
+                why: "with ACS redirect on, GPU↔GPU and GPU↔NIC traffic goes up to the root complex instead of across the switch: GPUDirect P2P and RDMA slow down sharply or hang (NCCL troubleshooting guide)",
+                fix: "disable ACS in the BIOS, boot with `pci=disable_acs_redir=<bdf>[;<bdf>...]`, or until the next reboot `setpci -s <bdf> ECAP_ACS+0x6.w=0000`; check with `sudo lspci -vvv | grep ACSCtl`",
+            },
+            run: acs,
+        },
+        CheckDef {
+            code: "topology.iommu",
+            layer: Layer::Topology,
+            title: "the IOMMU does not translate GPU DMA on a GPUDirect platform",
+            explain: Explain {
+                reads: "/sys/class/iommu, the GPUs' and NICs' iommu_group links and /sys/kernel/iommu_groups/*/type, /proc/cmdline (intel_iommu, amd_iommu, iommu=pt); the profile's gpudirect_rdma",
+                expects: "no active IOMMU, or pass-through (group type identity, `iommu=pt`) on GPUDirect RDMA platforms",
+                why: "a translating IOMMU (group type DMA / DMA-FQ) puts every GPUDirect and peer-to-peer transfer through address translation and can redirect it via the root complex: large slowdowns or hangs (NCCL troubleshooting guide)",
+                fix: "add `iommu=pt` to the kernel command line (keep `intel_iommu=on` / `amd_iommu=on` if VFIO needs the IOMMU), update the bootloader and reboot",
+            },
+            run: iommu_mode,
+        },
+        CheckDef {
+            code: "topology.kubelet_topology_manager",
+            layer: Layer::Topology,
+            title: "the kubelet aligns GPUs with CPUs and memory on multi-socket nodes",
+            explain: Explain {
+                reads: "the kubelet config (/var/lib/kubelet/config.yaml and other installers' paths): topologyManagerPolicy, topologyManagerScope, cpuManagerPolicy, memoryManagerPolicy; the GPUs' NUMA nodes",
+                expects: "when the GPUs sit on more than one NUMA node, topologyManagerPolicy single-numa-node, restricted or best-effort (cpu and memory manager policies are reported)",
+                why: "with policy none the kubelet hands a pod GPUs from one socket and CPUs and memory from the other: every host↔GPU copy crosses the CPU interconnect",
+                fix: "set `topologyManagerPolicy: single-numa-node` (or restricted / best-effort) with `cpuManagerPolicy: static` and `memoryManagerPolicy: Static` in the kubelet config; changing the CPU manager policy needs `rm /var/lib/kubelet/cpu_manager_state` and a kubelet restart on a drained node",
+            },
+            run: kubelet_topology_manager,
+        },
+    ]
+}
+
+fn topo<'c>(ctx: &'c Context<'_>) -> Result<&'c Topology, Outcome> {
+    ctx.topology().as_ref().map_err(Outcome::unreadable)
+}
+
+fn attr_path(d: &PciDevice, attr: &str) -> String {
+    format!("{PCI_DEVICES}/{}/{attr}", d.bdf)
+}
+
+/// `gpu 0000:18:00.0`, `rdma nic 0000:19:00.0 (mlx5_0)`.
+fn label(d: &PciDevice) -> String {
+    match d.kind {
+        DeviceKind::RdmaNic | DeviceKind::Nic if !d.rdma_devices.is_empty() || !d.netdevs.is_empty() => {
+            format!("{} ({})", d.label(), d.nic_name())
+        }
+        _ => d.label(),
+    }
+}
+
+/// GPUs and NICs, then every captured bridge above them, each once, in tree order.
+fn in_scope(t: &Topology) -> Vec<&PciDevice> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    let ends: Vec<&PciDevice> = t
+        .devices
+        .iter()
+        .filter(|d| d.kind == DeviceKind::Gpu || d.kind.is_nic())
+        .collect();
+    for d in &ends {
+        for a in t.ancestors(d).into_iter().rev().chain(std::iter::once(*d)) {
+            if seen.insert(a.bdf.clone()) {
+                out.push(a);
+            }
+        }
+    }
+    out.sort_by(|a, b| (a.address, &a.bdf).cmp(&(b.address, &b.bdf)));
+    out
+}
+
+fn min_opt<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+fn pcie_link(ctx: &Context<'_>) -> Outcome {
+    let t = match topo(ctx) {
+        Ok(t) => t,
+        Err(o) => return o,
+    };
+    let profile = ctx.profile();
+    let scope = in_scope(t);
+    struct Finding<'a> {
+        device: &'a PciDevice,
+        text: String,
+        evidence: Vec<Evidence>,
+    }
+    let mut width_fails: Vec<Finding> = Vec::new();
+    let mut speed_warns: Vec<Finding> = Vec::new();
+    let mut profile_fails: Vec<Finding> = Vec::new();
+    let mut gpu_idle_notes: Vec<String> = Vec::new();
+    let mut judged = 0usize;
+    for d in &scope {
+        let link = d.link;
+        if link.is_empty() {
+            continue;
+        }
+        judged += 1;
+        // An endpoint's link is shared with the port above it: the usable maximum is the smaller
+        // of the two (NCCL `src/graph/xml.cc`; sysfs.md §3). A bridge's own files describe the
+        // link it trains, so its own max is the reference.
+        let parent = t.parent(d).filter(|_| !d.kind.is_bridge());
+        let cap_width = min_opt(link.max_width, parent.and_then(|p| p.link.max_width));
+        let cap_speed = min_opt(link.max_speed, parent.and_then(|p| p.link.max_speed));
+        if let (Some(cur), Some(cap)) = (link.current_width, cap_width)
+            && cur < cap
+        {
+            let speed = link.current_speed.or(cap_speed);
+            width_fails.push(Finding {
+                device: d,
+                text: format!(
+                    "{} pcie link x{cur} of x{cap}{}",
+                    label(d),
+                    speed
+                        .map(|s| format!(
+                            " ({:.2} of {:.2} GB/s)",
+                            link_gb_per_s(s, cur),
+                            link_gb_per_s(s, cap)
+                        ))
+                        .unwrap_or_default()
+                ),
+                evidence: vec![
+                    Evidence::new(
+                        attr_path(d, "current_link_width"),
+                        format!("x{cur}: {}", describe_link(link.current_speed, Some(cur))),
+                    )
+                    .expected(format!("x{cap}: {}", describe_link(cap_speed, Some(cap)))),
+                ],
+            });
+        }
+        if let (Some(cur), Some(cap)) = (link.current_speed, cap_speed)
+            && cur < cap
+        {
+            let width = link.current_width.or(cap_width);
+            let ev = Evidence::new(
+                attr_path(d, "current_link_speed"),
+                describe_link(Some(cur), width),
+            )
+            .expected(describe_link(Some(cap), width));
+            if d.kind == DeviceKind::Gpu {
+                gpu_idle_notes.push(format!("{} at {cur} of {cap}", d.bdf));
+            } else {
+                speed_warns.push(Finding {
+                    device: d,
+                    text: format!(
+                        "{} pcie link at {cur} of {cap}{}",
+                        label(d),
+                        width
+                            .map(|w| format!(
+                                " ({:.2} of {:.2} GB/s)",
+                                link_gb_per_s(cur, w),
+                                link_gb_per_s(cap, w)
+                            ))
+                            .unwrap_or_default()
+                    ),
+                    evidence: vec![ev],
+                });
+            }
+        }
+        if d.kind == DeviceKind::Gpu
+            && let Some(p) = profile
+        {
+            if let (Some(want), Some(max)) = (p.gpu_pcie_width, cap_width)
+                && max < want
+            {
+                profile_fails.push(Finding {
+                    device: d,
+                    text: format!("{} pcie link capable of x{max}, profile {} expects x{want}", label(d), p.name),
+                    evidence: vec![
+                        Evidence::new(attr_path(d, "max_link_width"), format!("x{max}"))
+                            .expected(format!("x{want} (profile {})", p.name)),
+                    ],
+                });
+            }
+            if let (Some(want), Some(generation)) =
+                (p.gpu_pcie_gen, cap_speed.and_then(LinkSpeed::generation))
+                && generation < want
+            {
+                profile_fails.push(Finding {
+                    device: d,
+                    text: format!(
+                        "{} pcie link capable of gen{generation}, profile {} expects gen{want}",
+                        label(d),
+                        p.name
+                    ),
+                    evidence: vec![
+                        Evidence::new(attr_path(d, "max_link_speed"), describe_link(cap_speed, cap_width))
+                            .expected(format!("gen{want} (profile {})", p.name)),
+                    ],
+                });
+            }
+        }
+    }
+    if judged == 0 {
+        return Outcome::skip("no pcie link files on the gpus, nics or ports above them");
+    }
+    // A downgraded link shows on both ends: fold a port into the finding of the device below it.
+    let fold = |findings: Vec<Finding>| -> (Vec<String>, Vec<Evidence>) {
+        let reported: BTreeSet<&str> = findings.iter().map(|f| f.device.bdf.as_str()).collect();
+        let parents_of_reported: BTreeSet<String> = findings
+            .iter()
+            .filter_map(|f| t.parent(f.device).map(|p| p.bdf.clone()))
+            .filter(|p| reported.contains(p.as_str()))
+            .collect();
+        let mut texts = Vec::new();
+        let mut evidence = Vec::new();
+        for f in findings {
+            if !parents_of_reported.contains(&f.device.bdf) {
+                texts.push(f.text);
+            }
+            evidence.extend(f.evidence);
+        }
+        (texts, evidence)
+    };
+    let (mut fails, mut evidence) = fold(width_fails);
+    for f in profile_fails {
+        fails.push(f.text);
+        evidence.extend(f.evidence);
+    }
+    let (warns, warn_evidence) = fold(speed_warns);
+    evidence.extend(warn_evidence);
+    let idle = if gpu_idle_notes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; gpu link speed below max while idle, not judged: {}",
+            gpu_idle_notes.join(", ")
+        )
+    };
+    let hint = "reseat the card, riser or cable of the named link and check its slot in the BIOS; confirm with `lspci -vv -s <bdf> | grep -E 'LnkCap|LnkSta'` (a real downgrade shows on both ends of the link)";
+    if !fails.is_empty() {
+        let mut summary = fails.join("; ");
+        if !warns.is_empty() {
+            summary.push_str("; ");
+            summary.push_str(&warns.join("; "));
+        }
+        return Outcome::fail(summary + &idle)
+            .evidence_all(evidence)
+            .hint(hint)
+            .action(Action::HardwareInspection);
+    }
+    if !warns.is_empty() {
+        return Outcome::warn(warns.join("; ") + &idle)
+            .evidence_all(evidence)
+            .hint(hint)
+            .action(Action::HardwareInspection);
+    }
+    Outcome::pass(format!(
+        "{judged} pcie link(s) of gpus, nics and the ports above them at full width and speed{idle}"
+    ))
+}
+
+fn aer_errors(ctx: &Context<'_>) -> Outcome {
+    let t = match topo(ctx) {
+        Ok(t) => t,
+        Err(o) => return o,
+    };
+    let mut warns = Vec::new();
+    let mut evidence = Vec::new();
+    let mut judged = 0usize;
+    let mut correctable = 0u64;
+    for d in in_scope(t) {
+        let aer = &d.aer;
+        if aer.fatal.is_none() && aer.nonfatal.is_none() && aer.rootport.is_none() {
+            continue;
+        }
+        judged += 1;
+        correctable += aer.correctable.as_ref().map_or(0, |c| c.total);
+        let mut parts = Vec::new();
+        for (kind, counts, file) in [
+            ("fatal", &aer.fatal, "aer_dev_fatal"),
+            ("non-fatal", &aer.nonfatal, "aer_dev_nonfatal"),
+        ] {
+            let Some(c) = counts else { continue };
+            if c.total == 0 {
+                continue;
+            }
+            let named: Vec<String> = c.nonzero.iter().map(|(n, v)| format!("{n} {v}")).collect();
+            parts.push(if named.is_empty() {
+                format!("{} {kind}", c.total)
+            } else {
+                format!("{} {kind} ({})", c.total, named.join(", "))
+            });
+            evidence.push(
+                Evidence::new(attr_path(d, file), format!("total {}: {}", c.total, named.join(", ")))
+                    .expected("TOTAL 0"),
+            );
+        }
+        if let Some(rp) = aer.rootport {
+            for (kind, value, file) in [
+                ("fatal", rp.fatal, "aer_rootport_total_err_fatal"),
+                ("non-fatal", rp.nonfatal, "aer_rootport_total_err_nonfatal"),
+            ] {
+                if let Some(n) = value.filter(|n| *n > 0) {
+                    parts.push(format!("{n} {kind} reported from below"));
+                    evidence.push(Evidence::new(attr_path(d, file), n.to_string()).expected("0"));
+                }
+            }
+        }
+        if !parts.is_empty() {
+            warns.push(format!("{} aer: {}", label(d), parts.join(", ")));
+        }
+    }
+    if judged == 0 {
+        return Outcome::skip(
+            "no aer counters on the gpus, nics or ports above them (kernel before 4.19, aer owned by the firmware, or not captured)",
+        );
+    }
+    if !warns.is_empty() {
+        return Outcome::warn(warns.join("; "))
+            .evidence_all(evidence)
+            .hint("read `dmesg | grep -i aer` for the device and error type; reseat or replace the card, riser or cable of that link (either end may count the errors); the counters reset only at reboot, so re-check after one")
+            .action(Action::HardwareInspection);
+    }
+    let cor = if correctable > 0 {
+        format!(" ({correctable} correctable, not judged)")
+    } else {
+        String::new()
+    };
+    Outcome::pass(format!(
+        "no uncorrectable aer errors on {judged} gpu(s), nic(s) and port(s){cor}"
+    ))
+}
+
+fn numa_affinity(ctx: &Context<'_>) -> Outcome {
+    let t = match topo(ctx) {
+        Ok(t) => t,
+        Err(o) => return o,
+    };
+    let nodes: Vec<u32> = t.numa.cpu_nodes().map(|n| n.id).collect();
+    if nodes.len() <= 1 {
+        return Outcome::skip(format!(
+            "{} numa node(s) with cpus: device locality cannot go wrong",
+            nodes.len()
+        ));
+    }
+    let node_list = nodes
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let devices: Vec<&PciDevice> = t
+        .devices
+        .iter()
+        .filter(|d| d.kind == DeviceKind::Gpu || d.kind.is_nic())
+        .collect();
+    if devices.is_empty() {
+        return Outcome::skip("no gpu or nic on pci");
+    }
+    let mut missing: BTreeMap<DeviceKind, usize> = BTreeMap::new();
+    let mut evidence = Vec::new();
+    let mut disagree = Vec::new();
+    for d in &devices {
+        match d.numa_node_file {
+            Some(n) if n >= 0 => {
+                if let Some(m) = d.cpulist_node
+                    && i64::from(m) != n
+                {
+                    disagree.push(format!(
+                        "{} numa_node {n} but local_cpulist lies in node {m}",
+                        label(d)
+                    ));
+                    evidence.push(
+                        Evidence::new(
+                            attr_path(d, "local_cpulist"),
+                            d.local_cpus.as_ref().map(ToString::to_string).unwrap_or_default(),
+                        )
+                        .expected(format!("cpus of node {n}")),
+                    );
+                }
+            }
+            other => {
+                *missing.entry(d.kind).or_default() += 1;
+                let observed = match other {
+                    Some(v) => v.to_string(),
+                    None => "absent".to_string(),
+                };
+                let fallback = match (d.numa, d.numa_source) {
+                    (Some(n), NumaSource::LocalCpulist) => {
+                        format!("; local_cpulist places it on node {n}")
+                    }
+                    _ => match &d.local_cpus {
+                        Some(c) => format!("; local_cpulist {c} names no single node"),
+                        None => String::new(),
+                    },
+                };
+                evidence.push(
+                    Evidence::new(attr_path(d, "numa_node"), format!("{observed}{fallback}"))
+                        .expected(format!("a node id ({node_list})")),
+                );
+            }
+        }
+    }
+    let hint = "the firmware reports no pcie locality (acpi _pxm): update the bios or enable its numa / acpi srat option; in a vm give the guest a virtual numa topology with device affinity; until then the device plugin reports no topology and the topology manager cannot align gpus with cpus";
+    if !missing.is_empty() {
+        let what: Vec<String> = missing
+            .iter()
+            .map(|(k, n)| format!("{n} {}(s)", k.label()))
+            .collect();
+        let mut summary = format!(
+            "{} report numa_node -1 on a machine with {} numa nodes",
+            what.join(" and "),
+            nodes.len()
+        );
+        if !disagree.is_empty() {
+            summary.push_str("; ");
+            summary.push_str(&disagree.join("; "));
+        }
+        return Outcome::warn(summary)
+            .evidence_all(evidence)
+            .hint(hint)
+            .action(Action::FixConfig);
+    }
+    if !disagree.is_empty() {
+        return Outcome::warn(disagree.join("; "))
+            .evidence_all(evidence)
+            .hint("numa_node and local_cpulist disagree (firmware tables, or numa_node overwritten by hand, which taints the kernel): update the bios and reboot")
+            .action(Action::FixConfig);
+    }
+    let mut per_node: BTreeMap<u32, usize> = BTreeMap::new();
+    for d in devices.iter().filter(|d| d.kind == DeviceKind::Gpu) {
+        if let Some(n) = d.numa {
+            *per_node.entry(n).or_default() += 1;
+        }
+    }
+    let gpus = if per_node.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; gpus per node: {}",
+            per_node
+                .iter()
+                .map(|(n, c)| format!("node{n} {c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    Outcome::pass(format!(
+        "{} gpu(s) and nic(s) report their numa node ({} nodes){gpus}",
+        devices.len(),
+        nodes.len()
+    ))
+}
+
+fn gpu_nic_locality(ctx: &Context<'_>) -> Outcome {
+    let t = match topo(ctx) {
+        Ok(t) => t,
+        Err(o) => return o,
+    };
+    let nics = t.rdma_nics();
+    if nics.is_empty() {
+        return Outcome::skip("no rdma nic on this node");
+    }
+    let gpus: Vec<&PciDevice> = t.gpus().collect();
+    if gpus.is_empty() {
+        return Outcome::skip("no gpu on pci");
+    }
+    let profile = ctx.profile();
+    let gdr = profile.and_then(|p| p.gpudirect_rdma) == Some(true);
+    let platform = match profile {
+        Some(p) if gdr => format!("gpudirect rdma platform ({})", p.name),
+        Some(p) => format!("profile {} expects no gpudirect rdma", p.name),
+        None => "no profile".to_string(),
+    };
+    let mut fails = Vec::new();
+    let mut warns = Vec::new();
+    let mut evidence = Vec::new();
+    let mut close: BTreeMap<String, usize> = BTreeMap::new();
+    for gpu in &gpus {
+        let Some((class, nic)) = nics
+            .iter()
+            .map(|n| (t.pcie_class(gpu, n), *n))
+            .min_by_key(|(c, n)| (c.rank(), n.address))
+        else {
+            continue;
+        };
+        let observed = format!(
+            "numa {}, nearest rdma nic {} ({}, numa {}): {class}",
+            gpu.numa.map_or("?".into(), |n| n.to_string()),
+            nic.nic_name(),
+            nic.bdf,
+            nic.numa.map_or("?".into(), |n| n.to_string()),
+        );
+        let ev = || {
+            Evidence::new(format!("{PCI_DEVICES}/{}", gpu.bdf), observed.clone())
+                .expected("an rdma nic at PIX or PXB (behind the same pcie switch)")
+        };
+        let text = |why: &str| {
+            format!(
+                "{} nearest rdma nic is {} at {class} ({why})",
+                label(gpu),
+                nic.nic_name()
+            )
+        };
+        match class {
+            Link::Pix | Link::Pxb | Link::X | Link::Nv(_) => {
+                *close.entry(class.to_string()).or_default() += 1;
+            }
+            Link::Phb | Link::Node => {
+                if gdr {
+                    warns.push(text("same numa node, but beyond pxb nccl disables gpudirect rdma"));
+                    evidence.push(ev());
+                } else {
+                    *close.entry(class.to_string()).or_default() += 1;
+                }
+            }
+            Link::Sys => {
+                let t = text("across the cpu interconnect");
+                if gdr {
+                    fails.push(t);
+                } else {
+                    warns.push(t);
+                }
+                evidence.push(ev());
+            }
+            Link::Unknown => {
+                warns.push(text("numa node unknown: see topology.numa_affinity"));
+                evidence.push(ev());
+            }
+        }
+    }
+    let hint = "give each gpu a compute nic behind its own pcie switch (check the server's slot map for nics moved to other risers or sockets); `gpudoctor topo` shows the whole matrix; until then nccl sends that gpu's inter-node traffic through host memory (NCCL_NET_GDR_LEVEL defaults to PXB)";
+    if !fails.is_empty() {
+        let mut summary = fails.join("; ");
+        if !warns.is_empty() {
+            summary.push_str("; ");
+            summary.push_str(&warns.join("; "));
+        }
+        return Outcome::fail(format!("{summary} [{platform}]"))
+            .evidence_all(evidence)
+            .hint(hint)
+            .action(Action::HardwareInspection);
+    }
+    if !warns.is_empty() {
+        return Outcome::warn(format!("{} [{platform}]", warns.join("; ")))
+            .evidence_all(evidence)
+            .hint(hint)
+            .action(Action::HardwareInspection);
+    }
+    let classes: Vec<String> = close.iter().map(|(c, n)| format!("{n} at {c}")).collect();
+    Outcome::pass(format!(
+        "every gpu has an rdma nic close by: {} of {} gpus ({}); {} rdma nic(s)",
+        gpus.len(),
+        gpus.len(),
+        classes.join(", "),
+        nics.len()
+    ))
+}
+
+fn acs(ctx: &Context<'_>) -> Outcome {
+    let t = match topo(ctx) {
+        Ok(t) => t,
+        Err(o) => return o,
+    };
+    // Inside a VM the hypervisor keeps ACS on for isolation; only bare metal is judged
+    // (topology.md §6, like gpud).
+    if topology::hypervisor(ctx.source()) == Some(true) {
+        return Outcome::skip("virtual machine (cpu flag hypervisor): acs stays on for isolation there");
+    }
+    let mut ports: Vec<&PciDevice> = Vec::new();
+    let mut below: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for end in t
+        .devices
+        .iter()
+        .filter(|d| d.kind == DeviceKind::Gpu || d.kind == DeviceKind::RdmaNic)
+    {
+        for a in t.ancestors(end) {
+            if matches!(a.kind, DeviceKind::SwitchUpstream | DeviceKind::SwitchDownstream) {
+                if !below.contains_key(&a.bdf) {
+                    ports.push(a);
+                }
+                below.entry(a.bdf.clone()).or_default().push(label(end));
+            }
+        }
+    }
+    if ports.is_empty() {
+        return Outcome::skip("no pcie switch above the gpus and rdma nics");
+    }
+    ports.sort_by(|a, b| (a.address, &a.bdf).cmp(&(b.address, &b.bdf)));
+    let mut truncated: Vec<(String, usize)> = Vec::new();
+    let mut unreadable = Vec::new();
+    let mut enabled = Vec::new();
+    let mut evidence = Vec::new();
+    let mut judged = 0usize;
+    for port in &ports {
+        let (path, reading) = topology::read_acs(ctx.source(), port);
+        match reading {
+            Ok(Some(AcsReading::Truncated { len })) => truncated.push((path, len)),
+            Ok(None) => unreadable.push(format!("{path}: absent")),
+            Err(err) => unreadable.push(err.to_string()),
+            Ok(Some(AcsReading::NoAcs | AcsReading::NoExtendedCapabilities)) => judged += 1,
+            Ok(Some(AcsReading::Present(acs))) => {
+                judged += 1;
+                let redirect = acs.control & (ACS_SV | ACS_RR | ACS_CR | ACS_EC);
+                if redirect != 0 {
+                    let flags = acs_flags(acs.control).join(" ");
+                    let ends = below.get(&port.bdf).cloned().unwrap_or_default();
+                    enabled.push(format!(
+                        "{} above {}: {flags}",
+                        label(port),
+                        ends.join(", ")
+                    ));
+                    evidence.push(
+                        Evidence::new(
+                            format!("{path} @ {:#x} (ACSCtl)", acs.offset + 6),
+                            format!("{:#06x}: {flags}", acs.control),
+                        )
+                        .expected("0x0000 (SrcValid- ReqRedir- CmpltRedir- EgressCtrl-)"),
+                    );
+                }
+            }
+        }
+    }
+    let not_read = if truncated.is_empty() && unreadable.is_empty() {
+        String::new()
+    } else {
+        let mut parts = Vec::new();
+        if !truncated.is_empty() {
+            let lens: BTreeSet<usize> = truncated.iter().map(|(_, l)| *l).collect();
+            parts.push(format!(
+                "{} port(s) whose config space reads only {} bytes (run as root: an unprivileged read stops at 64)",
+                truncated.len(),
+                lens.iter().map(ToString::to_string).collect::<Vec<_>>().join("/")
+            ));
+        }
+        if !unreadable.is_empty() {
+            parts.push(format!("{} port(s) without a readable config file", unreadable.len()));
+        }
+        parts.join(", ")
+    };
+    if !enabled.is_empty() {
+        let mut summary = format!(
+            "acs redirect enabled on {} pcie switch port(s): {}",
+            enabled.len(),
+            enabled.join("; ")
+        );
+        if !not_read.is_empty() {
+            summary.push_str(&format!("; not read: {not_read}"));
+        }
+        return Outcome::warn(summary)
+            .evidence_all(evidence)
+            .hint("gpu peer-to-peer and gpudirect rdma are forced through the root complex: disable acs in the bios, boot with `pci=disable_acs_redir=<bdf>[;<bdf>...]`, or until reboot `setpci -s <bdf> ECAP_ACS+0x6.w=0000`; check with `sudo lspci -vvv -s <bdf> | grep ACSCtl`")
+            .action(Action::FixConfig);
+    }
+    if judged == 0 {
+        return Outcome::skip(format!("acs state unknown: {not_read}"))
+            .evidence_all(
+                truncated
+                    .iter()
+                    .map(|(p, l)| Evidence::new(p.clone(), format!("{l} bytes")).expected("4096 bytes (read as root)")),
+            );
+    }
+    let tail = if not_read.is_empty() {
+        String::new()
+    } else {
+        format!("; not read: {not_read}")
+    };
+    Outcome::pass(format!(
+        "no acs redirect on {judged} pcie switch port(s) above the gpus and rdma nics{tail}"
+    ))
+}
+
+fn iommu_mode(ctx: &Context<'_>) -> Outcome {
+    let t = match topo(ctx) {
+        Ok(t) => t,
+        Err(o) => return o,
+    };
+    let ends: Vec<&str> = t
+        .devices
+        .iter()
+        .filter(|d| d.kind == DeviceKind::Gpu || d.kind == DeviceKind::RdmaNic)
+        .map(|d| d.bdf.as_str())
+        .collect();
+    let facts = iommu::gather(ctx.source(), &ends);
+    let profile = ctx.profile();
+    let gdr = profile.and_then(|p| p.gpudirect_rdma) == Some(true);
+    let cmdline = facts.cmdline.clone().unwrap_or_default();
+    let mut evidence = Vec::new();
+    if let Some(c) = &facts.cmdline {
+        let words: Vec<String> = [
+            ("intel_iommu", &c.intel_iommu),
+            ("amd_iommu", &c.amd_iommu),
+            ("iommu", &c.iommu),
+            ("iommu.passthrough", &c.passthrough),
+        ]
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+        .collect();
+        evidence.push(Evidence::new(
+            iommu::PROC_CMDLINE,
+            if words.is_empty() {
+                "no iommu parameters".to_string()
+            } else {
+                words.join(" ")
+            },
+        ));
+    }
+    if facts.units.is_empty() && facts.groups.is_empty() {
+        return Outcome::pass("no iommu active: dma is not translated").evidence_all(evidence);
+    }
+    evidence.push(Evidence::new(iommu::CLASS_IOMMU, facts.units.join(" ")));
+    let translated: Vec<&iommu::DeviceGroup> = facts
+        .groups
+        .iter()
+        .filter(|g| matches!(g.kind.as_deref(), Some("DMA" | "DMA-FQ")))
+        .collect();
+    let typed = facts.groups.iter().filter(|g| g.kind.is_some()).count();
+    let mode = if !translated.is_empty() {
+        let kinds: BTreeSet<&str> = translated.iter().filter_map(|g| g.kind.as_deref()).collect();
+        for g in &translated {
+            evidence.push(
+                Evidence::new(
+                    format!("{}/{}/type", iommu::IOMMU_GROUPS, g.group),
+                    format!("{} ({})", g.kind.as_deref().unwrap_or("?"), g.bdf),
+                )
+                .expected("identity"),
+            );
+        }
+        Some(format!(
+            "iommu translates dma for {} of {} gpu(s)/rdma nic(s) (group type {})",
+            translated.len(),
+            facts.groups.len(),
+            kinds.into_iter().collect::<Vec<_>>().join("/")
+        ))
+    } else if typed > 0 {
+        None
+    } else if cmdline.asks_passthrough() {
+        None
+    } else {
+        Some(format!(
+            "iommu active ({}) without `iommu=pt` on the kernel command line: dma is most likely translated",
+            facts.units.join(" ")
+        ))
+    };
+    let Some(mode) = mode else {
+        return Outcome::pass(format!(
+            "iommu in pass-through mode ({} unit(s); {})",
+            facts.units.len(),
+            if typed > 0 {
+                "group type identity"
+            } else {
+                "iommu=pt"
+            }
+        ))
+        .evidence_all(evidence);
+    };
+    if !gdr {
+        let why = match profile {
+            Some(p) => format!("profile {} expects no gpudirect rdma", p.name),
+            None => "no platform profile".to_string(),
+        };
+        return Outcome::pass(format!("{mode}; not judged: {why}")).evidence_all(evidence);
+    }
+    Outcome::warn(format!(
+        "{mode} on a gpudirect rdma platform: p2p and rdma dma go through iommu translation"
+    ))
+    .evidence_all(evidence)
+    .hint("add `iommu=pt` to the kernel command line (keep `intel_iommu=on`/`amd_iommu=on` if vfio needs the iommu), e.g. in GRUB_CMDLINE_LINUX, run `update-grub` and reboot the drained node")
+    .action(Action::FixConfig)
+}
+
+fn kubelet_topology_manager(ctx: &Context<'_>) -> Outcome {
+    let (config, path) = match ctx.kubelet_config() {
+        Ok(Some((c, p))) => (c, p.as_str()),
+        Ok(None) => {
+            return Outcome::skip(
+                "no kubelet config (var/lib/kubelet/config.yaml or another installer's path): not a kubelet node, or the kubelet's --config names another file",
+            );
+        }
+        Err(err) => return Outcome::unreadable(err),
+    };
+    let t = match topo(ctx) {
+        Ok(t) => t,
+        Err(o) => return o,
+    };
+    let shown = |v: &Option<String>, default: &str| match v {
+        Some(v) => v.clone(),
+        None => format!("{default} (default, not set)"),
+    };
+    let policy = config.topology_manager_policy.as_deref().unwrap_or("none");
+    let evidence = vec![
+        Evidence::new(
+            format!("{path}: topologyManagerPolicy"),
+            shown(&config.topology_manager_policy, "none"),
+        )
+        .expected("single-numa-node, restricted or best-effort when gpus span numa nodes"),
+        Evidence::new(
+            format!("{path}: topologyManagerScope"),
+            shown(&config.topology_manager_scope, "container"),
+        ),
+        Evidence::new(
+            format!("{path}: cpuManagerPolicy"),
+            shown(&config.cpu_manager_policy, "none"),
+        ),
+        Evidence::new(
+            format!("{path}: memoryManagerPolicy"),
+            shown(&config.memory_manager_policy, "None"),
+        ),
+    ];
+    let gpus: Vec<&PciDevice> = t.gpus().collect();
+    if gpus.is_empty() {
+        return Outcome::skip("no gpu on pci").evidence_all(evidence);
+    }
+    let nodes: BTreeSet<u32> = gpus.iter().filter_map(|g| g.numa).collect();
+    let unknown = gpus.iter().filter(|g| g.numa.is_none()).count();
+    let managers = format!(
+        "cpu manager {}, memory manager {}",
+        config.cpu_manager_policy.as_deref().unwrap_or("none"),
+        config.memory_manager_policy.as_deref().unwrap_or("None")
+    );
+    let node_list = nodes
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    if nodes.len() > 1 && policy.eq_ignore_ascii_case("none") {
+        return Outcome::warn(format!(
+            "gpus on numa nodes {node_list} but topology manager policy is {policy}: pods can get gpus from one socket and cpus and memory from the other ({managers})"
+        ))
+        .evidence_all(evidence)
+        .hint(format!("set `topologyManagerPolicy: single-numa-node` in {path} (admits a pod only if its gpus, cpus and memory fit one numa node; others fail with TopologyAffinityError), or `restricted` (same, by each resource's preferred nodes) or `best-effort` (aligns when it can, admits anyway), with `cpuManagerPolicy: static` and `memoryManagerPolicy: Static`; a cpu manager change needs `rm /var/lib/kubelet/cpu_manager_state` and a kubelet restart on a drained node"))
+        .action(Action::FixConfig);
+    }
+    let placement = if nodes.len() > 1 {
+        format!("gpus on numa nodes {node_list}")
+    } else if unknown > 0 {
+        format!("numa node of {unknown} gpu(s) unknown (see topology.numa_affinity): the topology manager has no hint for them")
+    } else {
+        format!("gpus all on numa node {node_list}: no cross-node alignment needed")
+    };
+    Outcome::pass(format!(
+        "topology manager {policy} ({managers}); {placement}"
+    ))
+    .evidence_all(evidence)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::numa::{NumaFacts, NumaNode, parse_cpulist};
+    use crate::facts::pci::{AerCounts, PcieLink, parse_link_speed};
+    use crate::facts::topology::{Aer, split_device_path};
+
+    fn speed(s: &str) -> Option<LinkSpeed> {
+        parse_link_speed(s).unwrap()
+    }
+
+    fn dev(bdf: &str, path: &str, kind: DeviceKind, numa: Option<u32>) -> PciDevice {
+        let (host_bridge, chain) = split_device_path(path).unwrap();
+        PciDevice {
+            bdf: bdf.into(),
+            address: crate::facts::pci::parse_bdf(bdf).ok(),
+            path: path.into(),
+            host_bridge,
+            chain,
+            vendor: None,
+            device: None,
+            class: None,
+            kind,
+            driver: None,
+            numa_node_file: Some(numa.map_or(-1, i64::from)),
+            numa,
+            numa_source: if numa.is_some() {
+                NumaSource::NumaNode
+            } else {
+                NumaSource::Unknown
+            },
+            cpulist_node: None,
+            local_cpus: None,
+            link: PcieLink {
+                current_speed: speed("32.0 GT/s PCIe"),
+                max_speed: speed("32.0 GT/s PCIe"),
+                current_width: Some(16),
+                max_width: Some(16),
+            },
+            aer: Aer::default(),
+            rdma_devices: vec![],
+            netdevs: vec![],
+        }
+    }
+
+    /// Two sockets: socket 0 has a switch with a GPU and a NIC, socket 1 a switch with a GPU only.
+    fn two_socket() -> Topology {
+        let node = |id, cpus: &str| NumaNode {
+            id,
+            cpus: parse_cpulist(cpus).unwrap(),
+            mem_total_kb: None,
+            distances: vec![],
+        };
+        let mut nic = dev(
+            "0000:19:00.0",
+            "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0",
+            DeviceKind::RdmaNic,
+            Some(0),
+        );
+        nic.rdma_devices = vec!["mlx5_0".into()];
+        Topology {
+            devices: vec![
+                dev("0000:15:01.0", "sys/devices/pci0000:15/0000:15:01.0", DeviceKind::RootPort, Some(0)),
+                dev("0000:16:00.0", "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0", DeviceKind::SwitchUpstream, Some(0)),
+                dev("0000:17:00.0", "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0", DeviceKind::SwitchDownstream, Some(0)),
+                dev("0000:17:01.0", "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0", DeviceKind::SwitchDownstream, Some(0)),
+                dev("0000:18:00.0", "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0", DeviceKind::Gpu, Some(0)),
+                nic,
+                dev("0000:9a:00.0", "sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0/0000:99:00.0/0000:9a:00.0", DeviceKind::Gpu, Some(1)),
+            ],
+            numa: NumaFacts {
+                nodes: vec![node(0, "0-55,112-167"), node(1, "56-111,168-223")],
+                problems: vec![],
+            },
+            problems: vec![],
+        }
+    }
+
+    #[test]
+    fn scope_is_gpus_nics_and_their_ports() {
+        let t = two_socket();
+        let scope: Vec<&str> = in_scope(&t).iter().map(|d| d.bdf.as_str()).collect();
+        assert_eq!(
+            scope,
+            ["0000:15:01.0", "0000:16:00.0", "0000:17:00.0", "0000:17:01.0", "0000:18:00.0", "0000:19:00.0", "0000:9a:00.0"]
+        );
+    }
+
+    #[test]
+    fn the_far_gpu_is_sys_from_the_only_nic() {
+        let t = two_socket();
+        let nic = t.device("0000:19:00.0").unwrap();
+        assert_eq!(t.pcie_class(t.device("0000:18:00.0").unwrap(), nic), Link::Pix);
+        assert_eq!(t.pcie_class(t.device("0000:9a:00.0").unwrap(), nic), Link::Sys);
+    }
+
+    #[test]
+    fn min_of_device_and_port() {
+        assert_eq!(min_opt(Some(16), Some(8)), Some(8));
+        assert_eq!(min_opt(None, Some(8)), Some(8));
+        assert_eq!(min_opt::<u32>(None, None), None);
+        // AerCounts is what the check reads.
+        let c = AerCounts {
+            total: 3,
+            nonzero: vec![("DLP".into(), 2), ("MalfTLP".into(), 1)],
+        };
+        assert_eq!(c.nonzero.len(), 2);
+    }
+}

@@ -1,0 +1,1083 @@
+//! The PCI tree, NUMA placement and the relationship classes `nvidia-smi topo -m` prints, from
+//! sysfs alone (reference/topology.md §3, sysfs.md §2, §6, §7), plus `NV#` when NVML answered.
+//!
+//! What it reads: every `/sys/bus/pci/devices/<bdf>` link resolved into `/sys/devices/pci*`
+//! (the path gives host bridge and switch ancestry), each function's `vendor`, `device`,
+//! `class`, `numa_node`, `local_cpulist`/`local_cpus`, PCIe link files, AER counters and
+//! `driver` link (read, never followed), the RDMA devices in `/sys/class/infiniband`, the netdevs
+//! under each NIC, and `/sys/devices/system/node`. It never judges: a missing attribute is
+//! `None`, a dangling or looping link is a noted problem, and a relationship that cannot be
+//! computed is [`Link::Unknown`] (`?` in the matrix).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::Serialize;
+
+use super::pcicfg::{AcsReading, parse_acs};
+use super::numa::{self, CpuSet, NumaFacts, noted, parse_cpulist, parse_cpumask};
+use super::nvml::{NvmlFacts, RemoteType};
+use super::pci::{
+    AerCounts, Bdf, PCI_DEVICES, PcieLink, VENDOR_NVIDIA, is_bdf, parse_aer, parse_bdf, parse_hex,
+    parse_link_speed, parse_link_width, parse_numa_node,
+};
+use super::{FactError, ParseError, trimmed};
+use crate::source::Source;
+
+pub const CLASS_INFINIBAND: &str = "sys/class/infiniband";
+
+/// What a PCI function is, for topology purposes (class codes: sysfs.md §2; NCCL's own table in
+/// `src/graph/topo.cc` `kvDictPciClass`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceKind {
+    /// NVIDIA VGA (`0x0300`) or 3D controller (`0x0302`); a 3D controller whose `vendor` was not
+    /// captured counts too (trimmed POWER9 trees keep only `class`, sysfs.md §13.3).
+    Gpu,
+    /// NVIDIA "other bridge" `0x0680` (HGX NVSwitch).
+    NvSwitch,
+    /// InfiniBand controller (`0x0207`, old HCAs `0x0c06`), or any network function with an RDMA
+    /// device in `/sys/class/infiniband` (RoCE Ethernet, ConnectX-3's `0x0280`).
+    RdmaNic,
+    /// Any other network function (class `0x02xxxx`).
+    Nic,
+    /// First bridge below a host bridge.
+    RootPort,
+    /// A bridge under a root port or downstream port whose children are bridges: the upstream
+    /// port of a PCIe switch.
+    SwitchUpstream,
+    /// A bridge under a switch upstream port.
+    SwitchDownstream,
+    /// Any other PCI-to-PCI bridge (a PCIe-to-PCI bridge such as the BMC's ASPEED AST1150).
+    PciBridge,
+    Other,
+}
+
+impl DeviceKind {
+    pub fn is_bridge(self) -> bool {
+        matches!(
+            self,
+            DeviceKind::RootPort
+                | DeviceKind::SwitchUpstream
+                | DeviceKind::SwitchDownstream
+                | DeviceKind::PciBridge
+        )
+    }
+    pub fn is_nic(self) -> bool {
+        matches!(self, DeviceKind::RdmaNic | DeviceKind::Nic)
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            DeviceKind::Gpu => "gpu",
+            DeviceKind::NvSwitch => "nvswitch",
+            DeviceKind::RdmaNic => "rdma nic",
+            DeviceKind::Nic => "nic",
+            DeviceKind::RootPort => "root port",
+            DeviceKind::SwitchUpstream => "switch upstream port",
+            DeviceKind::SwitchDownstream => "switch downstream port",
+            DeviceKind::PciBridge => "pci bridge",
+            DeviceKind::Other => "device",
+        }
+    }
+}
+
+/// How a device's NUMA node was found (topology.md §3 step 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NumaSource {
+    /// The function's `numa_node` (firmware `_PXM`).
+    NumaNode,
+    /// `numa_node` was -1 or absent; `local_cpulist` lies within exactly one node's CPUs.
+    LocalCpulist,
+    /// Neither told, but the machine has a single NUMA node.
+    SingleNode,
+    Unknown,
+}
+
+impl NumaSource {
+    pub fn describe(self) -> &'static str {
+        match self {
+            NumaSource::NumaNode => "numa_node",
+            NumaSource::LocalCpulist => "local_cpulist",
+            NumaSource::SingleNode => "single numa node",
+            NumaSource::Unknown => "unknown",
+        }
+    }
+}
+
+/// Root-port AER totals (`aer_rootport_total_err_*`): errors reported to the port for the whole
+/// hierarchy below it (sysfs.md §5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RootPortAer {
+    pub correctable: Option<u64>,
+    pub fatal: Option<u64>,
+    pub nonfatal: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Aer {
+    pub correctable: Option<AerCounts>,
+    pub fatal: Option<AerCounts>,
+    pub nonfatal: Option<AerCounts>,
+    pub rootport: Option<RootPortAer>,
+}
+
+/// One PCI function in the tree.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PciDevice {
+    /// As named in `/sys/bus/pci/devices` (`0000:18:00.0`).
+    pub bdf: String,
+    #[serde(skip)]
+    pub address: Option<Bdf>,
+    /// The resolved directory, root-relative (`sys/devices/pci0000:15/0000:15:01.0/...`).
+    pub path: String,
+    /// The path up to the host bridge (`sys/devices/pci0000:15`): devices under different host
+    /// bridges meet only at the CPU.
+    pub host_bridge: String,
+    /// BDFs from the root port down to this device, inclusive (topology.md §3 "chain").
+    pub chain: Vec<String>,
+    pub vendor: Option<u16>,
+    pub device: Option<u16>,
+    pub class: Option<u32>,
+    pub kind: DeviceKind,
+    /// Basename of the `driver` link; its target often dangles in captures (sysfs.md §1).
+    pub driver: Option<String>,
+    /// `numa_node` as written (`-1` = firmware gave none); `None` when absent.
+    pub numa_node_file: Option<i64>,
+    pub numa: Option<u32>,
+    pub numa_source: NumaSource,
+    /// The single node `local_cpulist` lies within, when there is one.
+    pub cpulist_node: Option<u32>,
+    pub local_cpus: Option<CpuSet>,
+    pub link: PcieLink,
+    pub aer: Aer,
+    /// RDMA devices (`/sys/class/infiniband/<name>`) whose `device` is this function.
+    pub rdma_devices: Vec<String>,
+    /// Network interfaces under this function's `net/`.
+    pub netdevs: Vec<String>,
+}
+
+impl PciDevice {
+    /// `gpu 0000:18:00.0`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.kind.label(), self.bdf)
+    }
+
+    /// `mlx5_0` / `ib0` / the BDF: how a NIC is named in the matrix legend.
+    pub fn nic_name(&self) -> String {
+        self.rdma_devices
+            .first()
+            .or(self.netdevs.first())
+            .cloned()
+            .unwrap_or_else(|| self.bdf.clone())
+    }
+}
+
+/// Everything the topology layer knows about the node's PCI tree and NUMA nodes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Topology {
+    /// Sorted by PCI address.
+    pub devices: Vec<PciDevice>,
+    pub numa: NumaFacts,
+    /// What could not be read: dangling links, unreadable or unparsable attributes, RDMA devices
+    /// outside the PCI tree. Never fatal.
+    #[serde(skip)]
+    pub problems: Vec<FactError>,
+}
+
+/// The relationship between two devices, as `nvidia-smi topo -m` names it (topology.md §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Link {
+    /// The device itself.
+    X,
+    /// A bonded set of this many NVLinks.
+    Nv(u32),
+    Pix,
+    Pxb,
+    Phb,
+    Node,
+    Sys,
+    /// Not computable from what was read (a device without a path, NUMA unknown on a
+    /// multi-node machine): `?`.
+    Unknown,
+}
+
+impl Link {
+    /// Closeness order: smaller is nearer. `?` sorts last.
+    pub fn rank(self) -> u32 {
+        match self {
+            Link::X => 0,
+            Link::Nv(_) => 1,
+            Link::Pix => 2,
+            Link::Pxb => 3,
+            Link::Phb => 4,
+            Link::Node => 5,
+            Link::Sys => 6,
+            Link::Unknown => 7,
+        }
+    }
+}
+
+impl fmt::Display for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Link::X => f.write_str("X"),
+            Link::Nv(n) => write!(f, "NV{n}"),
+            Link::Pix => f.write_str("PIX"),
+            Link::Pxb => f.write_str("PXB"),
+            Link::Phb => f.write_str("PHB"),
+            Link::Node => f.write_str("NODE"),
+            Link::Sys => f.write_str("SYS"),
+            Link::Unknown => f.write_str("?"),
+        }
+    }
+}
+
+impl Serialize for Link {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The legend `nvidia-smi topo -m` prints under the matrix (topology.md §1, current drivers).
+pub const LEGEND: [(&str, &str); 8] = [
+    ("X", "Self"),
+    (
+        "SYS",
+        "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)",
+    ),
+    (
+        "NODE",
+        "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node",
+    ),
+    (
+        "PHB",
+        "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+    ),
+    (
+        "PXB",
+        "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
+    ),
+    ("PIX", "Connection traversing at most a single PCIe bridge"),
+    ("NV#", "Connection traversing a bonded set of # NVLinks"),
+    (
+        "?",
+        "Cannot be computed from what sysfs shows (missing path or NUMA node)",
+    ),
+];
+
+impl Topology {
+    pub fn device(&self, bdf: &str) -> Option<&PciDevice> {
+        self.devices.iter().find(|d| d.bdf == bdf)
+    }
+
+    pub fn of_kind(&self, kind: DeviceKind) -> impl Iterator<Item = &PciDevice> {
+        self.devices.iter().filter(move |d| d.kind == kind)
+    }
+
+    pub fn gpus(&self) -> impl Iterator<Item = &PciDevice> {
+        self.of_kind(DeviceKind::Gpu)
+    }
+
+    /// RDMA NICs in the order `nvidia-smi` lists them: by RDMA device name (natural order,
+    /// `mlx5_2` before `mlx5_10`), then those without an RDMA device by address.
+    pub fn rdma_nics(&self) -> Vec<&PciDevice> {
+        let mut nics: Vec<&PciDevice> = self.of_kind(DeviceKind::RdmaNic).collect();
+        nics.sort_by(|a, b| {
+            let key = |d: &PciDevice| {
+                (
+                    d.rdma_devices.is_empty(),
+                    d.rdma_devices.first().map(|n| natural_key(n)),
+                    d.address,
+                )
+            };
+            key(a).cmp(&key(b))
+        });
+        nics
+    }
+
+    /// The function directly above `d` (its upstream port), when it was captured.
+    pub fn parent(&self, d: &PciDevice) -> Option<&PciDevice> {
+        let n = d.chain.len();
+        if n < 2 {
+            return None;
+        }
+        self.device(&d.chain[n - 2])
+    }
+
+    /// The captured bridges above `d`, nearest first.
+    pub fn ancestors(&self, d: &PciDevice) -> Vec<&PciDevice> {
+        d.chain
+            .iter()
+            .rev()
+            .skip(1)
+            .filter_map(|bdf| self.device(bdf))
+            .collect()
+    }
+
+    /// More than one NUMA node with CPUs: locality matters.
+    pub fn is_multi_numa(&self) -> bool {
+        self.numa.cpu_nodes().count() > 1
+    }
+
+    /// The PCIe/NUMA class of a pair (topology.md §3, rules 2 and 3). NVLink is added by
+    /// [`Matrix::build`].
+    pub fn pcie_class(&self, a: &PciDevice, b: &PciDevice) -> Link {
+        if a.bdf == b.bdf {
+            return Link::X;
+        }
+        if a.chain.is_empty() || b.chain.is_empty() {
+            return Link::Unknown;
+        }
+        if a.host_bridge != b.host_bridge {
+            return match (a.numa, b.numa) {
+                (Some(x), Some(y)) if x == y => Link::Node,
+                (Some(_), Some(_)) => Link::Sys,
+                _ => Link::Unknown,
+            };
+        }
+        let k = a
+            .chain
+            .iter()
+            .zip(&b.chain)
+            .take_while(|(x, y)| x == y)
+            .count();
+        if k == 0 {
+            return Link::Phb;
+        }
+        // Bridge functions strictly between the common ancestor and each device.
+        let below_a = a.chain.len().saturating_sub(k + 1);
+        let below_b = b.chain.len().saturating_sub(k + 1);
+        if below_a <= 1 && below_b <= 1 {
+            Link::Pix
+        } else {
+            Link::Pxb
+        }
+    }
+}
+
+/// `mlx5_10` → ("mlx5_", 10) so that names sort like `ibv_devices` lists them.
+fn natural_key(name: &str) -> (String, u64, String) {
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (head, tail) = name.split_at(name.len() - digits);
+    (
+        head.to_string(),
+        tail.parse().unwrap_or(0),
+        name.to_string(),
+    )
+}
+
+/// Split a resolved device path into (host bridge path, BDF chain): the chain is the run of
+/// BDF components at the end; everything before it is the host bridge (`sys/devices/pci0000:17`,
+/// or the whole VMBus prefix of a Hyper-V guest, topology.md §3).
+pub fn split_device_path(path: &str) -> Option<(String, Vec<String>)> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let start = parts.iter().rposition(|p| !is_bdf(p))? + 1;
+    if start >= parts.len() {
+        return None;
+    }
+    let host = parts[..start].join("/");
+    let chain = parts[start..].iter().map(|s| (*s).to_string()).collect();
+    Some((host, chain))
+}
+
+/// Kind from class and vendor alone (bridges are refined by their place in the tree).
+pub fn kind_of(vendor: Option<u16>, class: Option<u32>, has_rdma: bool) -> DeviceKind {
+    let Some(class) = class else {
+        return DeviceKind::Other;
+    };
+    let nvidia = vendor == Some(VENDOR_NVIDIA);
+    match class >> 8 {
+        0x0300 if nvidia => DeviceKind::Gpu,
+        0x0302 if nvidia || vendor.is_none() => DeviceKind::Gpu,
+        0x0680 if nvidia => DeviceKind::NvSwitch,
+        0x0207 | 0x0c06 => DeviceKind::RdmaNic,
+        0x0604 => DeviceKind::PciBridge,
+        _ if class >> 16 == 0x02 => {
+            if has_rdma {
+                DeviceKind::RdmaNic
+            } else {
+                DeviceKind::Nic
+            }
+        }
+        _ => DeviceKind::Other,
+    }
+}
+
+/// Read the whole tree. `Err` only when `/sys/bus/pci/devices` itself cannot be listed.
+pub fn gather(source: &dyn Source) -> Result<Topology, FactError> {
+    let names = source.list_dir(PCI_DEVICES, &|n| is_bdf(n))?;
+    let mut topo = Topology {
+        numa: numa::gather(source),
+        ..Topology::default()
+    };
+    let rdma = rdma_devices_by_function(source, &mut topo.problems);
+    for name in names {
+        if let Some(device) = read_device(source, &name, &rdma, &mut topo.problems) {
+            topo.devices.push(device);
+        }
+    }
+    topo.devices
+        .sort_by(|a, b| (a.address, &a.bdf).cmp(&(b.address, &b.bdf)));
+    refine_bridges(&mut topo.devices);
+    resolve_numa(&mut topo);
+    Ok(topo)
+}
+
+/// `/sys/class/infiniband/<dev>` → the PCI function it hangs under (`…/<bdf>/infiniband/<dev>`).
+/// Devices outside the PCI tree (`scif0 -> devices/scif_dma_0/…`) or whose link dangles are
+/// skipped with a note (sysfs.md §6, §13.1).
+fn rdma_devices_by_function(
+    source: &dyn Source,
+    problems: &mut Vec<FactError>,
+) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let names = match source.list_dir(CLASS_INFINIBAND, &|_| true) {
+        Ok(names) => names,
+        Err(err) if err.is_missing() => return out,
+        Err(err) => {
+            problems.push(err.into());
+            return out;
+        }
+    };
+    for name in names {
+        let link = format!("{CLASS_INFINIBAND}/{name}");
+        match source.canonical(&link) {
+            Ok(path) => {
+                let parts: Vec<&str> = path.split('/').collect();
+                let function = parts
+                    .iter()
+                    .rposition(|p| *p == "infiniband")
+                    .and_then(|i| i.checked_sub(1))
+                    .map(|i| parts[i])
+                    .filter(|p| is_bdf(p));
+                match function {
+                    Some(bdf) => out.entry(bdf.to_string()).or_default().push(name),
+                    None => problems.push(FactError {
+                        path: link,
+                        message: format!("not under a pci function ({path}); skipped"),
+                    }),
+                }
+            }
+            Err(err) => problems.push(err.into()),
+        }
+    }
+    for names in out.values_mut() {
+        names.sort_by_key(|n| natural_key(n));
+    }
+    out
+}
+
+/// One function, read leniently. `None` (with a note) only when its link cannot be resolved.
+fn read_device(
+    source: &dyn Source,
+    bdf: &str,
+    rdma: &BTreeMap<String, Vec<String>>,
+    problems: &mut Vec<FactError>,
+) -> Option<PciDevice> {
+    let dir = format!("{PCI_DEVICES}/{bdf}");
+    let path = match source.canonical(&dir) {
+        Ok(path) => path,
+        Err(err) => {
+            problems.push(err.into());
+            return None;
+        }
+    };
+    let (host_bridge, chain) = match split_device_path(&path) {
+        Some(split) => split,
+        None => {
+            problems.push(FactError {
+                path: dir,
+                message: format!("resolves to {path}, not a pci device path"),
+            });
+            (String::new(), Vec::new())
+        }
+    };
+    let mut attr = |name: &str| -> Option<(String, String)> {
+        let file = format!("{path}/{name}");
+        match source.read_to_string(&file) {
+            Ok(text) => Some((file, text)),
+            // EINVAL on `current_link_speed` when the capability cannot be read is "unknown"
+            // (sysfs.md §1), like an absent file.
+            Err(err) if err.is_missing() => None,
+            Err(err) => {
+                problems.push(err.into());
+                None
+            }
+        }
+    };
+    let vendor_text = attr("vendor");
+    let device_text = attr("device");
+    let class_text = attr("class");
+    let numa_text = attr("numa_node");
+    let cpulist_text = attr("local_cpulist");
+    let cpumask_text = if cpulist_text.is_none() {
+        attr("local_cpus")
+    } else {
+        None
+    };
+    let speeds = [attr("current_link_speed"), attr("max_link_speed")];
+    let widths = [attr("current_link_width"), attr("max_link_width")];
+    let aer_files = [
+        attr("aer_dev_correctable"),
+        attr("aer_dev_fatal"),
+        attr("aer_dev_nonfatal"),
+    ];
+    let rootport_files = [
+        attr("aer_rootport_total_err_cor"),
+        attr("aer_rootport_total_err_fatal"),
+        attr("aer_rootport_total_err_nonfatal"),
+    ];
+
+    let u16_of = |t: Option<(String, String)>, problems: &mut Vec<FactError>| -> Option<u16> {
+        let (file, text) = t?;
+        let v = noted(&file, parse_hex(&text), problems)?;
+        noted(
+            &file,
+            u16::try_from(v).map_err(|_| ParseError::new(format!("{v:#x} is wider than 16 bits"))),
+            problems,
+        )
+    };
+    let vendor = u16_of(vendor_text, problems);
+    let device = u16_of(device_text, problems);
+    let class = class_text.and_then(|(f, t)| noted(&f, parse_hex(&t), problems));
+    let numa_node_file = numa_text.and_then(|(f, t)| {
+        noted(
+            &f,
+            trimmed(&t)
+                .parse::<i64>()
+                .map_err(|_| ParseError::new(format!("not an integer: {:?}", trimmed(&t)))),
+            problems,
+        )
+    });
+    let local_cpus = match (cpulist_text, cpumask_text) {
+        (Some((f, t)), _) => noted(&f, parse_cpulist(&t), problems),
+        (None, Some((f, t))) => noted(&f, parse_cpumask(&t), problems),
+        (None, None) => None,
+    };
+    let [cur_speed, max_speed] = speeds.map(|t| {
+        t.and_then(|(f, text)| noted(&f, parse_link_speed(&text), problems))
+            .flatten()
+    });
+    let [cur_width, max_width] =
+        widths.map(|t| t.and_then(|(f, text)| noted(&f, parse_link_width(&text), problems)));
+    let [correctable, fatal, nonfatal] =
+        aer_files.map(|t| t.and_then(|(f, text)| noted(&f, parse_aer(&text), problems)));
+    let rootport_values = rootport_files.map(|t| {
+        t.and_then(|(f, text)| {
+            noted(
+                &f,
+                trimmed(&text)
+                    .parse::<u64>()
+                    .map_err(|_| ParseError::new(format!("not a count: {:?}", trimmed(&text)))),
+                problems,
+            )
+        })
+    });
+    let rootport = rootport_values
+        .iter()
+        .any(Option::is_some)
+        .then_some(RootPortAer {
+            correctable: rootport_values[0],
+            fatal: rootport_values[1],
+            nonfatal: rootport_values[2],
+        });
+    let driver = source
+        .read_link(&format!("{path}/driver"))
+        .ok()
+        .and_then(|target| target.rsplit('/').next().map(str::to_string))
+        .filter(|name| !name.is_empty());
+    let rdma_devices = rdma.get(bdf).cloned().unwrap_or_default();
+    let netdevs = match source.list_dir(&format!("{path}/net"), &|_| true) {
+        Ok(names) => names,
+        Err(_) => Vec::new(),
+    };
+    let kind = kind_of(vendor, class, !rdma_devices.is_empty());
+    Some(PciDevice {
+        bdf: bdf.to_string(),
+        address: parse_bdf(bdf).ok(),
+        path,
+        host_bridge,
+        chain,
+        vendor,
+        device,
+        class,
+        kind,
+        driver,
+        numa_node_file,
+        numa: None,
+        numa_source: NumaSource::Unknown,
+        cpulist_node: None,
+        local_cpus,
+        link: PcieLink {
+            current_speed: cur_speed,
+            max_speed,
+            current_width: cur_width,
+            max_width,
+        },
+        aer: Aer {
+            correctable,
+            fatal,
+            nonfatal,
+            rootport,
+        },
+        rdma_devices,
+        netdevs,
+    })
+}
+
+/// Name bridges by their place: first in the chain = root port; a bridge under a root port or a
+/// downstream port with bridges below it = switch upstream port; a bridge under an upstream
+/// port = downstream port (PCIe switches present one upstream and N downstream ports, sysfs.md
+/// §6). Anything else stays a plain PCI bridge.
+fn refine_bridges(devices: &mut [PciDevice]) {
+    let bridges: BTreeSet<String> = devices
+        .iter()
+        .filter(|d| d.kind == DeviceKind::PciBridge)
+        .map(|d| d.bdf.clone())
+        .collect();
+    let has_bridge_child: BTreeSet<String> = devices
+        .iter()
+        .filter(|d| bridges.contains(&d.bdf))
+        .filter_map(|d| {
+            let n = d.chain.len();
+            (n >= 2).then(|| d.chain[n - 2].clone())
+        })
+        .collect();
+    // Walk top-down (shorter chains first) so a parent's role is known before its children's.
+    let mut order: Vec<usize> = (0..devices.len()).collect();
+    order.sort_by_key(|&i| devices[i].chain.len());
+    let mut roles: BTreeMap<String, DeviceKind> = BTreeMap::new();
+    for i in order {
+        let d = &devices[i];
+        if d.kind != DeviceKind::PciBridge || d.chain.is_empty() {
+            continue;
+        }
+        let n = d.chain.len();
+        let parent_role = (n >= 2)
+            .then(|| roles.get(&d.chain[n - 2]).copied())
+            .flatten();
+        let role = if n == 1 {
+            DeviceKind::RootPort
+        } else {
+            match parent_role {
+                Some(DeviceKind::SwitchUpstream) => DeviceKind::SwitchDownstream,
+                Some(DeviceKind::RootPort) | Some(DeviceKind::SwitchDownstream) | None
+                    if has_bridge_child.contains(&d.bdf) =>
+                {
+                    DeviceKind::SwitchUpstream
+                }
+                _ => DeviceKind::PciBridge,
+            }
+        };
+        roles.insert(d.bdf.clone(), role);
+    }
+    for d in devices.iter_mut() {
+        if let Some(role) = roles.get(&d.bdf) {
+            d.kind = *role;
+        }
+    }
+}
+
+/// Each device's NUMA node: `numa_node`, else the node `local_cpulist` lies in, else the only
+/// node (topology.md §3 step 4).
+fn resolve_numa(topo: &mut Topology) {
+    let cpu_nodes: Vec<u32> = topo.numa.cpu_nodes().map(|n| n.id).collect();
+    for d in &mut topo.devices {
+        d.cpulist_node = d
+            .local_cpus
+            .as_ref()
+            .and_then(|cpus| topo.numa.node_of_cpus(cpus));
+        let from_file = d
+            .numa_node_file
+            .and_then(|v| parse_numa_node(&v.to_string()).ok().flatten());
+        (d.numa, d.numa_source) = if let Some(n) = from_file {
+            (Some(n), NumaSource::NumaNode)
+        } else if let Some(n) = d.cpulist_node {
+            (Some(n), NumaSource::LocalCpulist)
+        } else if cpu_nodes.len() == 1 {
+            (Some(cpu_nodes[0]), NumaSource::SingleNode)
+        } else if topo.numa.nodes.is_empty() {
+            // No node directory at all: a kernel without NUMA is one node, node 0.
+            (Some(0), NumaSource::SingleNode)
+        } else {
+            (None, NumaSource::Unknown)
+        };
+    }
+}
+
+/// The function's `config` file (`sys/bus/pci/devices/<bdf>/config`) and what it says about ACS.
+/// `Ok(None)` when there is no `config` file (a trimmed capture).
+pub fn read_acs(
+    source: &dyn Source,
+    device: &PciDevice,
+) -> (String, Result<Option<AcsReading>, FactError>) {
+    let path = format!("{PCI_DEVICES}/{}/config", device.bdf);
+    let result = match source.read_bytes(&path) {
+        Ok(bytes) => parse_acs(&bytes)
+            .map(Some)
+            .map_err(|e| FactError::parse(&path, e)),
+        Err(err) if err.is_missing() => Ok(None),
+        Err(err) => Err(err.into()),
+    };
+    (path, result)
+}
+
+pub const PROC_CPUINFO: &str = "proc/cpuinfo";
+
+/// Whether the CPU flags carry `hypervisor` (x86 `X86_FEATURE_HYPERVISOR`, set when running
+/// under a hypervisor, `arch/x86/include/asm/cpufeatures.h`). `None` when `/proc/cpuinfo` is not
+/// there (a capture that did not record it) or has no `flags` line (non-x86).
+pub fn hypervisor(source: &dyn Source) -> Option<bool> {
+    let text = source.read_to_string(PROC_CPUINFO).ok()?;
+    parse_hypervisor_flag(&text)
+}
+
+/// The first `flags : ...` line of `/proc/cpuinfo`: does it list `hypervisor`?
+pub fn parse_hypervisor_flag(text: &str) -> Option<bool> {
+    text.lines()
+        .find_map(|l| {
+            let (key, value) = l.split_once(':')?;
+            (key.trim() == "flags").then_some(value)
+        })
+        .map(|flags| flags.split_ascii_whitespace().any(|f| f == "hypervisor"))
+}
+
+/// Per-GPU NVLink facts from NVML (gpu-health.md §6): active links to each peer GPU, and active
+/// links into an NVSwitch fabric.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NvlinkView {
+    direct: BTreeMap<(String, String), u32>,
+    to_switch: BTreeMap<String, u32>,
+}
+
+impl NvlinkView {
+    /// `None` when NVML did not answer (no driver): the matrix then shows PCIe classes only.
+    pub fn from_nvml(nvml: &NvmlFacts, topo: &Topology) -> Option<NvlinkView> {
+        if nvml.init_error.is_some() {
+            return None;
+        }
+        let switches: BTreeSet<&str> = topo
+            .of_kind(DeviceKind::NvSwitch)
+            .map(|d| d.bdf.as_str())
+            .collect();
+        let gpus: BTreeSet<&str> = topo.gpus().map(|d| d.bdf.as_str()).collect();
+        let mut view = NvlinkView::default();
+        for dev in nvml.devices.iter().filter(|d| d.error.is_none()) {
+            let (Some(bdf), Some(links)) = (dev.pci_bus_id.as_ref(), dev.nvlinks.value()) else {
+                continue;
+            };
+            for link in links.iter().filter(|l| l.active) {
+                let remote = link.remote_pci_bus_id.as_deref();
+                let remote_type = link.remote_type.value().copied();
+                if remote_type == Some(RemoteType::Nvswitch)
+                    || remote.is_some_and(|r| switches.contains(r))
+                {
+                    *view.to_switch.entry(bdf.clone()).or_default() += 1;
+                } else if let Some(r) = remote.filter(|r| gpus.contains(r) && *r != bdf) {
+                    *view.direct.entry((bdf.clone(), r.to_string())).or_default() += 1;
+                }
+            }
+        }
+        Some(view)
+    }
+
+    /// `NV<n>` between two GPUs: the direct links from `a` to `b`, else on an NVSwitch system the
+    /// smaller of the two GPUs' active fabric links (nvidia-smi prints the active link count:
+    /// `NV18` on HGX H100, `NV12` on DGX A100; topology.md §3 rule 1).
+    pub fn between(&self, a: &str, b: &str) -> Option<u32> {
+        let direct = self
+            .direct
+            .get(&(a.to_string(), b.to_string()))
+            .or_else(|| self.direct.get(&(b.to_string(), a.to_string())))
+            .copied()
+            .unwrap_or(0);
+        if direct > 0 {
+            return Some(direct);
+        }
+        let (x, y) = (self.to_switch.get(a)?, self.to_switch.get(b)?);
+        let n = (*x).min(*y);
+        (n > 0).then_some(n)
+    }
+}
+
+/// One row/column of the matrix.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MatrixEntry {
+    /// `GPU0`, `NIC3`.
+    pub label: String,
+    /// RDMA device or netdev name for NICs (`mlx5_0`), the address for GPUs.
+    pub name: String,
+    pub bdf: String,
+    pub numa_node: Option<u32>,
+    pub numa_source: NumaSource,
+    /// `local_cpulist`.
+    pub cpu_affinity: Option<String>,
+}
+
+/// The `nvidia-smi topo -m` matrix over GPUs and RDMA NICs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Matrix {
+    pub gpus: Vec<MatrixEntry>,
+    pub nics: Vec<MatrixEntry>,
+    /// Row and column order: GPUs then NICs. `cells[i][j]` relates entry i to entry j.
+    pub cells: Vec<Vec<Link>>,
+    /// Whether NVLink classes were available: `nvml` or why not.
+    pub nvlink: String,
+}
+
+impl Matrix {
+    /// GPUs in PCI order (NVML enumerates in PCI bus order, sysfs.md §13.11), RDMA NICs in
+    /// [`Topology::rdma_nics`] order.
+    pub fn build(topo: &Topology, nvml: Option<&NvmlFacts>) -> Matrix {
+        let view = nvml.and_then(|n| NvlinkView::from_nvml(n, topo));
+        let nvlink = match (nvml, &view) {
+            (_, Some(_)) => "nvml".to_string(),
+            (Some(n), None) => match &n.init_error {
+                Some(e) => format!("unavailable: {}", e.kind.describe()),
+                None => "unavailable".to_string(),
+            },
+            (None, None) => "not asked".to_string(),
+        };
+        let gpus: Vec<&PciDevice> = topo.gpus().collect();
+        let nics = topo.rdma_nics();
+        let entry = |label: String, d: &PciDevice, name: String| MatrixEntry {
+            label,
+            name,
+            bdf: d.bdf.clone(),
+            numa_node: d.numa,
+            numa_source: d.numa_source,
+            cpu_affinity: d.local_cpus.as_ref().map(ToString::to_string),
+        };
+        let all: Vec<&PciDevice> = gpus.iter().chain(nics.iter()).copied().collect();
+        let cells = all
+            .iter()
+            .map(|a| {
+                all.iter()
+                    .map(|b| {
+                        let nv = (a.kind == DeviceKind::Gpu
+                            && b.kind == DeviceKind::Gpu
+                            && a.bdf != b.bdf)
+                            .then(|| view.as_ref().and_then(|v| v.between(&a.bdf, &b.bdf)))
+                            .flatten();
+                        match nv {
+                            Some(n) => Link::Nv(n),
+                            None => topo.pcie_class(a, b),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        Matrix {
+            gpus: gpus
+                .iter()
+                .enumerate()
+                .map(|(i, d)| entry(format!("GPU{i}"), d, d.bdf.clone()))
+                .collect(),
+            nics: nics
+                .iter()
+                .enumerate()
+                .map(|(i, d)| entry(format!("NIC{i}"), d, d.nic_name()))
+                .collect(),
+            cells,
+            nvlink,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(bdf: &str, path: &str, kind: DeviceKind, numa: Option<u32>) -> PciDevice {
+        let (host_bridge, chain) = split_device_path(path).unwrap();
+        PciDevice {
+            bdf: bdf.into(),
+            address: parse_bdf(bdf).ok(),
+            path: path.into(),
+            host_bridge,
+            chain,
+            vendor: None,
+            device: None,
+            class: None,
+            kind,
+            driver: None,
+            numa_node_file: numa.map(i64::from),
+            numa,
+            numa_source: NumaSource::NumaNode,
+            cpulist_node: None,
+            local_cpus: None,
+            link: PcieLink::default(),
+            aer: Aer::default(),
+            rdma_devices: vec![],
+            netdevs: vec![],
+        }
+    }
+
+    #[test]
+    fn splits_paths_into_host_bridge_and_chain() {
+        let (host, chain) = split_device_path(
+            "sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:08.0/0000:1a:00.0",
+        )
+        .unwrap();
+        assert_eq!(host, "sys/devices/pci0000:17");
+        assert_eq!(
+            chain,
+            [
+                "0000:17:00.0",
+                "0000:18:00.0",
+                "0000:19:08.0",
+                "0000:1a:00.0"
+            ]
+        );
+        // Hyper-V guest: the VMBus prefix is the host bridge.
+        let (host, chain) = split_device_path(
+            "sys/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:01/47505500-0001-0000-3130-444531454238/pci0001:00/0001:00:00.0",
+        )
+        .unwrap();
+        assert!(host.ends_with("pci0001:00"));
+        assert_eq!(chain, ["0001:00:00.0"]);
+        assert!(split_device_path("sys/devices/virtual/net/lo").is_none());
+    }
+
+    #[test]
+    fn classes_follow_the_reference_shapes() {
+        let topo = Topology {
+            devices: vec![
+                // Single switch, GPU and NIC on sibling downstream ports (HGX H100): PIX.
+                dev(
+                    "0000:18:00.0",
+                    "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0",
+                    DeviceKind::Gpu,
+                    Some(0),
+                ),
+                dev(
+                    "0000:19:00.0",
+                    "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0",
+                    DeviceKind::RdmaNic,
+                    Some(0),
+                ),
+                // Two-level switch (DGX A100 PEX88096): PXB.
+                dev(
+                    "0000:0c:00.0",
+                    "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:02.0/0000:0b:00.0/0000:0b:01.0/0000:0c:00.0",
+                    DeviceKind::RdmaNic,
+                    Some(0),
+                ),
+                // Another root port of the same host bridge: PHB.
+                dev(
+                    "0000:15:02.0",
+                    "sys/devices/pci0000:15/0000:15:02.0",
+                    DeviceKind::RootPort,
+                    Some(0),
+                ),
+                dev(
+                    "0000:30:00.0",
+                    "sys/devices/pci0000:15/0000:15:02.0/0000:30:00.0",
+                    DeviceKind::Nic,
+                    Some(0),
+                ),
+                // Dual-port NIC: two functions of one card: PIX.
+                dev(
+                    "0000:69:00.0",
+                    "sys/devices/pci0000:68/0000:68:01.0/0000:69:00.0",
+                    DeviceKind::RdmaNic,
+                    Some(0),
+                ),
+                dev(
+                    "0000:69:00.1",
+                    "sys/devices/pci0000:68/0000:68:01.0/0000:69:00.1",
+                    DeviceKind::RdmaNic,
+                    Some(0),
+                ),
+                // Other socket.
+                dev(
+                    "0000:9a:00.0",
+                    "sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0/0000:99:00.0/0000:9a:00.0",
+                    DeviceKind::Gpu,
+                    Some(1),
+                ),
+                // NUMA unknown.
+                dev(
+                    "0000:aa:00.0",
+                    "sys/devices/pci0000:a7/0000:a7:01.0/0000:aa:00.0",
+                    DeviceKind::RdmaNic,
+                    None,
+                ),
+            ],
+            ..Topology::default()
+        };
+        let class = |a: &str, b: &str| {
+            topo.pcie_class(topo.device(a).unwrap(), topo.device(b).unwrap())
+                .to_string()
+        };
+        assert_eq!(class("0000:18:00.0", "0000:18:00.0"), "X");
+        assert_eq!(class("0000:18:00.0", "0000:19:00.0"), "PIX");
+        assert_eq!(class("0000:18:00.0", "0000:0c:00.0"), "PXB");
+        assert_eq!(class("0000:18:00.0", "0000:30:00.0"), "PHB");
+        assert_eq!(class("0000:69:00.0", "0000:69:00.1"), "PIX");
+        assert_eq!(class("0000:18:00.0", "0000:69:00.0"), "NODE");
+        assert_eq!(class("0000:18:00.0", "0000:9a:00.0"), "SYS");
+        assert_eq!(class("0000:18:00.0", "0000:aa:00.0"), "?");
+    }
+
+    #[test]
+    fn kinds_from_class_codes() {
+        assert_eq!(
+            kind_of(Some(0x10de), Some(0x030200), false),
+            DeviceKind::Gpu
+        );
+        assert_eq!(kind_of(None, Some(0x030200), false), DeviceKind::Gpu);
+        // The BMC's ASPEED VGA is not a GPU.
+        assert_eq!(
+            kind_of(Some(0x1a03), Some(0x030000), false),
+            DeviceKind::Other
+        );
+        assert_eq!(
+            kind_of(Some(0x10de), Some(0x068000), false),
+            DeviceKind::NvSwitch
+        );
+        assert_eq!(
+            kind_of(Some(0x15b3), Some(0x020700), false),
+            DeviceKind::RdmaNic
+        );
+        assert_eq!(
+            kind_of(Some(0x15b3), Some(0x020000), true),
+            DeviceKind::RdmaNic
+        );
+        assert_eq!(
+            kind_of(Some(0x8086), Some(0x020000), false),
+            DeviceKind::Nic
+        );
+        // ConnectX-3 "other network controller" with mlx4_0.
+        assert_eq!(
+            kind_of(Some(0x15b3), Some(0x028000), true),
+            DeviceKind::RdmaNic
+        );
+        assert_eq!(
+            kind_of(Some(0x1077), Some(0x0c0600), false),
+            DeviceKind::RdmaNic
+        );
+        assert_eq!(
+            kind_of(Some(0x10b5), Some(0x060400), false),
+            DeviceKind::PciBridge
+        );
+        assert_eq!(kind_of(None, None, false), DeviceKind::Other);
+    }
+
+    #[test]
+    fn hypervisor_flag() {
+        let vm = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr hypervisor lahf_lm\n";
+        assert_eq!(parse_hypervisor_flag(vm), Some(true));
+        let metal = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr lahf_lm\n";
+        assert_eq!(parse_hypervisor_flag(metal), Some(false));
+        assert_eq!(parse_hypervisor_flag("processor : 0\n"), None);
+    }
+
+    #[test]
+    fn nic_names_sort_naturally() {
+        let mut names = vec!["mlx5_10", "mlx5_2", "mlx5_bond_0", "mlx5_0"];
+        names.sort_by_key(|n| natural_key(n));
+        assert_eq!(names, ["mlx5_0", "mlx5_2", "mlx5_10", "mlx5_bond_0"]);
+    }
+}

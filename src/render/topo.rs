@@ -1,0 +1,274 @@
+//! `gpudoctor topo`: the GPU/NIC relationship matrix as `nvidia-smi topo -m` prints it
+//! (reference/topology.md §2), with CPU and NUMA affinity columns, the legend and a NIC legend —
+//! computed from sysfs, so it works when the driver does not — or the same as one JSON document.
+//!
+//! Like the other renderers it only formats what it is given: the facts and the matrix come
+//! from `facts/topology.rs`.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::facts::numa::NumaNode;
+use crate::facts::topology::{DeviceKind, LEGEND, Link, Matrix, NumaSource, PciDevice, Topology};
+
+/// Version of the `topo --format json` document (docs/topology.md).
+pub const TOPO_SCHEMA_VERSION: u32 = 1;
+
+/// A PCIe switch: one upstream port and the downstream ports under it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Switch {
+    pub upstream: String,
+    pub vendor_device: Option<String>,
+    pub downstream: Vec<String>,
+    /// The root port (or downstream port of an outer switch) above it.
+    pub parent: Option<String>,
+}
+
+/// The `--format json` document.
+#[derive(Debug, Clone, Serialize)]
+pub struct TopoReport<'a> {
+    pub schema_version: u32,
+    pub root: String,
+    pub matrix: &'a Matrix,
+    /// `labels[i]` names row and column i of `matrix.cells`.
+    pub labels: Vec<String>,
+    pub numa_nodes: &'a [NumaNode],
+    pub switches: Vec<Switch>,
+    /// GPUs, NVSwitches, NICs, root ports and switch ports with everything read about them.
+    pub devices: Vec<&'a PciDevice>,
+    /// Paths that could not be read or resolved (dangling links, odd files).
+    pub problems: Vec<String>,
+}
+
+/// PCIe switches found in the tree.
+pub fn switches(topo: &Topology) -> Vec<Switch> {
+    topo.of_kind(DeviceKind::SwitchUpstream)
+        .map(|up| Switch {
+            upstream: up.bdf.clone(),
+            vendor_device: match (up.vendor, up.device) {
+                (Some(v), Some(d)) => Some(format!("{v:04x}:{d:04x}")),
+                _ => None,
+            },
+            downstream: topo
+                .of_kind(DeviceKind::SwitchDownstream)
+                .filter(|d| topo.parent(d).is_some_and(|p| p.bdf == up.bdf))
+                .map(|d| d.bdf.clone())
+                .collect(),
+            parent: topo.parent(up).map(|p| p.bdf.clone()),
+        })
+        .collect()
+}
+
+pub fn report<'a>(topo: &'a Topology, matrix: &'a Matrix, root: &str) -> TopoReport<'a> {
+    TopoReport {
+        schema_version: TOPO_SCHEMA_VERSION,
+        root: root.to_string(),
+        matrix,
+        labels: matrix
+            .gpus
+            .iter()
+            .chain(&matrix.nics)
+            .map(|e| e.label.clone())
+            .collect(),
+        numa_nodes: &topo.numa.nodes,
+        switches: switches(topo),
+        devices: topo
+            .devices
+            .iter()
+            .filter(|d| d.kind != DeviceKind::Other && d.kind != DeviceKind::PciBridge)
+            .collect(),
+        problems: topo
+            .problems
+            .iter()
+            .chain(&topo.numa.problems)
+            .map(ToString::to_string)
+            .collect(),
+    }
+}
+
+pub fn render_json(topo: &Topology, matrix: &Matrix, root: &str) -> String {
+    let mut text = serde_json::to_string_pretty(&report(topo, matrix, root))
+        .unwrap_or_else(|e| format!("{{\"error\": \"could not serialise the topology: {e}\"}}"));
+    text.push('\n');
+    text
+}
+
+fn paint(color: bool, link: Link, text: &str) -> String {
+    if !color {
+        return text.to_string();
+    }
+    let code = match link {
+        Link::X => return text.to_string(),
+        Link::Nv(_) | Link::Pix => "32",
+        Link::Pxb => "36",
+        Link::Phb | Link::Node => "33",
+        Link::Sys => "31",
+        Link::Unknown => "35",
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+/// The matrix as text: columns padded with spaces (not tabs, so a paste keeps its shape,
+/// topology.md §2 hazards), colour only when `color`.
+pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
+    let mut out = String::new();
+    let entries: Vec<_> = matrix.gpus.iter().chain(&matrix.nics).collect();
+    if entries.is_empty() {
+        let _ = writeln!(
+            out,
+            "no gpu and no rdma nic found under sys/bus/pci/devices ({} pci functions read)",
+            topo.devices.len()
+        );
+        write_numa(&mut out, topo);
+        write_problems(&mut out, topo);
+        return out;
+    }
+    let mut header: Vec<String> = vec![String::new()];
+    header.extend(entries.iter().map(|e| e.label.clone()));
+    header.push("CPU Affinity".into());
+    header.push("NUMA Affinity".into());
+    let mut rows: Vec<Vec<(String, Option<Link>)>> = Vec::new();
+    let mut from_cpulist = false;
+    for (i, e) in entries.iter().enumerate() {
+        let mut row = vec![(e.label.clone(), None)];
+        for link in matrix.cells.get(i).into_iter().flatten() {
+            row.push((link.to_string(), Some(*link)));
+        }
+        row.push((e.cpu_affinity.clone().unwrap_or_else(|| "N/A".into()), None));
+        let numa = match (e.numa_node, e.numa_source) {
+            (Some(n), NumaSource::LocalCpulist) => {
+                from_cpulist = true;
+                format!("{n}*")
+            }
+            (Some(n), _) => n.to_string(),
+            (None, _) => "N/A".into(),
+        };
+        row.push((numa, None));
+        rows.push(row);
+    }
+    let columns = header.len();
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|(t, _)| t.chars().count())
+                .chain(std::iter::once(header[c].chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let last = columns - 1;
+    let head: Vec<String> = header
+        .iter()
+        .enumerate()
+        .map(|(c, h)| pad(h, widths[c], c == last))
+        .collect();
+    let head = head.join("  ");
+    if color {
+        let _ = writeln!(out, "\x1b[4m{}\x1b[0m", head.trim_end());
+    } else {
+        let _ = writeln!(out, "{}", head.trim_end());
+    }
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, (text, link))| {
+                let padded = pad(text, widths[c], c == last);
+                match link {
+                    Some(l) => paint(color, *l, &padded),
+                    None => padded,
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    }
+    out.push_str("\nLegend:\n\n");
+    for (name, text) in LEGEND {
+        let _ = writeln!(out, "  {name:<4} = {text}");
+    }
+    if !matrix.nics.is_empty() {
+        out.push_str("\nNIC Legend:\n\n");
+        for nic in &matrix.nics {
+            let _ = writeln!(out, "  {}: {} ({})", nic.label, nic.name, nic.bdf);
+        }
+    }
+    out.push('\n');
+    if from_cpulist {
+        out.push_str(
+            "* numa_node is -1 (firmware gave no locality): node taken from local_cpulist\n",
+        );
+    }
+    let _ = writeln!(
+        out,
+        "GPUs: {}",
+        matrix
+            .gpus
+            .iter()
+            .map(|g| format!("{}={}", g.label, g.bdf))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let nvlink = if matrix.nvlink == "nvml" {
+        "NV# from NVML".to_string()
+    } else {
+        format!("NVLink {}: PCIe classes only", matrix.nvlink)
+    };
+    let _ = writeln!(out, "{nvlink}");
+    write_numa(&mut out, topo);
+    write_problems(&mut out, topo);
+    out
+}
+
+fn pad(text: &str, width: usize, last: bool) -> String {
+    if last {
+        return text.to_string();
+    }
+    let n = text.chars().count();
+    format!("{text}{}", " ".repeat(width.saturating_sub(n)))
+}
+
+fn write_numa(out: &mut String, topo: &Topology) {
+    if topo.numa.nodes.is_empty() {
+        out.push_str("NUMA: no node information under sys/devices/system/node\n");
+        return;
+    }
+    let nodes: Vec<String> = topo
+        .numa
+        .nodes
+        .iter()
+        .map(|n| {
+            let cpus = if n.cpus.is_empty() {
+                "no cpus".to_string()
+            } else {
+                format!("cpus {}", n.cpus)
+            };
+            let distances = if n.distances.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", distances {}",
+                    n.distances
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            };
+            format!("node{} ({cpus}{distances})", n.id)
+        })
+        .collect();
+    let _ = writeln!(out, "NUMA: {}", nodes.join("; "));
+}
+
+fn write_problems(out: &mut String, topo: &Topology) {
+    let n = topo.problems.len() + topo.numa.problems.len();
+    if n > 0 {
+        let _ = writeln!(
+            out,
+            "{n} sysfs entr{} could not be read or resolved (listed under `problems` in --format json)",
+            if n == 1 { "y" } else { "ies" }
+        );
+    }
+}
