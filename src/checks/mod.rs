@@ -8,6 +8,7 @@
 pub mod driver;
 pub mod gpu_health;
 pub mod nvlink;
+pub mod rdma;
 pub mod xid;
 
 use std::cell::OnceCell;
@@ -49,6 +50,7 @@ pub fn registry() -> Vec<CheckDef> {
     all.extend(xid::checks());
     all.extend(gpu_health::checks());
     all.extend(nvlink::checks());
+    all.extend(rdma::checks());
     all
 }
 
@@ -127,6 +129,7 @@ pub struct Context<'a> {
     kernel_log: OnceCell<Result<Option<(String, String)>, FsError>>,
     profile: OnceCell<Option<Profile>>,
     forced_profile: Option<Profile>,
+    rdma: OnceCell<Result<crate::facts::rdma::RdmaFacts, FactError>>,
 }
 
 impl<'a> Context<'a> {
@@ -140,7 +143,14 @@ impl<'a> Context<'a> {
             kernel_log: OnceCell::new(),
             profile: OnceCell::new(),
             forced_profile: None,
+            rdma: OnceCell::new(),
         }
+    }
+
+    /// RDMA devices and ports from /sys/class/infiniband.
+    pub fn rdma(&self) -> &Result<crate::facts::rdma::RdmaFacts, FactError> {
+        self.rdma
+            .get_or_init(|| crate::facts::rdma::gather(self.source))
     }
 
     /// Judge against this profile instead of choosing one from the GPUs (`--profile`).

@@ -10,6 +10,7 @@ pub mod node;
 pub mod nvidia;
 pub mod nvml;
 pub mod pci;
+pub mod rdma;
 pub mod xid;
 
 use thiserror::Error;

@@ -1,0 +1,769 @@
+//! RDMA layer: is the network between nodes RDMA-fast? Ports up at the expected rate and link
+//! layer, RoCE configured for v2, error counters quiet, the verbs modules and device nodes a Pod
+//! needs, and GPUDirect RDMA (nvidia_peermem or dma-buf) on GPU nodes.
+//!
+//! Sources: reference/sysfs.md §8 (class files, states, rates), §9 (netdevs), §10 (modules and
+//! NCCL's GPUDirect probe), §12 (device nodes); profiles.md for expected ports and rates. A node
+//! without RDMA devices whose profile expects none makes the layer `skip`.
+
+use std::collections::BTreeMap;
+
+use super::{CheckDef, Context, Explain, Outcome};
+use crate::facts::nvidia;
+use crate::facts::rdma::{self, RdmaDevice, RdmaFacts, RdmaPort};
+use crate::report::{Action, Evidence, Layer};
+
+pub fn checks() -> Vec<CheckDef> {
+    vec![
+        CheckDef {
+            code: "rdma.devices",
+            layer: Layer::Rdma,
+            title: "the expected RDMA devices are present",
+            explain: Explain {
+                reads: "/sys/class/infiniband/*, Mellanox/NVIDIA network functions in /sys/bus/pci/devices; the profile's RDMA port count and link layer",
+                expects: "at least the profile's number of ports with its link layer (HGX H100: 8 InfiniBand), and an RDMA device for every ConnectX network function",
+                why: "a missing HCA, or one flipped to Ethernet mode, leaves a GPU without its NIC: multi-node collectives fall back to slower paths or fail to start",
+                fix: "`ibdev2netdev` / `ibstat` to compare; an HCA without an RDMA device needs mlx5_ib loaded; a port in the wrong link layer is set with `mlxconfig -d <dev> set LINK_TYPE_P1=1` (IB) and a reboot",
+            },
+            run: devices,
+        },
+        CheckDef {
+            code: "rdma.port_state",
+            layer: Layer::Rdma,
+            title: "every RDMA port is ACTIVE and LinkUp",
+            explain: Explain {
+                reads: "/sys/class/infiniband/*/ports/*/{state,phys_state}",
+                expects: "state `4: ACTIVE` and phys_state `5: LinkUp`",
+                why: "a port that is not up carries no traffic; NCCL either skips the NIC (slower) or fails",
+                fix: "Polling: no peer — check the cable, transceiver and switch port; Disabled: enable it (`ibportstate`, or the switch); INIT: no subnet manager has configured it (check opensm/UFM); LinkErrorRecovery or training: a marginal link — reseat or replace the cable",
+            },
+            run: port_state,
+        },
+        CheckDef {
+            code: "rdma.port_rate",
+            layer: Layer::Rdma,
+            title: "RDMA ports run at the expected rate",
+            explain: Explain {
+                reads: "/sys/class/infiniband/*/ports/*/rate; the profile's RDMA rate",
+                expects: "the profile's rate (HGX H100: 400 Gb/s NDR), or without a profile the fastest rate among ports of the same link layer",
+                why: "a link that trained at HDR instead of NDR halves that NIC's bandwidth; in a ring the slowest link sets everyone's speed",
+                fix: "check the cable and transceiver type (NDR needs NDR optics), the switch port speed, and `mlxlink -d <dev>`; reseat or replace the cable",
+            },
+            run: port_rate,
+        },
+        CheckDef {
+            code: "rdma.roce_config",
+            layer: Layer::Rdma,
+            title: "RoCE ports have a RoCE v2 GID and an up netdev",
+            explain: Explain {
+                reads: "/sys/class/infiniband/*/ports/*/gid_attrs/{types,ndevs}/*, /sys/class/net/<netdev>/{operstate,mtu}",
+                expects: "a `RoCE v2` GID on every Ethernet-link-layer port, its netdev `up`, one MTU across the RDMA netdevs of a link layer",
+                why: "without a RoCE v2 GID (no IP on the interface) NCCL cannot route RDMA over Ethernet; a down netdev means no link; mismatched MTUs fragment or drop",
+                fix: "assign the interface its IP address (the GID table is built from it), `ip link set <if> up`, and set one MTU on all RDMA interfaces (`ip link set <if> mtu 9000`)",
+            },
+            run: roce_config,
+        },
+        CheckDef {
+            code: "rdma.error_counters",
+            layer: Layer::Rdma,
+            title: "RDMA port error counters are zero",
+            explain: Explain {
+                reads: "/sys/class/infiniband/*/ports/*/counters/{symbol_error,link_downed,link_error_recovery,port_rcv_errors,excessive_buffer_overrun_errors,local_link_integrity_errors}",
+                expects: "0 on every port",
+                why: "symbol errors and link recoveries are a marginal cable or optic; every retransmission costs bandwidth and latency",
+                fix: "watch the counters with `perfquery` for a few minutes; rising counters mean a cable or transceiver to replace; clear them with `perfquery -x -R` after the fix",
+            },
+            run: error_counters,
+        },
+        CheckDef {
+            code: "rdma.verbs",
+            layer: Layer::Rdma,
+            title: "verbs modules loaded and device nodes present",
+            explain: Explain {
+                reads: "/proc/modules (ib_core, ib_uverbs, mlx5_ib), /dev/infiniband/uverbs*",
+                expects: "ib_core and ib_uverbs loaded (mlx5_ib for mlx5 devices), one /dev/infiniband/uverbsN per RDMA device",
+                why: "libibverbs opens /dev/infiniband/uverbsN: without the node (or the module) a Pod sees no RDMA device and NCCL falls back to TCP sockets",
+                fix: "`modprobe ib_uverbs mlx5_ib`; in Pods mount /dev/infiniband (the RDMA shared device plugin or SR-IOV device plugin does this)",
+            },
+            run: verbs,
+        },
+        CheckDef {
+            code: "rdma.gpudirect",
+            layer: Layer::Rdma,
+            title: "GPUDirect RDMA is available",
+            explain: Explain {
+                reads: "/proc/modules (nvidia_peermem, nv_peer_mem), /sys/kernel/mm/memory_peers/nv_mem*/version, /proc/sys/kernel/osrelease, /proc/driver/nvidia/version",
+                expects: "on a node with GPUs and RDMA NICs: nvidia_peermem (or legacy nv_peer_mem) loaded, or the dma-buf path (Linux ≥ 5.12 with the open NVIDIA kernel module ≥ 515)",
+                why: "without GPUDirect RDMA every inter-node transfer is staged through host memory: NCCL logs `GDRDMA` off and bandwidth drops",
+                fix: "`modprobe nvidia_peermem` (make it persistent in /etc/modules-load.d; the GPU Operator sets driver.rdma.enabled=true); dma-buf needs the open kernel module and NCCL ≥ 2.13",
+            },
+            run: gpudirect,
+        },
+        CheckDef {
+            code: "rdma.firmware",
+            layer: Layer::Rdma,
+            title: "HCAs of one model run one firmware version",
+            explain: Explain {
+                reads: "/sys/class/infiniband/*/{hca_type,fw_ver}",
+                expects: "one fw_ver per hca_type",
+                why: "mixed firmware on identical HCAs is a half-finished update: behaviour and performance differ port by port",
+                fix: "update all HCAs of the model to the same firmware (`mlxfwmanager --online -u`), then reset them (`mlxfwreset`) or reboot",
+            },
+            run: firmware,
+        },
+    ]
+}
+
+/// The RDMA facts, or the finished outcome when none apply.
+fn rdma_devices<'c>(ctx: &'c Context<'_>) -> Result<&'c RdmaFacts, Outcome> {
+    match ctx.rdma() {
+        Ok(facts) if facts.devices.is_empty() => Err(Outcome::skip("no rdma devices on this node")),
+        Ok(facts) => Ok(facts),
+        Err(err) => Err(Outcome::unreadable(err)),
+    }
+}
+
+fn ports(facts: &RdmaFacts) -> impl Iterator<Item = (&RdmaDevice, &RdmaPort)> {
+    facts
+        .devices
+        .iter()
+        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
+}
+
+fn port_path(d: &RdmaDevice, p: &RdmaPort, file: &str) -> String {
+    format!(
+        "{}/{}/ports/{}/{file}",
+        rdma::CLASS_INFINIBAND,
+        d.name,
+        p.port
+    )
+}
+
+fn port_label(d: &RdmaDevice, p: &RdmaPort) -> String {
+    let netdev = p
+        .netdev
+        .as_ref()
+        .map(|n| format!(", {}", n.name))
+        .unwrap_or_default();
+    format!(
+        "{} port {} ({}{netdev})",
+        d.name,
+        p.port,
+        d.pci.as_deref().unwrap_or("no pci")
+    )
+}
+
+/// ConnectX functions that are NICs (vendor 0x15b3, network class 0x02xx) — each should have an
+/// RDMA device; the "NIC present, RDMA missing" case of sysfs.md §13.8.
+fn mellanox_nics(ctx: &Context<'_>) -> Vec<String> {
+    match ctx.pci() {
+        Ok(facts) => facts
+            .functions
+            .iter()
+            .filter(|f| f.vendor == 0x15b3 && f.class >> 16 == 0x02)
+            .map(|f| f.bdf.clone())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn devices(ctx: &Context<'_>) -> Outcome {
+    let profile = ctx.profile();
+    let expected = profile.and_then(|p| {
+        p.rdma_ports
+            .map(|n| (n, p.rdma_link_layer.clone(), p.name.clone()))
+    });
+    let facts = match ctx.rdma() {
+        Ok(f) => f,
+        Err(err) => return Outcome::unreadable(err),
+    };
+    let with_rdma: Vec<&str> = facts
+        .devices
+        .iter()
+        .filter_map(|d| d.pci.as_deref())
+        .collect();
+    let orphans: Vec<String> = mellanox_nics(ctx)
+        .into_iter()
+        .filter(|b| !with_rdma.contains(&b.as_str()))
+        .collect();
+    let mut fails = Vec::new();
+    let mut evidence = Vec::new();
+    if !orphans.is_empty() {
+        fails.push(format!(
+            "{} connectx function(s) without an rdma device: {}",
+            orphans.len(),
+            orphans.join(" ")
+        ));
+        evidence.push(
+            Evidence::new(
+                rdma::CLASS_INFINIBAND,
+                format!("no device for {}", orphans.join(" ")),
+            )
+            .expected("one rdma device per connectx network function"),
+        );
+    }
+    let mut by_layer: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, p) in ports(facts) {
+        *by_layer
+            .entry(p.link_layer.clone().unwrap_or_else(|| "Unknown".into()))
+            .or_default() += 1;
+    }
+    let layers_text = if by_layer.is_empty() {
+        "no ports".to_string()
+    } else {
+        by_layer
+            .iter()
+            .map(|(l, n)| format!("{n} {l}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some((want, layer, name)) = &expected {
+        let have = match layer {
+            Some(l) => by_layer.get(l).copied().unwrap_or(0),
+            None => by_layer.values().sum(),
+        } as u32;
+        if have < *want {
+            let what = layer.as_deref().unwrap_or("rdma");
+            fails.push(format!(
+                "{have} {what} port(s), profile {name} expects {want}"
+            ));
+            evidence.push(
+                Evidence::new(rdma::CLASS_INFINIBAND, layers_text.clone())
+                    .expected(format!("{want} {what} ports (profile {name})")),
+            );
+        }
+    }
+    if !fails.is_empty() {
+        return Outcome::fail(fails.join("; "))
+            .evidence_all(evidence)
+            .hint("compare `ibdev2netdev` and `lspci -d 15b3:`; load mlx5_ib for an hca without rdma device; a port in the wrong link layer: `mlxconfig -d <dev> query | grep LINK_TYPE`")
+            .action(Action::FixConfig);
+    }
+    if facts.devices.is_empty() {
+        return Outcome::skip(match &expected {
+            Some((0, _, name)) => format!("no rdma devices, none expected (profile {name})"),
+            _ => "no rdma devices on this node".to_string(),
+        });
+    }
+    Outcome::pass(format!(
+        "{} rdma device(s): {layers_text} port(s)",
+        facts.devices.len()
+    ))
+    .evidence(Evidence::new(
+        rdma::CLASS_INFINIBAND,
+        facts
+            .devices
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+    ))
+}
+
+/// What a physical state means for the operator (sysfs.md §8).
+fn phys_meaning(phys: Option<&(u32, String)>) -> &'static str {
+    match phys.map(|(n, _)| *n) {
+        Some(1) => "sleep",
+        Some(2) => "polling: no peer — check the cable, transceiver and switch port",
+        Some(3) => "disabled: administratively down",
+        Some(4) => "link training in progress",
+        Some(5) => "link up but not configured by a subnet manager",
+        Some(6) => "link error recovery: a marginal link",
+        Some(7) => "phy test mode",
+        _ => "unknown physical state",
+    }
+}
+
+fn port_state(ctx: &Context<'_>) -> Outcome {
+    let facts = match rdma_devices(ctx) {
+        Ok(f) => f,
+        Err(o) => return o,
+    };
+    let mut down = Vec::new();
+    let mut evidence = Vec::new();
+    let mut total = 0;
+    for (d, p) in ports(facts) {
+        total += 1;
+        if p.is_up() {
+            continue;
+        }
+        let show = |s: &Option<(u32, String)>| {
+            s.as_ref()
+                .map(|(n, t)| format!("{n}: {t}"))
+                .unwrap_or_else(|| "unreadable".into())
+        };
+        down.push(format!(
+            "{} is {} / {} ({})",
+            port_label(d, p),
+            show(&p.state),
+            show(&p.phys_state),
+            phys_meaning(p.phys_state.as_ref())
+        ));
+        evidence.push(
+            Evidence::new(
+                port_path(d, p, "phys_state"),
+                format!(
+                    "state {}, phys_state {}",
+                    show(&p.state),
+                    show(&p.phys_state)
+                ),
+            )
+            .expected("4: ACTIVE, 5: LinkUp"),
+        );
+    }
+    if down.is_empty() {
+        return Outcome::pass(format!("{total} rdma port(s) active and linkup"));
+    }
+    Outcome::fail(down.join("; "))
+        .evidence_all(evidence)
+        .hint("polling: check the cable, transceiver and switch port (`ibstat`, `mlxlink -d <dev>`); disabled: enable the port; init: check the subnet manager (opensm/UFM)")
+        .action(Action::HardwareInspection)
+}
+
+fn port_rate(ctx: &Context<'_>) -> Outcome {
+    let facts = match rdma_devices(ctx) {
+        Ok(f) => f,
+        Err(o) => return o,
+    };
+    let profile = ctx.profile();
+    let mut fails = Vec::new();
+    let mut evidence = Vec::new();
+    // The fastest rate per link layer is the reference when no profile says otherwise.
+    let mut fastest: BTreeMap<String, f64> = BTreeMap::new();
+    for (_, p) in ports(facts).filter(|(_, p)| p.is_up()) {
+        if let (Some(rate), Some(layer)) = (p.rate_gbps, &p.link_layer) {
+            let e = fastest.entry(layer.clone()).or_insert(0.0);
+            *e = e.max(rate);
+        }
+    }
+    let mut judged = 0;
+    for (d, p) in ports(facts).filter(|(_, p)| p.is_up()) {
+        let (Some(rate), Some(layer)) = (p.rate_gbps, p.link_layer.as_deref()) else {
+            continue;
+        };
+        judged += 1;
+        let from_profile = profile.and_then(|pr| {
+            let applies = pr.rdma_link_layer.as_deref().is_none_or(|l| l == layer);
+            pr.rdma_rate_gbps
+                .filter(|_| applies)
+                .map(|r| (f64::from(r), format!("profile {}", pr.name)))
+        });
+        let (want, from) = match from_profile {
+            Some(x) => x,
+            None => (
+                fastest.get(layer).copied().unwrap_or(rate),
+                format!("the fastest {layer} port"),
+            ),
+        };
+        if rate < want {
+            let text = p.rate_text.clone().unwrap_or_default();
+            fails.push(format!(
+                "{} at {rate} gb/s, {from} runs {want} gb/s",
+                port_label(d, p)
+            ));
+            evidence.push(
+                Evidence::new(port_path(d, p, "rate"), text)
+                    .expected(format!("{want} Gb/sec ({from})")),
+            );
+        }
+    }
+    if judged == 0 {
+        return Outcome::skip("no active port reports a rate");
+    }
+    if fails.is_empty() {
+        let rates: Vec<String> = fastest
+            .iter()
+            .map(|(l, r)| format!("{l} {r} gb/s"))
+            .collect();
+        return Outcome::pass(format!(
+            "{judged} port(s) at the expected rate ({})",
+            rates.join(", ")
+        ));
+    }
+    Outcome::fail(fails.join("; "))
+        .evidence_all(evidence)
+        .hint("check the cable and transceiver type, the switch port speed and `mlxlink -d <dev> -p <port>`; reseat or replace the cable")
+        .action(Action::HardwareInspection)
+}
+
+fn roce_config(ctx: &Context<'_>) -> Outcome {
+    let facts = match rdma_devices(ctx) {
+        Ok(f) => f,
+        Err(o) => return o,
+    };
+    let mut fails = Vec::new();
+    let mut warns = Vec::new();
+    let mut evidence = Vec::new();
+    let mut roce = 0;
+    for (d, p) in ports(facts).filter(|(_, p)| p.is_roce()) {
+        roce += 1;
+        if !p.gid_types.iter().any(|t| t == "RoCE v2") {
+            fails.push(format!("{} has no roce v2 gid", port_label(d, p)));
+            evidence.push(
+                Evidence::new(
+                    port_path(d, p, "gid_attrs/types"),
+                    if p.gid_types.is_empty() {
+                        "no gid".to_string()
+                    } else {
+                        p.gid_types.join(", ")
+                    },
+                )
+                .expected("RoCE v2"),
+            );
+        }
+        match &p.netdev {
+            Some(nd) if nd.operstate.as_deref() != Some("up") => {
+                fails.push(format!(
+                    "{} netdev {} is {}",
+                    port_label(d, p),
+                    nd.name,
+                    nd.operstate.as_deref().unwrap_or("unknown")
+                ));
+                evidence.push(
+                    Evidence::new(
+                        format!("{}/{}/operstate", rdma::CLASS_NET, nd.name),
+                        nd.operstate.clone().unwrap_or_default(),
+                    )
+                    .expected("up"),
+                );
+            }
+            None => {
+                fails.push(format!("{} has no netdev", port_label(d, p)));
+                evidence.push(
+                    Evidence::new(port_path(d, p, "gid_attrs/ndevs"), "none")
+                        .expected("the port's netdev"),
+                );
+            }
+            _ => {}
+        }
+    }
+    // One MTU per link layer across the RDMA netdevs (IPoIB 4092 and Ethernet 9000 differ by design).
+    let mut mtus: BTreeMap<(String, u32), Vec<String>> = BTreeMap::new();
+    for (_, p) in ports(facts) {
+        if let (Some(nd), Some(layer)) = (&p.netdev, &p.link_layer)
+            && let Some(mtu) = nd.mtu
+        {
+            mtus.entry((layer.clone(), mtu))
+                .or_default()
+                .push(nd.name.clone());
+        }
+    }
+    let mut per_layer: BTreeMap<&str, Vec<(u32, &Vec<String>)>> = BTreeMap::new();
+    for ((layer, mtu), names) in &mtus {
+        per_layer
+            .entry(layer.as_str())
+            .or_default()
+            .push((*mtu, names));
+    }
+    for (layer, variants) in per_layer.iter().filter(|(_, v)| v.len() > 1) {
+        let text: Vec<String> = variants
+            .iter()
+            .map(|(m, n)| format!("mtu {m} on {}", n.join(" ")))
+            .collect();
+        warns.push(format!(
+            "{layer} rdma netdevs use different mtus: {}",
+            text.join("; ")
+        ));
+        evidence.push(Evidence::new(rdma::CLASS_NET, text.join("; ")).expected("one mtu"));
+    }
+    if roce == 0 && warns.is_empty() {
+        return Outcome::skip("no roce ports");
+    }
+    let hint = "give the interface its ip address (gids come from it) and `ip link set <if> up`; set one mtu on all rdma interfaces (`ip link set <if> mtu 9000`)";
+    if !fails.is_empty() {
+        fails.extend(warns);
+        return Outcome::fail(fails.join("; "))
+            .evidence_all(evidence)
+            .hint(hint)
+            .action(Action::FixConfig);
+    }
+    if !warns.is_empty() {
+        return Outcome::warn(warns.join("; "))
+            .evidence_all(evidence)
+            .hint(hint)
+            .action(Action::FixConfig);
+    }
+    Outcome::pass(format!(
+        "{roce} roce port(s) with a roce v2 gid and an up netdev"
+    ))
+}
+
+fn error_counters(ctx: &Context<'_>) -> Outcome {
+    let facts = match rdma_devices(ctx) {
+        Ok(f) => f,
+        Err(o) => return o,
+    };
+    let mut noisy = Vec::new();
+    let mut evidence = Vec::new();
+    let mut judged = 0;
+    for (d, p) in ports(facts) {
+        if p.counters.is_empty() {
+            continue;
+        }
+        judged += 1;
+        let nonzero: Vec<String> = p
+            .counters
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        if !nonzero.is_empty() {
+            noisy.push(format!("{}: {}", port_label(d, p), nonzero.join(", ")));
+            evidence
+                .push(Evidence::new(port_path(d, p, "counters"), nonzero.join(", ")).expected("0"));
+        }
+    }
+    if judged == 0 {
+        return Outcome::skip("no port error counters readable");
+    }
+    if noisy.is_empty() {
+        return Outcome::pass(format!("error counters zero on {judged} port(s)"));
+    }
+    Outcome::warn(noisy.join("; "))
+        .evidence_all(evidence)
+        .hint("watch them with `perfquery -x <lid> <port>` for a few minutes: rising counters mean a cable or transceiver to replace")
+        .action(Action::HardwareInspection)
+}
+
+fn verbs(ctx: &Context<'_>) -> Outcome {
+    let facts = match rdma_devices(ctx) {
+        Ok(f) => f,
+        Err(o) => return o,
+    };
+    let modules = match ctx.modules() {
+        Ok(m) => m,
+        Err(err) => return Outcome::unreadable(err),
+    };
+    let mut wanted = vec!["ib_core", "ib_uverbs"];
+    if facts.devices.iter().any(|d| d.name.starts_with("mlx5")) {
+        wanted.push("mlx5_ib");
+    }
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|m| modules.get(m).is_none())
+        .collect();
+    let nodes = ctx
+        .source()
+        .list_dir("dev/infiniband", &|n| n.starts_with("uverbs"))
+        .unwrap_or_default();
+    let mut fails = Vec::new();
+    let mut evidence = Vec::new();
+    if !missing.is_empty() {
+        fails.push(format!("module(s) not loaded: {}", missing.join(", ")));
+        evidence.push(
+            Evidence::new(
+                modules.from.as_str(),
+                format!("missing {}", missing.join(" ")),
+            )
+            .expected(wanted.join(" ")),
+        );
+    }
+    if nodes.len() < facts.devices.len() {
+        fails.push(format!(
+            "{} /dev/infiniband/uverbs node(s) for {} rdma device(s)",
+            nodes.len(),
+            facts.devices.len()
+        ));
+        evidence.push(
+            Evidence::new(
+                "dev/infiniband",
+                if nodes.is_empty() {
+                    "no uverbs nodes".to_string()
+                } else {
+                    nodes.join(" ")
+                },
+            )
+            .expected(format!("{} uverbs nodes", facts.devices.len())),
+        );
+    }
+    if fails.is_empty() {
+        return Outcome::pass(format!(
+            "{} loaded, {} uverbs node(s)",
+            wanted.join(", "),
+            nodes.len()
+        ));
+    }
+    Outcome::fail(fails.join("; "))
+        .evidence_all(evidence)
+        .hint("`modprobe ib_uverbs mlx5_ib` (udev then creates /dev/infiniband/uverbs*); pods need /dev/infiniband mounted by the rdma or sr-iov device plugin")
+        .action(Action::ReloadDriver)
+}
+
+/// Files whose existence NCCL itself takes as "GPUDirect RDMA available"
+/// (`NVIDIA/nccl` `src/transport/net_ib/gdr.cc`, sysfs.md §10).
+const PEERMEM_FILES: &[&str] = &[
+    "sys/kernel/mm/memory_peers/nv_mem/version",
+    "sys/kernel/mm/memory_peers/nv_mem_nc/version",
+    "sys/module/nvidia_peermem/version",
+];
+
+/// `5.15.0-105-generic` → (5, 15).
+fn kernel_major_minor(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+fn gpudirect(ctx: &Context<'_>) -> Outcome {
+    let facts = match rdma_devices(ctx) {
+        Ok(f) => f,
+        Err(o) => return o,
+    };
+    let gpus = ctx
+        .pci()
+        .as_ref()
+        .map(|p| p.nvidia_gpus().count())
+        .unwrap_or(0);
+    if gpus == 0 {
+        return Outcome::skip("no gpus on this node");
+    }
+    let modules = match ctx.modules() {
+        Ok(m) => m,
+        Err(err) => return Outcome::unreadable(err),
+    };
+    let loaded: Vec<&str> = ["nvidia_peermem", "nv_peer_mem"]
+        .into_iter()
+        .filter(|m| modules.get(m).is_some())
+        .collect();
+    let peer_files: Vec<&str> = PEERMEM_FILES
+        .iter()
+        .copied()
+        .filter(|f| ctx.source().exists(f))
+        .collect();
+    if !loaded.is_empty() || !peer_files.is_empty() {
+        let via = loaded
+            .first()
+            .copied()
+            .unwrap_or("the nv_mem peer memory client");
+        return Outcome::pass(format!(
+            "gpudirect rdma via {via} ({gpus} gpu(s), {} rdma device(s))",
+            facts.devices.len()
+        ))
+        .evidence(Evidence::new(
+            modules.from.as_str(),
+            format!("{} loaded", loaded.join(", ")),
+        ))
+        .evidence_all(peer_files.iter().map(|f| Evidence::new(*f, "present")));
+    }
+    // dma-buf: Linux ≥ 5.12 plus the open kernel module ≥ 515 (sysfs.md §10).
+    let kernel = ctx
+        .source()
+        .read_to_string("proc/sys/kernel/osrelease")
+        .ok();
+    let kernel_ok = kernel
+        .as_deref()
+        .and_then(kernel_major_minor)
+        .is_some_and(|v| v >= (5, 12));
+    let driver = ctx
+        .source()
+        .read_to_string(nvidia::PROC_DRIVER_VERSION)
+        .ok();
+    let open_module = driver
+        .as_deref()
+        .is_some_and(|t| t.contains("Open Kernel Module"));
+    let driver_ok = ctx
+        .module_version()
+        .as_ref()
+        .ok()
+        .and_then(|v| v.as_ref())
+        .and_then(|(v, _)| v.split('.').next()?.parse::<u32>().ok())
+        .is_some_and(|major| major >= 515);
+    let evidence = vec![
+        Evidence::new(modules.from.as_str(), "no nvidia_peermem or nv_peer_mem")
+            .expected("nvidia_peermem loaded"),
+        Evidence::new(
+            "proc/sys/kernel/osrelease",
+            kernel.as_deref().unwrap_or("unknown").trim(),
+        )
+        .expected("≥ 5.12 for dma-buf"),
+        Evidence::new(
+            nvidia::PROC_DRIVER_VERSION,
+            if open_module {
+                "open kernel module"
+            } else {
+                "proprietary kernel module (or unknown)"
+            },
+        )
+        .expected("open kernel module ≥ 515 for dma-buf"),
+    ];
+    let hint = "`modprobe nvidia_peermem` and make it persistent (/etc/modules-load.d; GPU Operator: driver.rdma.enabled=true); confirm NCCL logs `GDRDMA` on its NET/IB lines";
+    if kernel_ok && open_module && driver_ok {
+        return Outcome::warn("nvidia_peermem not loaded: gpudirect rdma only through dma-buf (needs nccl ≥ 2.13 and cuda ≥ 11.7)")
+            .evidence_all(evidence)
+            .hint(hint)
+            .action(Action::FixConfig);
+    }
+    Outcome::fail(format!(
+        "no gpudirect rdma path: nvidia_peermem not loaded and no dma-buf support ({gpus} gpu(s), {} rdma device(s)); transfers bounce through host memory",
+        facts.devices.len()
+    ))
+    .evidence_all(evidence)
+    .hint(hint)
+    .action(Action::ReloadDriver)
+}
+
+fn firmware(ctx: &Context<'_>) -> Outcome {
+    let facts = match rdma_devices(ctx) {
+        Ok(f) => f,
+        Err(o) => return o,
+    };
+    let mut by_model: BTreeMap<&str, BTreeMap<&str, Vec<&str>>> = BTreeMap::new();
+    for d in &facts.devices {
+        if let (Some(model), Some(fw)) = (d.hca_type.as_deref(), d.fw_ver.as_deref()) {
+            by_model
+                .entry(model)
+                .or_default()
+                .entry(fw)
+                .or_default()
+                .push(d.name.as_str());
+        }
+    }
+    if by_model.is_empty() {
+        return Outcome::skip("no firmware versions reported");
+    }
+    let mixed: Vec<String> = by_model
+        .iter()
+        .filter(|(_, versions)| versions.len() > 1)
+        .map(|(model, versions)| {
+            let list: Vec<String> = versions
+                .iter()
+                .map(|(fw, devs)| format!("{fw} on {}", devs.join(" ")))
+                .collect();
+            format!("{model}: {}", list.join("; "))
+        })
+        .collect();
+    if mixed.is_empty() {
+        let list: Vec<String> = by_model
+            .iter()
+            .map(|(m, v)| format!("{m} {}", v.keys().copied().collect::<Vec<_>>().join("")))
+            .collect();
+        return Outcome::pass(format!("one firmware per hca model ({})", list.join(", ")));
+    }
+    Outcome::warn(format!("mixed firmware on identical hcas: {}", mixed.join(" | ")))
+        .evidence_all(mixed.iter().map(|m| Evidence::new(format!("{}/*/fw_ver", rdma::CLASS_INFINIBAND), m.as_str()).expected("one version per model")))
+        .hint("update every hca of the model to one firmware (`mlxfwmanager --online -u`), then `mlxfwreset` or reboot")
+        .action(Action::FixConfig)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_versions_parse() {
+        assert_eq!(kernel_major_minor("5.15.0-105-generic"), Some((5, 15)));
+        assert_eq!(kernel_major_minor("6.8.0"), Some((6, 8)));
+        assert_eq!(
+            kernel_major_minor("4.18.0-553.el8_10.x86_64"),
+            Some((4, 18))
+        );
+        assert_eq!(kernel_major_minor("garbage"), None);
+    }
+
+    #[test]
+    fn physical_states_explain_themselves() {
+        assert!(phys_meaning(Some(&(2, "Polling".into()))).contains("cable"));
+        assert!(phys_meaning(Some(&(3, "Disabled".into()))).contains("administratively"));
+        assert!(phys_meaning(None).contains("unknown"));
+    }
+}
