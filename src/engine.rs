@@ -119,6 +119,7 @@ pub fn run_with(source: &dyn Source, registry: &[CheckDef], options: &RunOptions
         } else {
             None
         },
+        generated_at: Some(crate::time::rfc3339(std::time::SystemTime::now())),
         layers,
         first_failure,
         exit_code,
@@ -151,6 +152,7 @@ fn run_check(def: &CheckDef, ctx: &Context<'_>) -> CheckResult {
         evidence: outcome.evidence,
         hint: outcome.hint,
         action: outcome.action,
+        figures: outcome.figures,
     }
 }
 

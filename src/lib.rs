@@ -15,3 +15,4 @@ pub mod redact;
 pub mod render;
 pub mod report;
 pub mod source;
+pub mod time;

@@ -1,15 +1,21 @@
 //! The JSON contract (`--format json`) that automation and tickets rely on. Renderers see only
-//! these types. A change to the JSON shape bumps [`SCHEMA_VERSION`] and `docs/report.md`.
+//! these types. A change to the JSON shape bumps [`SCHEMA_VERSION`] and `docs/report.md`;
+//! `docs/report.schema.json` is generated from these types ([`json_schema`]) and a test keeps it
+//! current. Fields added later carry `#[serde(default)]` so older reports still load.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The layers, in the order data crosses them (DESIGN.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub enum Layer {
     #[serde(rename = "driver")]
     Driver,
@@ -89,7 +95,7 @@ impl FromStr for Layer {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pass,
@@ -131,7 +137,7 @@ impl Status {
 }
 
 /// What the operator should do; a closed set so automation can route on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     None,
@@ -161,7 +167,7 @@ impl Action {
 }
 
 /// One observation behind a result: where it was read, what was there, what was expected.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Evidence {
     /// Root-relative path or probe field (`sys/bus/pci/devices/0000:18:00.0/vendor`, `nvml.init`).
     pub source: String,
@@ -185,7 +191,7 @@ impl Evidence {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CheckResult {
     pub code: String,
     pub title: String,
@@ -195,9 +201,122 @@ pub struct CheckResult {
     #[serde(default)]
     pub hint: Option<String>,
     pub action: Action,
+    /// Numbers the check measured, exported as Prometheus gauges (`--format prometheus`); absent
+    /// when the check measured none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub figures: Vec<Figure>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A number a check measured, with its stable name and labels. The Prometheus renderer exports
+/// it as the gauge `gpudoctor_<name>{labels}`; docs/report.md lists every name and its labels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Figure {
+    pub name: FigureName,
+    /// In the base unit the name ends with (seconds, bytes per second) or a plain count. Whole
+    /// numbers are written as JSON integers (`3`, not `3.0`).
+    #[serde(serialize_with = "whole_as_integer")]
+    pub value: f64,
+    /// Label name → value; names from the figure's documented set, values bounded (a GPU bus id,
+    /// an XID number, a device and port), never free text.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Counts and rates print as integers when they are whole; f64 holds integers exactly up to 2^53.
+fn whole_as_integer<S: serde::Serializer>(value: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if value.fract() == 0.0 && value.abs() < 9.0e15 {
+        s.serialize_i64(*value as i64)
+    } else {
+        s.serialize_f64(*value)
+    }
+}
+
+// Figures are built from finite measurements only (`Figure::new` turns NaN into 0), so equality
+// is reflexive and the report types can stay `Eq`.
+impl Eq for Figure {}
+
+impl Figure {
+    pub fn new(name: FigureName, value: f64) -> Self {
+        Figure {
+            name,
+            value: if value.is_finite() { value } else { 0.0 },
+            labels: BTreeMap::new(),
+        }
+    }
+
+    pub fn label(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.labels.insert(name.to_string(), value.into());
+        self
+    }
+}
+
+/// The closed catalogue of figure names: stable metric names for dashboards and alerts. A new
+/// figure adds a variant here, its HELP text and labels in [`FigureName::help`] and
+/// [`FigureName::labels`], and a row in docs/report.md.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FigureName {
+    /// XID records in the kernel log at run time, per GPU and XID (`driver.xid_events`).
+    XidEvents,
+    /// Peak NCCL bus bandwidth over the large message sizes of a run (`nccl` layer).
+    NcclBusbwPeakBytesPerSecond,
+    /// Signalling rate of an RDMA port (`rdma` layer), as `/sys/class/infiniband/*/ports/*/rate`
+    /// gives it, in bytes per second (400 Gb/s = 5e10).
+    RdmaPortRateBytesPerSecond,
+}
+
+impl FigureName {
+    pub const ALL: [FigureName; 3] = [
+        FigureName::XidEvents,
+        FigureName::NcclBusbwPeakBytesPerSecond,
+        FigureName::RdmaPortRateBytesPerSecond,
+    ];
+
+    /// The name as it appears in JSON and after `gpudoctor_` in Prometheus.
+    pub fn id(self) -> &'static str {
+        match self {
+            FigureName::XidEvents => "xid_events",
+            FigureName::NcclBusbwPeakBytesPerSecond => "nccl_busbw_peak_bytes_per_second",
+            FigureName::RdmaPortRateBytesPerSecond => "rdma_port_rate_bytes_per_second",
+        }
+    }
+
+    /// Prometheus HELP text: one line, what is counted and in which unit.
+    pub fn help(self) -> &'static str {
+        match self {
+            FigureName::XidEvents => {
+                "XID records in the kernel log when gpudoctor ran, by GPU bus id, XID number and catalogue severity."
+            }
+            FigureName::NcclBusbwPeakBytesPerSecond => {
+                "Peak NCCL bus bandwidth over the large message sizes of the last nccl-tests run, in bytes per second."
+            }
+            FigureName::RdmaPortRateBytesPerSecond => {
+                "Signalling rate of an RDMA port as the kernel reports it, in bytes per second."
+            }
+        }
+    }
+
+    /// The labels a figure of this name carries, and the only ones exported: every sample of a
+    /// metric then has the same label names (a label a check left out is exported empty, one
+    /// not listed here is dropped), so dashboards and alerts can rely on them.
+    pub fn labels(self) -> &'static [&'static str] {
+        match self {
+            FigureName::XidEvents => &["gpu", "xid", "severity"],
+            FigureName::NcclBusbwPeakBytesPerSecond => &["test", "nodes", "ranks"],
+            FigureName::RdmaPortRateBytesPerSecond => &["device", "port", "link_layer"],
+        }
+    }
+}
+
+impl fmt::Display for FigureName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LayerReport {
     pub id: Layer,
     pub title: String,
@@ -209,7 +328,7 @@ pub struct LayerReport {
     pub checks: Vec<CheckResult>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FirstFailure {
     pub layer: Layer,
     pub code: String,
@@ -218,20 +337,20 @@ pub struct FirstFailure {
     pub hint: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SourceInfo {
     pub kind: crate::source::SourceKind,
     pub root: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeInfo {
     pub hostname: Option<String>,
     pub kernel: Option<String>,
     pub driver_version: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Report {
     pub schema_version: u32,
     pub gpudoctor_version: String,
@@ -240,6 +359,11 @@ pub struct Report {
     /// Platform profile the checks judged against; `None` = consistency checks only.
     #[serde(default)]
     pub profile: Option<String>,
+    /// When the run finished, RFC 3339 UTC (`2026-01-01T00:00:00Z`). Absent in reports from
+    /// versions that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub generated_at: Option<String>,
     pub layers: Vec<LayerReport>,
     pub first_failure: Option<FirstFailure>,
     pub exit_code: i32,
@@ -258,6 +382,15 @@ impl Report {
             .flat_map(|l| l.checks.iter().map(move |c| (l, c)))
             .filter(|(_, c)| c.status.is_finding())
     }
+}
+
+/// The JSON Schema (draft 2020-12) of [`Report`], as `docs/report.schema.json` holds it.
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(Report);
+    let mut text = serde_json::to_string_pretty(&schema)
+        .unwrap_or_else(|e| format!("{{\"error\": \"could not serialise the schema: {e}\"}}"));
+    text.push('\n');
+    text
 }
 
 /// Process exit codes (README, `--help`).

@@ -1,5 +1,5 @@
 //! Replays every fixture under `fixtures/` and checks its manifest's `expect` block, plus a
-//! snapshot of the JSON and table output (durations zeroed).
+//! snapshot of the JSON and table output (durations zeroed, the timestamp fixed).
 
 mod common;
 
@@ -11,6 +11,9 @@ use gpudoctor::render::table::Style;
 use gpudoctor::report::{Layer, Report, Status};
 use gpudoctor::{render, source};
 use serde_json::Value;
+
+/// The run time every snapshot shows (2026-01-01, a fixed point so snapshots stay put).
+const SNAPSHOT_TIME: &str = "2026-01-01T00:00:00Z";
 
 fn replay(dir: &Path, options: &RunOptions) -> Report {
     let rel = dir.strip_prefix(common::repo()).unwrap();
@@ -24,6 +27,7 @@ fn replay(dir: &Path, options: &RunOptions) -> Report {
         rel.display()
     );
     let mut report = engine::run(source.as_ref(), options);
+    report.generated_at = Some(SNAPSHOT_TIME.to_string());
     report.duration_ms = 0;
     for layer in &mut report.layers {
         layer.duration_ms = 0;

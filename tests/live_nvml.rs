@@ -189,6 +189,7 @@ fn replace_texts(value: &mut Value, pairs: &[(String, String)]) {
 fn comparable(report: &Report, kernel_log: Option<&Path>) -> Value {
     let mut value = serde_json::to_value(report).unwrap();
     value["source"] = Value::Null;
+    value["generated_at"] = Value::Null;
     value["duration_ms"] = json!(0);
     for layer in value["layers"].as_array_mut().unwrap() {
         layer["duration_ms"] = json!(0);

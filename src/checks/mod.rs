@@ -18,7 +18,7 @@ use crate::facts::nvml::NvmlFacts;
 use crate::facts::pci::PciFacts;
 use crate::facts::{FactError, modules, nvidia, pci};
 use crate::profile::{self, Profile};
-use crate::report::{Action, Evidence, Layer, Status};
+use crate::report::{Action, Evidence, Figure, Layer, Status};
 use crate::source::{FsError, Source};
 
 /// What `gpudoctor explain CODE` prints.
@@ -67,6 +67,8 @@ pub struct Outcome {
     pub evidence: Vec<Evidence>,
     pub hint: Option<String>,
     pub action: Action,
+    /// Numbers measured on the way (XID counts, bus bandwidth, port rates), exported as metrics.
+    pub figures: Vec<Figure>,
 }
 
 impl Outcome {
@@ -77,6 +79,7 @@ impl Outcome {
             evidence: Vec::new(),
             hint: None,
             action: Action::None,
+            figures: Vec::new(),
         }
     }
     pub fn pass(summary: impl Into<String>) -> Self {
@@ -114,6 +117,11 @@ impl Outcome {
     }
     pub fn action(mut self, action: Action) -> Self {
         self.action = action;
+        self
+    }
+    /// Attach measured figures (any status: a passing check's numbers are worth graphing too).
+    pub fn figures(mut self, figures: impl IntoIterator<Item = Figure>) -> Self {
+        self.figures.extend(figures);
         self
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::{CheckDef, Context, Explain, Outcome};
 use crate::facts::xid::{self, XidEvent, XidSeverity};
-use crate::report::{Action, Evidence, Layer};
+use crate::report::{Action, Evidence, Figure, FigureName, Layer};
 
 pub fn checks() -> Vec<CheckDef> {
     vec![CheckDef {
@@ -107,8 +107,23 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
     let mut evidence = Vec::new();
     let mut actions = Vec::new();
     let mut hints = Vec::new();
+    let mut figures = Vec::new();
     for ((bus, number), group) in &groups {
         let info = group.last.info();
+        figures.push(
+            Figure::new(FigureName::XidEvents, group.count as f64)
+                .label("gpu", bus.unwrap_or("unknown"))
+                .label("xid", number.to_string())
+                .label(
+                    "severity",
+                    match info.severity {
+                        XidSeverity::Fatal => "fatal",
+                        XidSeverity::Application => "application",
+                        XidSeverity::Informational => "informational",
+                        XidSeverity::Unknown => "unknown",
+                    },
+                ),
+        );
         let line = format!(
             "{} xid {number} ×{} ({})",
             label(*bus),
@@ -184,13 +199,15 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
         return Outcome::fail(summary)
             .evidence_all(evidence)
             .hint(hints.join("; "))
-            .action(action);
+            .action(action)
+            .figures(figures);
     }
     if !warns.is_empty() {
         return Outcome::warn(format!("{}{info_note}", warns.join("; ")))
             .evidence_all(evidence)
             .hint(hints.join("; "))
-            .action(Action::CheckWorkload);
+            .action(Action::CheckWorkload)
+            .figures(figures);
     }
-    Outcome::pass(format!("no fatal xid in the kernel log{info_note}"))
+    Outcome::pass(format!("no fatal xid in the kernel log{info_note}")).figures(figures)
 }

@@ -26,7 +26,7 @@ pub const KMSG_TXT: &str = ".gpudoctor/kmsg.txt";
 /// The live kernel log, read without blocking.
 pub const DEV_KMSG: &str = "dev/kmsg";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceKind {
     Live,
