@@ -43,6 +43,10 @@ pub enum Command {
         "  gpudoctor check --root fixtures/hgx-h100-healthy   # replay a recorded node\n",
         "  gpudoctor check --format json --keep-going    # every layer, for a ticket or a pipeline\n",
         "  gpudoctor check --only driver,topology        # just these layers\n",
+        "  gpudoctor check --format markdown > ticket.md # a ticket body\n",
+        "  gpudoctor check --root /host --textfile-dir /var/lib/node_exporter/textfile \\\n",
+        "      --save-report /var/lib/gpudoctor/last.json   # metrics for node_exporter, report kept\n",
+        "  gpudoctor check --root /host --npd            # as a node-problem-detector plugin\n",
         "\n",
         "Layers: driver, toolkit, device-plugin, topology, rdma, sriov, nvlink, nccl\n",
         "\n",
@@ -51,9 +55,26 @@ pub enum Command {
         "  1  a layer failed (or warned, with --strict)\n",
         "  2  usage error\n",
         "  3  inconclusive: some checks could not be evaluated, none failed\n",
-        "  4  internal error"
+        "  4  internal error\n",
+        "\n",
+        "With --npd: 0 OK, 1 problem, 2 unknown (node-problem-detector's plugin protocol), and one\n",
+        "line of at most 80 bytes on stdout naming the failing layer and check."
     ))]
     Check(CheckArgs),
+    /// Re-render a saved JSON report (`check --format json`, `--save-report`) in another format.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  gpudoctor render last.json                          # the table\n",
+        "  gpudoctor render last.json --format markdown > ticket.md\n",
+        "  gpudoctor render last.json --format prometheus --textfile-dir /var/lib/node_exporter/textfile\n",
+        "  gpudoctor check --format json | gpudoctor render - --format markdown\n",
+        "\n",
+        "Exit codes: 0 rendered, 2 the file is not a gpudoctor JSON report, 4 internal error"
+    ))]
+    Render(RenderArgs),
+    /// Print the JSON Schema of `check --format json` (docs/report.schema.json).
+    #[command(after_help = "Example:\n  gpudoctor schema > report.schema.json")]
+    Schema,
     /// List every registered check: code, layer, title.
     #[command(
         after_help = "Examples:\n  gpudoctor list-checks --format json | jq '.[].code'\n  gpudoctor list-checks --format markdown > docs/checks.md"
@@ -98,8 +119,13 @@ pub enum Command {
 pub enum ReportFormat {
     /// Human-readable, one line per layer with findings under it (colour on a terminal).
     Table,
-    /// One JSON document on stdout (schema: docs/report.md).
+    /// One JSON document on stdout (schema: docs/report.md, docs/report.schema.json).
     Json,
+    /// A ticket body: node, time, verdict, a table of layers, every finding with evidence and hint.
+    Markdown,
+    /// Prometheus text exposition: per-layer and per-check status gauges, run time, XID counts
+    /// and other measured figures (docs/formats.md).
+    Prometheus,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -126,6 +152,20 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
+
+    /// Also write the Prometheus text to DIR/gpudoctor.prom, atomically (node_exporter's
+    /// textfile collector directory), whatever --format prints.
+    #[arg(long, value_name = "DIR")]
+    pub textfile_dir: Option<PathBuf>,
+
+    /// Also save the full JSON report to FILE, atomically (`gpudoctor render FILE` re-renders it).
+    #[arg(long, value_name = "FILE", visible_alias = "npd-report")]
+    pub save_report: Option<PathBuf>,
+
+    /// node-problem-detector custom-plugin mode: exit 0 OK, 1 problem, 2 unknown, and one line
+    /// of at most 80 bytes on stdout naming the failing layer and check (instead of --format).
+    #[arg(long, conflicts_with = "format")]
+    pub npd: bool,
 
     /// Run every layer, even after one has failed.
     #[arg(long)]
@@ -201,6 +241,21 @@ impl RecordArgs {
             probe_timeout: Duration::from_secs(self.timeout),
         }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// A report saved by `check --format json` or `--save-report`; `-` reads stdin.
+    #[arg(value_name = "REPORT.json")]
+    pub report: PathBuf,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+
+    /// Also write the Prometheus text to DIR/gpudoctor.prom, atomically.
+    #[arg(long, value_name = "DIR")]
+    pub textfile_dir: Option<PathBuf>,
 }
 
 fn parse_layer(s: &str) -> Result<Layer, String> {

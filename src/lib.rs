@@ -9,6 +9,7 @@ pub mod cli;
 pub mod engine;
 pub mod explain;
 pub mod facts;
+pub mod output;
 pub mod profile;
 pub mod record;
 pub mod redact;

@@ -16,13 +16,29 @@ use gpudoctor::{checks, engine, explain, profile, record, render, source};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let code = match run(cli) {
+    let npd = matches!(&cli.command, Command::Check(args) if args.npd);
+    let mut code = match run(cli) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("gpudoctor: internal error: {err:#}");
+            if npd {
+                let line = render::npd::fit(
+                    &format!("gpudoctor: internal error: {err:#}"),
+                    render::npd::MAX_MESSAGE_BYTES,
+                );
+                let _ = emit(&format!("{line}\n"));
+            }
             exit::INTERNAL
         }
     };
+    if npd {
+        // node-problem-detector knows 0 OK, 1 problem and anything else as unknown; a usage
+        // error printed its reason on stderr only, so give NPD a line too.
+        if code == exit::USAGE {
+            let _ = emit("gpudoctor: usage error, see the plugin's stderr\n");
+        }
+        code = render::npd::exit_code(code);
+    }
     ExitCode::from(u8::try_from(code).unwrap_or(4))
 }
 
@@ -60,6 +76,11 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 ListFormat::Json => profile::list_json(),
             };
             emit(&text)?;
+            Ok(exit::HEALTHY)
+        }
+        Command::Render(args) => render_saved(&args),
+        Command::Schema => {
+            emit(&gpudoctor::report::json_schema())?;
             Ok(exit::HEALTHY)
         }
     }
@@ -118,6 +139,9 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
 }
 
 fn check(args: &CheckArgs) -> anyhow::Result<i32> {
+    if let Some(code) = check_outputs(args.textfile_dir.as_deref(), args.save_report.as_deref()) {
+        return Ok(code);
+    }
     // A packed capture: unpack into a temporary directory that lives until the report is out.
     let unpacked = if args.root.is_file() && record::is_packed(&args.root) {
         match record::unpack(&args.root) {
@@ -172,16 +196,147 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     if unpacked.is_some() {
         report.source.root = args.root.display().to_string();
     }
-    let text = match args.format {
-        ReportFormat::Json => render::json::render(&report),
+    deliver(&report, args)
+}
+
+/// `--textfile-dir` must name an existing directory and `--save-report` a file in one: say so
+/// before a run that may take minutes, as a usage error.
+fn check_outputs(
+    textfile_dir: Option<&std::path::Path>,
+    save_report: Option<&std::path::Path>,
+) -> Option<i32> {
+    if let Some(dir) = textfile_dir
+        && !dir.is_dir()
+    {
+        eprintln!(
+            "gpudoctor: --textfile-dir {} is not a directory; pass node_exporter's --collector.textfile.directory",
+            dir.display()
+        );
+        return Some(exit::USAGE);
+    }
+    if let Some(file) = save_report {
+        let parent = file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        if !parent.is_dir() || file.is_dir() {
+            eprintln!(
+                "gpudoctor: --save-report {}: not a file in an existing directory",
+                file.display()
+            );
+            return Some(exit::USAGE);
+        }
+    }
+    None
+}
+
+/// The report in one of the `--format`s.
+fn render_as(report: &gpudoctor::report::Report, format: ReportFormat) -> String {
+    match format {
+        ReportFormat::Json => render::json::render(report),
+        ReportFormat::Markdown => render::markdown::render(report),
+        ReportFormat::Prometheus => render::prometheus::render(report),
         ReportFormat::Table => {
             let color = io::stdout().is_terminal()
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            render::table::render(&report, Style { color })
+            render::table::render(report, Style { color })
         }
+    }
+}
+
+/// Write the files asked for (Prometheus textfile, saved JSON report), then print the report —
+/// or, with `--npd`, the one-line message. A file that cannot be written is said on stderr; it
+/// makes the exit code 4, except under `--npd`, where the node's verdict is what NPD needs.
+fn deliver(report: &gpudoctor::report::Report, args: &CheckArgs) -> anyhow::Result<i32> {
+    let written = write_outputs(
+        report,
+        args.textfile_dir.as_deref(),
+        args.save_report.as_deref(),
+    );
+    let text = if args.npd {
+        format!("{}\n", render::npd::message(report))
+    } else {
+        render_as(report, args.format)
     };
     emit(&text).context("writing the report")?;
-    Ok(report.exit_code)
+    match written {
+        Err(err) if !args.npd => Err(err),
+        _ => Ok(report.exit_code),
+    }
+}
+
+fn write_outputs(
+    report: &gpudoctor::report::Report,
+    textfile_dir: Option<&std::path::Path>,
+    save_report: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let mut failed = None;
+    if let Some(dir) = textfile_dir
+        && let Err(err) =
+            gpudoctor::output::write_textfile(dir, &render::prometheus::render(report))
+    {
+        eprintln!(
+            "gpudoctor: cannot write {}: {err}",
+            dir.join(gpudoctor::output::TEXTFILE_NAME).display()
+        );
+        failed = Some(anyhow::anyhow!("writing the prometheus textfile: {err}"));
+    }
+    if let Some(file) = save_report
+        && let Err(err) =
+            gpudoctor::output::write_atomically(file, render::json::render(report).as_bytes())
+    {
+        eprintln!("gpudoctor: cannot write {}: {err}", file.display());
+        failed = Some(anyhow::anyhow!("saving the report: {err}"));
+    }
+    match failed {
+        Some(err) => Err(err),
+        None => Ok(()),
+    }
+}
+
+/// Longest saved report `render` reads: far above any real one (a few hundred KiB).
+const MAX_REPORT_BYTES: u64 = 64 << 20;
+
+/// `gpudoctor render REPORT.json`: a saved report in another format.
+fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
+    use std::io::Read as _;
+    if let Some(code) = check_outputs(args.textfile_dir.as_deref(), None) {
+        return Ok(code);
+    }
+    let name = args.report.display().to_string();
+    let mut text = String::new();
+    let read = if name == "-" {
+        io::stdin()
+            .lock()
+            .take(MAX_REPORT_BYTES)
+            .read_to_string(&mut text)
+    } else {
+        std::fs::File::open(&args.report)
+            .and_then(|f| f.take(MAX_REPORT_BYTES).read_to_string(&mut text))
+    };
+    if let Err(err) = read {
+        eprintln!("gpudoctor: cannot read {name}: {err}");
+        return Ok(exit::USAGE);
+    }
+    let report: gpudoctor::report::Report = match serde_json::from_str(&text) {
+        Ok(r) => r,
+        Err(err) => {
+            eprintln!(
+                "gpudoctor: {name} is not a gpudoctor JSON report ({err}); save one with `gpudoctor check --format json` or --save-report"
+            );
+            return Ok(exit::USAGE);
+        }
+    };
+    if report.schema_version > gpudoctor::report::SCHEMA_VERSION {
+        eprintln!(
+            "gpudoctor: {name} has report schema {}, this gpudoctor knows {}: fields it does not know are left out",
+            report.schema_version,
+            gpudoctor::report::SCHEMA_VERSION
+        );
+    }
+    write_outputs(&report, args.textfile_dir.as_deref(), None)?;
+    emit(&render_as(&report, args.format)).context("writing the report")?;
+    Ok(exit::HEALTHY)
 }
 
 /// Write to stdout; a reader that went away (`| head`) ends the output quietly.

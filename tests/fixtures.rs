@@ -1,5 +1,6 @@
 //! Replays every fixture under `fixtures/` and checks its manifest's `expect` block, plus a
-//! snapshot of the JSON and table output (durations zeroed, the timestamp fixed).
+//! snapshot of every output format — JSON, table, Markdown, Prometheus and the NPD message line
+//! (durations zeroed, the timestamp fixed).
 
 mod common;
 
@@ -122,6 +123,19 @@ fn every_fixture_meets_its_expect_block() {
         common::assert_snapshot(
             &format!("{name}.txt"),
             &render::table::render(&report, Style::PLAIN),
+        );
+        common::assert_snapshot(&format!("{name}.md"), &render::markdown::render(&report));
+        common::assert_snapshot(
+            &format!("{name}.prom"),
+            &render::prometheus::render(&report),
+        );
+        common::assert_snapshot(
+            &format!("{name}.npd"),
+            &format!(
+                "exit {}\n{}\n",
+                render::npd::exit_code(report.exit_code),
+                render::npd::message(&report)
+            ),
         );
     }
 }

@@ -2,4 +2,7 @@
 //! source, no facts, so a saved report renders the same as a fresh one.
 
 pub mod json;
+pub mod markdown;
+pub mod npd;
+pub mod prometheus;
 pub mod table;

@@ -1,0 +1,295 @@
+//! `--format prometheus`: the report as Prometheus text exposition (version 0.0.4), the format
+//! node_exporter's textfile collector reads (reference/kubernetes.md §10). Metric names are a
+//! stable contract (docs/formats.md): one `gpudoctor_` prefix, base units in the name, layer and
+//! check ids only in labels, HELP and TYPE before each family's samples, no timestamps.
+//!
+//! Families, in this order: run metadata (`gpudoctor_info`, exit code, timestamp, duration),
+//! per-layer status and duration, per-check status, the first failure, then the figures the
+//! checks measured (`report::FigureName`: XID counts, NCCL peak bus bandwidth, RDMA port rates).
+//! A family with no sample is left out, so an absent figure is "not measured", never 0. A
+//! figure's labels are exactly its name's catalogue labels (`FigureName::labels`).
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+use crate::report::{Figure, FigureName, Report, Status};
+use crate::source::SourceKind;
+
+/// The value `gpudoctor_layer_status` and `gpudoctor_check_status` carry for each status
+/// (worst first would reorder alerts; this order is the reference's and stays fixed).
+pub fn status_value(status: Status) -> u8 {
+    match status {
+        Status::Pass => 0,
+        Status::Warn => 1,
+        Status::Fail => 2,
+        Status::Error => 3,
+        Status::Skip => 4,
+        Status::NotRun => 5,
+    }
+}
+
+const STATUS_HELP: &str = "(0 pass, 1 warn, 2 fail, 3 error, 4 skip, 5 not_run)";
+
+/// One metric family being written: HELP and TYPE once, then samples.
+struct Family<'a> {
+    out: &'a mut String,
+    name: String,
+    seen: BTreeSet<String>,
+}
+
+impl<'a> Family<'a> {
+    fn gauge(out: &'a mut String, name: &str, help: &str) -> Self {
+        let _ = writeln!(out, "# HELP gpudoctor_{name} {}", escape_help(help));
+        let _ = writeln!(out, "# TYPE gpudoctor_{name} gauge");
+        Family {
+            out,
+            name: format!("gpudoctor_{name}"),
+            seen: BTreeSet::new(),
+        }
+    }
+
+    /// One sample; a second sample with the same labels is dropped (it would make node_exporter
+    /// reject the whole file).
+    fn sample(&mut self, labels: &[(&str, &str)], value: f64) {
+        let labels = format_labels(labels);
+        if !self.seen.insert(labels.clone()) {
+            return;
+        }
+        let _ = writeln!(self.out, "{}{labels} {}", self.name, format_value(value));
+    }
+}
+
+fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+fn escape_label_value(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// A label name as the format allows it: `[a-zA-Z_][a-zA-Z0-9_]*`, not starting with `__`
+/// (reserved). Anything else becomes `_`.
+fn label_name(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if c.is_ascii_alphabetic() || c == '_' || (i > 0 && c.is_ascii_digit()) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.is_empty() {
+        out.push('_');
+    }
+    while out.starts_with("__") {
+        out.remove(0);
+    }
+    out
+}
+
+fn format_labels(labels: &[(&str, &str)]) -> String {
+    if labels.is_empty() {
+        return String::new();
+    }
+    let inner: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| format!("{}=\"{}\"", label_name(k), escape_label_value(v)))
+        .collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// Rust prints finite floats without exponents (`50000000000`, `0.003`), which the format reads;
+/// non-finite values never reach here (`Figure::new`), but say them the format's way if they do.
+fn format_value(value: f64) -> String {
+    if value.is_nan() {
+        "NaN".to_string()
+    } else if value.is_infinite() {
+        if value > 0.0 { "+Inf" } else { "-Inf" }.to_string()
+    } else {
+        format!("{value}")
+    }
+}
+
+fn seconds(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let node = &report.node;
+
+    let schema = report.schema_version.to_string();
+    let source = match report.source.kind {
+        SourceKind::Live => "live",
+        SourceKind::Replay => "replay",
+    };
+    Family::gauge(
+        &mut out,
+        "info",
+        "Constant 1; labels name the gpudoctor version, report schema, node, kernel, driver, profile and source of the last run.",
+    )
+    .sample(
+        &[
+            ("version", &report.gpudoctor_version),
+            ("schema_version", &schema),
+            ("node", node.hostname.as_deref().unwrap_or("")),
+            ("kernel", node.kernel.as_deref().unwrap_or("")),
+            ("driver_version", node.driver_version.as_deref().unwrap_or("")),
+            ("profile", report.profile.as_deref().unwrap_or("")),
+            ("source", source),
+        ],
+        1.0,
+    );
+    Family::gauge(
+        &mut out,
+        "exit_code",
+        "Exit code of the last run (0 healthy, 1 a layer failed, 3 inconclusive).",
+    )
+    .sample(&[], f64::from(report.exit_code));
+    if let Some(ts) = report
+        .generated_at
+        .as_deref()
+        .and_then(crate::time::unix_seconds)
+    {
+        Family::gauge(
+            &mut out,
+            "last_run_timestamp_seconds",
+            "Unix time the last run finished.",
+        )
+        .sample(&[], ts as f64);
+    }
+    Family::gauge(
+        &mut out,
+        "run_duration_seconds",
+        "Wall time of the last run, in seconds.",
+    )
+    .sample(&[], seconds(report.duration_ms));
+
+    let mut family = Family::gauge(
+        &mut out,
+        "layer_status",
+        &format!("Layer status {STATUS_HELP}."),
+    );
+    for layer in &report.layers {
+        family.sample(
+            &[("layer", layer.id.id())],
+            f64::from(status_value(layer.status)),
+        );
+    }
+    let mut family = Family::gauge(
+        &mut out,
+        "layer_duration_seconds",
+        "Time the layer's checks took in the last run, in seconds (0 when it did not run).",
+    );
+    for layer in &report.layers {
+        family.sample(&[("layer", layer.id.id())], seconds(layer.duration_ms));
+    }
+
+    let checks: Vec<_> = report
+        .layers
+        .iter()
+        .flat_map(|l| l.checks.iter().map(move |c| (l.id.id(), c)))
+        .collect();
+    if !checks.is_empty() {
+        let mut family = Family::gauge(
+            &mut out,
+            "check_status",
+            &format!(
+                "Status of each check that ran {STATUS_HELP}; `gpudoctor explain <check>` describes it."
+            ),
+        );
+        for (layer, check) in &checks {
+            family.sample(
+                &[("layer", layer), ("check", &check.code)],
+                f64::from(status_value(check.status)),
+            );
+        }
+    }
+
+    if let Some(first) = &report.first_failure {
+        let action = report
+            .layers
+            .iter()
+            .flat_map(|l| l.checks.iter())
+            .find(|c| c.code == first.code)
+            .map(|c| c.action);
+        let action = action
+            .and_then(|a| serde_json::to_value(a).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        Family::gauge(
+            &mut out,
+            "first_failure_info",
+            "Constant 1, present only when a layer failed: the first failing layer, check and the action it asks for.",
+        )
+        .sample(
+            &[
+                ("layer", first.layer.id()),
+                ("check", &first.code),
+                ("action", &action),
+            ],
+            1.0,
+        );
+    }
+
+    let figures: Vec<&Figure> = report
+        .layers
+        .iter()
+        .flat_map(|l| l.checks.iter())
+        .flat_map(|c| c.figures.iter())
+        .collect();
+    for name in FigureName::ALL {
+        let of_name: Vec<&&Figure> = figures.iter().filter(|f| f.name == name).collect();
+        if of_name.is_empty() {
+            continue;
+        }
+        let mut family = Family::gauge(&mut out, name.id(), name.help());
+        for figure in of_name {
+            // Exactly the catalogue's labels, in its order: one label set per family.
+            let labels: Vec<(&str, &str)> = name
+                .labels()
+                .iter()
+                .map(|k| (*k, figure.labels.get(*k).map_or("", String::as_str)))
+                .collect();
+            family.sample(&labels, figure.value);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_and_names() {
+        assert_eq!(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        assert_eq!(escape_help("x\\y\nz"), "x\\\\y\\nz");
+        assert_eq!(label_name("link-layer"), "link_layer");
+        assert_eq!(label_name("9port"), "_port");
+        assert_eq!(label_name("__name__"), "_name__");
+        assert_eq!(label_name(""), "_");
+        assert_eq!(format_value(5e10), "50000000000");
+        assert_eq!(format_value(0.003), "0.003");
+        assert_eq!(format_value(3.0), "3");
+        assert_eq!(format_value(f64::INFINITY), "+Inf");
+    }
+
+    #[test]
+    fn a_repeated_label_set_is_written_once() {
+        let mut out = String::new();
+        let mut family = Family::gauge(&mut out, "x", "help");
+        family.sample(&[("a", "1")], 1.0);
+        family.sample(&[("a", "1")], 2.0);
+        family.sample(&[("a", "2")], 3.0);
+        assert_eq!(
+            out,
+            "# HELP gpudoctor_x help\n# TYPE gpudoctor_x gauge\ngpudoctor_x{a=\"1\"} 1\ngpudoctor_x{a=\"2\"} 3\n"
+        );
+    }
+}

@@ -1,0 +1,427 @@
+//! The fleet formats end to end: the Prometheus text parses with a real exposition-format parser
+//! and says what the report says, the NPD line fits NPD's limit for every fixture, Markdown puts
+//! the first failing layer first, and the CLI writes textfiles and saved reports atomically and
+//! re-renders them with `gpudoctor render`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use gpudoctor::engine::{self, RunOptions};
+use gpudoctor::render;
+use gpudoctor::report::{FigureName, Report, Status};
+use gpudoctor::source;
+use openmetrics_parser::prometheus::parse_prometheus;
+use openmetrics_parser::{PrometheusType, PrometheusValue};
+
+fn replay(dir: &Path, options: &RunOptions) -> Report {
+    let source = source::open(dir, source::SourceOptions::default());
+    engine::run(source.as_ref(), options)
+}
+
+fn every_walk() -> [(&'static str, RunOptions); 3] {
+    [
+        ("default", RunOptions::default()),
+        (
+            "keep-going",
+            RunOptions {
+                keep_going: true,
+                ..Default::default()
+            },
+        ),
+        (
+            "strict",
+            RunOptions {
+                strict: true,
+                ..Default::default()
+            },
+        ),
+    ]
+}
+
+/// Metric name → label set (sorted name=value pairs) → value, as the parser read them.
+type Parsed = BTreeMap<String, BTreeMap<Vec<(String, String)>, f64>>;
+
+fn parse(text: &str, what: &str) -> Parsed {
+    let exposition =
+        parse_prometheus(text).unwrap_or_else(|e| panic!("{what}: not valid exposition: {e}"));
+    let mut out = Parsed::new();
+    for (name, family) in exposition.families {
+        assert!(
+            name.starts_with("gpudoctor_"),
+            "{what}: {name} lacks the prefix"
+        );
+        assert_eq!(
+            family.family_type,
+            PrometheusType::Gauge,
+            "{what}: {name} is not a gauge"
+        );
+        assert!(!family.help.is_empty(), "{what}: {name} has no HELP");
+        let samples = out.entry(name.clone()).or_default();
+        for sample in family.iter_samples() {
+            let labels = sample.get_labelset().unwrap();
+            let mut pairs: Vec<(String, String)> =
+                labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            pairs.sort();
+            // The textfile collector refuses samples with timestamps.
+            assert!(sample.timestamp.is_none(), "{what}: {name} has a timestamp");
+            let value = match &sample.value {
+                PrometheusValue::Gauge(n) => n.as_f64(),
+                other => panic!("{what}: {name} sample is {other:?}"),
+            };
+            assert!(
+                samples.insert(pairs, value).is_none(),
+                "{what}: duplicate series in {name}"
+            );
+        }
+    }
+    out
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn prometheus_output_parses_and_matches_the_report_for_every_fixture() {
+    for dir in common::fixtures() {
+        let name = common::name_of(&dir);
+        for (how, options) in every_walk() {
+            let what = format!("{name} ({how})");
+            let report = replay(&dir, &options);
+            let text = render::prometheus::render(&report);
+            let parsed = parse(&text, &what);
+
+            assert!(
+                text.ends_with('\n'),
+                "{what}: every line ends with a newline"
+            );
+
+            assert_eq!(parsed["gpudoctor_info"].len(), 1, "{what}");
+            assert_eq!(
+                parsed["gpudoctor_exit_code"][&vec![]],
+                f64::from(report.exit_code),
+                "{what}"
+            );
+            let ts = parsed["gpudoctor_last_run_timestamp_seconds"][&vec![]];
+            assert!(ts > 1.7e9, "{what}: timestamp {ts}");
+            let layers = &parsed["gpudoctor_layer_status"];
+            assert_eq!(layers.len(), 8, "{what}: one series per layer");
+            for layer in &report.layers {
+                assert_eq!(
+                    layers[&labels(&[("layer", layer.id.id())])],
+                    f64::from(render::prometheus::status_value(layer.status)),
+                    "{what}: {}",
+                    layer.id
+                );
+                for check in &layer.checks {
+                    assert_eq!(
+                        parsed["gpudoctor_check_status"]
+                            [&labels(&[("layer", layer.id.id()), ("check", &check.code)])],
+                        f64::from(render::prometheus::status_value(check.status)),
+                        "{what}: {}",
+                        check.code
+                    );
+                }
+            }
+            match &report.first_failure {
+                Some(first) => {
+                    let series = &parsed["gpudoctor_first_failure_info"];
+                    assert_eq!(series.len(), 1, "{what}");
+                    let (set, value) = series.iter().next().unwrap();
+                    assert_eq!(*value, 1.0);
+                    assert!(set.contains(&("check".to_string(), first.code.clone())));
+                }
+                None => assert!(!parsed.contains_key("gpudoctor_first_failure_info")),
+            }
+
+            // Figures: one family per name, exactly the catalogue's labels, values as measured.
+            let figures: Vec<_> = report
+                .layers
+                .iter()
+                .flat_map(|l| &l.checks)
+                .flat_map(|c| &c.figures)
+                .collect();
+            for figure in &figures {
+                let keys: BTreeSet<&str> = figure.labels.keys().map(String::as_str).collect();
+                let wanted: BTreeSet<&str> = figure.name.labels().iter().copied().collect();
+                assert_eq!(keys, wanted, "{what}: labels of {}", figure.name);
+                let set: Vec<(String, String)> = figure
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(
+                    parsed[&format!("gpudoctor_{}", figure.name)][&set],
+                    figure.value,
+                    "{what}"
+                );
+            }
+            for figure_name in FigureName::ALL {
+                let metric = format!("gpudoctor_{figure_name}");
+                assert_eq!(
+                    parsed.contains_key(&metric),
+                    figures.iter().any(|f| f.name == figure_name),
+                    "{what}: {metric} present exactly when measured"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn xid_counts_are_exported_per_gpu_and_xid() {
+    let report = replay(
+        &common::repo().join("fixtures/h100-xid48-dbe"),
+        &RunOptions::default(),
+    );
+    let parsed = parse(&render::prometheus::render(&report), "xid48");
+    let xids = &parsed["gpudoctor_xid_events"];
+    assert_eq!(
+        xids[&labels(&[
+            ("gpu", "0000:3a:00.0"),
+            ("xid", "48"),
+            ("severity", "fatal")
+        ])],
+        1.0,
+        "{xids:?}"
+    );
+}
+
+#[test]
+fn the_npd_line_fits_and_names_the_failing_layer_and_code_for_every_fixture() {
+    for dir in common::fixtures() {
+        let name = common::name_of(&dir);
+        for (how, options) in every_walk() {
+            let what = format!("{name} ({how})");
+            let report = replay(&dir, &options);
+            let line = render::npd::message(&report);
+            assert!(
+                line.len() <= render::npd::MAX_MESSAGE_BYTES,
+                "{what}: {} bytes: {line}",
+                line.len()
+            );
+            assert!(!line.is_empty() && !line.contains('\n'), "{what}");
+            let code = render::npd::exit_code(report.exit_code);
+            match report.exit_code {
+                0 => assert_eq!(code, 0, "{what}"),
+                1 => {
+                    assert_eq!(code, 1, "{what}");
+                    // The layer and code lead the line, where NPD's cut cannot reach them.
+                    let (layer, check) = match &report.first_failure {
+                        Some(f) => (f.layer.id().to_string(), f.code.clone()),
+                        None => {
+                            let (l, c) = report
+                                .findings()
+                                .find(|(_, c)| c.status == Status::Warn)
+                                .unwrap();
+                            (l.id.id().to_string(), c.code.clone())
+                        }
+                    };
+                    assert!(
+                        line.starts_with(&format!("{layer}: {check}")),
+                        "{what}: {line}"
+                    );
+                }
+                _ => assert_eq!(code, 2, "{what}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn markdown_leads_with_the_first_failing_layer() {
+    for dir in common::fixtures() {
+        let name = common::name_of(&dir);
+        let report = replay(
+            &dir,
+            &RunOptions {
+                keep_going: true,
+                ..Default::default()
+            },
+        );
+        let text = render::markdown::render(&report);
+        let verdict = text.lines().nth(2).unwrap_or_default();
+        let findings = text.split("### Findings").nth(1).unwrap_or_default();
+        match &report.first_failure {
+            Some(first) => {
+                assert!(
+                    verdict.contains(&format!("`{}` layer", first.layer))
+                        && verdict.contains(&first.code),
+                    "{name}: verdict line {verdict:?}"
+                );
+                let heading = findings
+                    .lines()
+                    .find(|l| l.starts_with("#### "))
+                    .unwrap_or_default();
+                assert!(
+                    heading.contains(&format!("`{}`", first.code)),
+                    "{name}: first finding {heading:?}"
+                );
+            }
+            None => assert!(verdict.contains("healthy") || verdict.contains("inconclusive")),
+        }
+        for (_, check) in report.findings() {
+            assert!(
+                findings.contains(&format!("`{}`", check.code)),
+                "{name}: {}",
+                check.code
+            );
+        }
+        for field in ["| node |", "| time |", "| gpudoctor |", "### Layers"] {
+            assert!(text.contains(field), "{name}: {field}");
+        }
+    }
+}
+
+// ---- the CLI ----
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+#[test]
+fn check_npd_prints_one_line_and_exits_0_1_or_2() {
+    let healthy = common::gpudoctor(&["check", "--root", "fixtures/hgx-h100-healthy", "--npd"]);
+    assert_eq!(healthy.status.code(), Some(0));
+    assert_eq!(stdout(&healthy).lines().count(), 1);
+
+    let failed = common::gpudoctor(&["check", "--root", "fixtures/h100-xid48-dbe", "--npd"]);
+    assert_eq!(failed.status.code(), Some(1));
+    let line = stdout(&failed);
+    assert!(line.starts_with("driver: driver.xid_events"), "{line}");
+    assert!(line.trim_end().len() <= 80);
+
+    // A usage error is "unknown" to NPD, with a line that says where to look.
+    let usage = common::gpudoctor(&["check", "--root", "/nonexistent/root", "--npd"]);
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(stdout(&usage).contains("usage error"));
+
+    // --npd replaces --format; asking for both is a usage error.
+    let both = common::gpudoctor(&["check", "--npd", "--format", "json"]);
+    assert_eq!(both.status.code(), Some(2));
+}
+
+#[test]
+fn textfile_and_saved_report_are_written_and_render_reproduces_the_formats() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let saved = tmp.path().join("last.json");
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        "fixtures/h100-xid48-dbe",
+        "--format",
+        "markdown",
+        "--textfile-dir",
+        dir,
+        "--save-report",
+        saved.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let markdown = stdout(&out);
+    assert!(markdown.starts_with("## gpudoctor: "), "{markdown}");
+
+    // Only the two files: no temporary left behind, nothing matching *.prom but ours.
+    let mut names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["gpudoctor.prom", "last.json"]);
+    let prom = std::fs::read_to_string(tmp.path().join("gpudoctor.prom")).unwrap();
+    parse(&prom, "textfile");
+
+    // render: the saved report gives back the same texts.
+    let saved = saved.to_str().unwrap();
+    let again = common::gpudoctor(&["render", saved, "--format", "markdown"]);
+    assert_eq!(again.status.code(), Some(0), "render exits 0: it rendered");
+    assert_eq!(stdout(&again), markdown);
+    let again = common::gpudoctor(&["render", saved, "--format", "prometheus"]);
+    assert_eq!(stdout(&again), prom);
+    let json = common::gpudoctor(&["render", saved, "--format", "json"]);
+    assert_eq!(stdout(&json), std::fs::read_to_string(saved).unwrap());
+    let table = common::gpudoctor(&["render", saved]);
+    assert!(stdout(&table).contains("first failure: driver layer"));
+}
+
+#[test]
+fn render_reads_stdin_and_refuses_what_is_not_a_report() {
+    let report = common::gpudoctor(&[
+        "check",
+        "--root",
+        "fixtures/hgx-h100-healthy",
+        "--format",
+        "json",
+    ]);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        .args(["render", "-", "--format", "prometheus"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&report.stdout).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    parse(&stdout(&out), "stdin");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let junk = tmp.path().join("junk.json");
+    std::fs::write(&junk, "{\"hello\": 1}").unwrap();
+    let out = common::gpudoctor(&["render", junk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a gpudoctor JSON report"));
+    let out = common::gpudoctor(&["render", "/nonexistent/report.json"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_missing_textfile_directory_is_a_usage_error_before_the_run() {
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        "fixtures/hgx-h100-healthy",
+        "--textfile-dir",
+        "/nonexistent/textfile",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--textfile-dir"));
+}
+
+#[test]
+fn schema_command_prints_the_documented_schema() {
+    let out = common::gpudoctor(&["schema"]);
+    assert_eq!(out.status.code(), Some(0));
+    let doc = std::fs::read_to_string(common::repo().join("docs/report.schema.json")).unwrap();
+    assert_eq!(stdout(&out), doc);
+}
+
+#[test]
+fn the_parser_rejects_what_node_exporter_rejects() {
+    // Proof the parse above has teeth: each of these would break a textfile scrape.
+    let good = "# HELP gpudoctor_x x.\n# TYPE gpudoctor_x gauge\ngpudoctor_x{a=\"1\"} 1\n";
+    assert!(parse_prometheus(good).is_ok());
+    for bad in [
+        // the same series twice
+        "# TYPE gpudoctor_x gauge\ngpudoctor_x{a=\"1\"} 1\ngpudoctor_x{a=\"1\"} 2\n",
+        // two TYPE lines for one family
+        "# TYPE gpudoctor_x gauge\n# TYPE gpudoctor_x counter\ngpudoctor_x 1\n",
+        // an unescaped quote in a label value
+        "# TYPE gpudoctor_x gauge\ngpudoctor_x{a=\"say \"hi\"\"} 1\n",
+        // not a number
+        "# TYPE gpudoctor_x gauge\ngpudoctor_x one\n",
+    ] {
+        assert!(parse_prometheus(bad).is_err(), "accepted: {bad:?}");
+    }
+}
