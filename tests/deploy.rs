@@ -1,0 +1,504 @@
+//! Every Kubernetes manifest under `deploy/` is valid against the Kubernetes API: each document
+//! is decoded into the API types k8s-openapi generates from the Kubernetes OpenAPI spec
+//! (required fields, types, enums-as-strings) and encoded again — a field the API does not have
+//! (a typo, a wrong level of indentation) does not survive the round trip and fails the test.
+//! The MPIJob (a CRD, not in the spec) is checked the same way against the MPI Operator's
+//! v2beta1 types written out below, its pod templates against the core API.
+//!
+//! Beyond the schema, the properties the deployment relies on: host mounts are read-only except
+//! the two output directories, the NPD plugin config fits NPD's rules and gpudoctor's message
+//! limit, and the ConfigMap carries the JSON file verbatim.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, PodTemplateSpec, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The MPI Operator's `kubeflow.org/v2beta1` MPIJob, as its API types define it (`MPIJob`,
+/// `MPIJobSpec`, `RunPolicy`, `SchedulingPolicy`, `ReplicaSpec`; status left out: not authored).
+mod mpijob {
+    use super::*;
+
+    #[derive(Debug, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct MpiJob {
+        pub api_version: String,
+        pub kind: String,
+        pub metadata: ObjectMeta,
+        pub spec: MpiJobSpec,
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct MpiJobSpec {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub slots_per_worker: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub run_launcher_as_worker: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub run_policy: Option<RunPolicy>,
+        pub mpi_replica_specs: BTreeMap<ReplicaType, ReplicaSpec>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub ssh_auth_mount_path: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub launcher_creation_policy: Option<LauncherCreationPolicy>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mpi_implementation: Option<MpiImplementation>,
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+    pub enum ReplicaType {
+        Launcher,
+        Worker,
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    pub enum LauncherCreationPolicy {
+        AtStartup,
+        WaitForWorkersReady,
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    pub enum MpiImplementation {
+        OpenMPI,
+        Intel,
+        #[serde(rename = "MPICH")]
+        Mpich,
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct RunPolicy {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub clean_pod_policy: Option<CleanPodPolicy>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub ttl_seconds_after_finished: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub active_deadline_seconds: Option<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub backoff_limit: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub scheduling_policy: Option<SchedulingPolicy>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub suspend: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub managed_by: Option<String>,
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    pub enum CleanPodPolicy {
+        None,
+        Running,
+        All,
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct SchedulingPolicy {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub min_available: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub queue: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub min_resources: Option<BTreeMap<String, String>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub priority_class: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub schedule_timeout_seconds: Option<i32>,
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct ReplicaSpec {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub replicas: Option<i32>,
+        pub template: PodTemplateSpec,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub restart_policy: Option<RestartPolicy>,
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    pub enum RestartPolicy {
+        Always,
+        OnFailure,
+        Never,
+        ExitCode,
+    }
+}
+
+/// A manifest file's documents as JSON values (YAML multi-document streams included).
+fn documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn manifests() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&common::repo().join("deploy"), &mut out);
+    out.sort();
+    out
+}
+
+/// Where `a` (as written) and `b` (after the round trip) differ: missing keys are fields the
+/// type does not know.
+fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                match y.get(k) {
+                    Some(w) => differences(&format!("{path}.{k}"), v, w, out),
+                    None => out.push(format!("{path}.{k}: not a field of this API type")),
+                }
+            }
+            for k in y.keys().filter(|k| !x.contains_key(*k)) {
+                out.push(format!("{path}.{k}: added by the round trip"));
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                differences(&format!("{path}[{i}]"), v, w, out);
+            }
+        }
+        _ if a == b => {}
+        // A quantity written as a number (`nvidia.com/gpu: 8`) comes back as its string.
+        (Value::Number(n), Value::String(s)) if n.to_string() == *s => {}
+        _ => out.push(format!("{path}: {a} became {b}")),
+    }
+}
+
+fn round_trip<T: DeserializeOwned + Serialize>(doc: &Value, what: &str) -> T {
+    let typed: T = serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let back = serde_json::to_value(&typed).unwrap();
+    let mut diffs = Vec::new();
+    differences("", doc, &back, &mut diffs);
+    assert!(diffs.is_empty(), "{what}:\n  {}", diffs.join("\n  "));
+    typed
+}
+
+/// Every pod spec a document holds (DaemonSet, Job, MPIJob replicas).
+fn pod_specs(doc: &Value, what: &str) -> Vec<PodSpec> {
+    let api = doc["apiVersion"].as_str().unwrap_or_default();
+    let kind = doc["kind"].as_str().unwrap_or_default();
+    match (api, kind) {
+        ("v1", "Namespace") => {
+            round_trip::<Namespace>(doc, what);
+            vec![]
+        }
+        ("v1", "ServiceAccount") => {
+            round_trip::<ServiceAccount>(doc, what);
+            vec![]
+        }
+        ("v1", "ConfigMap") => {
+            round_trip::<ConfigMap>(doc, what);
+            vec![]
+        }
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+            round_trip::<ClusterRoleBinding>(doc, what);
+            vec![]
+        }
+        ("apps/v1", "DaemonSet") => {
+            let ds: DaemonSet = round_trip(doc, what);
+            let spec = ds.spec.unwrap();
+            // The selector must select the template, or the API server refuses the object.
+            let labels = spec.template.metadata.clone().unwrap().labels.unwrap();
+            for (k, v) in spec.selector.match_labels.unwrap() {
+                assert_eq!(labels.get(&k), Some(&v), "{what}: selector {k}");
+            }
+            vec![spec.template.spec.unwrap()]
+        }
+        ("batch/v1", "Job") => {
+            let job: Job = round_trip(doc, what);
+            vec![job.spec.unwrap().template.spec.unwrap()]
+        }
+        ("kubeflow.org/v2beta1", "MPIJob") => {
+            let job: mpijob::MpiJob = round_trip(doc, what);
+            assert!(
+                job.spec
+                    .mpi_replica_specs
+                    .contains_key(&mpijob::ReplicaType::Launcher)
+                    && job
+                        .spec
+                        .mpi_replica_specs
+                        .contains_key(&mpijob::ReplicaType::Worker),
+                "{what}: an MPIJob needs a Launcher and Workers"
+            );
+            job.spec
+                .mpi_replica_specs
+                .into_values()
+                .map(|r| r.template.spec.unwrap())
+                .collect()
+        }
+        _ => panic!("{what}: no validator for {api} {kind}; add its API type to tests/deploy.rs"),
+    }
+}
+
+/// Output directories the node-check Pods may write; every other host path is read-only.
+const WRITABLE_HOST_PATHS: [&str; 2] = [
+    "/var/lib/node_exporter/textfile_collector",
+    "/var/lib/gpudoctor",
+];
+
+#[test]
+fn every_manifest_is_valid_against_the_kubernetes_api() {
+    let files = manifests();
+    assert!(files.len() >= 4, "deploy/ lacks manifests: {files:?}");
+    let mut kinds = Vec::new();
+    for file in files {
+        let rel = file
+            .strip_prefix(common::repo())
+            .unwrap()
+            .display()
+            .to_string();
+        for (i, doc) in documents(&file).iter().enumerate() {
+            let what = format!("{rel} document {}", i + 1);
+            kinds.push(doc["kind"].as_str().unwrap_or_default().to_string());
+            for spec in pod_specs(doc, &what) {
+                let host_paths: BTreeMap<String, String> = spec
+                    .volumes
+                    .iter()
+                    .flatten()
+                    .filter_map(|v| {
+                        v.host_path
+                            .as_ref()
+                            .map(|h| (v.name.clone(), h.path.clone()))
+                    })
+                    .collect();
+                let containers = spec
+                    .containers
+                    .iter()
+                    .chain(spec.init_containers.iter().flatten());
+                for container in containers {
+                    assert!(
+                        container
+                            .image
+                            .as_deref()
+                            .is_some_and(|i| !i.ends_with(":latest")),
+                        "{what}: container {} needs a pinned image",
+                        container.name
+                    );
+                    for mount in container.volume_mounts.iter().flatten() {
+                        let Some(host) = host_paths.get(&mount.name) else {
+                            continue;
+                        };
+                        assert!(
+                            mount.read_only == Some(true)
+                                || WRITABLE_HOST_PATHS.contains(&host.as_str()),
+                            "{what}: host path {host} is mounted writable in {}",
+                            container.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+    for kind in ["DaemonSet", "Job", "MPIJob", "ConfigMap"] {
+        assert!(kinds.iter().any(|k| k == kind), "deploy/ has no {kind}");
+    }
+}
+
+#[test]
+fn the_validation_catches_a_misspelt_field() {
+    let doc: Value = serde_yaml_ng::from_str(
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: i, volumeMount: []}]\n",
+    )
+    .unwrap();
+    let caught = std::panic::catch_unwind(|| round_trip::<Job>(&doc, "typo"));
+    assert!(caught.is_err(), "volumeMount (for volumeMounts) passed");
+    let doc: Value = serde_yaml_ng::from_str(
+        "apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata: {name: x}\nspec:\n  slotPerWorker: 8\n  mpiReplicaSpecs: {}\n",
+    )
+    .unwrap();
+    let caught = std::panic::catch_unwind(|| round_trip::<mpijob::MpiJob>(&doc, "typo"));
+    assert!(caught.is_err(), "slotPerWorker (for slotsPerWorker) passed");
+}
+
+/// NPD's custom plugin config (reference/kubernetes.md §9), as far as the test reads it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PluginMonitor {
+    plugin: String,
+    plugin_config: PluginConfig,
+    source: String,
+    metrics_reporting: bool,
+    conditions: Vec<Condition>,
+    rules: Vec<Rule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PluginConfig {
+    invoke_interval: String,
+    timeout: String,
+    max_output_length: usize,
+    concurrency: u32,
+    enable_message_change_based_condition_update: bool,
+    skip_initial_status: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Condition {
+    #[serde(rename = "type")]
+    kind: String,
+    reason: String,
+    message: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rule {
+    #[serde(rename = "type")]
+    kind: String,
+    condition: String,
+    reason: String,
+    path: String,
+    args: Vec<String>,
+    timeout: String,
+}
+
+fn seconds(duration: &str) -> u64 {
+    duration
+        .strip_suffix('s')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{duration}: write NPD durations in seconds (`300s`)"))
+}
+
+#[test]
+fn the_npd_plugin_config_fits_npd_and_gpudoctor() {
+    let path = common::repo().join("deploy/npd/gpudoctor-plugin-monitor.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let monitor: PluginMonitor = serde_json::from_str(&text).unwrap();
+    assert_eq!(monitor.plugin, "custom");
+    assert!(!monitor.source.is_empty() && monitor.metrics_reporting);
+    let config = &monitor.plugin_config;
+    assert!(config.concurrency >= 1 && !config.skip_initial_status);
+    assert!(!config.enable_message_change_based_condition_update);
+    // gpudoctor's line is cut to NPD's limit, never by NPD.
+    assert!(config.max_output_length >= gpudoctor::render::npd::MAX_MESSAGE_BYTES);
+    let global = seconds(&config.timeout);
+    assert!(
+        seconds(&config.invoke_interval) >= global,
+        "runs would overlap"
+    );
+    for rule in &monitor.rules {
+        // NPD refuses to start when a rule's timeout exceeds the global one.
+        assert!(
+            seconds(&rule.timeout) <= global,
+            "rule timeout above the global one"
+        );
+        assert!(matches!(rule.kind.as_str(), "permanent" | "temporary"));
+        if rule.kind == "permanent" {
+            assert!(
+                monitor.conditions.iter().any(|c| c.kind == rule.condition),
+                "permanent rule for an undeclared condition {}",
+                rule.condition
+            );
+        }
+        assert!(!rule.reason.is_empty());
+        assert_eq!(rule.path, "/opt/gpudoctor/bin/gpudoctor-node");
+        assert_eq!(rule.args, ["npd"]);
+    }
+    for condition in &monitor.conditions {
+        assert!(!condition.reason.is_empty() && !condition.message.is_empty());
+    }
+
+    // The NPD DaemonSet's ConfigMap carries this file verbatim.
+    let npd = documents(&common::repo().join("deploy/npd/node-problem-detector.yaml"));
+    let configmap = npd
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap")
+        .expect("a ConfigMap");
+    assert_eq!(
+        configmap["data"]["gpudoctor-plugin-monitor.json"]
+            .as_str()
+            .unwrap(),
+        text,
+        "deploy/npd/node-problem-detector.yaml must embed deploy/npd/gpudoctor-plugin-monitor.json as it is"
+    );
+}
+
+#[test]
+fn the_entry_script_builds_command_lines_gpudoctor_accepts() {
+    use clap::Parser;
+    let script = common::repo().join("deploy/image/gpudoctor-node.sh");
+    let tmp = tempfile::tempdir().unwrap();
+    let lib = tmp.path().join("usr/lib64");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("libnvidia-ml.so.1"), b"").unwrap();
+    // A stand-in for the binary that prints its arguments, one a line.
+    let echo = tmp.path().join("print-args");
+    std::fs::write(
+        &echo,
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&echo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for (mode, extra, env) in [
+        ("once", vec!["--keep-going", "--format", "markdown"], vec![]),
+        (
+            "npd",
+            vec![],
+            vec![
+                ("GPUDOCTOR_ARGS", "--skip nccl"),
+                ("GPUDOCTOR_REPORT", "/var/lib/gpudoctor/npd-last.json"),
+            ],
+        ),
+        (
+            "once",
+            vec![],
+            vec![
+                ("GPUDOCTOR_ARGS", "--keep-going --skip nccl"),
+                (
+                    "GPUDOCTOR_TEXTFILE_DIR",
+                    "/var/lib/node_exporter/textfile_collector",
+                ),
+            ],
+        ),
+    ] {
+        let out = std::process::Command::new("sh")
+            .arg(&script)
+            .arg(mode)
+            .args(&extra)
+            .env("GPUDOCTOR_ROOT", tmp.path())
+            .env("GPUDOCTOR_BIN", &echo)
+            .envs(env)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let printed = String::from_utf8(out.stdout).unwrap();
+        let argv: Vec<&str> = printed.lines().collect();
+        assert_eq!(argv.first(), Some(&"check"), "{printed}");
+        let nvml = lib.join("libnvidia-ml.so.1");
+        assert!(printed.contains(nvml.to_str().unwrap()), "{printed}");
+        let mut full = vec!["gpudoctor"];
+        full.extend(&argv);
+        gpudoctor::cli::Cli::try_parse_from(&full)
+            .unwrap_or_else(|e| panic!("{mode}: {full:?}: {e}"));
+    }
+}
