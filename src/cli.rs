@@ -191,9 +191,15 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub kernel_log: Option<PathBuf>,
 
-    /// Longest any one probe (NVML, kubelet, kernel log) may take, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub timeout: u64,
+    /// Longest any one probe (NVML, kubelet, kernel log) may take, in seconds [default: 10;
+    /// the kubelet's pod-resources gRPC gets 5 unless this is given].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: Option<u64>,
+
+    /// Ask the kubelet's pod-resources API on this unix socket instead of
+    /// /var/lib/kubelet/pod-resources/kubelet.sock under --root (live nodes only).
+    #[arg(long, value_name = "PATH")]
+    pub kubelet_socket: Option<PathBuf>,
 
     /// Judge the node against this profile instead of the one chosen from its GPU model and
     /// count: a built-in name (`gpudoctor profiles` lists them) or a TOML profile file, which
@@ -239,6 +245,7 @@ impl RecordArgs {
             nvml_lib: self.nvml_lib.clone(),
             kernel_log: self.kernel_log.clone(),
             probe_timeout: Duration::from_secs(self.timeout),
+            ..SourceOptions::default()
         }
     }
 }
@@ -277,7 +284,9 @@ impl CheckArgs {
         SourceOptions {
             nvml_lib: self.nvml_lib.clone(),
             kernel_log: self.kernel_log.clone(),
-            probe_timeout: Duration::from_secs(self.timeout),
+            probe_timeout: Duration::from_secs(self.timeout.unwrap_or(10)),
+            kubelet_socket: self.kubelet_socket.clone(),
+            kubelet_timeout: Duration::from_secs(self.timeout.unwrap_or(5)),
         }
     }
 }

@@ -5,18 +5,24 @@
 //! Adding a check touches four places (DESIGN.md): a parser in `facts/` if it needs new facts,
 //! the check function with a unit test, one row in [`registry`], and a fixture that makes it fire.
 
+pub mod device_plugin;
 pub mod driver;
 pub mod gpu_health;
 pub mod nvlink;
 pub mod rdma;
+pub mod toolkit;
 pub mod xid;
 
 use std::cell::OnceCell;
+use std::collections::BTreeMap;
 
+use crate::facts::cdi::CdiFacts;
+use crate::facts::k8s::{KubeletFacts, PodResourcesFacts};
 use crate::facts::modules::LoadedModules;
 use crate::facts::nvml::NvmlFacts;
 use crate::facts::pci::PciFacts;
-use crate::facts::{FactError, modules, nvidia, pci};
+use crate::facts::toolkit::{RuntimeFacts, ToolkitFacts};
+use crate::facts::{FactError, cdi, k8s, modules, nvidia, pci, toolkit as toolkit_facts};
 use crate::profile::{self, Profile};
 use crate::report::{Action, Evidence, Figure, Layer, Status};
 use crate::source::{FsError, Source};
@@ -51,6 +57,8 @@ pub fn registry() -> Vec<CheckDef> {
     all.extend(gpu_health::checks());
     all.extend(nvlink::checks());
     all.extend(rdma::checks());
+    all.extend(toolkit::checks());
+    all.extend(device_plugin::checks());
     all
 }
 
@@ -138,6 +146,14 @@ pub struct Context<'a> {
     profile: OnceCell<Option<Profile>>,
     forced_profile: Option<Profile>,
     rdma: OnceCell<Result<crate::facts::rdma::RdmaFacts, FactError>>,
+    // Kubernetes and the container stack (toolkit and device-plugin layers).
+    kubelet: OnceCell<KubeletFacts>,
+    pod_resources: OnceCell<PodResourcesFacts>,
+    toolkit: OnceCell<ToolkitFacts>,
+    runtime: OnceCell<Result<Option<RuntimeFacts>, FactError>>,
+    cdi: OnceCell<CdiFacts>,
+    validations: OnceCell<Result<Option<Vec<String>>, FactError>>,
+    env: OnceCell<BTreeMap<String, String>>,
 }
 
 impl<'a> Context<'a> {
@@ -152,6 +168,13 @@ impl<'a> Context<'a> {
             profile: OnceCell::new(),
             forced_profile: None,
             rdma: OnceCell::new(),
+            kubelet: OnceCell::new(),
+            pod_resources: OnceCell::new(),
+            toolkit: OnceCell::new(),
+            runtime: OnceCell::new(),
+            cdi: OnceCell::new(),
+            validations: OnceCell::new(),
+            env: OnceCell::new(),
         }
     }
 
@@ -210,6 +233,54 @@ impl<'a> Context<'a> {
     /// The kernel log and where it came from (`dev/kmsg`, `--kernel-log`, `.gpudoctor/kmsg.txt`).
     pub fn kernel_log(&self) -> &Result<Option<(String, String)>, FsError> {
         self.kernel_log.get_or_init(|| self.source.kernel_log())
+    }
+
+    /// The kubelet's directory, config, device-plugin sockets and checkpoint.
+    pub fn kubelet(&self) -> &KubeletFacts {
+        self.kubelet.get_or_init(|| k8s::gather(self.source))
+    }
+
+    /// The pod-resources API's answers (live gRPC, or `.gpudoctor/pod-resources.json`).
+    pub fn pod_resources(&self) -> &PodResourcesFacts {
+        self.pod_resources
+            .get_or_init(|| self.source.pod_resources())
+    }
+
+    /// The NVIDIA container toolkit's config and binaries.
+    pub fn toolkit(&self) -> &ToolkitFacts {
+        self.toolkit
+            .get_or_init(|| toolkit_facts::gather_toolkit(self.source))
+    }
+
+    /// The container runtime's config (containerd with imports, or CRI-O with drop-ins).
+    pub fn runtime(&self) -> &Result<Option<RuntimeFacts>, FactError> {
+        self.runtime
+            .get_or_init(|| toolkit_facts::gather_runtime(self.source))
+    }
+
+    /// CDI specs in the standard directories and those the toolkit or runtime config names.
+    pub fn cdi(&self) -> &CdiFacts {
+        self.cdi.get_or_init(|| {
+            let mut extra = Vec::new();
+            if let Some((_, Ok(config))) = &self.toolkit().config {
+                extra.extend(config.cdi_spec_dirs.iter().cloned());
+            }
+            if let Ok(Some(runtime)) = self.runtime() {
+                extra.extend(runtime.settings.cdi_spec_dirs.iter().cloned());
+            }
+            cdi::gather(self.source, &extra)
+        })
+    }
+
+    /// GPU Operator validation markers: `Ok(None)` when this is not an operator node.
+    pub fn validations(&self) -> &Result<Option<Vec<String>>, FactError> {
+        self.validations
+            .get_or_init(|| toolkit_facts::gather_validations(self.source))
+    }
+
+    /// The environment variables checks may read (see `source::ENV_VARS`).
+    pub fn env(&self) -> &BTreeMap<String, String> {
+        self.env.get_or_init(|| self.source.env_vars())
     }
 }
 

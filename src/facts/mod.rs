@@ -5,12 +5,15 @@
 //! and never judges: a missing or damaged file becomes a [`FactError`] naming the path, for the
 //! check to turn into an `error` result.
 
+pub mod cdi;
+pub mod k8s;
 pub mod modules;
 pub mod node;
 pub mod nvidia;
 pub mod nvml;
 pub mod pci;
 pub mod rdma;
+pub mod toolkit;
 pub mod xid;
 
 use thiserror::Error;

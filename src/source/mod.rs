@@ -3,18 +3,21 @@
 //!   NVML through nvml-wrapper;
 //! - [`ReplaySource`]: a recorded or hand-built fixture (chosen when
 //!   `<root>/.gpudoctor/manifest.json` exists): the same files under that root, and the probes
-//!   that are not files (NVML, ...) answered from `.gpudoctor/`.
+//!   that are not files (NVML, the kubelet's pod-resources API, ...) answered from `.gpudoctor/`.
 //!
 //! Only this module and `facts/` know paths. Nothing here judges anything.
 
 pub mod nvml_live;
+pub mod podresources;
 pub mod rooted;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::facts::k8s::{self, POD_RESOURCES_SOCKET, PodResourcesFacts, RpcErrorKind};
 use crate::facts::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
 pub use rooted::{FsError, RootedFs};
 
@@ -23,6 +26,18 @@ pub const CAPTURE_DIR: &str = ".gpudoctor";
 pub const MANIFEST: &str = ".gpudoctor/manifest.json";
 pub const NVML_JSON: &str = ".gpudoctor/nvml.json";
 pub const KMSG_TXT: &str = ".gpudoctor/kmsg.txt";
+/// The kubelet's pod-resources answers in a capture (`facts::k8s::PodResourcesFacts`).
+pub const POD_RESOURCES_JSON: &str = ".gpudoctor/pod-resources.json";
+/// The process environment gpudoctor ran with, as far as checks read it ([`ENV_VARS`]).
+pub const ENV_JSON: &str = ".gpudoctor/env.json";
+/// The environment variables a check may read: whether we run in a Pod, and what the container
+/// runtime gave it (reference/kubernetes.md §5).
+pub const ENV_VARS: &[&str] = &[
+    "KUBERNETES_SERVICE_HOST",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "CUDA_VISIBLE_DEVICES",
+];
 /// The live kernel log, read without blocking.
 pub const DEV_KMSG: &str = "dev/kmsg";
 
@@ -43,6 +58,12 @@ pub struct SourceOptions {
     pub kernel_log: Option<PathBuf>,
     /// Longest any one probe may take.
     pub probe_timeout: Duration,
+    /// `--kubelet-socket PATH`: ask the kubelet's pod-resources API here instead of
+    /// `var/lib/kubelet/pod-resources/kubelet.sock` under the root. Used as given.
+    pub kubelet_socket: Option<PathBuf>,
+    /// Budget for the whole pod-resources probe (connect and both calls): 5 s unless
+    /// `--timeout` is given, a kubelet that answers at all answers in milliseconds.
+    pub kubelet_timeout: Duration,
 }
 
 impl Default for SourceOptions {
@@ -51,6 +72,8 @@ impl Default for SourceOptions {
             nvml_lib: None,
             kernel_log: None,
             probe_timeout: Duration::from_secs(10),
+            kubelet_socket: None,
+            kubelet_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -63,6 +86,19 @@ pub trait Source: Send + Sync {
     fn nvml(&self) -> NvmlFacts;
     /// The kernel log text and where it came from; `Ok(None)` when this node has none to give.
     fn kernel_log(&self) -> Result<Option<(String, String)>, FsError>;
+    /// The kubelet's pod-resources answers. A source that cannot ask says "not available".
+    fn pod_resources(&self) -> PodResourcesFacts {
+        PodResourcesFacts::failed(
+            POD_RESOURCES_SOCKET,
+            RpcErrorKind::NotAvailable,
+            "this source cannot ask a kubelet",
+        )
+    }
+    /// The [`ENV_VARS`] that are set. The environment is not under the root: live sources read
+    /// the process's own, replay reads `.gpudoctor/env.json`.
+    fn env_vars(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
 
     fn root(&self) -> &Path {
         self.fs().root()
@@ -143,6 +179,23 @@ impl Source for HostSource {
             Err(err) => Err(err),
         }
     }
+    fn pod_resources(&self) -> PodResourcesFacts {
+        let timeout = self.options.kubelet_timeout;
+        if let Some(path) = &self.options.kubelet_socket {
+            return podresources::probe(path, &path.display().to_string(), timeout);
+        }
+        // Resolved inside the root like every file, so a link cannot send us elsewhere.
+        match self.fs.host_path(POD_RESOURCES_SOCKET) {
+            Ok(path) => podresources::probe(&path, POD_RESOURCES_SOCKET, timeout),
+            Err(err) => k8s::socket_error(POD_RESOURCES_SOCKET, &err),
+        }
+    }
+    fn env_vars(&self) -> BTreeMap<String, String> {
+        ENV_VARS
+            .iter()
+            .filter_map(|name| std::env::var(name).ok().map(|v| (name.to_string(), v)))
+            .collect()
+    }
 }
 
 /// A recorded node: probes answered from `.gpudoctor/`.
@@ -186,6 +239,37 @@ impl Source for ReplaySource {
             Err(err) if err.is_missing() => Ok(None),
             Err(err) => Err(err),
         }
+    }
+    fn pod_resources(&self) -> PodResourcesFacts {
+        match self.fs.read_to_string(POD_RESOURCES_JSON) {
+            Ok(text) => k8s::parse_pod_resources_json(&text).unwrap_or_else(|err| {
+                PodResourcesFacts::failed(
+                    POD_RESOURCES_SOCKET,
+                    RpcErrorKind::Other,
+                    format!("{POD_RESOURCES_JSON}: does not parse: {err}"),
+                )
+            }),
+            Err(err) if err.is_missing() => PodResourcesFacts::failed(
+                POD_RESOURCES_SOCKET,
+                RpcErrorKind::NotAvailable,
+                format!("{POD_RESOURCES_JSON}: not in this capture"),
+            ),
+            Err(err) => PodResourcesFacts::failed(
+                POD_RESOURCES_SOCKET,
+                RpcErrorKind::Other,
+                err.to_string(),
+            ),
+        }
+    }
+    fn env_vars(&self) -> BTreeMap<String, String> {
+        self.fs
+            .read_to_string(ENV_JSON)
+            .ok()
+            .and_then(|text| serde_json::from_str::<BTreeMap<String, String>>(&text).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| ENV_VARS.contains(&k.as_str()))
+            .collect()
     }
 }
 

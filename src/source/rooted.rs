@@ -269,6 +269,12 @@ impl RootedFs {
         self.resolve(rel, true).map(|c| display_components(&c))
     }
 
+    /// The real path on this machine that `rel` names, every link resolved inside the root: for
+    /// the one thing that is not read as a file, a unix socket to connect to.
+    pub fn host_path(&self, rel: &str) -> Result<PathBuf, FsError> {
+        self.resolve(rel, true).map(|c| self.join(&c))
+    }
+
     pub fn exists(&self, rel: &str) -> bool {
         self.resolve(rel, true).is_ok()
     }

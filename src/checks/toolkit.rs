@@ -1,0 +1,563 @@
+//! Toolkit layer: can a container reach the GPUs? The NVIDIA container toolkit is installed and
+//! configured, the container runtime (containerd or CRI-O) uses it through a runtime handler or
+//! CDI, the CDI specs name exactly the GPUs NVML sees, the GPU Operator's validation chain got
+//! past the toolkit, and — when gpudoctor itself runs in a Pod — the container got its GPUs.
+//! A node that is neither a Kubernetes node nor has a container runtime is `skip`.
+//!
+//! Sources: reference/kubernetes.md §5 (toolkit, containerd, CRI-O), §6 (CDI), §7 (operator
+//! validator markers).
+
+use std::collections::BTreeSet;
+
+use super::{CheckDef, Context, Explain, Outcome};
+use crate::facts::FactError;
+use crate::facts::cdi::NVIDIA_GPU_KIND;
+use crate::facts::nvml::NvmlDevice;
+use crate::facts::toolkit::{
+    self, CONTAINERD_CONFIGS, CRIO_DROPINS, RuntimeFacts, TOOLKIT_BINARIES, VALIDATION_STAGES,
+    VALIDATIONS_DIR,
+};
+use crate::report::{Action, Evidence, Layer};
+
+pub fn checks() -> Vec<CheckDef> {
+    vec![
+        CheckDef {
+            code: "toolkit.installed",
+            layer: Layer::Toolkit,
+            title: "the NVIDIA container toolkit is installed and its config parses",
+            explain: Explain {
+                reads: "/etc/nvidia-container-runtime/config.toml (or the GPU Operator's copy under /usr/local/nvidia/toolkit/.config), nvidia-container-runtime / nvidia-ctk / nvidia-container-runtime-hook in /usr/bin, /usr/local/bin, /usr/local/nvidia/toolkit",
+                expects: "a toolkit binary on a usual path and, when present, a config.toml that parses (its `mode` is reported)",
+                why: "the toolkit's runtime or hook is what puts /dev/nvidia* and the driver libraries into a container; without it a Pod that was given a GPU sees none",
+                fix: "install the toolkit (`apt-get install nvidia-container-toolkit` or `dnf install nvidia-container-toolkit`) or deploy the GPU Operator; regenerate a broken config with `nvidia-ctk config default --output=/etc/nvidia-container-runtime/config.toml`",
+            },
+            run: installed,
+        },
+        CheckDef {
+            code: "toolkit.container_runtime",
+            layer: Layer::Toolkit,
+            title: "the container runtime uses the NVIDIA runtime or CDI",
+            explain: Explain {
+                reads: "containerd: /etc/containerd/config.toml and the files its `imports` name (k3s/RKE2: /var/lib/rancher/{k3s,rke2}/agent/etc/containerd/config.toml); CRI-O: /etc/crio/crio.conf and /etc/crio/crio.conf.d/*",
+                expects: "a runtime handler whose binary is nvidia-container-runtime (reported with whether it is the default, else Pods need `runtimeClassName: nvidia`), or CDI injection on (`enable_cdi = true`; default on containerd 2.x and CRI-O)",
+                why: "kubelet starts GPU Pods through the container runtime; if the runtime neither calls the NVIDIA runtime nor injects CDI devices, containers start without GPUs (gpud judges this broken too)",
+                fix: "`nvidia-ctk runtime configure --runtime=containerd` (add `--set-as-default` to avoid RuntimeClasses; `--runtime=crio` for CRI-O) and restart the runtime; k3s and RKE2 add the `nvidia` handler themselves when the toolkit is installed before they start",
+            },
+            run: container_runtime,
+        },
+        CheckDef {
+            code: "toolkit.cdi_specs",
+            layer: Layer::Toolkit,
+            title: "CDI specs parse and name every GPU NVML sees",
+            explain: Explain {
+                reads: "/etc/cdi/*.{yaml,json} and /var/run/cdi/*.{yaml,json} (plus spec dirs named in the toolkit or runtime config); NVML GPU UUIDs and indexes; the loaded driver version",
+                expects: "every nvidia.com/gpu spec parses; together they name each NVML GPU by UUID or index (`0`, `gpu0`, `GPU-…`), no GPU that no longer exists, and libraries of the loaded driver version",
+                why: "a runtime resolving CDI names fails container creation on an unknown device (`unresolvable CDI devices`), and a spec made for replaced GPUs or another driver version hands containers the wrong devices or libraries",
+                fix: "regenerate the spec after any GPU or driver change: `nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml` (toolkit ≥ 1.18: `systemctl restart nvidia-cdi-refresh`); list what resolves with `nvidia-ctk cdi list`",
+            },
+            run: cdi_specs,
+        },
+        CheckDef {
+            code: "toolkit.operator_validations",
+            layer: Layer::Toolkit,
+            title: "the GPU Operator's validations have all passed",
+            explain: Explain {
+                reads: "/run/nvidia/validations/{driver,toolkit,cuda,plugin}-ready",
+                expects: "on GPU Operator nodes (the directory exists) all four markers, written in the order driver → toolkit → cuda → plugin",
+                why: "the operator's validator writes each marker only after that stage worked end to end (toolkit: nvidia-smi inside a container); the first missing one names the stage that is broken",
+                fix: "read the validator's log for the missing stage: `kubectl -n gpu-operator logs -l app=nvidia-operator-validator -c <stage>-validation`; then the logs of that component's DaemonSet on this node",
+            },
+            run: operator_validations,
+        },
+        CheckDef {
+            code: "toolkit.container_gpus",
+            layer: Layer::Toolkit,
+            title: "inside a Pod: the container can access the GPUs it was given",
+            explain: Explain {
+                reads: "KUBERNETES_SERVICE_HOST and NVIDIA_VISIBLE_DEVICES from gpudoctor's own environment (.gpudoctor/env.json in a capture), the service-account mount, /dev/nvidia<N>, NVML's device count",
+                expects: "when run in a Pod that was given GPUs: as many GPUs in NVML and /dev/nvidia<N> nodes as NVIDIA_VISIBLE_DEVICES names",
+                why: "a Pod whose NVIDIA_VISIBLE_DEVICES is set but that sees no GPU was started by a runtime that ignored it (no nvidia runtime handler, wrong RuntimeClass)",
+                fix: "give the Pod `runtimeClassName: nvidia` (or make nvidia the runtime's default), and check `kubectl describe pod` for the resource request `nvidia.com/gpu`",
+            },
+            run: container_gpus,
+        },
+    ]
+}
+
+/// `Some(skip)` when the layer does not apply: no kubelet, no runtime config, no toolkit.
+fn not_applicable(ctx: &Context<'_>) -> Option<Outcome> {
+    let kubelet = ctx.kubelet().present();
+    let runtime = !matches!(ctx.runtime(), Ok(None));
+    let toolkit = ctx.toolkit().config.is_some() || !ctx.toolkit().binaries.is_empty();
+    (!kubelet && !runtime && !toolkit).then(|| {
+        Outcome::skip("not a kubernetes node and no container runtime or nvidia toolkit configured")
+    })
+}
+
+fn is_syntax(err: &FactError) -> bool {
+    err.message.starts_with("syntax error")
+}
+
+/// A config that does not parse: fail naming the file and line.
+fn syntax_failure(err: &FactError, fix: &str) -> Outcome {
+    Outcome::fail(format!("{} does not parse: {}", err.path, err.message))
+        .evidence(Evidence::new(&err.path, &err.message).expected("valid toml"))
+        .hint(format!("fix {} at the line shown; {fix}", err.path))
+        .action(Action::FixConfig)
+}
+
+fn installed(ctx: &Context<'_>) -> Outcome {
+    if let Some(skip) = not_applicable(ctx) {
+        return skip;
+    }
+    let facts = ctx.toolkit();
+    let mut evidence = Vec::new();
+    let mut mode = String::new();
+    match &facts.config {
+        Some((_, Err(err))) if is_syntax(err) => {
+            return syntax_failure(
+                err,
+                "or regenerate it: `nvidia-ctk config default --output=/etc/nvidia-container-runtime/config.toml`",
+            );
+        }
+        Some((_, Err(err))) => return Outcome::unreadable(err),
+        Some((path, Ok(config))) => {
+            let m = config.mode.as_deref().unwrap_or("auto");
+            mode = format!(", mode {m}");
+            evidence.push(Evidence::new(path.as_str(), format!("mode = {m:?}")));
+        }
+        None => {}
+    }
+    if facts.binaries.is_empty() {
+        let searched: BTreeSet<&str> = TOOLKIT_BINARIES
+            .iter()
+            .filter_map(|p| p.rsplit_once('/').map(|(d, _)| d))
+            .collect();
+        let outcome = if facts.config.is_some() {
+            Outcome::warn("nvidia container toolkit config present, but no toolkit binary found")
+        } else {
+            Outcome::fail("nvidia container toolkit not installed")
+        };
+        return outcome
+            .evidence_all(evidence)
+            .evidence(
+                Evidence::new(
+                    searched.into_iter().collect::<Vec<_>>().join(", "),
+                    "no nvidia-container-runtime, nvidia-ctk or nvidia-container-runtime-hook",
+                )
+                .expected("the toolkit's binaries"),
+            )
+            .hint("install it: `apt-get install nvidia-container-toolkit` (or `dnf install nvidia-container-toolkit`), or deploy the gpu operator, which installs it under /usr/local/nvidia/toolkit")
+            .action(Action::FixConfig);
+    }
+    let names: Vec<&str> = facts
+        .binaries
+        .iter()
+        .map(|p| p.rsplit('/').next().unwrap_or(p))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let config_note = if facts.config.is_none() {
+        " (no config.toml: built-in defaults)"
+    } else {
+        ""
+    };
+    Outcome::pass(format!(
+        "nvidia container toolkit installed: {}{mode}{config_note}",
+        names.join(", ")
+    ))
+    .evidence(Evidence::new("toolkit binaries", facts.binaries.join(" ")))
+    .evidence_all(evidence)
+}
+
+/// The `nvidia` handler to report: the default one if any, else the first.
+fn chosen_handler(rt: &RuntimeFacts) -> Option<&toolkit::Handler> {
+    let s = &rt.settings;
+    s.nvidia_handlers
+        .iter()
+        .find(|h| Some(h.name.as_str()) == s.default_runtime.as_deref())
+        .or_else(|| s.nvidia_handlers.first())
+}
+
+fn container_runtime(ctx: &Context<'_>) -> Outcome {
+    if let Some(skip) = not_applicable(ctx) {
+        return skip;
+    }
+    let rt = match ctx.runtime() {
+        Ok(Some(rt)) => rt,
+        Ok(None) => {
+            if !ctx.kubelet().present() {
+                return Outcome::skip(
+                    "no container runtime config (containerd or cri-o) on this node",
+                );
+            }
+            return Outcome::fail("kubernetes node without a containerd or cri-o config: the runtime runs on defaults, without the nvidia runtime")
+                .evidence(Evidence::new(
+                    format!("{}, etc/crio/crio.conf, {CRIO_DROPINS}", CONTAINERD_CONFIGS.join(", ")),
+                    "none present",
+                ).expected("a runtime config with an nvidia runtime handler or cdi on"))
+                .hint("`nvidia-ctk runtime configure --runtime=containerd --set-as-default` (or `--runtime=crio`), then restart the runtime")
+                .action(Action::FixConfig);
+        }
+        Err(err) if is_syntax(err) => {
+            return syntax_failure(
+                err,
+                "the runtime refuses to start with it or ignores the file",
+            );
+        }
+        Err(err) => return Outcome::unreadable(err),
+    };
+    let s = &rt.settings;
+    let runtime = rt.kind.name();
+    let cdi = s.cdi_on(rt.kind);
+    let files = Evidence::new(rt.files.join(", "), {
+        let version = s
+            .version
+            .map(|v| format!("version {v}; "))
+            .unwrap_or_default();
+        format!(
+            "{version}handlers: {}; default: {}; cdi: {}",
+            if s.handlers.is_empty() {
+                "none declared".to_string()
+            } else {
+                s.handlers.join(", ")
+            },
+            s.effective_default(),
+            if cdi { "on" } else { "off" }
+        )
+    });
+    let cdi_note = if cdi { "; cdi on" } else { "" };
+    if let Some(handler) = chosen_handler(rt) {
+        let binary = handler
+            .binary
+            .as_deref()
+            .unwrap_or("nvidia-container-runtime on PATH");
+        if let Some(abs) = handler.binary.as_deref().filter(|b| b.starts_with('/'))
+            && !ctx.source().exists(abs)
+        {
+            return Outcome::fail(format!(
+                "{runtime} runtime handler `{}` runs {abs}, which does not exist",
+                handler.name
+            ))
+            .evidence(files)
+            .evidence(Evidence::new(&handler.file, format!("BinaryName = {abs:?}")).expected("an existing nvidia-container-runtime"))
+            .hint("install the toolkit at that path, or rerun `nvidia-ctk runtime configure` so the handler names the installed binary, then restart the runtime")
+            .action(Action::FixConfig);
+        }
+        let default = s.default_runtime.as_deref() == Some(handler.name.as_str());
+        let summary = if default {
+            format!(
+                "{runtime}: runtime handler `{}` ({binary}) is the default runtime{cdi_note}",
+                handler.name
+            )
+        } else {
+            format!(
+                "{runtime}: runtime handler `{}` ({binary}), not the default (`{}`): gpu pods need `runtimeClassName: {}`{cdi_note}",
+                handler.name,
+                s.effective_default(),
+                handler.name
+            )
+        };
+        return Outcome::pass(summary).evidence(files);
+    }
+    if cdi {
+        return Outcome::pass(format!(
+            "{runtime}: no nvidia runtime handler, cdi on: gpus reach containers through cdi specs"
+        ))
+        .evidence(files);
+    }
+    Outcome::fail(format!(
+        "{runtime} has no nvidia runtime handler and cdi is off: containers cannot get gpus"
+    ))
+    .evidence(files.expected("a handler running nvidia-container-runtime, or enable_cdi = true"))
+    .hint(match rt.kind {
+        toolkit::RuntimeKind::Containerd => "`nvidia-ctk runtime configure --runtime=containerd --set-as-default` (or set `enable_cdi = true`), then `systemctl restart containerd`; on k3s/RKE2 install the toolkit and restart the k3s/rke2 service",
+        toolkit::RuntimeKind::Crio => "`nvidia-ctk runtime configure --runtime=crio --set-as-default`, then `systemctl restart crio`",
+    })
+    .action(Action::FixConfig)
+}
+
+fn gpu_label(d: &NvmlDevice) -> String {
+    format!(
+        "gpu {} ({}, {})",
+        d.index,
+        d.pci_bus_id.as_deref().unwrap_or("?"),
+        d.uuid.as_deref().unwrap_or("no uuid")
+    )
+}
+
+/// Is a CDI device name one of the full-GPU forms for this device?
+fn names_gpu(name: &str, d: &NvmlDevice) -> bool {
+    d.uuid.as_deref() == Some(name)
+        || name == d.index.to_string()
+        || name.strip_prefix("gpu") == Some(&d.index.to_string())
+}
+
+fn cdi_specs(ctx: &Context<'_>) -> Outcome {
+    if let Some(skip) = not_applicable(ctx) {
+        return skip;
+    }
+    let facts = ctx.cdi();
+    let dirs = facts.dirs.join(", ");
+    if let Some(err) = facts.problems.first() {
+        if err.message.starts_with("line ") || err.message.starts_with("not a cdi spec") {
+            return Outcome::fail(format!("cdi spec {} does not parse: {}", err.path, err.message))
+                .evidence_all(facts.problems.iter().map(|p| Evidence::new(&p.path, &p.message).expected("a valid cdi spec")))
+                .hint("regenerate it: `nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml` (or delete a stray file); the runtime refuses every cdi device while a spec is broken")
+                .action(Action::FixConfig);
+        }
+        return Outcome::unreadable(err);
+    }
+    let specs: Vec<_> = facts.of_kind(NVIDIA_GPU_KIND).collect();
+    let cdi_only = matches!(ctx.runtime(), Ok(Some(rt)) if rt.settings.nvidia_handlers.is_empty() && rt.settings.cdi_on(rt.kind));
+    if specs.is_empty() {
+        if cdi_only {
+            return Outcome::fail(format!("the runtime relies on cdi but no {NVIDIA_GPU_KIND} spec exists"))
+                .evidence(Evidence::new(&dirs, "no spec of kind nvidia.com/gpu").expected("a spec naming every gpu"))
+                .hint("`nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml` (toolkit ≥ 1.18: `systemctl enable --now nvidia-cdi-refresh`)")
+                .action(Action::FixConfig);
+        }
+        return Outcome::skip(format!(
+            "no {NVIDIA_GPU_KIND} cdi spec in {dirs} (the runtime uses the nvidia runtime handler)"
+        ));
+    }
+    let nvml = ctx.nvml();
+    if nvml.init_error.is_some() {
+        return Outcome::skip("nvml unavailable (see driver.nvml_init)");
+    }
+    let gpus: Vec<&NvmlDevice> = nvml.devices.iter().filter(|d| d.error.is_none()).collect();
+    let names: Vec<(&str, &str)> = specs
+        .iter()
+        .flat_map(|s| s.devices.iter().map(move |n| (n.as_str(), s.path.as_str())))
+        .collect();
+    let mut problems = Vec::new();
+    let mut evidence = Vec::new();
+    for (name, path) in &names {
+        if *name == "all" || name.contains(':') {
+            continue; // `all`, and MIG devices `<gpu>:<mig>`
+        }
+        let full_gpu = name.starts_with("GPU-")
+            || name.parse::<u32>().is_ok()
+            || name
+                .strip_prefix("gpu")
+                .is_some_and(|n| n.parse::<u32>().is_ok());
+        if full_gpu && !gpus.iter().any(|d| names_gpu(name, d)) {
+            problems.push(format!("{path} names {name}, which nvml does not know"));
+            evidence.push(
+                Evidence::new(*path, format!("device {name:?}"))
+                    .expected("a gpu nvml sees (uuid or index)"),
+            );
+        }
+    }
+    // Each naming style a spec uses (`nvidia-ctk --device-name-strategy=index,uuid`) must
+    // cover every GPU: a device plugin asking for `nvidia.com/gpu=GPU-<uuid>` fails otherwise.
+    let by_uuid = names.iter().any(|(n, _)| n.starts_with("GPU-"));
+    let by_index = names.iter().any(|(n, _)| {
+        n.parse::<u32>().is_ok()
+            || n.strip_prefix("gpu")
+                .is_some_and(|i| i.parse::<u32>().is_ok())
+    });
+    for d in &gpus {
+        let uuid_named = names.iter().any(|(n, _)| d.uuid.as_deref() == Some(*n));
+        let index_named = names
+            .iter()
+            .any(|(n, _)| names_gpu(n, d) && d.uuid.as_deref() != Some(*n));
+        let missing = if by_uuid && !uuid_named {
+            Some("by uuid")
+        } else if by_index && !index_named {
+            Some("by index")
+        } else if !by_uuid && !by_index {
+            Some("at all")
+        } else {
+            None
+        };
+        if let Some(how) = missing {
+            problems.push(format!("no spec names {} {how}", gpu_label(d)));
+            evidence.push(
+                Evidence::new(&dirs, format!("no device for {} {how}", gpu_label(d)))
+                    .expected("a device named by its uuid (and index, when the spec uses indexes)"),
+            );
+        }
+    }
+    let driver = match ctx.module_version() {
+        Ok(Some((v, _))) => Some(v.clone()),
+        _ => nvml.driver_version.clone(),
+    };
+    if let Some(driver) = &driver {
+        for spec in &specs {
+            let others: Vec<&String> = spec
+                .driver_versions
+                .iter()
+                .filter(|v| *v != driver)
+                .collect();
+            if !others.is_empty() {
+                let list: Vec<&str> = others.iter().map(|s| s.as_str()).collect();
+                problems.push(format!(
+                    "{} mounts driver {} libraries, driver {driver} is loaded",
+                    spec.path,
+                    list.join(", ")
+                ));
+                evidence.push(
+                    Evidence::new(
+                        &spec.path,
+                        format!("libraries of driver {}", list.join(", ")),
+                    )
+                    .expected(format!("driver {driver}")),
+                );
+            }
+        }
+    }
+    let files: Vec<&str> = specs.iter().map(|s| s.path.as_str()).collect();
+    if !problems.is_empty() {
+        return Outcome::fail(format!("stale cdi spec: {}", problems.join("; ")))
+            .evidence_all(evidence)
+            .hint(format!(
+                "regenerate the spec after gpu or driver changes: `nvidia-ctk cdi generate --output=/{}` (toolkit ≥ 1.18: `systemctl restart nvidia-cdi-refresh`); check with `nvidia-ctk cdi list`",
+                files.first().copied().unwrap_or("var/run/cdi/nvidia.yaml")
+            ))
+            .action(Action::FixConfig);
+    }
+    Outcome::pass(format!(
+        "cdi specs name all {} gpu(s) ({})",
+        gpus.len(),
+        files.join(", ")
+    ))
+    .evidence(Evidence::new(
+        files.join(", "),
+        format!("{} device name(s) of kind {NVIDIA_GPU_KIND}", names.len()),
+    ))
+}
+
+fn operator_validations(ctx: &Context<'_>) -> Outcome {
+    if let Some(skip) = not_applicable(ctx) {
+        return skip;
+    }
+    let names = match ctx.validations() {
+        Ok(Some(names)) => names,
+        Ok(None) => {
+            return Outcome::skip(format!("not a gpu operator node (no {VALIDATIONS_DIR})"));
+        }
+        Err(err) => return Outcome::unreadable(err),
+    };
+    let missing: Vec<&str> = VALIDATION_STAGES
+        .iter()
+        .copied()
+        .filter(|stage| !names.iter().any(|n| *n == format!("{stage}-ready")))
+        .collect();
+    let present: Vec<&str> = names
+        .iter()
+        .filter(|n| n.ends_with("-ready"))
+        .map(String::as_str)
+        .collect();
+    let observed = if present.is_empty() {
+        "no markers".to_string()
+    } else {
+        present.join(" ")
+    };
+    let Some(first) = missing.first() else {
+        return Outcome::pass(format!(
+            "gpu operator validations passed: {}",
+            VALIDATION_STAGES.join(", ")
+        ))
+        .evidence(Evidence::new(VALIDATIONS_DIR, observed));
+    };
+    let files: Vec<String> = missing.iter().map(|s| format!("{s}-ready")).collect();
+    Outcome::fail(format!(
+        "gpu operator {first} validation has not passed ({} missing)",
+        files.join(", ")
+    ))
+    .evidence(
+        Evidence::new(VALIDATIONS_DIR, observed).expected(
+            VALIDATION_STAGES
+                .iter()
+                .map(|s| format!("{s}-ready"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+    )
+    .hint(format!(
+        "read the validator: `kubectl -n gpu-operator logs -l app=nvidia-operator-validator -c {first}-validation --all-containers=false` on this node's pod, then the logs of the {first} component's daemonset; later stages wait for this one"
+    ))
+    .action(Action::RestartComponent)
+}
+
+fn container_gpus(ctx: &Context<'_>) -> Outcome {
+    let pod = toolkit::gather_pod_context(ctx.source(), ctx.env());
+    if !pod.in_pod() {
+        return Outcome::skip("not running inside a pod");
+    }
+    let visible = match pod.visible_devices.as_deref().map(str::trim) {
+        None => {
+            return Outcome::skip(
+                "running in a pod that was given no gpus (NVIDIA_VISIBLE_DEVICES unset)",
+            );
+        }
+        Some(v) if v.is_empty() || v == "void" || v == "none" => {
+            return Outcome::skip(format!(
+                "running in a pod that was given no gpus (NVIDIA_VISIBLE_DEVICES={v:?})"
+            ));
+        }
+        Some(v) => v.to_string(),
+    };
+    let nvml = ctx.nvml();
+    let seen = if nvml.init_error.is_none() {
+        nvml.devices.iter().filter(|d| d.error.is_none()).count()
+    } else {
+        0
+    };
+    let nodes = ctx
+        .source()
+        .list_dir("dev", &|n| {
+            n.strip_prefix("nvidia")
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|v| v.len())
+        .unwrap_or(0);
+    let wanted = if visible == "all" {
+        None
+    } else {
+        Some(visible.split(',').filter(|s| !s.trim().is_empty()).count())
+    };
+    let evidence = vec![
+        Evidence::new("env NVIDIA_VISIBLE_DEVICES", visible.as_str()),
+        Evidence::new("dev/nvidia<N>", format!("{nodes} node(s)")),
+        Evidence::new("nvml.device_count", seen.to_string()),
+    ];
+    let enough = seen > 0 && nodes >= seen && wanted.is_none_or(|w| w == seen);
+    if enough {
+        return Outcome::pass(format!(
+            "container can access {seen} gpu(s): NVIDIA_VISIBLE_DEVICES={visible}, {nodes} /dev/nvidia<N> node(s)"
+        ))
+        .evidence_all(evidence);
+    }
+    let want_text = wanted.map_or("all gpus".to_string(), |w| format!("{w} gpu(s)"));
+    Outcome::fail(format!(
+        "container was given {want_text} (NVIDIA_VISIBLE_DEVICES={visible}) but nvml sees {seen} and {nodes} /dev/nvidia<N> node(s) exist"
+    ))
+    .evidence_all(evidence)
+    .hint("the runtime did not inject the gpus: give the pod `runtimeClassName: nvidia` (or make nvidia the runtime's default) and check `kubectl describe pod` for the nvidia.com/gpu request")
+    .action(Action::FixConfig)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(index: u32, uuid: &str) -> NvmlDevice {
+        NvmlDevice {
+            index,
+            uuid: Some(uuid.to_string()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn cdi_names_match_by_uuid_index_and_old_style() {
+        let d = device(3, "GPU-0d3c9a3e-5a57-2b8e-1c1f-8a2c3f7e6b11");
+        assert!(names_gpu("GPU-0d3c9a3e-5a57-2b8e-1c1f-8a2c3f7e6b11", &d));
+        assert!(names_gpu("3", &d));
+        assert!(names_gpu("gpu3", &d));
+        assert!(!names_gpu("30", &d));
+        assert!(!names_gpu("3:0", &d));
+    }
+}
