@@ -1,0 +1,426 @@
+//! The live pod-resources path (src/source/podresources: tonic over a unix socket) against a
+//! real gRPC server: a fake kubelet built from the committed server code, serving a fixture's
+//! `.gpudoctor/pod-resources.json`. For every fixture whose kubelet answered, the live report
+//! must equal the replay; and peers that hang, answer Unimplemented, drop the connection or
+//! send garbage must give an `error` (or the documented fallback) within the timeout.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpudoctor::engine::{self, RunOptions};
+use gpudoctor::facts::k8s::{
+    POD_RESOURCES_SOCKET, PodResourcesFacts, RpcErrorKind, parse_pod_resources_json,
+};
+use gpudoctor::facts::nvml::NvmlFacts;
+use gpudoctor::report::{Layer, Report, Status};
+use gpudoctor::source::podresources::{allocatable_to_wire, pod_to_wire};
+use gpudoctor::source::{
+    FsError, HostSource, POD_RESOURCES_JSON, ReplaySource, RootedFs, Source, SourceKind,
+    SourceOptions,
+};
+use serde_json::{Value, json};
+
+/// The generated server trait, next to the library's messages it refers to as `super::`.
+#[allow(clippy::all, dead_code)]
+mod v1 {
+    pub use gpudoctor::source::podresources::v1::*;
+    include!("../src/source/podresources/v1_server.rs");
+}
+
+use v1::pod_resources_lister_server::{PodResourcesLister, PodResourcesListerServer};
+
+#[derive(Clone)]
+enum Behaviour {
+    /// Answer both calls from the facts.
+    Serve(Arc<PodResourcesFacts>),
+    /// Answer `List`, refuse `GetAllocatableResources` (a kubelet before 1.21).
+    NoAllocatable(Arc<PodResourcesFacts>),
+    /// Accept, then never answer.
+    Hang,
+}
+
+struct FakeKubelet(Behaviour);
+
+fn allocatable_of(facts: &PodResourcesFacts) -> v1::AllocatableResourcesResponse {
+    allocatable_to_wire(facts.allocatable_value().expect("fixture answered"))
+}
+
+fn list_of(facts: &PodResourcesFacts) -> v1::ListPodResourcesResponse {
+    v1::ListPodResourcesResponse {
+        pod_resources: facts
+            .list_value()
+            .expect("fixture answered")
+            .iter()
+            .map(pod_to_wire)
+            .collect(),
+    }
+}
+
+#[tonic::async_trait]
+impl PodResourcesLister for FakeKubelet {
+    async fn list(
+        &self,
+        _: tonic::Request<v1::ListPodResourcesRequest>,
+    ) -> Result<tonic::Response<v1::ListPodResourcesResponse>, tonic::Status> {
+        match &self.0 {
+            Behaviour::Serve(f) | Behaviour::NoAllocatable(f) => {
+                Ok(tonic::Response::new(list_of(f)))
+            }
+            Behaviour::Hang => std::future::pending().await,
+        }
+    }
+    async fn get_allocatable_resources(
+        &self,
+        _: tonic::Request<v1::AllocatableResourcesRequest>,
+    ) -> Result<tonic::Response<v1::AllocatableResourcesResponse>, tonic::Status> {
+        match &self.0 {
+            Behaviour::Serve(f) => Ok(tonic::Response::new(allocatable_of(f))),
+            Behaviour::NoAllocatable(_) => Err(tonic::Status::unimplemented(
+                "unknown method GetAllocatableResources for service v1.PodResourcesLister",
+            )),
+            Behaviour::Hang => std::future::pending().await,
+        }
+    }
+    async fn get(
+        &self,
+        _: tonic::Request<v1::GetPodResourcesRequest>,
+    ) -> Result<tonic::Response<v1::GetPodResourcesResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("not served by the fake"))
+    }
+}
+
+/// A server on `<dir>/kubelet.sock`, running on its own thread until the process ends.
+fn serve(dir: &Path, behaviour: Behaviour) -> PathBuf {
+    let path = dir.join("kubelet.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::UnixListener::from_std(listener).unwrap();
+            tonic::transport::Server::builder()
+                .add_service(PodResourcesListerServer::new(FakeKubelet(behaviour)))
+                .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
+                .await
+                .unwrap();
+        });
+    });
+    path
+}
+
+/// A raw peer: accepts and either closes at once or writes `reply` and keeps the line open.
+fn raw_peer(dir: &Path, reply: Option<Vec<u8>>) -> PathBuf {
+    let path = dir.join("raw.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            if let Some(bytes) = &reply {
+                use std::io::Write;
+                let _ = stream.write_all(bytes);
+                open.push(stream);
+            }
+        }
+    });
+    path
+}
+
+/// Files and NVML, kernel log and environment as recorded; pod-resources asked live.
+struct LiveKubelet {
+    host: HostSource,
+    replay: ReplaySource,
+}
+
+impl Source for LiveKubelet {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Live
+    }
+    fn fs(&self) -> &RootedFs {
+        self.host.fs()
+    }
+    fn nvml(&self) -> NvmlFacts {
+        self.replay.nvml()
+    }
+    fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
+        self.replay.kernel_log()
+    }
+    fn pod_resources(&self) -> PodResourcesFacts {
+        self.host.pod_resources()
+    }
+    fn env_vars(&self) -> BTreeMap<String, String> {
+        self.replay.env_vars()
+    }
+}
+
+fn live(root: &Path, socket: &Path, timeout: Duration) -> LiveKubelet {
+    LiveKubelet {
+        host: HostSource::new(
+            root,
+            SourceOptions {
+                kubelet_socket: Some(socket.to_path_buf()),
+                kubelet_timeout: timeout,
+                ..SourceOptions::default()
+            },
+        ),
+        replay: ReplaySource::new(root),
+    }
+}
+
+/// What legitimately differs between the two runs: source, times, the socket's name.
+fn comparable(report: &Report, socket: Option<&Path>) -> Value {
+    fn walk(v: &mut Value, socket: &str) {
+        match v {
+            Value::Object(map) => {
+                for key in ["duration_ms", "generated_at"] {
+                    if map.contains_key(key) {
+                        map.insert(key.into(), Value::Null);
+                    }
+                }
+                map.values_mut().for_each(|v| walk(v, socket));
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| walk(v, socket)),
+            Value::String(s) if !socket.is_empty() && s.contains(socket) => {
+                *s = s.replace(socket, POD_RESOURCES_SOCKET);
+            }
+            _ => {}
+        }
+    }
+    let mut value = serde_json::to_value(report).unwrap();
+    value["source"] = Value::Null;
+    let shown = socket.map(|p| p.display().to_string()).unwrap_or_default();
+    walk(&mut value, &shown);
+    value
+}
+
+fn answered(root: &Path) -> Option<PodResourcesFacts> {
+    let text = std::fs::read_to_string(root.join(POD_RESOURCES_JSON)).ok()?;
+    let facts = parse_pod_resources_json(&text).unwrap();
+    (facts.error.is_none() && facts.allocatable_value().is_some() && facts.list_value().is_some())
+        .then_some(facts)
+}
+
+const ALL: RunOptions = RunOptions {
+    keep_going: true,
+    only: Vec::new(),
+    skip: Vec::new(),
+    strict: false,
+    profile: None,
+};
+
+#[test]
+fn every_answered_fixture_reads_the_same_through_a_real_kubelet_socket() {
+    let mut compared = 0;
+    for root in common::fixtures() {
+        let Some(facts) = answered(&root) else {
+            continue;
+        };
+        let name = common::name_of(&root);
+        let dir = tempfile::tempdir().unwrap();
+        let socket = serve(dir.path(), Behaviour::Serve(Arc::new(facts.clone())));
+
+        let source = live(&root, &socket, Duration::from_secs(5));
+        let mut got = source.pod_resources();
+        assert_eq!(got.socket, socket.display().to_string());
+        got.socket = facts.socket.clone();
+        assert_eq!(got, facts, "{name}: live answers vs {POD_RESOURCES_JSON}");
+
+        let live_report = engine::run(&source, &ALL);
+        let replay_report = engine::run(&ReplaySource::new(&root), &ALL);
+        assert_eq!(
+            comparable(&live_report, Some(&socket)),
+            comparable(&replay_report, None),
+            "{name}: live report vs replay report"
+        );
+        compared += 1;
+    }
+    assert!(compared >= 3, "only {compared} fixtures compared");
+}
+
+fn healthy() -> PathBuf {
+    common::repo().join("fixtures/hgx-h100-healthy")
+}
+
+fn device_plugin_results(source: &dyn Source) -> BTreeMap<String, (Status, String)> {
+    let report = engine::run(
+        source,
+        &RunOptions {
+            only: vec![Layer::DevicePlugin],
+            ..Default::default()
+        },
+    );
+    report
+        .layer(Layer::DevicePlugin)
+        .unwrap()
+        .checks
+        .iter()
+        .map(|c| (c.code.clone(), (c.status, c.summary.clone())))
+        .collect()
+}
+
+#[test]
+fn a_kubelet_that_never_answers_is_an_error_within_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = serve(dir.path(), Behaviour::Hang);
+    let timeout = Duration::from_secs(1);
+    let source = live(&healthy(), &socket, timeout);
+    let started = Instant::now();
+    let results = device_plugin_results(&source);
+    let took = started.elapsed();
+    assert!(took < 2 * timeout, "the check took {took:?}");
+    let (status, summary) = &results["device_plugin.pod_resources"];
+    assert_eq!(*status, Status::Error, "{summary}");
+    assert!(summary.contains("did not answer"), "{summary}");
+    let facts = source.pod_resources();
+    assert_eq!(
+        facts.allocatable.unwrap().error().unwrap().kind,
+        RpcErrorKind::Timeout
+    );
+}
+
+#[test]
+fn unimplemented_allocatable_falls_back_to_the_checkpoint_and_says_so() {
+    let facts = answered(&healthy()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = serve(dir.path(), Behaviour::NoAllocatable(Arc::new(facts)));
+    let source = live(&healthy(), &socket, Duration::from_secs(5));
+    let got = source.pod_resources();
+    assert_eq!(
+        got.allocatable.as_ref().unwrap().error().unwrap().kind,
+        RpcErrorKind::Unimplemented
+    );
+    assert!(got.list_value().is_some());
+    let results = device_plugin_results(&source);
+    let (status, summary) = &results["device_plugin.pod_resources"];
+    assert_eq!(*status, Status::Warn, "{summary}");
+    assert!(summary.contains("GetAllocatableResources"), "{summary}");
+    let (status, summary) = &results["device_plugin.allocatable"];
+    assert_eq!(*status, Status::Pass, "{summary}");
+    assert!(summary.contains("from the kubelet checkpoint"), "{summary}");
+}
+
+#[test]
+fn dropped_connections_and_garbage_are_errors_within_the_timeout() {
+    let timeout = Duration::from_secs(2);
+    for (what, reply) in [
+        ("drop", None),
+        (
+            "garbage",
+            Some(b"HTTP/1.1 200 OK\r\n\r\nthis is not http/2 \x00\x01\x02".repeat(64)),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = raw_peer(dir.path(), reply);
+        let source = live(&healthy(), &socket, timeout);
+        let started = Instant::now();
+        let facts = source.pod_resources();
+        let took = started.elapsed();
+        assert!(took < 2 * timeout, "{what}: took {took:?}");
+        let err = facts
+            .error
+            .clone()
+            .or_else(|| facts.allocatable.as_ref().and_then(|a| a.error().cloned()))
+            .unwrap_or_else(|| panic!("{what}: no error in {facts:?}"));
+        assert_ne!(err.kind, RpcErrorKind::NotAvailable, "{what}");
+        let results = device_plugin_results(&source);
+        assert_eq!(
+            results["device_plugin.pod_resources"].0,
+            Status::Error,
+            "{what}: {:?}",
+            results["device_plugin.pod_resources"]
+        );
+    }
+}
+
+#[test]
+fn no_socket_and_not_a_socket_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file.sock");
+    std::fs::write(&file, "").unwrap();
+    for (path, kind, words) in [
+        (
+            dir.path().join("missing.sock"),
+            RpcErrorKind::NoSocket,
+            "no kubelet pod-resources socket",
+        ),
+        (file, RpcErrorKind::NotASocket, "is not a socket"),
+    ] {
+        let source = live(&healthy(), &path, Duration::from_secs(5));
+        assert_eq!(source.pod_resources().error.unwrap().kind, kind);
+        let results = device_plugin_results(&source);
+        let (status, summary) = &results["device_plugin.pod_resources"];
+        assert_eq!(*status, Status::Error);
+        assert!(summary.contains(words), "{summary}");
+    }
+}
+
+/// Without `--kubelet-socket` the socket is found under `--root`, through the rooted resolver:
+/// a link that leaves the root is refused, never followed.
+#[test]
+fn the_socket_under_root_is_found_and_links_out_of_the_root_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let sock_dir = root.path().join("var/lib/kubelet/pod-resources");
+    std::fs::create_dir_all(&sock_dir).unwrap();
+    let facts = answered(&healthy()).unwrap();
+    let served = serve(&sock_dir, Behaviour::Serve(Arc::new(facts.clone())));
+    assert_eq!(served, root.path().join(POD_RESOURCES_SOCKET));
+    let host = HostSource::new(root.path(), SourceOptions::default());
+    let got = host.pod_resources();
+    assert_eq!(got.socket, POD_RESOURCES_SOCKET);
+    assert_eq!(got.allocatable, facts.allocatable);
+
+    let outside = tempfile::tempdir().unwrap();
+    let elsewhere = serve(outside.path(), Behaviour::Serve(Arc::new(facts)));
+    let escaping = tempfile::tempdir().unwrap();
+    let dir = escaping.path().join("var/lib/kubelet/pod-resources");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("kubelet.sock")).unwrap();
+    let host = HostSource::new(escaping.path(), SourceOptions::default());
+    let err = host.pod_resources().error.unwrap();
+    assert_eq!(err.kind, RpcErrorKind::OutsideRoot, "{}", err.message);
+}
+
+/// The CLI flag reaches the probe.
+#[test]
+fn the_cli_asks_the_socket_given_with_kubelet_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing-here.sock");
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("var/lib/kubelet")).unwrap();
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        root.path().to_str().unwrap(),
+        "--only",
+        "device-plugin",
+        "--format",
+        "json",
+        "--timeout",
+        "2",
+        "--kubelet-socket",
+        missing.to_str().unwrap(),
+    ]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = report["layers"][2]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["code"] == "device_plugin.pod_resources")
+        .unwrap()
+        .clone();
+    assert_eq!(check["status"], json!("error"), "{check}");
+    assert!(
+        check["evidence"][0]["source"]
+            .as_str()
+            .unwrap()
+            .contains("nothing-here.sock"),
+        "{check}"
+    );
+}
