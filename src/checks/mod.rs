@@ -10,6 +10,7 @@ pub mod driver;
 pub mod gpu_health;
 pub mod nvlink;
 pub mod rdma;
+pub mod sriov;
 pub mod toolkit;
 pub mod xid;
 
@@ -57,6 +58,7 @@ pub fn registry() -> Vec<CheckDef> {
     all.extend(gpu_health::checks());
     all.extend(nvlink::checks());
     all.extend(rdma::checks());
+    all.extend(sriov::checks());
     all.extend(toolkit::checks());
     all.extend(device_plugin::checks());
     all
@@ -146,6 +148,7 @@ pub struct Context<'a> {
     profile: OnceCell<Option<Profile>>,
     forced_profile: Option<Profile>,
     rdma: OnceCell<Result<crate::facts::rdma::RdmaFacts, FactError>>,
+    sriov: OnceCell<crate::facts::sriov::SriovFacts>,
     // Kubernetes and the container stack (toolkit and device-plugin layers).
     kubelet: OnceCell<KubeletFacts>,
     pod_resources: OnceCell<PodResourcesFacts>,
@@ -168,6 +171,7 @@ impl<'a> Context<'a> {
             profile: OnceCell::new(),
             forced_profile: None,
             rdma: OnceCell::new(),
+            sriov: OnceCell::new(),
             kubelet: OnceCell::new(),
             pod_resources: OnceCell::new(),
             toolkit: OnceCell::new(),
@@ -176,6 +180,21 @@ impl<'a> Context<'a> {
             validations: OnceCell::new(),
             env: OnceCell::new(),
         }
+    }
+
+    /// SR-IOV PFs and their VFs, for the PCI functions on this node.
+    pub fn sriov(&self) -> &crate::facts::sriov::SriovFacts {
+        self.sriov.get_or_init(|| {
+            let functions: Vec<(String, Option<u32>)> = match self.pci() {
+                Ok(pci) => pci
+                    .functions
+                    .iter()
+                    .map(|f| (f.bdf.clone(), f.numa_node))
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            crate::facts::sriov::gather(self.source, &functions)
+        })
     }
 
     /// RDMA devices and ports from /sys/class/infiniband.

@@ -621,6 +621,10 @@ fn gpudirect(ctx: &Context<'_>) -> Outcome {
         Ok(m) => m,
         Err(err) => return Outcome::unreadable(err),
     };
+    if modules.get("nvidia").is_none() {
+        // peermem needs the nvidia module; the driver layer already reports it missing.
+        return Outcome::skip("nvidia driver not loaded (see driver.nvidia_module)");
+    }
     let loaded: Vec<&str> = ["nvidia_peermem", "nv_peer_mem"]
         .into_iter()
         .filter(|m| modules.get(m).is_some())

@@ -13,6 +13,7 @@ pub mod nvidia;
 pub mod nvml;
 pub mod pci;
 pub mod rdma;
+pub mod sriov;
 pub mod toolkit;
 pub mod xid;
 

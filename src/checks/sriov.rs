@@ -1,0 +1,363 @@
+//! SR-IOV layer: do secondary (Multus/SR-IOV) networks line up? Every VF resource the kubelet
+//! advertises has VFs behind it, VFs are bound and carry an RDMA device when their PF does, GPUs
+//! have VFs on their own socket, and Multus is configured to attach them.
+//!
+//! Sources: reference/sysfs.md §4 (PF/VF files), kubernetes.md §1 and §3 (allocatable resources,
+//! the device-plugin checkpoint). A node without SR-IOV VFs and without VF resources is `skip`.
+//!
+//! Which kubelet resources are SR-IOV: the SR-IOV network device plugin advertises VFs by PCI
+//! address, so a resource whose device ids are PCI addresses is one; a registered resource with
+//! no devices at all counts when its name says so (`sriov`, `_vf`, `vf_`), since an empty list
+//! carries no ids to recognise.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{CheckDef, Context, Explain, Outcome};
+use crate::facts::pci::is_bdf;
+use crate::facts::sriov::SriovFacts;
+use crate::report::{Action, Evidence, Layer};
+
+pub fn checks() -> Vec<CheckDef> {
+    vec![
+        CheckDef {
+            code: "sriov.vfs_enabled",
+            layer: Layer::Sriov,
+            title: "advertised VF resources have VFs behind them",
+            explain: Explain {
+                reads: "/sys/bus/pci/devices/*/sriov_{totalvfs,numvfs}, virtfn* links; kubelet pod-resources allocatable and the device-plugin checkpoint",
+                expects: "every SR-IOV resource the kubelet advertises names VFs that exist; no VF resource registered with zero devices",
+                why: "a resource with no VFs behind it (the PF was never configured: sriov_numvfs 0) leaves Pods that request it Pending, or scheduled without their secondary network",
+                fix: "enable the VFs (`echo N > /sys/bus/pci/devices/<pf>/sriov_numvfs`, or the SriovNetworkNodePolicy of the sriov-network-operator) and restart the sriov device plugin pod",
+            },
+            run: vfs_enabled,
+        },
+        CheckDef {
+            code: "sriov.vf_binding",
+            layer: Layer::Sriov,
+            title: "VFs are bound and have their RDMA device",
+            explain: Explain {
+                reads: "/sys/bus/pci/devices/<vf>/{driver,infiniband,net}",
+                expects: "every VF bound to a driver; a VF of an RDMA PF has an RDMA device",
+                why: "an unbound VF cannot be handed to a Pod; a VF without its RDMA device gives the Pod a plain netdev and NCCL falls back to TCP",
+                fix: "bind the VF (`echo <vf> > /sys/bus/pci/drivers/mlx5_core/bind`, or vfio-pci for VMs) and load mlx5_ib; check the SriovNetworkNodePolicy's isRdma",
+            },
+            run: vf_binding,
+        },
+        CheckDef {
+            code: "sriov.vf_locality",
+            layer: Layer::Sriov,
+            title: "GPUs have VFs on their own socket",
+            explain: Explain {
+                reads: "GPU and PF numa_node (a VF inherits its PF's), VFs per PF",
+                expects: "on every NUMA node with GPUs, VFs from a PF on that node",
+                why: "a Pod's GPU and its secondary-network VF on different sockets send every RDMA transfer across the inter-socket link (SYS), halving GPUDirect bandwidth",
+                fix: "enable VFs on the PF local to each GPU socket (SriovNetworkNodePolicy per NIC), and let the Topology Manager align them (single-numa-node)",
+            },
+            run: vf_locality,
+        },
+        CheckDef {
+            code: "sriov.multus",
+            layer: Layer::Sriov,
+            title: "Multus is configured for secondary networks",
+            explain: Explain {
+                reads: "/etc/cni/net.d/*",
+                expects: "a Multus CNI config when the node has SR-IOV VFs or VF resources",
+                why: "without Multus the Pod gets only its primary interface: the VF resource is allocated but never attached",
+                fix: "install Multus (the thick-plugin DaemonSet writes 00-multus.conf into /etc/cni/net.d) and create the NetworkAttachmentDefinition the Pods reference",
+            },
+            run: multus,
+        },
+    ]
+}
+
+/// SR-IOV resources the kubelet knows: name → (device ids, where it was learnt).
+fn advertised(ctx: &Context<'_>) -> BTreeMap<String, (BTreeSet<String>, &'static str)> {
+    let mut out: BTreeMap<String, (BTreeSet<String>, &'static str)> = BTreeMap::new();
+    if let Some(alloc) = ctx.pod_resources().allocatable_value() {
+        for dev in &alloc.devices {
+            if !dev.device_ids.is_empty() && dev.device_ids.iter().all(|id| is_bdf(id)) {
+                let entry = out
+                    .entry(dev.resource_name.clone())
+                    .or_insert_with(|| (BTreeSet::new(), "pod-resources allocatable"));
+                entry.0.extend(dev.device_ids.iter().cloned());
+            }
+        }
+    }
+    if let Ok(Some(checkpoint)) = &ctx.kubelet().checkpoint {
+        for (name, ids) in &checkpoint.registered {
+            let by_ids = !ids.is_empty() && ids.iter().all(|id| is_bdf(id));
+            let lower = name.to_ascii_lowercase();
+            let by_name = ids.is_empty()
+                && (lower.contains("sriov") || lower.contains("_vf") || lower.contains("vf_"));
+            if (by_ids || by_name) && !out.contains_key(name) {
+                out.insert(
+                    name.clone(),
+                    (ids.iter().cloned().collect(), "device-plugin checkpoint"),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Does SR-IOV apply here? `Err` is the finished skip.
+fn applies(
+    facts: &SriovFacts,
+    advertised: &BTreeMap<String, (BTreeSet<String>, &'static str)>,
+) -> Result<(), Outcome> {
+    let enabled = facts.pfs.iter().any(|pf| pf.num_vfs > 0);
+    if !enabled && advertised.is_empty() {
+        let capable = facts.pfs.len();
+        return Err(Outcome::skip(if capable == 0 {
+            "no sr-iov capable functions and no vf resources".to_string()
+        } else {
+            format!("{capable} sr-iov capable function(s), no vfs enabled and none advertised")
+        }));
+    }
+    Ok(())
+}
+
+fn vfs_enabled(ctx: &Context<'_>) -> Outcome {
+    let facts = ctx.sriov();
+    let adv = advertised(ctx);
+    if let Err(skip) = applies(facts, &adv) {
+        return skip;
+    }
+    let existing: BTreeSet<&str> = facts.vfs().map(|(_, vf)| vf.bdf.as_str()).collect();
+    let mut fails = Vec::new();
+    let mut evidence = Vec::new();
+    for (name, (ids, from)) in &adv {
+        if ids.is_empty() {
+            let numvfs: Vec<String> = facts
+                .pfs
+                .iter()
+                .map(|pf| format!("{} {}", pf.bdf, pf.num_vfs))
+                .collect();
+            fails.push(format!(
+                "{name} is advertised with no vfs behind it ({} sr-iov pf(s), sriov_numvfs {})",
+                facts.pfs.len(),
+                if numvfs.is_empty() {
+                    "—".to_string()
+                } else {
+                    facts
+                        .pfs
+                        .iter()
+                        .map(|p| p.num_vfs.to_string())
+                        .collect::<Vec<_>>()
+                        .join("/")
+                }
+            ));
+            evidence.push(
+                Evidence::new(*from, format!("{name}: no devices")).expected("the vfs of its pfs"),
+            );
+            evidence.push(
+                Evidence::new(
+                    "sys/bus/pci/devices/*/sriov_numvfs",
+                    if numvfs.is_empty() {
+                        "no sr-iov pf".to_string()
+                    } else {
+                        numvfs.join(", ")
+                    },
+                )
+                .expected("> 0"),
+            );
+            continue;
+        }
+        let missing: Vec<&String> = ids
+            .iter()
+            .filter(|id| !existing.contains(id.as_str()))
+            .collect();
+        if !missing.is_empty() {
+            let list: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+            fails.push(format!(
+                "{name} names {} vf(s) that do not exist: {}",
+                missing.len(),
+                list.join(" ")
+            ));
+            evidence.push(
+                Evidence::new(*from, format!("{name}: {}", list.join(" ")))
+                    .expected("vfs present under their pf's virtfn links"),
+            );
+        }
+    }
+    if !fails.is_empty() {
+        return Outcome::fail(fails.join("; "))
+            .evidence_all(evidence)
+            .hint("enable the vfs (`echo <n> > /sys/bus/pci/devices/<pf>/sriov_numvfs` or the SriovNetworkNodePolicy), then restart the sriov-network-device-plugin pod so it re-advertises them")
+            .action(Action::FixConfig);
+    }
+    let vfs = existing.len();
+    let names: Vec<&str> = adv.keys().map(String::as_str).collect();
+    Outcome::pass(format!(
+        "{vfs} vf(s) on {} pf(s){}",
+        facts.pfs.iter().filter(|p| p.num_vfs > 0).count(),
+        if names.is_empty() {
+            String::new()
+        } else {
+            format!(", advertised as {}", names.join(", "))
+        }
+    ))
+}
+
+fn vf_binding(ctx: &Context<'_>) -> Outcome {
+    let facts = ctx.sriov();
+    let adv = advertised(ctx);
+    if let Err(skip) = applies(facts, &adv) {
+        return skip;
+    }
+    let mut fails = Vec::new();
+    let mut evidence = Vec::new();
+    let mut count = 0;
+    for (pf, vf) in facts.vfs() {
+        count += 1;
+        if vf.driver.is_none() {
+            fails.push(format!(
+                "vf {} of {} is not bound to a driver",
+                vf.bdf, pf.bdf
+            ));
+            evidence.push(
+                Evidence::new(format!("sys/bus/pci/devices/{}/driver", vf.bdf), "absent")
+                    .expected("mlx5_core (or vfio-pci)"),
+            );
+        } else if pf.rdma && vf.rdma_device.is_none() && vf.driver.as_deref() != Some("vfio-pci") {
+            fails.push(format!(
+                "vf {} of rdma pf {} has no rdma device",
+                vf.bdf, pf.bdf
+            ));
+            evidence.push(
+                Evidence::new(
+                    format!("sys/bus/pci/devices/{}/infiniband", vf.bdf),
+                    "absent",
+                )
+                .expected("an rdma device"),
+            );
+        }
+    }
+    if count == 0 {
+        return Outcome::skip("no vfs enabled");
+    }
+    if fails.is_empty() {
+        return Outcome::pass(format!(
+            "{count} vf(s) bound, rdma devices present where their pf has one"
+        ));
+    }
+    Outcome::fail(fails.join("; "))
+        .evidence_all(evidence)
+        .hint("bind the vf (`echo <vf> > /sys/bus/pci/drivers/mlx5_core/bind`), load mlx5_ib, and set isRdma: true in the SriovNetworkNodePolicy")
+        .action(Action::FixConfig)
+}
+
+fn vf_locality(ctx: &Context<'_>) -> Outcome {
+    let facts = ctx.sriov();
+    let adv = advertised(ctx);
+    if let Err(skip) = applies(facts, &adv) {
+        return skip;
+    }
+    let gpus: Vec<(String, Option<u32>)> = match ctx.pci() {
+        Ok(pci) => pci
+            .nvidia_gpus()
+            .map(|g| (g.bdf.clone(), g.numa_node))
+            .collect(),
+        Err(err) => return Outcome::unreadable(err),
+    };
+    if gpus.is_empty() {
+        return Outcome::skip("no gpus on this node");
+    }
+    // VFs per NUMA node (a VF lives on its PF's node).
+    let mut vfs_on: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+    for pf in facts.pfs.iter().filter(|pf| !pf.vfs.is_empty()) {
+        if let Some(node) = pf.numa_node {
+            vfs_on.entry(node).or_default().push(pf.bdf.as_str());
+        }
+    }
+    if vfs_on.is_empty() {
+        return Outcome::skip("no vf with a known numa node");
+    }
+    let mut gpu_nodes: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+    for (bdf, node) in &gpus {
+        if let Some(node) = node {
+            gpu_nodes.entry(*node).or_default().push(bdf.as_str());
+        }
+    }
+    if gpu_nodes.is_empty() {
+        return Outcome::skip("gpu numa nodes unknown (numa_node -1; see topology.numa_affinity)");
+    }
+    let mut fails = Vec::new();
+    let mut evidence = Vec::new();
+    for (node, gpus_here) in &gpu_nodes {
+        if vfs_on.contains_key(node) {
+            continue;
+        }
+        let elsewhere: Vec<String> = vfs_on
+            .iter()
+            .map(|(n, pfs)| format!("numa {n} (pf {})", pfs.join(" ")))
+            .collect();
+        fails.push(format!(
+            "gpu(s) {} on numa {node} have no local vf; vfs only on {}",
+            gpus_here.join(" "),
+            elsewhere.join(", ")
+        ));
+        evidence.push(
+            Evidence::new(
+                "sys/bus/pci/devices/*/numa_node",
+                format!(
+                    "gpus on numa {node}, vfs on {}",
+                    vfs_on
+                        .keys()
+                        .map(|n| n.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+            .expected(format!("vfs on numa {node}")),
+        );
+    }
+    if fails.is_empty() {
+        return Outcome::pass(format!(
+            "vfs on every gpu numa node ({})",
+            gpu_nodes
+                .keys()
+                .map(|n| format!("numa {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Outcome::fail(fails.join("; "))
+        .evidence_all(evidence)
+        .hint("enable vfs on the pf local to each gpu socket (a SriovNetworkNodePolicy per nic) and set the kubelet's topologyManagerPolicy to single-numa-node so pods get aligned gpu and vf")
+        .action(Action::FixConfig)
+}
+
+fn multus(ctx: &Context<'_>) -> Outcome {
+    let facts = ctx.sriov();
+    let adv = advertised(ctx);
+    if let Err(skip) = applies(facts, &adv) {
+        return skip;
+    }
+    let dir = "etc/cni/net.d";
+    let names = match ctx.source().read_dir(dir) {
+        Ok(names) => names,
+        Err(err) if err.is_missing() => Vec::new(),
+        Err(err) => return Outcome::unreadable(&err.into()),
+    };
+    let multus: Vec<&String> = names
+        .iter()
+        .filter(|n| {
+            n.to_ascii_lowercase().contains("multus")
+                || ctx
+                    .source()
+                    .read_to_string(&format!("{dir}/{n}"))
+                    .is_ok_and(|t| t.contains("\"multus\""))
+        })
+        .collect();
+    if let Some(conf) = multus.first() {
+        return Outcome::pass(format!("multus configured ({dir}/{conf})"));
+    }
+    Outcome::fail("sr-iov vfs are set up but multus is not configured: pods cannot attach their secondary network")
+        .evidence(
+            Evidence::new(dir, if names.is_empty() { "no cni config".to_string() } else { names.join(" ") })
+                .expected("a multus config (00-multus.conf)"),
+        )
+        .hint("install multus (its daemonset writes 00-multus.conf into /etc/cni/net.d) and create the NetworkAttachmentDefinition the pods reference")
+        .action(Action::FixConfig)
+}
