@@ -319,6 +319,31 @@ fn every_manifest_is_valid_against_the_kubernetes_api() {
 }
 
 #[test]
+fn node_checks_take_no_gpu_from_the_workloads() {
+    // The DaemonSets and the node Job reach the GPUs through privilege and the host's NVML,
+    // never through the device plugin: requesting nvidia.com/gpu would take GPUs away.
+    fn has_key(v: &Value, key: &str) -> bool {
+        match v {
+            Value::Object(m) => m.iter().any(|(k, v)| k == key || has_key(v, key)),
+            Value::Array(a) => a.iter().any(|v| has_key(v, key)),
+            _ => false,
+        }
+    }
+    for file in [
+        "deploy/daemonset.yaml",
+        "deploy/job.yaml",
+        "deploy/npd/node-problem-detector.yaml",
+    ] {
+        for doc in documents(&common::repo().join(file)) {
+            assert!(!has_key(&doc, "nvidia.com/gpu"), "{file} requests a GPU");
+        }
+    }
+    // The check is live: the MPIJob's workers do request GPUs.
+    let mpijob = documents(&common::repo().join("deploy/mpijob.yaml"));
+    assert!(has_key(&mpijob[0], "nvidia.com/gpu"));
+}
+
+#[test]
 fn the_validation_catches_a_misspelt_field() {
     let doc: Value = serde_yaml_ng::from_str(
         "apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: i, volumeMount: []}]\n",
