@@ -113,6 +113,21 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = ListFormat::Table)]
         format: ListFormat,
     },
+    /// Print the GPU/NIC topology matrix (PIX/PXB/PHB/NODE/SYS, NV#), like `nvidia-smi topo -m`
+    /// but computed from sysfs, so it works without the driver.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  gpudoctor topo                                  # this node\n",
+        "  gpudoctor topo --root fixtures/hgx-h100-healthy # a recorded node\n",
+        "  gpudoctor topo --format json | jq '.matrix.cells'\n",
+        "\n",
+        "Classes (topology.md): X self, NV# bonded NVLinks (from NVML when it answers), PIX at most\n",
+        "one PCIe switch, PXB several switches, PHB through a host bridge, NODE between host bridges\n",
+        "of one NUMA node, SYS across the CPU interconnect, ? not computable. See docs/topology.md.\n",
+        "\n",
+        "Exit codes: 0 printed, 2 usage error, 3 the PCI tree could not be read"
+    ))]
+    Topo(TopoArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -287,6 +302,42 @@ impl CheckArgs {
             probe_timeout: Duration::from_secs(self.timeout.unwrap_or(10)),
             kubelet_socket: self.kubelet_socket.clone(),
             kubelet_timeout: Duration::from_secs(self.timeout.unwrap_or(5)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TopoFormat {
+    /// The matrix with CPU/NUMA affinity, legend and NIC legend.
+    Table,
+    /// One JSON document: matrix, devices, switches, NUMA nodes (docs/topology.md).
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct TopoArgs {
+    /// The node's root directory (`/`, the host mount in a Pod, or a recorded fixture).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TopoFormat::Table)]
+    pub format: TopoFormat,
+
+    /// Do not ask NVML for NVLinks: PCIe classes only (nothing loads the driver's library).
+    #[arg(long)]
+    pub no_nvml: bool,
+
+    /// Load this NVML library instead of libnvidia-ml.so.1 (live nodes only).
+    #[arg(long, value_name = "PATH")]
+    pub nvml_lib: Option<PathBuf>,
+}
+
+impl TopoArgs {
+    pub fn source_options(&self) -> SourceOptions {
+        SourceOptions {
+            nvml_lib: self.nvml_lib.clone(),
+            ..SourceOptions::default()
         }
     }
 }

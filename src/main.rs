@@ -8,7 +8,8 @@ use anyhow::Context as _;
 use clap::Parser;
 
 use gpudoctor::cli::{
-    CatalogueFormat, CheckArgs, Cli, Command, ListFormat, RecordArgs, ReportFormat,
+    CatalogueFormat, CheckArgs, Cli, Command, ListFormat, RecordArgs, ReportFormat, TopoArgs,
+    TopoFormat,
 };
 use gpudoctor::render::table::Style;
 use gpudoctor::report::exit;
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Check(args) => check(&args),
+        Command::Topo(args) => topo(&args),
         Command::Record(args) => record(&args),
         Command::ListChecks { format } => {
             let text = match format {
@@ -336,6 +338,39 @@ fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
     }
     write_outputs(&report, args.textfile_dir.as_deref(), None)?;
     emit(&render_as(&report, args.format)).context("writing the report")?;
+    Ok(exit::HEALTHY)
+}
+
+/// `gpudoctor topo`: the relationship matrix from sysfs (NVLink from NVML when it answers).
+fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
+    if !args.root.is_dir() {
+        eprintln!(
+            "gpudoctor: --root {} is not a directory; pass the node's root directory or a recorded fixture directory",
+            args.root.display()
+        );
+        return Ok(exit::USAGE);
+    }
+    let source = source::open(&args.root, args.source_options());
+    let topology = match gpudoctor::facts::topology::gather(source.as_ref()) {
+        Ok(t) => t,
+        Err(err) => {
+            eprintln!("gpudoctor: cannot read the pci tree: {err}");
+            return Ok(exit::INCONCLUSIVE);
+        }
+    };
+    let nvml = (!args.no_nvml).then(|| source.nvml());
+    let matrix = gpudoctor::facts::topology::Matrix::build(&topology, nvml.as_ref());
+    let text = match args.format {
+        TopoFormat::Json => {
+            render::topo::render_json(&topology, &matrix, &args.root.display().to_string())
+        }
+        TopoFormat::Table => {
+            let color = io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            render::topo::render_table(&topology, &matrix, color)
+        }
+    };
+    emit(&text).context("writing the topology")?;
     Ok(exit::HEALTHY)
 }
 

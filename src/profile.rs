@@ -59,6 +59,12 @@ pub struct Profile {
     pub rdma_rate_gbps: Option<u32>,
     #[serde(default)]
     pub rdma_link_layer: Option<String>,
+    /// GPUDirect RDMA carries inter-node traffic (the NIC DMAs straight into GPU memory, so each
+    /// GPU needs an RDMA NIC at PIX/PXB): a GPU whose nearest RDMA NIC is across the CPU
+    /// interconnect (SYS) fails the topology layer instead of warning, and a translating IOMMU
+    /// warns (reference/topology.md §5, §6).
+    #[serde(default)]
+    pub gpudirect_rdma: Option<bool>,
     /// Single-node all_reduce bus bandwidth at large sizes, GB/s: below `warn` warns, below
     /// `fail` fails.
     #[serde(default)]
@@ -99,6 +105,7 @@ pub const FILE_KEYS: &[&str] = &[
     "rdma_ports",
     "rdma_rate_gbps",
     "rdma_link_layer",
+    "gpudirect_rdma",
     "nccl_busbw_warn_gbps",
     "nccl_busbw_fail_gbps",
     "nccl_nvls",
@@ -174,6 +181,9 @@ fn hgx_a100(name: &str, gpu_names: &[&str], memory: &str) -> Profile {
         rdma_ports: Some(8),
         rdma_rate_gbps: Some(200),
         rdma_link_layer: Some("InfiniBand".to_string()),
+        // GPUDirect RDMA: two GPUs and two compute HCAs per PCIe switch, GPU↔NIC `PXB`
+        // (topology.md §5, §7; `NVIDIA/nccl#1505`).
+        gpudirect_rdma: Some(true),
         // Expected 235: superbench baseline (`microsoft/superbench-results` v0.4.0; NCCL
         // maintainers ~230, `NVIDIA/nccl-tests#149`); fail < 228: AzNHC conf/nd96asr_v4.conf
         // (`Azure/azurehpc-health-checks`). §3 profile suggestion, §11.
@@ -230,6 +240,8 @@ pub fn builtins() -> Vec<Profile> {
             rdma_ports: Some(8),
             rdma_rate_gbps: Some(400),
             rdma_link_layer: Some("InfiniBand".to_string()),
+            // GPUDirect RDMA: one compute NIC per GPU at `PIX` (topology.md §5, §7; `NVIDIA/nccl#1264`).
+            gpudirect_rdma: Some(true),
             // With NVLS: warn < 480 (NVLS peak ~480, `NVIDIA/nccl-tests#212`, `#290`), fail < 460
             // (AzNHC conf/nd96isr_h100_v5.conf, 16 GiB). §4 profile suggestion.
             nccl_busbw_warn_gbps: Some(480.0),
@@ -275,6 +287,8 @@ pub fn builtins() -> Vec<Profile> {
             rdma_ports: Some(8),
             rdma_rate_gbps: Some(400),
             rdma_link_layer: Some("InfiniBand".to_string()),
+            // Same GPU/NIC pairing as H100 (§5 profile suggestion; topology.md §5).
+            gpudirect_rdma: Some(true),
             // fail < 431: AzNHC conf/nd96isr_h200_v5.conf (16 GiB; README says 480); warn < 460:
             // H100's AzNHC floor. §5 profile suggestion, §11.
             nccl_busbw_warn_gbps: Some(460.0),
@@ -317,6 +331,9 @@ pub fn builtins() -> Vec<Profile> {
             rdma_ports: Some(8),
             rdma_rate_gbps: Some(400),
             rdma_link_layer: None,
+            // One ConnectX-7 per GPU for GPUDirect RDMA: DGX B200 datasheet (8 × ConnectX-7);
+            // topology.md §5 rule for 8-GPU/8-NIC HGX-class nodes.
+            gpudirect_rdma: Some(true),
             // Only user-reported busbw (830+, `NVIDIA/nccl#1807`): thresholds disabled until a
             // maintainer figure exists (§6 profile suggestion).
             nccl_busbw_warn_gbps: None,
@@ -354,6 +371,8 @@ pub fn builtins() -> Vec<Profile> {
             rdma_ports: None,
             rdma_rate_gbps: None,
             rdma_link_layer: None,
+            // A lone PCIe GPU: no GPUDirect RDMA expectation.
+            gpudirect_rdma: None,
             nccl_busbw_warn_gbps: None,
             nccl_busbw_fail_gbps: None,
             nccl_nvls: None,
@@ -843,6 +862,7 @@ mod tests {
             rdma_ports: Some(0),
             rdma_rate_gbps: Some(0),
             rdma_link_layer: Some(String::new()),
+            gpudirect_rdma: Some(false),
             nccl_busbw_warn_gbps: Some(0.0),
             nccl_busbw_fail_gbps: Some(0.0),
             nccl_nvls: Some(false),

@@ -12,6 +12,7 @@ pub mod nvlink;
 pub mod rdma;
 pub mod sriov;
 pub mod toolkit;
+pub mod topology;
 pub mod xid;
 
 use std::cell::OnceCell;
@@ -61,6 +62,7 @@ pub fn registry() -> Vec<CheckDef> {
     all.extend(sriov::checks());
     all.extend(toolkit::checks());
     all.extend(device_plugin::checks());
+    all.extend(topology::checks());
     all
 }
 
@@ -157,6 +159,10 @@ pub struct Context<'a> {
     cdi: OnceCell<CdiFacts>,
     validations: OnceCell<Result<Option<Vec<String>>, FactError>>,
     env: OnceCell<BTreeMap<String, String>>,
+    // The topology layer.
+    topology: OnceCell<Result<crate::facts::topology::Topology, FactError>>,
+    kubelet_config:
+        OnceCell<Result<Option<(crate::facts::kubelet::KubeletConfig, String)>, FactError>>,
 }
 
 impl<'a> Context<'a> {
@@ -179,6 +185,8 @@ impl<'a> Context<'a> {
             cdi: OnceCell::new(),
             validations: OnceCell::new(),
             env: OnceCell::new(),
+            topology: OnceCell::new(),
+            kubelet_config: OnceCell::new(),
         }
     }
 
@@ -252,6 +260,20 @@ impl<'a> Context<'a> {
     /// The kernel log and where it came from (`dev/kmsg`, `--kernel-log`, `.gpudoctor/kmsg.txt`).
     pub fn kernel_log(&self) -> &Result<Option<(String, String)>, FsError> {
         self.kernel_log.get_or_init(|| self.source.kernel_log())
+    }
+
+    /// The PCI tree, NUMA nodes and device placement, from sysfs alone (topology layer).
+    pub fn topology(&self) -> &Result<crate::facts::topology::Topology, FactError> {
+        self.topology
+            .get_or_init(|| crate::facts::topology::gather(self.source))
+    }
+
+    /// The kubelet config's resource-manager policies and the file they came from.
+    pub fn kubelet_config(
+        &self,
+    ) -> &Result<Option<(crate::facts::kubelet::KubeletConfig, String)>, FactError> {
+        self.kubelet_config
+            .get_or_init(|| crate::facts::kubelet::gather(self.source))
     }
 
     /// The kubelet's directory, config, device-plugin sockets and checkpoint.

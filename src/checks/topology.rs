@@ -118,7 +118,9 @@ fn attr_path(d: &PciDevice, attr: &str) -> String {
 /// `gpu 0000:18:00.0`, `rdma nic 0000:19:00.0 (mlx5_0)`.
 fn label(d: &PciDevice) -> String {
     match d.kind {
-        DeviceKind::RdmaNic | DeviceKind::Nic if !d.rdma_devices.is_empty() || !d.netdevs.is_empty() => {
+        DeviceKind::RdmaNic | DeviceKind::Nic
+            if !d.rdma_devices.is_empty() || !d.netdevs.is_empty() =>
+        {
             format!("{} ({})", d.label(), d.nic_name())
         }
         _ => d.label(),
@@ -245,7 +247,11 @@ fn pcie_link(ctx: &Context<'_>) -> Outcome {
             {
                 profile_fails.push(Finding {
                     device: d,
-                    text: format!("{} pcie link capable of x{max}, profile {} expects x{want}", label(d), p.name),
+                    text: format!(
+                        "{} pcie link capable of x{max}, profile {} expects x{want}",
+                        label(d),
+                        p.name
+                    ),
                     evidence: vec![
                         Evidence::new(attr_path(d, "max_link_width"), format!("x{max}"))
                             .expected(format!("x{want} (profile {})", p.name)),
@@ -264,8 +270,11 @@ fn pcie_link(ctx: &Context<'_>) -> Outcome {
                         p.name
                     ),
                     evidence: vec![
-                        Evidence::new(attr_path(d, "max_link_speed"), describe_link(cap_speed, cap_width))
-                            .expected(format!("gen{want} (profile {})", p.name)),
+                        Evidence::new(
+                            attr_path(d, "max_link_speed"),
+                            describe_link(cap_speed, cap_width),
+                        )
+                        .expected(format!("gen{want} (profile {})", p.name)),
                     ],
                 });
             }
@@ -362,8 +371,11 @@ fn aer_errors(ctx: &Context<'_>) -> Outcome {
                 format!("{} {kind} ({})", c.total, named.join(", "))
             });
             evidence.push(
-                Evidence::new(attr_path(d, file), format!("total {}: {}", c.total, named.join(", ")))
-                    .expected("TOTAL 0"),
+                Evidence::new(
+                    attr_path(d, file),
+                    format!("total {}: {}", c.total, named.join(", ")),
+                )
+                .expected("TOTAL 0"),
             );
         }
         if let Some(rp) = aer.rootport {
@@ -443,7 +455,10 @@ fn numa_affinity(ctx: &Context<'_>) -> Outcome {
                     evidence.push(
                         Evidence::new(
                             attr_path(d, "local_cpulist"),
-                            d.local_cpus.as_ref().map(ToString::to_string).unwrap_or_default(),
+                            d.local_cpus
+                                .as_ref()
+                                .map(ToString::to_string)
+                                .unwrap_or_default(),
                         )
                         .expected(format!("cpus of node {n}")),
                     );
@@ -538,12 +553,12 @@ fn gpu_nic_locality(ctx: &Context<'_>) -> Outcome {
     let profile = ctx.profile();
     let gdr = profile.and_then(|p| p.gpudirect_rdma) == Some(true);
     let platform = match profile {
-        Some(p) if gdr => format!("gpudirect rdma platform ({})", p.name),
+        Some(p) if gdr => format!("gpudirect rdma platform {}", p.name),
         Some(p) => format!("profile {} expects no gpudirect rdma", p.name),
         None => "no profile".to_string(),
     };
-    let mut fails = Vec::new();
-    let mut warns = Vec::new();
+    // Far GPUs grouped by class, so eight GPUs on the wrong side read as one line.
+    let mut far: BTreeMap<Link, Vec<(&PciDevice, &PciDevice)>> = BTreeMap::new();
     let mut evidence = Vec::new();
     let mut close: BTreeMap<String, usize> = BTreeMap::new();
     for gpu in &gpus {
@@ -554,49 +569,62 @@ fn gpu_nic_locality(ctx: &Context<'_>) -> Outcome {
         else {
             continue;
         };
-        let observed = format!(
-            "numa {}, nearest rdma nic {} ({}, numa {}): {class}",
-            gpu.numa.map_or("?".into(), |n| n.to_string()),
-            nic.nic_name(),
-            nic.bdf,
-            nic.numa.map_or("?".into(), |n| n.to_string()),
-        );
-        let ev = || {
-            Evidence::new(format!("{PCI_DEVICES}/{}", gpu.bdf), observed.clone())
-                .expected("an rdma nic at PIX or PXB (behind the same pcie switch)")
+        let judged_far = match class {
+            Link::Pix | Link::Pxb | Link::X | Link::Nv(_) => false,
+            Link::Phb | Link::Node => gdr,
+            Link::Sys | Link::Unknown => true,
         };
-        let text = |why: &str| {
-            format!(
-                "{} nearest rdma nic is {} at {class} ({why})",
-                label(gpu),
-                nic.nic_name()
+        if !judged_far {
+            *close.entry(class.to_string()).or_default() += 1;
+            continue;
+        }
+        far.entry(class).or_default().push((gpu, nic));
+        evidence.push(
+            Evidence::new(
+                format!("{PCI_DEVICES}/{}", gpu.bdf),
+                format!(
+                    "numa {}, nearest rdma nic {} ({}, numa {}): {class}",
+                    gpu.numa.map_or("?".into(), |n| n.to_string()),
+                    nic.nic_name(),
+                    nic.bdf,
+                    nic.numa.map_or("?".into(), |n| n.to_string()),
+                ),
             )
+            .expected("an rdma nic at PIX or PXB (behind the same pcie switch)"),
+        );
+    }
+    let line = |class: Link, pairs: &[(&PciDevice, &PciDevice)]| {
+        let why = match class {
+            Link::Sys => "across the cpu interconnect",
+            Link::Unknown => "numa node unknown, see topology.numa_affinity",
+            _ => "same numa node, but beyond PXB nccl does not use gpudirect rdma",
         };
-        match class {
-            Link::Pix | Link::Pxb | Link::X | Link::Nv(_) => {
-                *close.entry(class.to_string()).or_default() += 1;
-            }
-            Link::Phb | Link::Node => {
-                if gdr {
-                    warns.push(text("same numa node, but beyond pxb nccl disables gpudirect rdma"));
-                    evidence.push(ev());
-                } else {
-                    *close.entry(class.to_string()).or_default() += 1;
-                }
-            }
-            Link::Sys => {
-                let t = text("across the cpu interconnect");
-                if gdr {
-                    fails.push(t);
-                } else {
-                    warns.push(t);
-                }
-                evidence.push(ev());
-            }
-            Link::Unknown => {
-                warns.push(text("numa node unknown: see topology.numa_affinity"));
-                evidence.push(ev());
-            }
+        let nic_names: BTreeSet<String> = pairs.iter().map(|(_, n)| n.nic_name()).collect();
+        let nic_names = nic_names.into_iter().collect::<Vec<_>>().join(", ");
+        match pairs {
+            [(gpu, _)] => format!(
+                "gpu {} nearest rdma nic is {nic_names} at {class} ({why})",
+                gpu.bdf
+            ),
+            _ => format!(
+                "{} gpus ({}) reach an rdma nic only at {class} ({why}; nearest {nic_names})",
+                pairs.len(),
+                pairs
+                    .iter()
+                    .map(|(g, _)| g.bdf.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    };
+    let mut fails = Vec::new();
+    let mut warns = Vec::new();
+    for (class, pairs) in &far {
+        let text = line(*class, pairs);
+        if *class == Link::Sys && gdr {
+            fails.push(text);
+        } else {
+            warns.push(text);
         }
     }
     let hint = "give each gpu a compute nic behind its own pcie switch (check the server's slot map for nics moved to other risers or sockets); `gpudoctor topo` shows the whole matrix; until then nccl sends that gpu's inter-node traffic through host memory (NCCL_NET_GDR_LEVEL defaults to PXB)";
@@ -635,7 +663,9 @@ fn acs(ctx: &Context<'_>) -> Outcome {
     // Inside a VM the hypervisor keeps ACS on for isolation; only bare metal is judged
     // (topology.md §6, like gpud).
     if topology::hypervisor(ctx.source()) == Some(true) {
-        return Outcome::skip("virtual machine (cpu flag hypervisor): acs stays on for isolation there");
+        return Outcome::skip(
+            "virtual machine (cpu flag hypervisor): acs stays on for isolation there",
+        );
     }
     let mut ports: Vec<&PciDevice> = Vec::new();
     let mut below: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -645,7 +675,10 @@ fn acs(ctx: &Context<'_>) -> Outcome {
         .filter(|d| d.kind == DeviceKind::Gpu || d.kind == DeviceKind::RdmaNic)
     {
         for a in t.ancestors(end) {
-            if matches!(a.kind, DeviceKind::SwitchUpstream | DeviceKind::SwitchDownstream) {
+            if matches!(
+                a.kind,
+                DeviceKind::SwitchUpstream | DeviceKind::SwitchDownstream
+            ) {
                 if !below.contains_key(&a.bdf) {
                     ports.push(a);
                 }
@@ -704,7 +737,10 @@ fn acs(ctx: &Context<'_>) -> Outcome {
             ));
         }
         if !unreadable.is_empty() {
-            parts.push(format!("{} port(s) without a readable config file", unreadable.len()));
+            parts.push(format!(
+                "{} port(s) without a readable config file",
+                unreadable.len()
+            ));
         }
         parts.join(", ")
     };
@@ -723,12 +759,11 @@ fn acs(ctx: &Context<'_>) -> Outcome {
             .action(Action::FixConfig);
     }
     if judged == 0 {
-        return Outcome::skip(format!("acs state unknown: {not_read}"))
-            .evidence_all(
-                truncated
-                    .iter()
-                    .map(|(p, l)| Evidence::new(p.clone(), format!("{l} bytes")).expected("4096 bytes (read as root)")),
-            );
+        return Outcome::skip(format!("acs state unknown: {not_read}")).evidence_all(
+            truncated.iter().map(|(p, l)| {
+                Evidence::new(p.clone(), format!("{l} bytes")).expected("4096 bytes (read as root)")
+            }),
+        );
     }
     let tail = if not_read.is_empty() {
         String::new()
@@ -786,7 +821,10 @@ fn iommu_mode(ctx: &Context<'_>) -> Outcome {
         .collect();
     let typed = facts.groups.iter().filter(|g| g.kind.is_some()).count();
     let mode = if !translated.is_empty() {
-        let kinds: BTreeSet<&str> = translated.iter().filter_map(|g| g.kind.as_deref()).collect();
+        let kinds: BTreeSet<&str> = translated
+            .iter()
+            .filter_map(|g| g.kind.as_deref())
+            .collect();
         for g in &translated {
             evidence.push(
                 Evidence::new(
@@ -802,9 +840,7 @@ fn iommu_mode(ctx: &Context<'_>) -> Outcome {
             facts.groups.len(),
             kinds.into_iter().collect::<Vec<_>>().join("/")
         ))
-    } else if typed > 0 {
-        None
-    } else if cmdline.asks_passthrough() {
+    } else if typed > 0 || cmdline.asks_passthrough() {
         None
     } else {
         Some(format!(
@@ -904,7 +940,9 @@ fn kubelet_topology_manager(ctx: &Context<'_>) -> Outcome {
     let placement = if nodes.len() > 1 {
         format!("gpus on numa nodes {node_list}")
     } else if unknown > 0 {
-        format!("numa node of {unknown} gpu(s) unknown (see topology.numa_affinity): the topology manager has no hint for them")
+        format!(
+            "numa node of {unknown} gpu(s) unknown (see topology.numa_affinity): the topology manager has no hint for them"
+        )
     } else {
         format!("gpus all on numa node {node_list}: no cross-node alignment needed")
     };
@@ -976,13 +1014,43 @@ mod tests {
         nic.rdma_devices = vec!["mlx5_0".into()];
         Topology {
             devices: vec![
-                dev("0000:15:01.0", "sys/devices/pci0000:15/0000:15:01.0", DeviceKind::RootPort, Some(0)),
-                dev("0000:16:00.0", "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0", DeviceKind::SwitchUpstream, Some(0)),
-                dev("0000:17:00.0", "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0", DeviceKind::SwitchDownstream, Some(0)),
-                dev("0000:17:01.0", "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0", DeviceKind::SwitchDownstream, Some(0)),
-                dev("0000:18:00.0", "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0", DeviceKind::Gpu, Some(0)),
+                dev(
+                    "0000:15:01.0",
+                    "sys/devices/pci0000:15/0000:15:01.0",
+                    DeviceKind::RootPort,
+                    Some(0),
+                ),
+                dev(
+                    "0000:16:00.0",
+                    "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0",
+                    DeviceKind::SwitchUpstream,
+                    Some(0),
+                ),
+                dev(
+                    "0000:17:00.0",
+                    "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0",
+                    DeviceKind::SwitchDownstream,
+                    Some(0),
+                ),
+                dev(
+                    "0000:17:01.0",
+                    "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0",
+                    DeviceKind::SwitchDownstream,
+                    Some(0),
+                ),
+                dev(
+                    "0000:18:00.0",
+                    "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0",
+                    DeviceKind::Gpu,
+                    Some(0),
+                ),
                 nic,
-                dev("0000:9a:00.0", "sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0/0000:99:00.0/0000:9a:00.0", DeviceKind::Gpu, Some(1)),
+                dev(
+                    "0000:9a:00.0",
+                    "sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0/0000:99:00.0/0000:9a:00.0",
+                    DeviceKind::Gpu,
+                    Some(1),
+                ),
             ],
             numa: NumaFacts {
                 nodes: vec![node(0, "0-55,112-167"), node(1, "56-111,168-223")],
@@ -998,7 +1066,15 @@ mod tests {
         let scope: Vec<&str> = in_scope(&t).iter().map(|d| d.bdf.as_str()).collect();
         assert_eq!(
             scope,
-            ["0000:15:01.0", "0000:16:00.0", "0000:17:00.0", "0000:17:01.0", "0000:18:00.0", "0000:19:00.0", "0000:9a:00.0"]
+            [
+                "0000:15:01.0",
+                "0000:16:00.0",
+                "0000:17:00.0",
+                "0000:17:01.0",
+                "0000:18:00.0",
+                "0000:19:00.0",
+                "0000:9a:00.0"
+            ]
         );
     }
 
@@ -1006,8 +1082,14 @@ mod tests {
     fn the_far_gpu_is_sys_from_the_only_nic() {
         let t = two_socket();
         let nic = t.device("0000:19:00.0").unwrap();
-        assert_eq!(t.pcie_class(t.device("0000:18:00.0").unwrap(), nic), Link::Pix);
-        assert_eq!(t.pcie_class(t.device("0000:9a:00.0").unwrap(), nic), Link::Sys);
+        assert_eq!(
+            t.pcie_class(t.device("0000:18:00.0").unwrap(), nic),
+            Link::Pix
+        );
+        assert_eq!(
+            t.pcie_class(t.device("0000:9a:00.0").unwrap(), nic),
+            Link::Sys
+        );
     }
 
     #[test]

@@ -6,15 +6,20 @@
 //! check to turn into an `error` result.
 
 pub mod cdi;
+pub mod iommu;
 pub mod k8s;
+pub mod kubelet;
 pub mod modules;
 pub mod node;
+pub mod numa;
 pub mod nvidia;
 pub mod nvml;
 pub mod pci;
+pub mod pcicfg;
 pub mod rdma;
 pub mod sriov;
 pub mod toolkit;
+pub mod topology;
 pub mod xid;
 
 use thiserror::Error;

@@ -14,13 +14,13 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::pcicfg::{AcsReading, parse_acs};
 use super::numa::{self, CpuSet, NumaFacts, noted, parse_cpulist, parse_cpumask};
 use super::nvml::{NvmlFacts, RemoteType};
 use super::pci::{
     AerCounts, Bdf, PCI_DEVICES, PcieLink, VENDOR_NVIDIA, is_bdf, parse_aer, parse_bdf, parse_hex,
     parse_link_speed, parse_link_width, parse_numa_node,
 };
+use super::pcicfg::{AcsReading, parse_acs};
 use super::{FactError, ParseError, trimmed};
 use crate::source::Source;
 
@@ -186,7 +186,7 @@ pub struct Topology {
 }
 
 /// The relationship between two devices, as `nvidia-smi topo -m` names it (topology.md §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Link {
     /// The device itself.
     X,
@@ -588,10 +588,10 @@ fn read_device(
         .and_then(|target| target.rsplit('/').next().map(str::to_string))
         .filter(|name| !name.is_empty());
     let rdma_devices = rdma.get(bdf).cloned().unwrap_or_default();
-    let netdevs = match source.list_dir(&format!("{path}/net"), &|_| true) {
-        Ok(names) => names,
-        Err(_) => Vec::new(),
-    };
+    // No `net/` (not a network function, or no netdev bound) is simply none.
+    let netdevs: Vec<String> = source
+        .list_dir(&format!("{path}/net"), &|_| true)
+        .unwrap_or_default();
     let kind = kind_of(vendor, class, !rdma_devices.is_empty());
     Some(PciDevice {
         bdf: bdf.to_string(),

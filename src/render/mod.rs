@@ -6,3 +6,4 @@ pub mod markdown;
 pub mod npd;
 pub mod prometheus;
 pub mod table;
+pub mod topo;

@@ -153,7 +153,7 @@ pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
             rows.iter()
                 .filter_map(|r| r.get(c))
                 .map(|(t, _)| t.chars().count())
-                .chain(std::iter::once(header[c].chars().count()))
+                .chain(header.get(c).map(|h| h.chars().count()))
                 .max()
                 .unwrap_or(0)
         })
@@ -162,7 +162,7 @@ pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
     let head: Vec<String> = header
         .iter()
         .enumerate()
-        .map(|(c, h)| pad(h, widths[c], c == last))
+        .map(|(c, h)| pad(h, widths.get(c).copied().unwrap_or(0), c == last))
         .collect();
     let head = head.join("  ");
     if color {
@@ -175,7 +175,7 @@ pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
             .iter()
             .enumerate()
             .map(|(c, (text, link))| {
-                let padded = pad(text, widths[c], c == last);
+                let padded = pad(text, widths.get(c).copied().unwrap_or(0), c == last);
                 match link {
                     Some(l) => paint(color, *l, &padded),
                     None => padded,
@@ -200,15 +200,19 @@ pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
             "* numa_node is -1 (firmware gave no locality): node taken from local_cpulist\n",
         );
     }
+    let gpus: Vec<String> = matrix
+        .gpus
+        .iter()
+        .map(|g| format!("{}={}", g.label, g.bdf))
+        .collect();
     let _ = writeln!(
         out,
         "GPUs: {}",
-        matrix
-            .gpus
-            .iter()
-            .map(|g| format!("{}={}", g.label, g.bdf))
-            .collect::<Vec<_>>()
-            .join(" ")
+        if gpus.is_empty() {
+            "none".to_string()
+        } else {
+            gpus.join(" ")
+        }
     );
     let nvlink = if matrix.nvlink == "nvml" {
         "NV# from NVML".to_string()
