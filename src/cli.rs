@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::RunOptions;
 use crate::report::Layer;
-use crate::source::SourceOptions;
+use crate::source::{NcclOptions, SourceOptions};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -43,6 +43,8 @@ pub enum Command {
         "  gpudoctor check --root fixtures/hgx-h100-healthy   # replay a recorded node\n",
         "  gpudoctor check --format json --keep-going    # every layer, for a ticket or a pipeline\n",
         "  gpudoctor check --only driver,topology        # just these layers\n",
+        "  gpudoctor check --nccl-quick                  # also run nccl-tests (1-8 GiB) and judge it\n",
+        "  gpudoctor check --only nccl --nccl-log run.log   # judge a saved nccl-tests log\n",
         "  gpudoctor check --format markdown > ticket.md # a ticket body\n",
         "  gpudoctor check --root /host --textfile-dir /var/lib/node_exporter/textfile \\\n",
         "      --save-report /var/lib/gpudoctor/last.json   # metrics for node_exporter, report kept\n",
@@ -221,6 +223,82 @@ pub struct CheckArgs {
     /// may start from a built-in with `base = "hgx-h100"` (docs/profiles.md).
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: Option<String>,
+
+    #[command(flatten)]
+    pub nccl: NcclArgs,
+}
+
+/// The NCCL layer's options (docs/nccl.md). A benchmark saturates every GPU (and NIC) for a
+/// minute, so the layer runs only when asked: --nccl, --nccl-quick or --nccl-log (a capture
+/// with `.gpudoctor/nccl/*.log` is judged without asking).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "NCCL layer (runs only when asked, docs/nccl.md)")]
+pub struct NcclArgs {
+    /// Run nccl-tests and judge it: an 8 B to 8 GiB sweep (about a minute on 8 GPUs, every GPU
+    /// busy), NCCL_DEBUG=INFO set so the transports NCCL chose can be read.
+    #[arg(long)]
+    pub nccl: bool,
+
+    /// Run a short sweep of large sizes only (1 to 8 GiB), the fast verdict. Implies --nccl.
+    #[arg(long)]
+    pub nccl_quick: bool,
+
+    /// Judge this saved nccl-tests output instead of running anything (repeatable).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["nccl", "nccl_quick"])]
+    pub nccl_log: Vec<PathBuf>,
+
+    /// The collective to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce,
+    /// alltoall, sendrecv, gather, scatter, hypercube (profiles state all_reduce figures).
+    #[arg(long, value_name = "NAME", default_value = "all_reduce", value_parser = parse_nccl_test)]
+    pub nccl_test: String,
+
+    /// Where the nccl-tests binaries are (also DIR/build); searched before PATH and
+    /// /opt/nccl-tests/build, /usr/local/nccl-tests/build, ... on the machine gpudoctor runs
+    /// on (the binary runs here, so it is not looked for under --root).
+    #[arg(long, value_name = "DIR")]
+    pub nccl_tests_dir: Option<PathBuf>,
+
+    /// Start the test through this launcher, passed through unchanged, for multi-node runs:
+    /// "mpirun -np 16 -H a:8,b:8 -x NCCL_DEBUG". Each rank then drives one GPU (-g 1).
+    #[arg(long, value_name = "CMD")]
+    pub nccl_launcher: Option<String>,
+
+    /// GPUs each test process drives (-g) [default: the GPUs NVML sees; 1 with a launcher].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub nccl_gpus: Option<u32>,
+
+    /// Kill the run, with every process it started, after this many seconds; the output so
+    /// far is judged (a hang is a finding).
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub nccl_timeout: u64,
+}
+
+impl NcclArgs {
+    pub fn options(&self) -> NcclOptions {
+        NcclOptions {
+            run: self.nccl || self.nccl_quick,
+            quick: self.nccl_quick,
+            test: self.nccl_test.clone(),
+            tests_dir: self.nccl_tests_dir.clone(),
+            launcher: self.nccl_launcher.clone(),
+            gpus: self.nccl_gpus,
+            timeout: Duration::from_secs(self.nccl_timeout),
+            logs: self.nccl_log.clone(),
+            progress: true,
+        }
+    }
+}
+
+fn parse_nccl_test(s: &str) -> Result<String, String> {
+    let name = s.trim().trim_end_matches("_perf");
+    if crate::source::nccl::TESTS.contains(&name) {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "unknown nccl test `{s}`; tests are: {}",
+            crate::source::nccl::TESTS.join(", ")
+        ))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -252,6 +330,9 @@ pub struct RecordArgs {
     /// Longest any one probe may take, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
+
+    #[command(flatten)]
+    pub nccl: NcclArgs,
 }
 
 impl RecordArgs {
@@ -260,6 +341,7 @@ impl RecordArgs {
             nvml_lib: self.nvml_lib.clone(),
             kernel_log: self.kernel_log.clone(),
             probe_timeout: Duration::from_secs(self.timeout),
+            nccl: self.nccl.options(),
             ..SourceOptions::default()
         }
     }
@@ -302,6 +384,7 @@ impl CheckArgs {
             probe_timeout: Duration::from_secs(self.timeout.unwrap_or(10)),
             kubelet_socket: self.kubelet_socket.clone(),
             kubelet_timeout: Duration::from_secs(self.timeout.unwrap_or(5)),
+            nccl: self.nccl.options(),
         }
     }
 }

@@ -73,7 +73,16 @@ pub fn run_with(source: &dyn Source, registry: &[CheckDef], options: &RunOptions
             report.duration_ms = layer_started.elapsed().as_millis() as u64;
             report.status = summarize(&report.checks);
             if report.status == Status::Skip {
-                report.reason = Some("does not apply to this node".to_string());
+                // Checks that all skip for one stated reason ("nccl benchmark not requested:
+                // pass --nccl ...") give the layer that reason; else the generic one.
+                let first = report.checks.first().map(|c| c.summary.as_str());
+                let shared = first.filter(|s| report.checks.iter().all(|c| c.summary == *s));
+                report.reason = Some(
+                    shared
+                        .filter(|s| !s.is_empty() && report.checks.len() > 1)
+                        .unwrap_or("does not apply to this node")
+                        .to_string(),
+                );
             }
             if report.status == Status::Fail && !options.keep_going {
                 blocked_by = Some(layer);

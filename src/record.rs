@@ -23,6 +23,7 @@ use crate::facts::node;
 use crate::facts::nvml::NvmlFacts;
 use crate::redact::{Kind, Redactor};
 use crate::report::Report;
+use crate::source::nccl::{NCCL_DIR, NcclProbe};
 use crate::source::rooted::{Trace, Visited};
 use crate::source::{
     self, CAPTURE_DIR, DEV_KMSG, FsError, HostSource, KMSG_TXT, MANIFEST, NVML_JSON, RootedFs,
@@ -92,6 +93,7 @@ struct RecordingSource {
     inner: HostSource,
     nvml: OnceLock<NvmlFacts>,
     kernel_log: OnceLock<Result<Option<(String, String)>, FsError>>,
+    nccl: OnceLock<NcclProbe>,
 }
 
 impl Source for RecordingSource {
@@ -109,6 +111,9 @@ impl Source for RecordingSource {
             .get_or_init(|| self.inner.kernel_log())
             .clone()
     }
+    fn nccl(&self) -> NcclProbe {
+        self.nccl.get_or_init(|| self.inner.nccl()).clone()
+    }
 }
 
 pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
@@ -123,6 +128,7 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         inner: HostSource::new(&options.root, options.source.clone()).with_trace(trace.clone()),
         nvml: OnceLock::new(),
         kernel_log: OnceLock::new(),
+        nccl: OnceLock::new(),
     };
     let _live = engine::run(
         &recording,
@@ -218,6 +224,39 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         }
         Ok(None) => {}
         Err(err) => unreadable.push(json!({"path": err.path(), "error": err.to_string()})),
+    }
+    // NCCL runs (`--nccl`, `--nccl-log`): the output as `.gpudoctor/nccl/<name>.log` and what
+    // only the runner knew (command, exit, timeout) beside it as `<name>.json`.
+    if let NcclProbe::Runs(runs) = recording.nccl() {
+        let mut used = std::collections::BTreeSet::new();
+        for run in &runs {
+            let Some(text) = &run.transcript else {
+                continue;
+            };
+            let mut name = run.name.clone();
+            let mut n = 1;
+            while !used.insert(name.clone()) {
+                n += 1;
+                name = format!("{}-{n}", run.name);
+            }
+            write_text(
+                &capture,
+                &format!("{NCCL_DIR}/{name}.log"),
+                text,
+                &mut counts,
+                options.redact.then_some(&mut redactor),
+            )?;
+            if let Some(meta) = &run.meta {
+                let meta_text = serde_json::to_string_pretty(meta).unwrap_or_else(|_| "{}".into());
+                write_text(
+                    &capture,
+                    &format!("{NCCL_DIR}/{name}.json"),
+                    &meta_text,
+                    &mut counts,
+                    options.redact.then_some(&mut redactor),
+                )?;
+            }
+        }
     }
 
     // 5. Manifest, then replay the capture and keep its report and verdict.

@@ -47,9 +47,23 @@ fn live_source(root: &Path) -> HostSource {
             nvml_lib: Some(fake_lib().to_path_buf()),
             kernel_log: kmsg.is_file().then_some(kmsg),
             probe_timeout: Duration::from_secs(30),
+            nccl: gpudoctor::source::NcclOptions {
+                logs: nccl_logs(root),
+                ..Default::default()
+            },
             ..SourceOptions::default()
         },
     )
+}
+
+/// A capture's nccl-tests logs, given to the live source as `--nccl-log` files.
+fn nccl_logs(root: &Path) -> Vec<PathBuf> {
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(root.join(".gpudoctor/nccl"))
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    logs.retain(|p| p.extension().is_some_and(|x| x == "log"));
+    logs.sort();
+    logs
 }
 
 fn parse_file(path: &Path) -> NvmlFacts {
@@ -261,6 +275,15 @@ fn every_fixture_reads_the_same_live_as_in_replay() {
         let kernel_log = kmsg.is_file().then_some(kmsg.as_path());
         let mut got = comparable(&live_report, kernel_log);
         replace_texts(&mut got, &pairs);
+        // NCCL logs likewise: the `--nccl-log` path live, `.gpudoctor/nccl/...` in replay.
+        let nccl_pairs: Vec<(String, String)> = nccl_logs(root)
+            .iter()
+            .filter_map(|p| {
+                let rel = p.strip_prefix(root).ok()?.display().to_string();
+                Some((p.display().to_string(), rel))
+            })
+            .collect();
+        replace_texts(&mut got, &nccl_pairs);
         assert_same(
             &format!("{name}: live report vs replay report"),
             &comparable(&replay_report, None),

@@ -133,7 +133,7 @@ fn raw_peer(dir: &Path, reply: Option<Vec<u8>>) -> PathBuf {
     path
 }
 
-/// Files and NVML, kernel log and environment as recorded; pod-resources asked live.
+/// Files and NVML, kernel log, environment and NCCL logs as recorded; pod-resources asked live.
 struct LiveKubelet {
     host: HostSource,
     replay: ReplaySource,
@@ -157,6 +157,9 @@ impl Source for LiveKubelet {
     }
     fn env_vars(&self) -> BTreeMap<String, String> {
         self.replay.env_vars()
+    }
+    fn nccl(&self) -> gpudoctor::source::NcclProbe {
+        self.replay.nccl()
     }
 }
 

@@ -29,6 +29,15 @@ fn record_from(root: &Path, answers: &Path, out: &Path, extra: &[&str]) -> Outpu
     if kmsg.is_file() {
         cmd.arg("--kernel-log").arg(kmsg);
     }
+    // nccl-tests logs (and their run records beside them) as `--nccl-log` files.
+    let mut logs: Vec<_> = fs::read_dir(answers.join(".gpudoctor/nccl"))
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    logs.retain(|p: &std::path::PathBuf| p.extension().is_some_and(|x| x == "log"));
+    logs.sort();
+    for log in logs {
+        cmd.arg("--nccl-log").arg(log);
+    }
     cmd.output().expect("gpudoctor runs")
 }
 

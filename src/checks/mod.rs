@@ -8,6 +8,7 @@
 pub mod device_plugin;
 pub mod driver;
 pub mod gpu_health;
+pub mod nccl;
 pub mod nvlink;
 pub mod rdma;
 pub mod sriov;
@@ -63,6 +64,7 @@ pub fn registry() -> Vec<CheckDef> {
     all.extend(toolkit::checks());
     all.extend(device_plugin::checks());
     all.extend(topology::checks());
+    all.extend(nccl::checks());
     all
 }
 
@@ -163,6 +165,8 @@ pub struct Context<'a> {
     topology: OnceCell<Result<crate::facts::topology::Topology, FactError>>,
     kubelet_config:
         OnceCell<Result<Option<(crate::facts::kubelet::KubeletConfig, String)>, FactError>>,
+    // The NCCL layer: one benchmark run (or the logs) per walk.
+    nccl: OnceCell<crate::source::NcclProbe>,
 }
 
 impl<'a> Context<'a> {
@@ -176,6 +180,7 @@ impl<'a> Context<'a> {
             kernel_log: OnceCell::new(),
             profile: OnceCell::new(),
             forced_profile: None,
+            nccl: OnceCell::new(),
             rdma: OnceCell::new(),
             sriov: OnceCell::new(),
             kubelet: OnceCell::new(),
@@ -209,6 +214,11 @@ impl<'a> Context<'a> {
     pub fn rdma(&self) -> &Result<crate::facts::rdma::RdmaFacts, FactError> {
         self.rdma
             .get_or_init(|| crate::facts::rdma::gather(self.source))
+    }
+
+    /// nccl-tests results: run once per walk (live `--nccl`), or read from logs.
+    pub fn nccl(&self) -> &crate::source::NcclProbe {
+        self.nccl.get_or_init(|| self.source.nccl())
     }
 
     /// Judge against this profile instead of choosing one from the GPUs (`--profile`).

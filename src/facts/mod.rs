@@ -10,6 +10,7 @@ pub mod iommu;
 pub mod k8s;
 pub mod kubelet;
 pub mod modules;
+pub mod nccl;
 pub mod node;
 pub mod numa;
 pub mod nvidia;

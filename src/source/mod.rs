@@ -7,6 +7,7 @@
 //!
 //! Only this module and `facts/` know paths. Nothing here judges anything.
 
+pub mod nccl;
 pub mod nvml_live;
 pub mod podresources;
 pub mod rooted;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::facts::k8s::{self, POD_RESOURCES_SOCKET, PodResourcesFacts, RpcErrorKind};
 use crate::facts::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
+pub use nccl::{NcclOptions, NcclProbe};
 pub use rooted::{FsError, RootedFs};
 
 /// Root-relative directory that marks a capture and holds its probe answers.
@@ -64,6 +66,8 @@ pub struct SourceOptions {
     /// Budget for the whole pod-resources probe (connect and both calls): 5 s unless
     /// `--timeout` is given, a kubelet that answers at all answers in milliseconds.
     pub kubelet_timeout: Duration,
+    /// The NCCL layer: run nccl-tests or read `--nccl-log` files (source/nccl.rs).
+    pub nccl: NcclOptions,
 }
 
 impl Default for SourceOptions {
@@ -74,6 +78,7 @@ impl Default for SourceOptions {
             probe_timeout: Duration::from_secs(10),
             kubelet_socket: None,
             kubelet_timeout: Duration::from_secs(5),
+            nccl: NcclOptions::default(),
         }
     }
 }
@@ -98,6 +103,13 @@ pub trait Source: Send + Sync {
     /// the process's own, replay reads `.gpudoctor/env.json`.
     fn env_vars(&self) -> BTreeMap<String, String> {
         BTreeMap::new()
+    }
+    /// nccl-tests results to judge: a run made now, `--nccl-log` files, or a capture's
+    /// `.gpudoctor/nccl/*.log`. A source that cannot run or read them says "not requested".
+    fn nccl(&self) -> NcclProbe {
+        NcclProbe::NotRequested {
+            why: nccl::NOT_REQUESTED.to_string(),
+        }
     }
 
     fn root(&self) -> &Path {
@@ -196,18 +208,42 @@ impl Source for HostSource {
             .filter_map(|name| std::env::var(name).ok().map(|v| (name.to_string(), v)))
             .collect()
     }
+    fn nccl(&self) -> NcclProbe {
+        // `-g N` needs the GPU count: NVML's (what CUDA will see), else the driver's list.
+        let gpus = || {
+            let nvml = self.nvml();
+            let n = nvml.devices.len() as u32;
+            if n > 0 {
+                return Some(n);
+            }
+            self.fs
+                .read_dir("proc/driver/nvidia/gpus")
+                .ok()
+                .map(|d| d.len() as u32)
+        };
+        nccl::probe_live(&self.options.nccl, &gpus)
+    }
 }
 
 /// A recorded node: probes answered from `.gpudoctor/`.
 pub struct ReplaySource {
     fs: RootedFs,
+    /// `--nccl-log` files given with a capture: judged instead of its own logs.
+    nccl_logs: Vec<PathBuf>,
 }
 
 impl ReplaySource {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         ReplaySource {
             fs: RootedFs::new(root),
+            nccl_logs: Vec::new(),
         }
+    }
+
+    /// Judge these NCCL logs instead of the capture's `.gpudoctor/nccl/*.log`.
+    pub fn with_nccl_logs(mut self, logs: Vec<PathBuf>) -> Self {
+        self.nccl_logs = logs;
+        self
     }
 }
 
@@ -271,12 +307,19 @@ impl Source for ReplaySource {
             .filter(|(k, _)| ENV_VARS.contains(&k.as_str()))
             .collect()
     }
+    fn nccl(&self) -> NcclProbe {
+        if self.nccl_logs.is_empty() {
+            nccl::read_capture(&self.fs)
+        } else {
+            nccl::read_user_logs(&self.nccl_logs)
+        }
+    }
 }
 
 /// Pick replay when the root carries a capture manifest, else the live host.
 pub fn open(root: &Path, options: SourceOptions) -> Box<dyn Source> {
     if root.join(MANIFEST).is_file() {
-        Box::new(ReplaySource::new(root))
+        Box::new(ReplaySource::new(root).with_nccl_logs(options.nccl.logs))
     } else {
         Box::new(HostSource::new(root, options))
     }

@@ -1,0 +1,1043 @@
+//! The NCCL probe: run an nccl-tests binary (live), or read a saved log (`--nccl-log FILE`,
+//! `.gpudoctor/nccl/*.log` in a capture), streaming its output through
+//! [`NcclLogParser`](crate::facts::nccl::NcclLogParser). Nothing here judges the result.
+//!
+//! Running (reference/nccl.md §1):
+//! - the binary `<test>_perf` (or `<test>_perf_mpi`, the `NAME_SUFFIX` build) is looked for in
+//!   `--nccl-tests-dir` (and its `build/`), then `PATH`, then [`COMMON_DIRS`]. These are paths of
+//!   the machine gpudoctor itself runs on, **not** under `--root`: the binary is executed here,
+//!   so it must be runnable here (in a DaemonSet, ship nccl-tests in the gpudoctor image or mount
+//!   it and pass `--nccl-tests-dir`);
+//! - arguments: `-g N` (one process driving N GPUs; N = `--nccl-gpus`, else the GPUs NVML sees,
+//!   else 1; with `--nccl-launcher` 1, one rank per GPU as MPI jobs run) and a sweep: the default
+//!   `-b 8 -e 8G -f 2` (8 B to 8 GiB, doubling: the whole latency-to-bandwidth curve), or
+//!   `--nccl-quick` `-b 1G -e 8G -f 2` (four large sizes, the ones the verdict reads); `-c 1`
+//!   keeps the correctness check on;
+//! - environment: the caller's, with `NCCL_DEBUG=INFO` (kept when already `INFO` or `TRACE`) so
+//!   the transport lines are printed, and without `NCCL_DEBUG_FILE` (it would send them to a file
+//!   we do not read). The other `NCCL_*` variables are kept and reported with the result;
+//! - `--nccl-launcher "mpirun -np 16 -H a:8,b:8 ..."` is split like a shell would (quotes, no
+//!   expansion) and put in front of the binary, unchanged;
+//! - stdout and stderr are read on their own threads, so neither pipe can fill and block the
+//!   test; both feed one parser in arrival order;
+//! - the run gets its own process group; at the timeout (`--nccl-timeout`, default
+//!   [`DEFAULT_TIMEOUT`]) the whole group gets SIGTERM (mpirun forwards it to remote ranks), then
+//!   SIGKILL after [`KILL_GRACE`]. The output so far is kept and judged (§5: "a hang prints
+//!   nothing after the table header");
+//! - progress goes to a callback (stderr in the CLI): elapsed time and the last size done.
+//!
+//! A capture stores each run's output as `.gpudoctor/nccl/<name>.log` and, beside it, what only
+//! the runner knows (command, exit status, timeout) as `<name>.json` ([`RunMeta`]).
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{FsError, RootedFs};
+use crate::facts::nccl::{LineSplitter, NcclLog, NcclLogParser, format_size};
+
+/// Where a capture keeps NCCL logs.
+pub const NCCL_DIR: &str = ".gpudoctor/nccl";
+/// Default wall-clock limit of a run. A full 8 B–8 GiB sweep on 8 H100s takes about a minute
+/// (the init and the 8 GiB rows dominate); five minutes leaves room for slow inits and
+/// multi-node launchers while still catching a hang (§13) in bounded time.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Between SIGTERM and SIGKILL to the process group.
+pub const KILL_GRACE: Duration = Duration::from_secs(3);
+/// After the process exits, how long to wait for pipes held open by leftovers.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Output kept verbatim for a capture: the head and the tail, each this many bytes.
+pub const TRANSCRIPT_PART: usize = 4 * 1024 * 1024;
+/// How often a progress line is printed.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// The collectives nccl-tests builds (`src/*.cu`, §1).
+pub const TESTS: &[&str] = &[
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "reduce",
+    "alltoall",
+    "sendrecv",
+    "gather",
+    "scatter",
+    "hypercube",
+];
+/// Install locations searched after `PATH` (nccl-tests builds into `<checkout>/build`; NGC
+/// and HPC images put it under /opt or /usr/local, Kubeflow MPIJob examples under /workspace).
+pub const COMMON_DIRS: &[&str] = &[
+    "/opt/nccl-tests/build",
+    "/opt/nccl_tests/build",
+    "/usr/local/nccl-tests/build",
+    "/usr/local/bin",
+    "/workspace/nccl-tests/build",
+    "/root/nccl-tests/build",
+    "/opt/hpcx/nccl-tests/build",
+];
+/// Why nothing is judged when nothing was asked for. The same words live and in replay: a node
+/// without a request and a capture without a log hold the same fact.
+pub const NOT_REQUESTED: &str = "nccl benchmark not requested: pass --nccl or --nccl-quick to run all_reduce_perf, or --nccl-log FILE to judge a saved log";
+/// How to get the binaries, for the skip message.
+pub const INSTALL_HINT: &str = "build nccl-tests: `git clone https://github.com/NVIDIA/nccl-tests && make -C nccl-tests` (add MPI=1 MPI_HOME=... for multi-node), then pass --nccl-tests-dir nccl-tests/build";
+
+/// `check` options for the NCCL layer.
+#[derive(Debug, Clone)]
+pub struct NcclOptions {
+    /// `--nccl` / `--nccl-quick`: run the benchmark.
+    pub run: bool,
+    /// `--nccl-quick`: four large sizes only.
+    pub quick: bool,
+    /// `--nccl-test`: collective name without `_perf` (`all_reduce`).
+    pub test: String,
+    pub tests_dir: Option<PathBuf>,
+    /// `--nccl-launcher`, verbatim.
+    pub launcher: Option<String>,
+    /// `--nccl-gpus`: GPUs per process (`-g`).
+    pub gpus: Option<u32>,
+    pub timeout: Duration,
+    /// `--nccl-log FILE`: judge these logs instead of running.
+    pub logs: Vec<PathBuf>,
+    /// Print progress lines on stderr while running.
+    pub progress: bool,
+}
+
+impl Default for NcclOptions {
+    fn default() -> Self {
+        NcclOptions {
+            run: false,
+            quick: false,
+            test: "all_reduce".to_string(),
+            tests_dir: None,
+            launcher: None,
+            gpus: None,
+            timeout: DEFAULT_TIMEOUT,
+            logs: Vec::new(),
+            progress: true,
+        }
+    }
+}
+
+impl NcclOptions {
+    /// Whether anything NCCL was asked for.
+    pub fn requested(&self) -> bool {
+        self.run || !self.logs.is_empty()
+    }
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunExit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// What only the runner knows about a run, stored beside a captured log as `<name>.json`.
+/// Unknown keys are refused, so nccl-tests' own `-J` output (§6) saved beside a log is never
+/// mistaken for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunMeta {
+    /// argv as run (launcher, binary, arguments).
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub exit: Option<RunExit>,
+    /// gpudoctor's timeout expired and it killed the process group.
+    #[serde(default)]
+    pub timed_out: bool,
+    #[serde(default)]
+    pub timeout_s: Option<u64>,
+    #[serde(default)]
+    pub elapsed_ms: Option<u64>,
+    /// The caller's `NCCL_*` variables the run inherited (what gpudoctor changed is in `changed`).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// What gpudoctor set or removed (`NCCL_DEBUG=INFO`, `NCCL_DEBUG_FILE` removed).
+    #[serde(default)]
+    pub changed: Vec<String>,
+}
+
+/// One judged log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NcclRun {
+    /// `all_reduce_perf`, or the log's file stem.
+    pub name: String,
+    /// Where its lines come from, for evidence: `.gpudoctor/nccl/x.log`, the `--nccl-log` path,
+    /// or `all_reduce_perf output`.
+    pub origin: String,
+    /// Known for runs (live, or a capture with its `.json`).
+    pub meta: Option<RunMeta>,
+    pub log: NcclLog,
+    /// The output verbatim (head and tail, [`TRANSCRIPT_PART`] each) for `gpudoctor record`.
+    pub transcript: Option<String>,
+}
+
+/// The probe's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NcclProbe {
+    /// Nothing asked for (live without `--nccl`/`--nccl-log`, a capture without logs).
+    NotRequested { why: String },
+    /// No binary for the test: where we looked.
+    BinaryMissing {
+        binary: String,
+        searched: Vec<String>,
+    },
+    /// A log could not be read, or the binary could not be started.
+    Unavailable { origin: String, message: String },
+    /// One or more runs or logs to judge.
+    Runs(Vec<NcclRun>),
+}
+
+/// Binary name for a test: `all_reduce` → `all_reduce_perf`.
+pub fn binary_name(test: &str) -> String {
+    let base = test.trim_end_matches("_perf");
+    format!("{base}_perf")
+}
+
+/// Find the test binary; `Err` lists every place looked at, in order (`PATH` as one entry).
+pub fn find_binary(
+    test: &str,
+    tests_dir: Option<&Path>,
+    path_var: Option<&str>,
+) -> Result<PathBuf, Vec<String>> {
+    let name = binary_name(test);
+    let names = [name.clone(), format!("{name}_mpi")];
+    let mut places: Vec<(String, Vec<PathBuf>)> = Vec::new();
+    if let Some(dir) = tests_dir {
+        places.push((dir.display().to_string(), vec![dir.to_path_buf()]));
+        let build = dir.join("build");
+        places.push((build.display().to_string(), vec![build]));
+    }
+    if let Some(p) = path_var.filter(|p| !p.is_empty()) {
+        let dirs = std::env::split_paths(p)
+            .filter(|d| !d.as_os_str().is_empty())
+            .collect();
+        places.push((format!("PATH={p}"), dirs));
+    }
+    for dir in COMMON_DIRS {
+        places.push((dir.to_string(), vec![PathBuf::from(dir)]));
+    }
+    for (_, dirs) in &places {
+        for dir in dirs {
+            for n in &names {
+                let candidate = dir.join(n);
+                if is_executable(&candidate) {
+                    return Ok(candidate);
+                }
+            }
+        }
+    }
+    Err(places.into_iter().map(|(shown, _)| shown).collect())
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The sweep arguments (see the module doc).
+pub fn test_args(quick: bool, gpus: u32) -> Vec<String> {
+    let (min, max) = if quick { ("1G", "8G") } else { ("8", "8G") };
+    [
+        "-b",
+        min,
+        "-e",
+        max,
+        "-f",
+        "2",
+        "-g",
+        &gpus.to_string(),
+        "-c",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Split a launcher command line like a shell would, without expansions: whitespace separates,
+/// single quotes are literal, double quotes allow `\"` and `\\`, a backslash escapes outside.
+pub fn split_command(line: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(x) => word.push(x),
+                        None => return Err("unterminated single quote".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(x @ ('"' | '\\' | '$' | '`')) => word.push(x),
+                            Some(x) => {
+                                word.push('\\');
+                                word.push(x);
+                            }
+                            None => return Err("unterminated double quote".into()),
+                        },
+                        Some(x) => word.push(x),
+                        None => return Err("unterminated double quote".into()),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next() {
+                    Some(x) => word.push(x),
+                    None => return Err("trailing backslash".into()),
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
+}
+
+/// The child's environment changes and the caller's `NCCL_*` settings to report.
+pub struct ChildEnv {
+    /// `(name, Some(value))` to set, `(name, None)` to remove.
+    pub changes: Vec<(String, Option<String>)>,
+    /// The caller's `NCCL_*` variables as the run sees them (minus what was removed).
+    pub inherited: BTreeMap<String, String>,
+    /// What was changed, in words (`NCCL_DEBUG=INFO (was WARN)`).
+    pub changed: Vec<String>,
+}
+
+pub fn child_env(parent: impl IntoIterator<Item = (String, String)>) -> ChildEnv {
+    let mut inherited: BTreeMap<String, String> = parent
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("NCCL_"))
+        .collect();
+    let mut changes = Vec::new();
+    let mut changed = Vec::new();
+    match inherited.get("NCCL_DEBUG").map(|v| v.to_ascii_uppercase()) {
+        Some(v) if v == "INFO" || v == "TRACE" => {}
+        was => {
+            changes.push(("NCCL_DEBUG".to_string(), Some("INFO".to_string())));
+            changed.push(match was {
+                Some(_) => format!(
+                    "NCCL_DEBUG=INFO (was {})",
+                    inherited.get("NCCL_DEBUG").cloned().unwrap_or_default()
+                ),
+                None => "NCCL_DEBUG=INFO".to_string(),
+            });
+            inherited.remove("NCCL_DEBUG");
+        }
+    }
+    if let Some(file) = inherited.remove("NCCL_DEBUG_FILE") {
+        changes.push(("NCCL_DEBUG_FILE".to_string(), None));
+        changed.push(format!(
+            "NCCL_DEBUG_FILE removed (was {file}: the transport lines must reach stdout)"
+        ));
+    }
+    ChildEnv {
+        changes,
+        inherited,
+        changed,
+    }
+}
+
+/// What a run reports while it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub elapsed: Duration,
+    pub lines: u64,
+    /// Last result row: size and busbw.
+    pub last: Option<(u64, f64)>,
+}
+
+impl Progress {
+    pub fn line(&self, name: &str, timeout: Duration) -> String {
+        let last = match self.last {
+            Some((size, busbw)) => {
+                format!("last size {} (busbw {busbw:.2} GB/s)", format_size(size))
+            }
+            None => "no result row yet".to_string(),
+        };
+        format!(
+            "gpudoctor: nccl {name}: {} s elapsed, {last}, {} lines (timeout {} s)",
+            self.elapsed.as_secs(),
+            self.lines,
+            timeout.as_secs()
+        )
+    }
+}
+
+/// The output of [`run_command`].
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    pub exit: Option<RunExit>,
+    pub timed_out: bool,
+    pub elapsed: Duration,
+    pub log: NcclLog,
+    pub transcript: String,
+}
+
+/// Keeps the first and the last [`TRANSCRIPT_PART`] bytes of a stream of lines.
+#[derive(Debug, Default)]
+struct Transcript {
+    head: String,
+    tail: std::collections::VecDeque<String>,
+    tail_bytes: usize,
+    omitted_lines: u64,
+    omitted_bytes: u64,
+    cap: usize,
+}
+
+impl Transcript {
+    fn new(cap: usize) -> Self {
+        Transcript {
+            cap,
+            ..Default::default()
+        }
+    }
+
+    fn push(&mut self, line: &[u8]) {
+        let text = String::from_utf8_lossy(line);
+        if self.head.len() + text.len() < self.cap && self.tail.is_empty() {
+            self.head.push_str(&text);
+            self.head.push('\n');
+            return;
+        }
+        self.tail_bytes += text.len() + 1;
+        self.tail.push_back(text.into_owned());
+        while self.tail_bytes > self.cap {
+            match self.tail.pop_front() {
+                Some(old) => {
+                    self.tail_bytes -= old.len() + 1;
+                    self.omitted_lines += 1;
+                    self.omitted_bytes += old.len() as u64 + 1;
+                }
+                None => break,
+            }
+        }
+    }
+
+    fn finish(self) -> String {
+        let mut out = self.head;
+        if self.omitted_lines > 0 {
+            out.push_str(&format!(
+                "# gpudoctor: {} line(s), {} byte(s) of output omitted here\n",
+                self.omitted_lines, self.omitted_bytes
+            ));
+        }
+        for line in self.tail {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Feeds lines to the parser and the transcript.
+struct Sink {
+    parser: NcclLogParser,
+    transcript: Transcript,
+}
+
+impl Sink {
+    fn line(&mut self, line: &[u8], cut: bool) {
+        self.parser.feed_raw_line(line, cut);
+        self.transcript.push(line);
+    }
+}
+
+enum Chunk {
+    Data(usize, Vec<u8>),
+    Eof(usize),
+}
+
+/// Run `argv` with `env` changes under `timeout`, streaming its stdout and stderr into the
+/// parser. `progress` is called about every [`PROGRESS_EVERY`].
+pub fn run_command(
+    argv: &[String],
+    env: &[(String, Option<String>)],
+    timeout: Duration,
+    progress: &mut dyn FnMut(&Progress),
+) -> std::io::Result<RunOutput> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(std::io::Error::other("empty command"));
+    };
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, so the timeout can kill mpirun and every rank it forked.
+        .process_group(0);
+    for (name, value) in env {
+        match value {
+            Some(v) => command.env(name, v),
+            None => command.env_remove(name),
+        };
+    }
+    let started = Instant::now();
+    let mut child = command.spawn()?;
+    let pgid = child.id() as libc::pid_t;
+
+    // Bounded: a reader waits when the parser is behind, so memory stays flat.
+    let (tx, rx) = mpsc::sync_channel::<Chunk>(64);
+    let mut readers = 0;
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| Box::new(s) as Box<dyn Read + Send>);
+    let stderr = child
+        .stderr
+        .take()
+        .map(|s| Box::new(s) as Box<dyn Read + Send>);
+    for (i, pipe) in [stdout, stderr].into_iter().enumerate() {
+        let Some(mut pipe) = pipe else { continue };
+        let tx = tx.clone();
+        readers += 1;
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match pipe.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if tx.send(Chunk::Data(i, buf[..n].to_vec())).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send(Chunk::Eof(i));
+        });
+    }
+    drop(tx);
+
+    let mut sink = Sink {
+        parser: NcclLogParser::new(),
+        transcript: Transcript::new(TRANSCRIPT_PART),
+    };
+    let mut splitters = [LineSplitter::new(), LineSplitter::new()];
+    let mut open = readers;
+    let mut exit: Option<RunExit> = None;
+    let mut timed_out = false;
+    let mut term_sent: Option<Instant> = None;
+    let mut kill_sent: Option<Instant> = None;
+    let mut exited_at: Option<Instant> = None;
+    let mut last_progress = Instant::now();
+
+    loop {
+        let now = Instant::now();
+        if exit.is_none() {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    exit = Some(match (status.code(), status.signal()) {
+                        (Some(c), _) => RunExit::Code(c),
+                        (None, Some(s)) => RunExit::Signal(s),
+                        (None, None) => RunExit::Code(-1),
+                    });
+                    exited_at = Some(now);
+                }
+                Ok(None) => {}
+                Err(_) => exited_at = Some(now),
+            }
+        }
+        if exit.is_none() && term_sent.is_none() && now.duration_since(started) >= timeout {
+            timed_out = true;
+            signal_group(pgid, libc::SIGTERM);
+            term_sent = Some(now);
+        }
+        if exit.is_none()
+            && kill_sent.is_none()
+            && term_sent.is_some_and(|t| now.duration_since(t) >= KILL_GRACE)
+        {
+            signal_group(pgid, libc::SIGKILL);
+            kill_sent = Some(now);
+        }
+        if open == 0 && exit.is_some() {
+            break;
+        }
+        // The process is gone but something it started still holds a pipe: stop reading.
+        if exited_at.is_some_and(|t| now.duration_since(t) >= DRAIN_GRACE) {
+            break;
+        }
+        // SIGKILL sent and still no exit (uninterruptible sleep): give up waiting.
+        if kill_sent.is_some_and(|t| now.duration_since(t) >= KILL_GRACE) {
+            break;
+        }
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Chunk::Data(i, bytes)) => {
+                splitters[i].push(&bytes, &mut |line, cut| sink.line(line, cut));
+            }
+            Ok(Chunk::Eof(i)) => {
+                splitters[i].finish(&mut |line, cut| sink.line(line, cut));
+                open -= 1;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => open = 0,
+        }
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            last_progress = Instant::now();
+            progress(&Progress {
+                elapsed: started.elapsed(),
+                lines: sink.parser.lines(),
+                last: sink.parser.last_row().map(|r| (r.size, r.peak_busbw())),
+            });
+        }
+    }
+    // Whatever is buffered without a newline is the last (partial) line.
+    for splitter in &mut splitters {
+        splitter.finish(&mut |line, cut| sink.line(line, cut));
+    }
+    if exit.is_none()
+        && let Ok(Some(status)) = child.try_wait()
+    {
+        exit = Some(match (status.code(), status.signal()) {
+            (Some(c), _) => RunExit::Code(c),
+            (_, Some(s)) => RunExit::Signal(s),
+            _ => RunExit::Code(-1),
+        });
+    }
+    Ok(RunOutput {
+        exit,
+        timed_out,
+        elapsed: started.elapsed(),
+        log: sink.parser.finish(),
+        transcript: sink.transcript.finish(),
+    })
+}
+
+/// Signal every process of the group the run leads.
+fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
+    if pgid > 0 {
+        // SAFETY: killpg only sends a signal; the group is the one `process_group(0)` made for
+        // the child we have not reaped yet, so its id cannot have been reused.
+        unsafe {
+            libc::killpg(pgid, signal);
+        }
+    }
+}
+
+/// Read a log file as a stream (bounded memory whatever its size).
+pub fn read_log(file: &mut File, name: &str, origin: &str) -> Result<NcclRun, String> {
+    let mut sink = Sink {
+        parser: NcclLogParser::new(),
+        transcript: Transcript::new(TRANSCRIPT_PART),
+    };
+    let mut splitter = LineSplitter::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => splitter.push(&buf[..n], &mut |line, cut| sink.line(line, cut)),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    splitter.finish(&mut |line, cut| sink.line(line, cut));
+    Ok(NcclRun {
+        name: name.to_string(),
+        origin: origin.to_string(),
+        meta: None,
+        log: sink.parser.finish(),
+        transcript: Some(sink.transcript.finish()),
+    })
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "nccl".to_string())
+}
+
+/// `--nccl-log FILE`s: paths the user named, read as given (like `--kernel-log`). A run record
+/// beside a log (`x.json` for `x.log`, as a capture stores them) is used when it parses as one.
+pub fn read_user_logs(paths: &[PathBuf]) -> NcclProbe {
+    let mut runs = Vec::new();
+    for path in paths {
+        let origin = path.display().to_string();
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .and_then(|f| {
+                if f.metadata()?.is_file() {
+                    Ok(f)
+                } else {
+                    Err(std::io::Error::other("not a regular file"))
+                }
+            });
+        let result = opened
+            .map_err(|e| e.to_string())
+            .and_then(|mut f| read_log(&mut f, &stem(path), &origin));
+        match result {
+            Ok(mut run) => {
+                run.meta = std::fs::read_to_string(path.with_extension("json"))
+                    .ok()
+                    .and_then(|text| serde_json::from_str::<RunMeta>(&text).ok());
+                runs.push(run);
+            }
+            Err(message) => return NcclProbe::Unavailable { origin, message },
+        }
+    }
+    NcclProbe::Runs(runs)
+}
+
+/// Replay: `.gpudoctor/nccl/*.log` (and their `.json` run records) under the root.
+pub fn read_capture(fs: &RootedFs) -> NcclProbe {
+    let names = match fs.list_dir(NCCL_DIR, &|n| n.ends_with(".log")) {
+        Ok(names) => names,
+        Err(err) if err.is_missing() => {
+            return NcclProbe::NotRequested {
+                why: NOT_REQUESTED.to_string(),
+            };
+        }
+        Err(err) => {
+            return NcclProbe::Unavailable {
+                origin: NCCL_DIR.to_string(),
+                message: err.to_string(),
+            };
+        }
+    };
+    if names.is_empty() {
+        return NcclProbe::NotRequested {
+            why: NOT_REQUESTED.to_string(),
+        };
+    }
+    let mut runs = Vec::new();
+    for name in names {
+        let rel = format!("{NCCL_DIR}/{name}");
+        let run = open_rooted(fs, &rel)
+            .map_err(|e| e.to_string())
+            .and_then(|mut f| read_log(&mut f, name.trim_end_matches(".log"), &rel));
+        let mut run = match run {
+            Ok(run) => run,
+            Err(message) => {
+                return NcclProbe::Unavailable {
+                    origin: rel,
+                    message,
+                };
+            }
+        };
+        let meta_rel = format!("{NCCL_DIR}/{}.json", run.name);
+        match fs.read_to_string(&meta_rel) {
+            Ok(text) => match serde_json::from_str::<RunMeta>(&text) {
+                Ok(meta) => run.meta = Some(meta),
+                Err(err) => {
+                    return NcclProbe::Unavailable {
+                        origin: meta_rel,
+                        message: format!("does not parse: {err}"),
+                    };
+                }
+            },
+            Err(err) if err.is_missing() => {}
+            Err(err) => {
+                return NcclProbe::Unavailable {
+                    origin: meta_rel,
+                    message: err.to_string(),
+                };
+            }
+        }
+        runs.push(run);
+    }
+    NcclProbe::Runs(runs)
+}
+
+/// Open a regular file under the root for streaming: resolved inside the root like every read
+/// (links that leave it are refused), never a FIFO or device.
+fn open_rooted(fs: &RootedFs, rel: &str) -> Result<File, FsError> {
+    let resolved = fs.canonical(rel)?;
+    let full = fs.root().join(resolved.trim_start_matches('/'));
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(&full)
+        .map_err(|e| FsError::Io {
+            path: rel.to_string(),
+            message: e.to_string(),
+        })?;
+    let meta = file.metadata().map_err(|e| FsError::Io {
+        path: rel.to_string(),
+        message: e.to_string(),
+    })?;
+    if !meta.is_file() {
+        return Err(FsError::NotAFile {
+            path: rel.to_string(),
+            kind: "not a regular file".to_string(),
+        });
+    }
+    Ok(file)
+}
+
+/// Live: read `--nccl-log` files, or run the test. `gpu_count` is asked only when needed.
+pub fn probe_live(options: &NcclOptions, gpu_count: &dyn Fn() -> Option<u32>) -> NcclProbe {
+    if !options.logs.is_empty() {
+        return read_user_logs(&options.logs);
+    }
+    if !options.run {
+        return NcclProbe::NotRequested {
+            why: NOT_REQUESTED.to_string(),
+        };
+    }
+    let path_var = std::env::var("PATH").ok();
+    let binary = match find_binary(
+        &options.test,
+        options.tests_dir.as_deref(),
+        path_var.as_deref(),
+    ) {
+        Ok(b) => b,
+        Err(searched) => {
+            return NcclProbe::BinaryMissing {
+                binary: binary_name(&options.test),
+                searched,
+            };
+        }
+    };
+    let launcher = match options.launcher.as_deref().map(split_command) {
+        Some(Ok(words)) => words,
+        Some(Err(e)) => {
+            return NcclProbe::Unavailable {
+                origin: "--nccl-launcher".to_string(),
+                message: e,
+            };
+        }
+        None => Vec::new(),
+    };
+    let gpus = options.gpus.unwrap_or_else(|| {
+        if launcher.is_empty() {
+            gpu_count().filter(|n| *n > 0).unwrap_or(1)
+        } else {
+            1
+        }
+    });
+    let mut argv = launcher;
+    argv.push(binary.display().to_string());
+    argv.extend(test_args(options.quick, gpus));
+    let env = child_env(std::env::vars());
+    let name = binary_name(&options.test);
+    let progress_on = options.progress;
+    if progress_on {
+        let inherited: Vec<String> = env
+            .inherited
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        eprintln!(
+            "gpudoctor: nccl: running `{}` (timeout {} s; {}; your NCCL_* settings: {})",
+            argv.join(" "),
+            options.timeout.as_secs(),
+            env.changed.join(", "),
+            if inherited.is_empty() {
+                "none".to_string()
+            } else {
+                inherited.join(" ")
+            }
+        );
+    }
+    let timeout = options.timeout;
+    let mut report = |p: &Progress| {
+        if progress_on {
+            eprintln!("{}", p.line(&name, timeout));
+        }
+    };
+    match run_command(&argv, &env.changes, timeout, &mut report) {
+        Ok(out) => {
+            if progress_on {
+                eprintln!(
+                    "gpudoctor: nccl {name}: {} after {} s",
+                    match (out.timed_out, out.exit) {
+                        (true, _) => "killed at the timeout".to_string(),
+                        (false, Some(RunExit::Code(c))) => format!("exited {c}"),
+                        (false, Some(RunExit::Signal(s))) => format!("killed by signal {s}"),
+                        (false, None) => "did not exit".to_string(),
+                    },
+                    out.elapsed.as_secs()
+                );
+            }
+            NcclProbe::Runs(vec![NcclRun {
+                name: name.clone(),
+                origin: format!("{name} output"),
+                meta: Some(RunMeta {
+                    command: argv,
+                    exit: out.exit,
+                    timed_out: out.timed_out,
+                    timeout_s: Some(timeout.as_secs()),
+                    elapsed_ms: Some(out.elapsed.as_millis() as u64),
+                    env: env.inherited,
+                    changed: env.changed,
+                }),
+                log: out.log,
+                transcript: Some(out.transcript),
+            }])
+        }
+        Err(err) => NcclProbe::Unavailable {
+            origin: argv.join(" "),
+            message: format!("could not start: {err}"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launcher_is_split_like_a_shell_without_expansion() {
+        assert_eq!(
+            split_command(
+                "mpirun -np 16 -H a:8,b:8 -x NCCL_IB_HCA='mlx5_0 mlx5_1' --bind-to \"numa\" $HOME"
+            )
+            .unwrap(),
+            vec![
+                "mpirun",
+                "-np",
+                "16",
+                "-H",
+                "a:8,b:8",
+                "-x",
+                "NCCL_IB_HCA=mlx5_0 mlx5_1",
+                "--bind-to",
+                "numa",
+                "$HOME"
+            ]
+        );
+        assert!(split_command("mpirun 'oops").is_err());
+        assert!(split_command("   ").unwrap().is_empty());
+    }
+
+    #[test]
+    fn arguments_follow_the_sweep_and_gpu_count() {
+        assert_eq!(test_args(true, 8).join(" "), "-b 1G -e 8G -f 2 -g 8 -c 1");
+        assert_eq!(test_args(false, 1).join(" "), "-b 8 -e 8G -f 2 -g 1 -c 1");
+        assert_eq!(binary_name("all_gather"), "all_gather_perf");
+        assert_eq!(binary_name("all_gather_perf"), "all_gather_perf");
+    }
+
+    #[test]
+    fn environment_forces_info_and_reports_the_rest() {
+        let env = child_env([
+            ("NCCL_DEBUG".to_string(), "WARN".to_string()),
+            ("NCCL_DEBUG_FILE".to_string(), "/tmp/nccl.%h.%p".to_string()),
+            ("NCCL_IB_HCA".to_string(), "mlx5_0".to_string()),
+            ("PATH".to_string(), "/usr/bin".to_string()),
+        ]);
+        assert_eq!(
+            env.changes,
+            vec![
+                ("NCCL_DEBUG".to_string(), Some("INFO".to_string())),
+                ("NCCL_DEBUG_FILE".to_string(), None)
+            ]
+        );
+        assert_eq!(
+            env.inherited.keys().collect::<Vec<_>>(),
+            vec!["NCCL_IB_HCA"]
+        );
+        assert!(env.changed[0].contains("was WARN"));
+        let trace = child_env([("NCCL_DEBUG".to_string(), "TRACE".to_string())]);
+        assert!(trace.changes.is_empty());
+        assert_eq!(trace.inherited["NCCL_DEBUG"], "TRACE");
+    }
+
+    #[test]
+    fn binary_search_reports_where_it_looked() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = find_binary(
+            "all_reduce",
+            Some(dir.path()),
+            Some("/nonexistent-a:/nonexistent-b"),
+        )
+        .unwrap_err();
+        assert_eq!(err[0], dir.path().display().to_string());
+        assert_eq!(err[1], dir.path().join("build").display().to_string());
+        assert_eq!(err[2], "PATH=/nonexistent-a:/nonexistent-b");
+        assert!(err.contains(&"/opt/nccl-tests/build".to_string()));
+
+        let build = dir.path().join("build");
+        std::fs::create_dir(&build).unwrap();
+        let bin = build.join("all_reduce_perf_mpi");
+        std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+        // Not executable yet: not found.
+        assert!(find_binary("all_reduce", Some(dir.path()), None).is_err());
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(
+            find_binary("all_reduce", Some(dir.path()), None).unwrap(),
+            bin
+        );
+    }
+
+    #[test]
+    fn capture_logs_stay_inside_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let nccl = dir.path().join(NCCL_DIR);
+        std::fs::create_dir_all(&nccl).unwrap();
+        let fs = RootedFs::new(dir.path());
+        assert!(matches!(read_capture(&fs), NcclProbe::NotRequested { .. }));
+        std::os::unix::fs::symlink("/etc/hostname", nccl.join("escape.log")).unwrap();
+        match read_capture(&fs) {
+            NcclProbe::Unavailable { origin, message } => {
+                assert_eq!(origin, ".gpudoctor/nccl/escape.log");
+                assert!(message.contains("leaves the root"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_file(nccl.join("escape.log")).unwrap();
+        std::fs::write(nccl.join("a.log"), "# Avg bus bandwidth    : 1.5 \n").unwrap();
+        std::fs::write(
+            nccl.join("a.json"),
+            r#"{"exit": {"signal": 15}, "timed_out": true}"#,
+        )
+        .unwrap();
+        let NcclProbe::Runs(runs) = read_capture(&fs) else {
+            panic!("runs expected");
+        };
+        assert_eq!(runs[0].name, "a");
+        assert_eq!(runs[0].log.avg_busbw.as_ref().unwrap().0, 1.5);
+        let meta = runs[0].meta.as_ref().unwrap();
+        assert_eq!(meta.exit, Some(RunExit::Signal(15)));
+        assert!(meta.timed_out);
+    }
+
+    #[test]
+    fn transcript_keeps_head_and_tail() {
+        let mut t = Transcript::new(64);
+        for i in 0..100 {
+            t.push(format!("line {i:03}").as_bytes());
+        }
+        let text = t.finish();
+        assert!(text.starts_with("line 000\n"));
+        assert!(text.ends_with("line 099\n"));
+        assert!(text.contains("omitted here"));
+        assert!(text.len() < 200);
+    }
+}
