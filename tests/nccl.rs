@@ -1,0 +1,471 @@
+//! The `nccl` layer end to end with fake nccl-tests binaries: shell scripts written into a
+//! temporary directory that print real-format output (the fixture logs, which follow
+//! reference/nccl.md line by line), hang until killed, crash midway, print hundreds of
+//! megabytes or garbage. The runner's argument choice, environment, progress lines, timeout and
+//! process-group kill are checked through the `gpudoctor` binary, as an operator runs it.
+//!
+//! Every run uses `--root <empty dir>` and `--only nccl`, so nothing depends on this machine's
+//! /sys; the profile comes from `--profile` or from the log's own device lines.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn fixture_log(name: &str) -> PathBuf {
+    common::repo()
+        .join("fixtures")
+        .join(name)
+        .join(".gpudoctor/nccl/all_reduce_perf.log")
+}
+
+/// A directory holding an executable `all_reduce_perf` with this shell body. The script
+/// records its arguments and environment next to itself.
+fn fake_tests(body: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "#!/bin/sh\nHERE=$(dirname \"$0\")\necho \"$@\" > \"$HERE/args\"\nenv > \"$HERE/env\"\n{body}\n"
+    );
+    let path = dir.path().join("all_reduce_perf");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+fn cat(name: &str) -> String {
+    format!("cat '{}'", fixture_log(name).display())
+}
+
+/// `gpudoctor check --only nccl --root <empty> --format json ARGS` with a clean NCCL env.
+fn check(args: &[&str], env: &[(&str, &str)]) -> (Output, Value, Duration) {
+    let root = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    command
+        .args(["check", "--only", "nccl", "--format", "json", "--root"])
+        .arg(root.path())
+        .args(args)
+        .current_dir(common::repo())
+        // No NCCL_* of the machine running the tests, and no binary found by accident.
+        .env("PATH", "/usr/bin:/bin");
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("NCCL_")) {
+        command.env_remove(k);
+    }
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let started = Instant::now();
+    let out = command.output().expect("gpudoctor runs");
+    let took = started.elapsed();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not json ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, report, took)
+}
+
+fn nccl_layer(report: &Value) -> &Value {
+    report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["id"] == "nccl")
+        .unwrap()
+}
+
+fn result<'a>(report: &'a Value, code: &str) -> &'a Value {
+    nccl_layer(report)["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["code"] == code)
+        .unwrap_or_else(|| panic!("no {code} in {report:#}"))
+}
+
+fn findings(report: &Value) -> Vec<String> {
+    nccl_layer(report)["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| ["warn", "fail", "error"].contains(&c["status"].as_str().unwrap()))
+        .map(|c| c["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn run_args(dir: &Path) -> Vec<String> {
+    [
+        "--nccl-quick",
+        "--nccl-gpus",
+        "8",
+        "--profile",
+        "hgx-h100",
+        "--nccl-tests-dir",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([dir.display().to_string()])
+    .collect()
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn healthy_run_passes_with_the_chosen_arguments_and_environment() {
+    let dir = fake_tests(&cat("h100-nccl-healthy"));
+    let args = run_args(dir.path());
+    let (out, report, _) = check(
+        &strs(&args),
+        &[
+            ("NCCL_DEBUG", "WARN"),
+            ("NCCL_DEBUG_FILE", "/tmp/nccl.%h.%p"),
+            ("NCCL_IB_HCA", "mlx5_0,mlx5_1"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(nccl_layer(&report)["status"], "pass");
+    assert!(findings(&report).is_empty());
+    let seen_args = std::fs::read_to_string(dir.path().join("args")).unwrap();
+    assert_eq!(seen_args.trim(), "-b 1G -e 8G -f 2 -g 8 -c 1");
+    let env = std::fs::read_to_string(dir.path().join("env")).unwrap();
+    assert!(env.lines().any(|l| l == "NCCL_DEBUG=INFO"), "{env}");
+    assert!(env.lines().any(|l| l == "NCCL_IB_HCA=mlx5_0,mlx5_1"));
+    assert!(!env.contains("NCCL_DEBUG_FILE"));
+    // The user's NCCL_* settings and what gpudoctor changed are reported.
+    let completed = result(&report, "nccl.run_completed");
+    let evidence = completed["evidence"].to_string();
+    assert!(
+        evidence.contains("inherited NCCL_IB_HCA=mlx5_0,mlx5_1"),
+        "{evidence}"
+    );
+    assert!(
+        evidence.contains("NCCL_DEBUG=INFO (was WARN)"),
+        "{evidence}"
+    );
+    assert!(evidence.contains("NCCL_DEBUG_FILE removed"), "{evidence}");
+    let err = stderr(&out);
+    assert!(err.contains("gpudoctor: nccl: running `"), "{err}");
+    assert!(
+        err.contains("your NCCL_* settings: NCCL_IB_HCA=mlx5_0,mlx5_1"),
+        "{err}"
+    );
+    assert!(err.contains("exited 0"), "{err}");
+    let bw = result(&report, "nccl.bus_bandwidth");
+    assert!(
+        bw["summary"]
+            .as_str()
+            .unwrap()
+            .contains("482.6 GB/s at 8 GiB"),
+        "{bw}"
+    );
+}
+
+#[test]
+fn slow_run_fails_the_bandwidth_check_with_both_numbers() {
+    let dir = fake_tests(&cat("h100-nccl-low-bandwidth"));
+    let (out, report, _) = check(&strs(&run_args(dir.path())), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(findings(&report), vec!["nccl.bus_bandwidth"]);
+    let summary = result(&report, "nccl.bus_bandwidth")["summary"].to_string();
+    assert!(
+        summary.contains("401.5") && summary.contains("460"),
+        "{summary}"
+    );
+    assert_eq!(report["first_failure"]["code"], "nccl.bus_bandwidth");
+}
+
+#[test]
+fn wrong_values_fail_even_when_the_exit_status_says_why() {
+    let dir = fake_tests(&format!("{}\nexit 7", cat("h100-nccl-wrong-values")));
+    let (out, report, _) = check(&strs(&run_args(dir.path())), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(findings(&report), vec!["nccl.wrong_results"]);
+    assert_eq!(result(&report, "nccl.run_completed")["status"], "pass");
+}
+
+#[test]
+fn a_failing_run_names_the_nccl_error_and_the_layer_behind_it() {
+    let dir = fake_tests(&format!("{}\nexit 3", cat("h100-nccl-ib-system-error")));
+    let (out, report, _) = check(&strs(&run_args(dir.path())), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(findings(&report), vec!["nccl.test_errors"]);
+    let summary = result(&report, "nccl.test_errors")["summary"].to_string();
+    assert!(summary.contains("unhandled system error"), "{summary}");
+    assert!(summary.contains("rdma layer"), "{summary}");
+    assert!(stderr(&out).contains("exited 3"));
+}
+
+#[test]
+fn a_hang_is_killed_with_its_whole_process_group_and_the_output_so_far_is_judged() {
+    // The script and its children ignore SIGTERM, so only the SIGKILL escalation ends them.
+    let dir = fake_tests(&format!(
+        "trap '' TERM\n{}\nsleep 1000 & echo $! > \"$HERE/pids\"\nsh -c 'sleep 1000' & echo $! >> \"$HERE/pids\"\necho $$ >> \"$HERE/pids\"\nwait",
+        cat("h100-nccl-hang")
+    ));
+    let mut args = run_args(dir.path());
+    args.extend(["--nccl-timeout".to_string(), "6".to_string()]);
+    let (out, report, took) = check(&strs(&args), &[]);
+    // 6 s timeout + 3 s SIGTERM grace + slack for a loaded machine.
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    assert!(took >= Duration::from_secs(6), "took {took:?}");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(findings(&report), vec!["nccl.run_completed"]);
+    let summary = result(&report, "nccl.run_completed")["summary"].to_string();
+    assert!(
+        summary.contains("killed by gpudoctor after 6 s") && summary.contains("128 MiB"),
+        "{summary}"
+    );
+    // Progress: elapsed time and the last size done.
+    let err = stderr(&out);
+    assert!(err.contains("s elapsed, last size 128 MiB"), "{err}");
+    assert!(err.contains("killed at the timeout"), "{err}");
+    // Every process of the group is gone (or a zombie waiting for init to reap it).
+    let pids = std::fs::read_to_string(dir.path().join("pids")).unwrap();
+    for pid in pids.split_whitespace() {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
+            if stat.is_empty() || state == Some('Z') {
+                break;
+            }
+            assert!(Instant::now() < deadline, "process {pid} survived: {stat}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[test]
+fn a_crash_midway_is_reported_with_its_last_lines() {
+    let dir = fake_tests(&format!(
+        "{} | head -n 100\nkill -SEGV $$",
+        cat("h100-nccl-healthy")
+    ));
+    let (out, report, _) = check(&strs(&run_args(dir.path())), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(findings(&report).contains(&"nccl.run_completed".to_string()));
+    let completed = result(&report, "nccl.run_completed");
+    let summary = completed["summary"].to_string();
+    assert!(summary.contains("killed by signal 11"), "{summary}");
+    assert!(!completed["evidence"].as_array().unwrap().is_empty());
+}
+
+/// Peak resident memory of a running process, sampled until it exits.
+fn run_sampling_rss(mut command: Command) -> (Output, u64) {
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let sampler = std::thread::spawn(move || {
+        let mut peak = 0u64;
+        loop {
+            let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+                return peak;
+            };
+            let rss = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok());
+            match rss {
+                Some(kb) => peak = peak.max(kb * 1024),
+                None => return peak,
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    (out, sampler.join().unwrap())
+}
+
+#[test]
+fn garbage_and_a_huge_output_are_skipped_in_bounded_memory() {
+    // 1 MB of random bytes, a 200 MB line, 500k lines of noise, then a healthy run.
+    let dir = fake_tests(&format!(
+        "head -c 1000000 /dev/urandom\nprintf '\\n'\nhead -c 200000000 /dev/zero | tr '\\0' 7\nprintf '\\n'\nyes 'Authorization required, but no authorization protocol specified' | head -n 500000\n{}",
+        cat("h100-nccl-healthy")
+    ));
+    let root = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    command
+        .args(["check", "--only", "nccl", "--format", "json", "--root"])
+        .arg(root.path())
+        .args(run_args(dir.path()))
+        .env("PATH", "/usr/bin:/bin");
+    let (out, peak) = run_sampling_rss(command);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary = result(&report, "nccl.run_completed")["summary"].to_string();
+    assert!(summary.contains("unreadable line(s)"), "{summary}");
+    assert_eq!(result(&report, "nccl.bus_bandwidth")["status"], "pass");
+    // The 200 MB line and 40 MB of noise never sit in memory (head and tail of the output are
+    // kept, 4 MiB each, for `gpudoctor record`).
+    assert!(
+        peak > 0 && peak < 120 * 1024 * 1024,
+        "peak rss {peak} bytes"
+    );
+}
+
+#[test]
+fn missing_binaries_skip_saying_where_it_looked_and_how_to_install() {
+    let empty = tempfile::tempdir().unwrap();
+    let args = run_args(empty.path());
+    let (out, report, _) = check(&strs(&args), &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let layer = nccl_layer(&report);
+    assert_eq!(layer["status"], "skip");
+    let reason = layer["reason"].as_str().unwrap();
+    assert!(reason.contains("all_reduce_perf not found in"), "{reason}");
+    assert!(
+        reason.contains(&empty.path().display().to_string()),
+        "{reason}"
+    );
+    assert!(reason.contains("PATH=/usr/bin:/bin"), "{reason}");
+    assert!(reason.contains("/opt/nccl-tests/build"), "{reason}");
+    assert!(reason.contains("github.com/NVIDIA/nccl-tests"), "{reason}");
+}
+
+#[test]
+fn without_a_request_the_layer_skips_and_says_how_to_ask() {
+    let (out, report, _) = check(&[], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let layer = nccl_layer(&report);
+    assert_eq!(layer["status"], "skip");
+    let reason = layer["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("--nccl") && reason.contains("--nccl-log"),
+        "{reason}"
+    );
+    assert!(stderr(&out).is_empty() || !stderr(&out).contains("running"));
+}
+
+#[test]
+fn the_launcher_is_passed_through_unchanged() {
+    let dir = fake_tests(&cat("h100-nccl-socket-fallback"));
+    // A stand-in for mpirun: records its argv, then runs everything from the test binary on.
+    let launcher = dir.path().join("fake-mpirun");
+    std::fs::write(
+        &launcher,
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"$(dirname \"$0\")/launcher-args\"\nwhile [ $# -gt 0 ]; do case \"$1\" in */all_reduce_perf) exec \"$@\";; esac; shift; done\nexit 99\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let line = format!(
+        "{} -np 16 -H a:8,b:8 -x NCCL_IB_HCA='mlx5_0 mlx5_1' --tag-output",
+        launcher.display()
+    );
+    let args = [
+        "--nccl-quick",
+        "--profile",
+        "hgx-h100",
+        "--nccl-launcher",
+        &line,
+        "--nccl-tests-dir",
+        &dir.path().display().to_string(),
+    ]
+    .map(str::to_string);
+    let (out, report, _) = check(&strs(&args), &[]);
+    let recorded = std::fs::read_to_string(dir.path().join("launcher-args")).unwrap();
+    let binary = dir.path().join("all_reduce_perf").display().to_string();
+    let expected = format!(
+        "-np\n16\n-H\na:8,b:8\n-x\nNCCL_IB_HCA=mlx5_0 mlx5_1\n--tag-output\n{binary}\n-b\n1G\n-e\n8G\n-f\n2\n-g\n1\n-c\n1\n"
+    );
+    assert_eq!(recorded, expected);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(report["first_failure"]["code"], "nccl.socket_fallback");
+}
+
+/// "Done when": `gpudoctor check --only nccl --nccl-log <file>` gives each fixture log the
+/// verdict its fixture expects, judged off-node (empty root, profile from the log).
+#[test]
+fn every_fixture_log_gets_its_verdict_from_nccl_log() {
+    let mut seen = 0;
+    for dir in common::fixtures() {
+        let log = dir.join(".gpudoctor/nccl/all_reduce_perf.log");
+        if !log.is_file() {
+            continue;
+        }
+        seen += 1;
+        let manifest: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(".gpudoctor/manifest.json")).unwrap(),
+        )
+        .unwrap();
+        let expect = &manifest["expect"];
+        let log = log.display().to_string();
+        let (out, report, _) = check(&["--nccl-log", &log], &[]);
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(
+            Value::from(out.status.code().unwrap()),
+            expect["exit_code"],
+            "{name}: {report:#}"
+        );
+        let mut wanted: Vec<String> = expect["codes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .filter(|c| c.starts_with("nccl."))
+            .collect();
+        wanted.sort();
+        let mut got = findings(&report);
+        got.sort();
+        assert_eq!(got, wanted, "{name}");
+    }
+    assert!(seen >= 7, "expected the seven nccl fixtures, saw {seen}");
+}
+
+#[test]
+fn record_keeps_the_run_and_its_replay_gives_the_same_verdict() {
+    let tests = fake_tests(&format!("{}\nexit 7", cat("h100-nccl-wrong-values")));
+    let root = tempfile::tempdir().unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let capture = out_dir.path().join("cap");
+    let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        .args(["record", "--no-redact", "--root"])
+        .arg(root.path())
+        .arg("--out")
+        .arg(&capture)
+        .args(["--nccl-quick", "--nccl-gpus", "8", "--nccl-tests-dir"])
+        .arg(tests.path())
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = std::fs::read_to_string(capture.join(".gpudoctor/nccl/all_reduce_perf.log")).unwrap();
+    assert_eq!(
+        log,
+        std::fs::read_to_string(fixture_log("h100-nccl-wrong-values")).unwrap()
+    );
+    let meta: Value = serde_json::from_str(
+        &std::fs::read_to_string(capture.join(".gpudoctor/nccl/all_reduce_perf.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(meta["exit"]["code"], 7);
+    assert_eq!(meta["command"][1], "-b");
+    let replayed = common::gpudoctor(&[
+        "check",
+        "--only",
+        "nccl",
+        "--format",
+        "json",
+        "--profile",
+        "hgx-h100",
+        "--root",
+        &capture.display().to_string(),
+    ]);
+    let report: Value = serde_json::from_slice(&replayed.stdout).unwrap();
+    assert_eq!(findings(&report), vec!["nccl.wrong_results"]);
+}
