@@ -4,8 +4,9 @@
 //! megabytes or garbage. The runner's argument choice, environment, progress lines, timeout and
 //! process-group kill are checked through the `gpudoctor` binary, as an operator runs it.
 //!
-//! Every run uses `--root <empty dir>` and `--only nccl`, so nothing depends on this machine's
-//! /sys; the profile comes from `--profile` or from the log's own device lines.
+//! Every run uses `--root <empty dir>`, `--only nccl` and an NVML library that does not exist,
+//! so nothing depends on this machine's /sys or GPUs (on a GPU host NVML would pick another
+//! profile); the profile comes from `--profile` or from the log's own device lines.
 
 mod common;
 
@@ -40,12 +41,24 @@ fn cat(name: &str) -> String {
     format!("cat '{}'", fixture_log(name).display())
 }
 
+/// Never load this machine's NVML (see the module doc).
+const NO_NVML: &str = "/nonexistent/libnvidia-ml.so.1";
+
 /// `gpudoctor check --only nccl --root <empty> --format json ARGS` with a clean NCCL env.
 fn check(args: &[&str], env: &[(&str, &str)]) -> (Output, Value, Duration) {
     let root = tempfile::tempdir().unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
     command
-        .args(["check", "--only", "nccl", "--format", "json", "--root"])
+        .args([
+            "check",
+            "--only",
+            "nccl",
+            "--format",
+            "json",
+            "--nvml-lib",
+            NO_NVML,
+        ])
+        .arg("--root")
         .arg(root.path())
         .args(args)
         .current_dir(common::repo())
@@ -301,7 +314,16 @@ fn garbage_and_a_huge_output_are_skipped_in_bounded_memory() {
     let root = tempfile::tempdir().unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
     command
-        .args(["check", "--only", "nccl", "--format", "json", "--root"])
+        .args([
+            "check",
+            "--only",
+            "nccl",
+            "--format",
+            "json",
+            "--nvml-lib",
+            NO_NVML,
+        ])
+        .arg("--root")
         .arg(root.path())
         .args(run_args(dir.path()))
         .env("PATH", "/usr/bin:/bin");
@@ -434,7 +456,7 @@ fn record_keeps_the_run_and_its_replay_gives_the_same_verdict() {
     let out_dir = tempfile::tempdir().unwrap();
     let capture = out_dir.path().join("cap");
     let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
-        .args(["record", "--no-redact", "--root"])
+        .args(["record", "--no-redact", "--nvml-lib", NO_NVML, "--root"])
         .arg(root.path())
         .arg("--out")
         .arg(&capture)
@@ -457,6 +479,8 @@ fn record_keeps_the_run_and_its_replay_gives_the_same_verdict() {
     assert_eq!(meta["command"][1], "-b");
     let replayed = common::gpudoctor(&[
         "check",
+        "--nvml-lib",
+        NO_NVML,
         "--only",
         "nccl",
         "--format",
