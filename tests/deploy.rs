@@ -344,6 +344,29 @@ fn node_checks_take_no_gpu_from_the_workloads() {
 }
 
 #[test]
+fn the_mpijob_launcher_runs_a_command_line_gpudoctor_accepts() {
+    use clap::Parser;
+    let docs = documents(&common::repo().join("deploy/mpijob.yaml"));
+    let launcher =
+        &docs[0]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0];
+    let command: Vec<&str> = launcher["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(command[0].ends_with("/gpudoctor"), "{command:?}");
+    let cli = gpudoctor::cli::Cli::try_parse_from(&command)
+        .unwrap_or_else(|e| panic!("deploy/mpijob.yaml launcher: {e}"));
+    match cli.command {
+        gpudoctor::cli::Command::Check(args) => {
+            assert_eq!(args.only, [gpudoctor::report::Layer::Nccl]);
+        }
+        other => panic!("the launcher runs {other:?}, not check"),
+    }
+}
+
+#[test]
 fn the_validation_catches_a_misspelt_field() {
     let doc: Value = serde_yaml_ng::from_str(
         "apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: i, volumeMount: []}]\n",
