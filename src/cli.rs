@@ -200,6 +200,20 @@ pub struct CheckArgs {
     #[arg(long)]
     pub strict: bool,
 
+    /// Judge the node against this profile instead of the one chosen from its GPU model and
+    /// count: a built-in name (`gpudoctor profiles` lists them) or a TOML profile file, which
+    /// may start from a built-in with `base = "hgx-h100"` (docs/profiles.md).
+    #[arg(long, value_name = "NAME|FILE")]
+    pub profile: Option<String>,
+
+    #[command(flatten)]
+    pub probes: ProbeArgs,
+}
+
+/// How probes that are not files reach the node: NVML, the kernel log, the kubelet, nccl-tests.
+/// Shared by `check` and `record`, so a capture asks exactly what a check would.
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
     /// Load this NVML library instead of libnvidia-ml.so.1 (live nodes only).
     #[arg(long, value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,
@@ -218,14 +232,21 @@ pub struct CheckArgs {
     #[arg(long, value_name = "PATH")]
     pub kubelet_socket: Option<PathBuf>,
 
-    /// Judge the node against this profile instead of the one chosen from its GPU model and
-    /// count: a built-in name (`gpudoctor profiles` lists them) or a TOML profile file, which
-    /// may start from a built-in with `base = "hgx-h100"` (docs/profiles.md).
-    #[arg(long, value_name = "NAME|FILE")]
-    pub profile: Option<String>,
-
     #[command(flatten)]
     pub nccl: NcclArgs,
+}
+
+impl ProbeArgs {
+    pub fn source_options(&self) -> SourceOptions {
+        SourceOptions {
+            nvml_lib: self.nvml_lib.clone(),
+            kernel_log: self.kernel_log.clone(),
+            probe_timeout: Duration::from_secs(self.timeout.unwrap_or(10)),
+            kubelet_socket: self.kubelet_socket.clone(),
+            kubelet_timeout: Duration::from_secs(self.timeout.unwrap_or(5)),
+            nccl: self.nccl.options(),
+        }
+    }
 }
 
 /// The NCCL layer's options (docs/nccl.md). A benchmark saturates every GPU (and NIC) for a
@@ -319,31 +340,13 @@ pub struct RecordArgs {
     #[arg(long)]
     pub force: bool,
 
-    /// Load this NVML library instead of libnvidia-ml.so.1.
-    #[arg(long, value_name = "PATH")]
-    pub nvml_lib: Option<PathBuf>,
-
-    /// Read the kernel log from this file instead of /dev/kmsg.
-    #[arg(long, value_name = "FILE")]
-    pub kernel_log: Option<PathBuf>,
-
-    /// Longest any one probe may take, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub timeout: u64,
-
     #[command(flatten)]
-    pub nccl: NcclArgs,
+    pub probes: ProbeArgs,
 }
 
 impl RecordArgs {
     pub fn source_options(&self) -> SourceOptions {
-        SourceOptions {
-            nvml_lib: self.nvml_lib.clone(),
-            kernel_log: self.kernel_log.clone(),
-            probe_timeout: Duration::from_secs(self.timeout),
-            nccl: self.nccl.options(),
-            ..SourceOptions::default()
-        }
+        self.probes.source_options()
     }
 }
 
@@ -378,14 +381,7 @@ impl CheckArgs {
     }
 
     pub fn source_options(&self) -> SourceOptions {
-        SourceOptions {
-            nvml_lib: self.nvml_lib.clone(),
-            kernel_log: self.kernel_log.clone(),
-            probe_timeout: Duration::from_secs(self.timeout.unwrap_or(10)),
-            kubelet_socket: self.kubelet_socket.clone(),
-            kubelet_timeout: Duration::from_secs(self.timeout.unwrap_or(5)),
-            nccl: self.nccl.options(),
-        }
+        self.probes.source_options()
     }
 }
 

@@ -174,7 +174,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         );
         return Ok(exit::USAGE);
     }
-    if let Some(path) = &args.kernel_log
+    if let Some(path) = &args.probes.kernel_log
         && !path.is_file()
     {
         eprintln!(

@@ -19,6 +19,7 @@ use serde_json::json;
 use thiserror::Error;
 
 use crate::engine::{self, RunOptions};
+use crate::facts::k8s::PodResourcesFacts;
 use crate::facts::node;
 use crate::facts::nvml::NvmlFacts;
 use crate::redact::{Kind, Redactor};
@@ -26,8 +27,8 @@ use crate::report::Report;
 use crate::source::nccl::{NCCL_DIR, NcclProbe};
 use crate::source::rooted::{Trace, Visited};
 use crate::source::{
-    self, CAPTURE_DIR, DEV_KMSG, FsError, HostSource, KMSG_TXT, MANIFEST, NVML_JSON, RootedFs,
-    Source, SourceKind, SourceOptions,
+    self, CAPTURE_DIR, DEV_KMSG, ENV_JSON, FsError, HostSource, KMSG_TXT, MANIFEST, NVML_JSON,
+    POD_RESOURCES_JSON, RootedFs, Source, SourceKind, SourceOptions,
 };
 
 /// Where the replayed report of a capture is stored.
@@ -93,6 +94,8 @@ struct RecordingSource {
     inner: HostSource,
     nvml: OnceLock<NvmlFacts>,
     kernel_log: OnceLock<Result<Option<(String, String)>, FsError>>,
+    pod_resources: OnceLock<PodResourcesFacts>,
+    env_vars: OnceLock<BTreeMap<String, String>>,
     nccl: OnceLock<NcclProbe>,
 }
 
@@ -111,6 +114,14 @@ impl Source for RecordingSource {
             .get_or_init(|| self.inner.kernel_log())
             .clone()
     }
+    fn pod_resources(&self) -> PodResourcesFacts {
+        self.pod_resources
+            .get_or_init(|| self.inner.pod_resources())
+            .clone()
+    }
+    fn env_vars(&self) -> BTreeMap<String, String> {
+        self.env_vars.get_or_init(|| self.inner.env_vars()).clone()
+    }
     fn nccl(&self) -> NcclProbe {
         self.nccl.get_or_init(|| self.inner.nccl()).clone()
     }
@@ -128,6 +139,8 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         inner: HostSource::new(&options.root, options.source.clone()).with_trace(trace.clone()),
         nvml: OnceLock::new(),
         kernel_log: OnceLock::new(),
+        pod_resources: OnceLock::new(),
+        env_vars: OnceLock::new(),
         nccl: OnceLock::new(),
     };
     let _live = engine::run(
@@ -164,6 +177,11 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         {
             for serial in board_serials(text) {
                 redactor.add_literal(Kind::Serial, &serial);
+            }
+        }
+        if let Some(pods) = recording.pod_resources().list_value() {
+            for pod in pods {
+                redactor.add_literal(Kind::PodName, &pod.name);
             }
         }
         if let Ok(Some((log, _))) = &kernel_log {
@@ -224,6 +242,33 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         }
         Ok(None) => {}
         Err(err) => unreadable.push(json!({"path": err.path(), "error": err.to_string()})),
+    }
+    // The kubelet's answers (or why there were none), and the environment the in-Pod checks read.
+    // Stored under the kubelet's usual socket path: a --kubelet-socket given at record time
+    // means nothing where the capture is replayed.
+    let mut pods = recording.pod_resources();
+    pods.socket = crate::facts::k8s::POD_RESOURCES_SOCKET.to_string();
+    if let Some(err) = &pods.error {
+        unreadable.push(json!({"path": pods.socket, "error": err.message}));
+    }
+    let pods_text = serde_json::to_string_pretty(&pods).unwrap_or_else(|_| "{}".into());
+    write_text(
+        &capture,
+        POD_RESOURCES_JSON,
+        &pods_text,
+        &mut counts,
+        options.redact.then_some(&mut redactor),
+    )?;
+    let env = recording.env_vars();
+    if !env.is_empty() {
+        let env_text = serde_json::to_string_pretty(&env).unwrap_or_else(|_| "{}".into());
+        write_text(
+            &capture,
+            ENV_JSON,
+            &env_text,
+            &mut counts,
+            options.redact.then_some(&mut redactor),
+        )?;
     }
     // NCCL runs (`--nccl`, `--nccl-log`): the output as `.gpudoctor/nccl/<name>.log` and what
     // only the runner knew (command, exit, timeout) beside it as `<name>.json`.

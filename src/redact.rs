@@ -78,6 +78,11 @@ impl Redactor {
         if let Some(done) = self.map.get(original) {
             return done.clone();
         }
+        // Already a placeholder (a capture of a capture): keep it, so redaction is idempotent
+        // and a re-recorded capture is byte-identical.
+        if is_placeholder(kind, original) {
+            return original.to_string();
+        }
         let n = self.counts.entry(kind).or_default();
         *n += 1;
         let n = *n;
@@ -225,6 +230,34 @@ impl Redactor {
     }
 }
 
+/// Does `value` already have the shape [`Redactor::placeholder`] gives `kind`?
+fn is_placeholder(kind: Kind, value: &str) -> bool {
+    let numbered = |prefix: &str| {
+        value
+            .strip_prefix(prefix)
+            .is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_hexdigit()))
+    };
+    match kind {
+        Kind::Hostname => numbered("node-"),
+        Kind::PodName => numbered("pod-"),
+        Kind::Serial => {
+            numbered("SERIAL")
+                || (value.len() >= 4
+                    && value.starts_with("000")
+                    && value.chars().all(|c| c.is_ascii_digit()))
+        }
+        Kind::GpuUuid => numbered("GPU-00000000-0000-4000-8000-"),
+        Kind::MigUuid => numbered("MIG-00000000-0000-4000-8000-"),
+        Kind::Guid => value.starts_with("0000:0000:0000:"),
+        Kind::Gid => value.starts_with("fe80:0000:0000:0000:0000:0000:0000:"),
+        Kind::Mac => value.starts_with("02:00:00:00:"),
+        Kind::HardwareAddress => {
+            value.starts_with("00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:")
+        }
+        Kind::Ipv4 => value.starts_with("192.0.2."),
+    }
+}
+
 fn is_uuid(body: &str) -> bool {
     let groups: Vec<&str> = body.split('-').collect();
     groups.len() == 5
@@ -307,6 +340,18 @@ mod tests {
         r.add_literal(Kind::Hostname, "x"); // too short: ignored
         let out = r.redact("hgx-h100-01 mlx5_0 serial 1654922007835 x");
         assert_eq!(out, "node-0001 mlx5_0 serial 0000000000001 x");
+    }
+
+    #[test]
+    fn redacting_twice_changes_nothing_more() {
+        let mut first = Redactor::new();
+        first.add_literal(Kind::PodName, "llama-train-0");
+        first.add_literal(Kind::PodName, "bert-finetune-7f9c5");
+        let once = first.redact("llama-train-0 bert-finetune-7f9c5 GPU-5f2e9a1c-0b1d-4c3e-8f70-1a2b3c4d5e6f 94:6d:ae:5c:69:00");
+        let mut second = Redactor::new();
+        second.add_literal(Kind::PodName, "pod-0002");
+        second.add_literal(Kind::PodName, "pod-0001");
+        assert_eq!(second.redact(&once), once);
     }
 
     #[test]

@@ -17,103 +17,13 @@ use gpudoctor::facts::k8s::{
 };
 use gpudoctor::facts::nvml::NvmlFacts;
 use gpudoctor::report::{Layer, Report, Status};
-use gpudoctor::source::podresources::{allocatable_to_wire, pod_to_wire};
 use gpudoctor::source::{
     FsError, HostSource, POD_RESOURCES_JSON, ReplaySource, RootedFs, Source, SourceKind,
     SourceOptions,
 };
 use serde_json::{Value, json};
 
-/// The generated server trait, next to the library's messages it refers to as `super::`.
-#[allow(clippy::all, dead_code)]
-mod v1 {
-    pub use gpudoctor::source::podresources::v1::*;
-    include!("../src/source/podresources/v1_server.rs");
-}
-
-use v1::pod_resources_lister_server::{PodResourcesLister, PodResourcesListerServer};
-
-#[derive(Clone)]
-enum Behaviour {
-    /// Answer both calls from the facts.
-    Serve(Arc<PodResourcesFacts>),
-    /// Answer `List`, refuse `GetAllocatableResources` (a kubelet before 1.21).
-    NoAllocatable(Arc<PodResourcesFacts>),
-    /// Accept, then never answer.
-    Hang,
-}
-
-struct FakeKubelet(Behaviour);
-
-fn allocatable_of(facts: &PodResourcesFacts) -> v1::AllocatableResourcesResponse {
-    allocatable_to_wire(facts.allocatable_value().expect("fixture answered"))
-}
-
-fn list_of(facts: &PodResourcesFacts) -> v1::ListPodResourcesResponse {
-    v1::ListPodResourcesResponse {
-        pod_resources: facts
-            .list_value()
-            .expect("fixture answered")
-            .iter()
-            .map(pod_to_wire)
-            .collect(),
-    }
-}
-
-#[tonic::async_trait]
-impl PodResourcesLister for FakeKubelet {
-    async fn list(
-        &self,
-        _: tonic::Request<v1::ListPodResourcesRequest>,
-    ) -> Result<tonic::Response<v1::ListPodResourcesResponse>, tonic::Status> {
-        match &self.0 {
-            Behaviour::Serve(f) | Behaviour::NoAllocatable(f) => {
-                Ok(tonic::Response::new(list_of(f)))
-            }
-            Behaviour::Hang => std::future::pending().await,
-        }
-    }
-    async fn get_allocatable_resources(
-        &self,
-        _: tonic::Request<v1::AllocatableResourcesRequest>,
-    ) -> Result<tonic::Response<v1::AllocatableResourcesResponse>, tonic::Status> {
-        match &self.0 {
-            Behaviour::Serve(f) => Ok(tonic::Response::new(allocatable_of(f))),
-            Behaviour::NoAllocatable(_) => Err(tonic::Status::unimplemented(
-                "unknown method GetAllocatableResources for service v1.PodResourcesLister",
-            )),
-            Behaviour::Hang => std::future::pending().await,
-        }
-    }
-    async fn get(
-        &self,
-        _: tonic::Request<v1::GetPodResourcesRequest>,
-    ) -> Result<tonic::Response<v1::GetPodResourcesResponse>, tonic::Status> {
-        Err(tonic::Status::unimplemented("not served by the fake"))
-    }
-}
-
-/// A server on `<dir>/kubelet.sock`, running on its own thread until the process ends.
-fn serve(dir: &Path, behaviour: Behaviour) -> PathBuf {
-    let path = dir.join("kubelet.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-    listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::UnixListener::from_std(listener).unwrap();
-            tonic::transport::Server::builder()
-                .add_service(PodResourcesListerServer::new(FakeKubelet(behaviour)))
-                .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener))
-                .await
-                .unwrap();
-        });
-    });
-    path
-}
+use common::kubelet::{Behaviour, serve};
 
 /// A raw peer: accepts and either closes at once or writes `reply` and keeps the line open.
 fn raw_peer(dir: &Path, reply: Option<Vec<u8>>) -> PathBuf {

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: fixture discovery, the CLI binary, snapshots.
 #![allow(dead_code)]
 
+pub mod kubelet;
+
 use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
