@@ -144,24 +144,10 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     if let Some(code) = check_outputs(args.textfile_dir.as_deref(), args.save_report.as_deref()) {
         return Ok(code);
     }
-    // A packed capture: unpack into a temporary directory that lives until the report is out.
-    let unpacked = if args.root.is_file() && record::is_packed(&args.root) {
-        match record::unpack(&args.root) {
-            Ok(dir) => Some(dir),
-            Err(err) => {
-                eprintln!(
-                    "gpudoctor: --root {}: cannot unpack: {err}",
-                    args.root.display()
-                );
-                return Ok(exit::USAGE);
-            }
-        }
-    } else {
-        None
+    let (unpacked, root) = match open_root(&args.root) {
+        Ok(pair) => pair,
+        Err(code) => return Ok(code),
     };
-    let root = unpacked
-        .as_ref()
-        .map_or(args.root.clone(), |d| d.path().to_path_buf());
     if !root.is_dir() {
         let why = if args.root.exists() {
             "is not a directory"
@@ -342,15 +328,39 @@ fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
 }
 
 /// `gpudoctor topo`: the relationship matrix from sysfs (NVLink from NVML when it answers).
+/// `--root` as a directory to read: a packed capture (`.tar.gz`) is unpacked into a temporary
+/// directory that lives as long as the returned guard. `Err` is the exit code after a message.
+fn open_root(
+    root: &std::path::Path,
+) -> Result<(Option<tempfile::TempDir>, std::path::PathBuf), i32> {
+    if root.is_file() && record::is_packed(root) {
+        return match record::unpack(root) {
+            Ok(dir) => {
+                let path = dir.path().to_path_buf();
+                Ok((Some(dir), path))
+            }
+            Err(err) => {
+                eprintln!("gpudoctor: --root {}: cannot unpack: {err}", root.display());
+                Err(exit::USAGE)
+            }
+        };
+    }
+    Ok((None, root.to_path_buf()))
+}
+
 fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
-    if !args.root.is_dir() {
+    let (_unpacked, root) = match open_root(&args.root) {
+        Ok(pair) => pair,
+        Err(code) => return Ok(code),
+    };
+    if !root.is_dir() {
         eprintln!(
-            "gpudoctor: --root {} is not a directory; pass the node's root directory or a recorded fixture directory",
+            "gpudoctor: --root {} is not a directory; pass the node's root directory, a recorded fixture directory or a .tar.gz capture",
             args.root.display()
         );
         return Ok(exit::USAGE);
     }
-    let source = source::open(&args.root, args.source_options());
+    let source = source::open(&root, args.source_options());
     let topology = match gpudoctor::facts::topology::gather(source.as_ref()) {
         Ok(t) => t,
         Err(err) => {

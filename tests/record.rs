@@ -315,6 +315,22 @@ fn a_packed_capture_replays_directly() {
     assert_eq!(report["source"]["kind"], "replay");
     assert_eq!(report["source"]["root"], packed.to_str().unwrap());
     assert_eq!(report["first_failure"]["code"], "nvlink.links_active");
+    // `topo` reads the same capture: everything the topology layer read is in it.
+    let topo = common::gpudoctor(&[
+        "topo",
+        "--root",
+        packed.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        topo.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&topo.stderr)
+    );
+    let text = String::from_utf8_lossy(&topo.stdout);
+    assert!(text.contains("PIX") && text.contains("NV18"), "{text}");
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use super::{CheckDef, Context, Explain, Outcome};
 use crate::facts::nvidia;
 use crate::facts::rdma::{self, RdmaDevice, RdmaFacts, RdmaPort};
-use crate::report::{Action, Evidence, Layer};
+use crate::report::{Action, Evidence, Figure, FigureName, Layer};
 
 pub fn checks() -> Vec<CheckDef> {
     vec![
@@ -367,8 +367,21 @@ fn port_rate(ctx: &Context<'_>) -> Outcome {
             );
         }
     }
+    // Every port's rate as a figure (bytes per second), for dashboards: a port that trained
+    // low shows up there even between runs of this check.
+    let figures: Vec<Figure> = ports(facts)
+        .filter_map(|(d, p)| {
+            let rate = p.rate_gbps?;
+            Some(
+                Figure::new(FigureName::RdmaPortRateBytesPerSecond, rate * 1e9 / 8.0)
+                    .label("device", d.name.as_str())
+                    .label("port", p.port.to_string())
+                    .label("link_layer", p.link_layer.as_deref().unwrap_or("Unknown")),
+            )
+        })
+        .collect();
     if judged == 0 {
-        return Outcome::skip("no active port reports a rate");
+        return Outcome::skip("no active port reports a rate").figures(figures);
     }
     if fails.is_empty() {
         let rates: Vec<String> = fastest
@@ -378,12 +391,14 @@ fn port_rate(ctx: &Context<'_>) -> Outcome {
         return Outcome::pass(format!(
             "{judged} port(s) at the expected rate ({})",
             rates.join(", ")
-        ));
+        ))
+        .figures(figures);
     }
     Outcome::fail(fails.join("; "))
         .evidence_all(evidence)
         .hint("check the cable and transceiver type, the switch port speed and `mlxlink -d <dev> -p <port>`; reseat or replace the cable")
         .action(Action::HardwareInspection)
+        .figures(figures)
 }
 
 fn roce_config(ctx: &Context<'_>) -> Outcome {
