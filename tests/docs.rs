@@ -29,3 +29,15 @@ fn readme_and_ci_run_the_same_test_command() {
         ".ci/run must run `{command}`"
     );
 }
+
+#[test]
+fn fixtures_doc_lists_every_fixture() {
+    let doc = std::fs::read_to_string(common::repo().join("docs/fixtures.md")).unwrap();
+    for dir in common::fixtures() {
+        let name = common::name_of(&dir);
+        assert!(
+            doc.contains(&format!("| `{name}` |")),
+            "docs/fixtures.md lacks the fixture {name}"
+        );
+    }
+}
