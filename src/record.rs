@@ -179,6 +179,14 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
                 redactor.add_literal(Kind::Serial, &serial);
             }
         }
+        // The other nodes of a multi-node NCCL run name themselves in its log.
+        if let NcclProbe::Runs(runs) = recording.nccl() {
+            for run in &runs {
+                for host in run.log.hosts() {
+                    redactor.add_literal(Kind::Hostname, host);
+                }
+            }
+        }
         if let Some(pods) = recording.pod_resources().list_value() {
             for pod in pods {
                 redactor.add_literal(Kind::PodName, &pod.name);

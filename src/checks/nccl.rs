@@ -600,6 +600,15 @@ fn run_completed(ctx: &Context<'_>) -> Outcome {
         if let Some(q) = &log.unreadable_example {
             evidence.push(quote(run, q).expected("a line nccl-tests or NCCL prints"));
         }
+        // Every node the log shows (device lines and NCCL INFO prefixes): a multi-node run's
+        // report names who took part, for the ticket and for `gpudoctor check` on each of them.
+        let hosts: Vec<&str> = log.hosts().into_iter().collect();
+        if !hosts.is_empty() {
+            evidence.push(Evidence::new(
+                run.origin.clone(),
+                format!("nodes in the run: {}", hosts.join(" ")),
+            ));
+        }
         Outcome::pass(format!(
             "{collective} ran to its footer: {} rank(s) on {} node(s){sizes}{took}{skipped}",
             log.ranks(),

@@ -56,6 +56,18 @@ pub fn checks() -> Vec<CheckDef> {
             run: vf_locality,
         },
         CheckDef {
+            code: "sriov.pod_interface",
+            layer: Layer::Sriov,
+            title: "inside a Pod: the secondary interface is a VF with an RDMA device",
+            explain: Explain {
+                reads: "the Pod's /sys/class/net/net<N> (Multus names secondary interfaces net1, net2, ...), their device link, the VF's physfn link and infiniband/ directory; KUBERNETES_SERVICE_HOST or the service-account mount to know it runs in a Pod",
+                expects: "every net<N> interface backed by an SR-IOV VF that has an RDMA device",
+                why: "a secondary interface that is a plain veth or a VF without its RDMA device gives NCCL a TCP path only: the job runs, at a fraction of the speed",
+                fix: "check the Pod's k8s.v1.cni.cncf.io/networks annotation and its NetworkAttachmentDefinition (sriov CNI, not macvlan/ipvlan), request the VF resource in the Pod spec, and set isRdma: true in the SriovNetworkNodePolicy",
+            },
+            run: pod_interface,
+        },
+        CheckDef {
             code: "sriov.multus",
             layer: Layer::Sriov,
             title: "Multus is configured for secondary networks",
@@ -359,5 +371,76 @@ fn multus(ctx: &Context<'_>) -> Outcome {
                 .expected("a multus config (00-multus.conf)"),
         )
         .hint("install multus (its daemonset writes 00-multus.conf into /etc/cni/net.d) and create the NetworkAttachmentDefinition the pods reference")
+        .action(Action::FixConfig)
+}
+
+/// Multus names the interfaces it attaches `net1`, `net2`, ...
+fn is_secondary_interface(name: &str) -> bool {
+    name.strip_prefix("net")
+        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+}
+
+fn pod_interface(ctx: &Context<'_>) -> Outcome {
+    let pod = crate::facts::toolkit::gather_pod_context(ctx.source(), ctx.env());
+    if !pod.in_pod() {
+        return Outcome::skip("not running inside a pod");
+    }
+    let names = match ctx
+        .source()
+        .list_dir("sys/class/net", &is_secondary_interface)
+    {
+        Ok(names) => names,
+        Err(err) if err.is_missing() => Vec::new(),
+        Err(err) => return Outcome::unreadable(&err.into()),
+    };
+    if names.is_empty() {
+        return Outcome::skip("no secondary interface (net1, net2, ...) in this pod");
+    }
+    let mut fails = Vec::new();
+    let mut evidence = Vec::new();
+    let mut good = Vec::new();
+    for name in &names {
+        let device = format!("sys/class/net/{name}/device");
+        let bdf = ctx
+            .source()
+            .canonical(&device)
+            .ok()
+            .and_then(|p| p.rsplit('/').next().map(str::to_string))
+            .filter(|b| is_bdf(b));
+        let Some(bdf) = bdf else {
+            fails.push(format!(
+                "{name} is not backed by a pci function (a veth or macvlan, not an sr-iov vf)"
+            ));
+            evidence.push(Evidence::new(device, "no pci device").expected("an sr-iov vf"));
+            continue;
+        };
+        let dir = format!("sys/bus/pci/devices/{bdf}");
+        if !ctx.source().exists(&format!("{dir}/physfn")) {
+            fails.push(format!("{name} is backed by {bdf}, which is not a vf"));
+            evidence.push(
+                Evidence::new(format!("{dir}/physfn"), "absent").expected("a vf (physfn link)"),
+            );
+            continue;
+        }
+        let rdma = ctx
+            .source()
+            .read_dir(&format!("{dir}/infiniband"))
+            .unwrap_or_default();
+        match rdma.first() {
+            Some(dev) => good.push(format!("{name} = vf {bdf} with {dev}")),
+            None => {
+                fails.push(format!("{name} (vf {bdf}) has no rdma device"));
+                evidence.push(
+                    Evidence::new(format!("{dir}/infiniband"), "absent").expected("an rdma device"),
+                );
+            }
+        }
+    }
+    if fails.is_empty() {
+        return Outcome::pass(good.join("; "));
+    }
+    Outcome::fail(fails.join("; "))
+        .evidence_all(evidence)
+        .hint("check the pod's k8s.v1.cni.cncf.io/networks annotation and its NetworkAttachmentDefinition (sriov cni), request the vf resource in the pod spec, and set isRdma: true in the SriovNetworkNodePolicy")
         .action(Action::FixConfig)
 }

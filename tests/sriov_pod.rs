@@ -1,0 +1,147 @@
+//! `sriov.pod_interface` on the view from inside a Pod: a Multus secondary interface backed by an
+//! SR-IOV VF with its RDMA device passes; one without the RDMA device, or a veth, fails; outside a
+//! Pod the check does not apply. The trees are built the way sysfs lays them out (relative links).
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+
+use serde_json::Value;
+
+const VF: &str = "sys/devices/pci0000:17/0000:17:00.0/0000:18:00.1";
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+fn link(root: &Path, rel: &str, target: &str) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    symlink(target, path).unwrap();
+}
+
+/// A Pod's root: `net1` is VF 0000:18:00.1 of PF 0000:18:00.0, optionally with `mlx5_12`.
+fn pod(root: &Path, in_pod: bool, rdma: bool) {
+    write(root, ".gpudoctor/manifest.json", r#"{"format_version": 1}"#);
+    if in_pod {
+        write(
+            root,
+            ".gpudoctor/env.json",
+            r#"{"KUBERNETES_SERVICE_HOST": "10.96.0.1"}"#,
+        );
+    }
+    write(
+        root,
+        "sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/vendor",
+        "0x15b3\n",
+    );
+    write(root, &format!("{VF}/vendor"), "0x15b3\n");
+    link(root, &format!("{VF}/physfn"), "../0000:18:00.0");
+    link(
+        root,
+        "sys/bus/pci/devices/0000:18:00.1",
+        &format!("../../../{}", VF.trim_start_matches("sys/")),
+    );
+    write(root, &format!("{VF}/net/net1/operstate"), "up\n");
+    link(
+        root,
+        &format!("{VF}/net/net1/device"),
+        "../../../0000:18:00.1",
+    );
+    link(
+        root,
+        "sys/class/net/net1",
+        &format!("../../{}/net/net1", VF.trim_start_matches("sys/")),
+    );
+    if rdma {
+        write(
+            root,
+            &format!("{VF}/infiniband/mlx5_12/node_type"),
+            "1: CA\n",
+        );
+    }
+    write(root, "sys/devices/virtual/net/eth0/operstate", "up\n");
+    link(root, "sys/class/net/eth0", "../../devices/virtual/net/eth0");
+}
+
+fn pod_interface(root: &Path) -> Value {
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        root.to_str().unwrap(),
+        "--only",
+        "sriov",
+        "--format",
+        "json",
+    ]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["layers"][5]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["code"] == "sriov.pod_interface")
+        .cloned()
+        .unwrap()
+}
+
+#[test]
+fn a_vf_with_its_rdma_device_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    pod(dir.path(), true, true);
+    let check = pod_interface(dir.path());
+    assert_eq!(check["status"], "pass", "{check}");
+    assert!(
+        check["summary"]
+            .as_str()
+            .unwrap()
+            .contains("net1 = vf 0000:18:00.1 with mlx5_12")
+    );
+}
+
+#[test]
+fn a_vf_without_rdma_device_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    pod(dir.path(), true, false);
+    let check = pod_interface(dir.path());
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(
+        check["summary"]
+            .as_str()
+            .unwrap()
+            .contains("no rdma device"),
+        "{check}"
+    );
+}
+
+#[test]
+fn a_veth_secondary_interface_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    pod(dir.path(), true, true);
+    fs::remove_file(dir.path().join("sys/class/net/net1")).unwrap();
+    write(dir.path(), "sys/devices/virtual/net/net1/operstate", "up\n");
+    link(
+        dir.path(),
+        "sys/class/net/net1",
+        "../../devices/virtual/net/net1",
+    );
+    let check = pod_interface(dir.path());
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(
+        check["summary"]
+            .as_str()
+            .unwrap()
+            .contains("not backed by a pci function"),
+        "{check}"
+    );
+}
+
+#[test]
+fn outside_a_pod_it_does_not_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    pod(dir.path(), false, false);
+    assert_eq!(pod_interface(dir.path())["status"], "skip");
+}
