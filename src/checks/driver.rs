@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{CheckDef, Context, Explain, Outcome};
+use crate::facts::FactError;
 use crate::facts::nvidia::{self, PROC_DRIVER_GPUS};
 use crate::facts::nvml::{NvmlErrorKind, NvmlFacts};
 use crate::facts::pci::{PCI_DEVICES, PciFunction};
@@ -304,7 +305,8 @@ fn nouveau_absent(ctx: &Context<'_>) -> Outcome {
 
 /// `/dev/nvidia<minor>` names expected for the GPUs: the driver's `Device Minor` per GPU, else
 /// NVML's minor numbers, else 0..n (minor ≠ NVML index, sysfs.md §12).
-fn expected_gpu_minors(ctx: &Context<'_>) -> (Vec<u32>, &'static str) {
+/// Information files that exist but could not be read go to `unread`.
+fn expected_gpu_minors(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> (Vec<u32>, &'static str) {
     let gpus: Vec<String> = match ctx.pci() {
         Ok(pci) => pci.nvidia_gpus().map(|g| g.bdf.clone()).collect(),
         Err(_) => Vec::new(),
@@ -312,10 +314,7 @@ fn expected_gpu_minors(ctx: &Context<'_>) -> (Vec<u32>, &'static str) {
     let from_proc: Vec<u32> = gpus
         .iter()
         .filter_map(|bdf| {
-            let text = ctx
-                .source()
-                .read_to_string(&format!("{PROC_DRIVER_GPUS}/{bdf}/information"))
-                .ok()?;
+            let text = information(ctx, bdf, unread)?;
             nvidia::parse_information(&text)
                 .get("Device Minor")?
                 .parse()
@@ -337,8 +336,29 @@ fn expected_gpu_minors(ctx: &Context<'_>) -> (Vec<u32>, &'static str) {
     ((0..gpus.len() as u32).collect(), "gpu count on pci")
 }
 
+/// A GPU's `information` file; absent is `None`, unreadable is `None` noted in `unread`.
+fn information(ctx: &Context<'_>, bdf: &str, unread: &mut Vec<FactError>) -> Option<String> {
+    match ctx
+        .source()
+        .read_to_string(&format!("{PROC_DRIVER_GPUS}/{bdf}/information"))
+    {
+        Ok(text) => Some(text),
+        Err(err) if err.is_missing() => None,
+        Err(err) => {
+            unread.push(err.into());
+            None
+        }
+    }
+}
+
 fn device_nodes(ctx: &Context<'_>) -> Outcome {
-    let (minors, minors_from) = expected_gpu_minors(ctx);
+    let mut unread = Vec::new();
+    let outcome = device_nodes_judged(ctx, &mut unread);
+    outcome.noting_unread(&unread)
+}
+
+fn device_nodes_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
+    let (minors, minors_from) = expected_gpu_minors(ctx, unread);
     let mut wanted: Vec<String> = vec!["dev/nvidiactl".into(), "dev/nvidia-uvm".into()];
     wanted.extend(minors.iter().map(|m| format!("dev/nvidia{m}")));
     let missing: Vec<&String> = wanted.iter().filter(|p| !ctx.source().exists(p)).collect();
@@ -403,17 +423,19 @@ fn nvml_init(ctx: &Context<'_>) -> Outcome {
 }
 
 /// `GPU Excluded: Yes` in the driver's information file: told to ignore it (`NVreg_ExcludedGpus`).
-fn excluded_gpus(ctx: &Context<'_>, gpus: &[&PciFunction]) -> BTreeSet<String> {
+/// Information files that exist but could not be read go to `unread`.
+fn excluded_gpus(
+    ctx: &Context<'_>,
+    gpus: &[&PciFunction],
+    unread: &mut Vec<FactError>,
+) -> BTreeSet<String> {
     gpus.iter()
         .filter(|g| {
-            ctx.source()
-                .read_to_string(&format!("{PROC_DRIVER_GPUS}/{}/information", g.bdf))
-                .map(|t| {
-                    nvidia::parse_information(&t)
-                        .get("GPU Excluded")
-                        .is_some_and(|v| v.eq_ignore_ascii_case("yes"))
-                })
-                .unwrap_or(false)
+            information(ctx, &g.bdf, unread).is_some_and(|t| {
+                nvidia::parse_information(&t)
+                    .get("GPU Excluded")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("yes"))
+            })
         })
         .map(|g| g.bdf.clone())
         .collect()
@@ -441,6 +463,12 @@ fn kernel_log_mentions(ctx: &Context<'_>, bdf: &str) -> Vec<Evidence> {
 }
 
 fn gpu_count(ctx: &Context<'_>) -> Outcome {
+    let mut unread = Vec::new();
+    let outcome = gpu_count_judged(ctx, &mut unread);
+    outcome.noting_unread(&unread)
+}
+
+fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
     let nvml = ctx.nvml();
     if nvml.init_error.is_some() {
         return Outcome::skip("nvml unavailable (see driver.nvml_init)");
@@ -456,7 +484,7 @@ fn gpu_count(ctx: &Context<'_>) -> Outcome {
         .iter()
         .filter_map(|d| d.pci_bus_id.clone())
         .collect();
-    let excluded = excluded_gpus(ctx, &gpus);
+    let excluded = excluded_gpus(ctx, &gpus, unread);
 
     let mut fails: Vec<String> = Vec::new();
     let mut evidence: Vec<Evidence> = Vec::new();

@@ -30,6 +30,9 @@ use crate::profile::{self, Profile};
 use crate::report::{Action, Evidence, Figure, Layer, Status};
 use crate::source::{FsError, Source};
 
+/// Most unreadable files [`Outcome::with_unread`] lists one by one.
+pub const MAX_UNREAD_EVIDENCE: usize = 32;
+
 /// What `gpudoctor explain CODE` prints.
 #[derive(Debug, Clone, Copy)]
 pub struct Explain {
@@ -116,6 +119,72 @@ impl Outcome {
         Outcome::error(format!("could not read {}: {}", err.path, err.message))
             .evidence(Evidence::new(&err.path, &err.message))
             .hint("check that gpudoctor runs as root and that --root points at the node's root (a DaemonSet mounts it at /host)")
+    }
+    /// Inputs the check needed but could not read or parse (the `problems` that facts collect
+    /// instead of failing): each becomes evidence naming its path. A pass or skip becomes an
+    /// `error` — part of the node went unjudged, and a pass over an unreadable file would mislead
+    /// (DESIGN.md: `error`, could not be evaluated); a warning or failure found in what was
+    /// readable stands, with the unread files added to it.
+    pub fn with_unread<'e>(mut self, problems: impl IntoIterator<Item = &'e FactError>) -> Self {
+        let problems: Vec<&FactError> = problems.into_iter().collect();
+        let Some(first) = problems.first() else {
+            return self;
+        };
+        let what = match problems.len() {
+            1 => format!("could not read {}: {}", first.path, first.message),
+            n => format!(
+                "could not read {n} input files (first {}: {})",
+                first.path, first.message
+            ),
+        };
+        if matches!(self.status, Status::Pass | Status::Skip | Status::NotRun) {
+            self.summary = format!("{what}; judged without: {}", self.summary);
+            self.status = Status::Error;
+            if self.hint.is_none() {
+                self.hint = Some("read the file by hand (`cat <path>`): an i/o error from sysfs points at the device itself; a permission error means gpudoctor needs root and the host's /sys and /proc (a DaemonSet mounts them under /host)".to_string());
+            }
+        } else {
+            self.summary = format!("{}; {what}", self.summary);
+        }
+        let shown = problems.len().min(MAX_UNREAD_EVIDENCE);
+        self.evidence.extend(
+            problems[..shown].iter().map(|p| {
+                Evidence::new(&p.path, &p.message).expected("a readable, well-formed file")
+            }),
+        );
+        if problems.len() > shown {
+            self.evidence.push(Evidence::new(
+                "…",
+                format!("{} more unreadable files", problems.len() - shown),
+            ));
+        }
+        self
+    }
+    /// Files the check could have used but did without (it fell back to another source, or
+    /// needed them only in a case that did not arise): named in the summary and the evidence,
+    /// status unchanged.
+    pub fn noting_unread<'e>(mut self, problems: impl IntoIterator<Item = &'e FactError>) -> Self {
+        let problems: Vec<&FactError> = problems.into_iter().collect();
+        let Some(first) = problems.first() else {
+            return self;
+        };
+        self.summary = match problems.len() {
+            1 => format!(
+                "{} (could not read {}: {}; judged without it)",
+                self.summary, first.path, first.message
+            ),
+            n => format!(
+                "{} (could not read {n} files, first {}: {}; judged without them)",
+                self.summary, first.path, first.message
+            ),
+        };
+        let shown = problems.len().min(MAX_UNREAD_EVIDENCE);
+        self.evidence.extend(
+            problems[..shown]
+                .iter()
+                .map(|p| Evidence::new(&p.path, &p.message).expected("a readable file")),
+        );
+        self
     }
     pub fn evidence(mut self, evidence: Evidence) -> Self {
         self.evidence.push(evidence);

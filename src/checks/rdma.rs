@@ -25,7 +25,9 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "a missing HCA, or one flipped to Ethernet mode, leaves a GPU without its NIC: multi-node collectives fall back to slower paths or fail to start",
                 fix: "`ibdev2netdev` / `ibstat` to compare; an HCA without an RDMA device needs mlx5_ib loaded; a port in the wrong link layer is set with `mlxconfig -d <dev> set LINK_TYPE_P1=1` (IB) and a reboot",
             },
-            run: devices,
+            run: |ctx| {
+                devices(ctx).with_unread(unread(ctx, &["link_layer", "hca_type", "node_guid"]))
+            },
         },
         CheckDef {
             code: "rdma.port_state",
@@ -37,7 +39,7 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "a port that is not up carries no traffic; NCCL either skips the NIC (slower) or fails",
                 fix: "Polling: no peer — check the cable, transceiver and switch port; Disabled: enable it (`ibportstate`, or the switch); INIT: no subnet manager has configured it (check opensm/UFM); LinkErrorRecovery or training: a marginal link — reseat or replace the cable",
             },
-            run: port_state,
+            run: |ctx| port_state(ctx).with_unread(unread(ctx, &["state", "phys_state"])),
         },
         CheckDef {
             code: "rdma.port_rate",
@@ -49,7 +51,7 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "a link that trained at HDR instead of NDR halves that NIC's bandwidth; in a ring the slowest link sets everyone's speed",
                 fix: "check the cable and transceiver type (NDR needs NDR optics), the switch port speed, and `mlxlink -d <dev>`; reseat or replace the cable",
             },
-            run: port_rate,
+            run: |ctx| port_rate(ctx).with_unread(unread(ctx, &["rate"])),
         },
         CheckDef {
             code: "rdma.roce_config",
@@ -61,7 +63,9 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "without a RoCE v2 GID (no IP on the interface) NCCL cannot route RDMA over Ethernet; a down netdev means no link; mismatched MTUs fragment or drop",
                 fix: "assign the interface its IP address (the GID table is built from it), `ip link set <if> up`, and set one MTU on all RDMA interfaces (`ip link set <if> mtu 9000`)",
             },
-            run: roce_config,
+            run: |ctx| {
+                roce_config(ctx).with_unread(unread(ctx, &["link_layer", "mtu", "operstate"]))
+            },
         },
         CheckDef {
             code: "rdma.error_counters",
@@ -73,7 +77,7 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "symbol errors and link recoveries are a marginal cable or optic; every retransmission costs bandwidth and latency",
                 fix: "watch the counters with `perfquery` for a few minutes; rising counters mean a cable or transceiver to replace; clear them with `perfquery -x -R` after the fix",
             },
-            run: error_counters,
+            run: |ctx| error_counters(ctx).with_unread(unread(ctx, rdma::ERROR_COUNTERS)),
         },
         CheckDef {
             code: "rdma.verbs",
@@ -109,9 +113,38 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "mixed firmware on identical HCAs is a half-finished update: behaviour and performance differ port by port",
                 fix: "update all HCAs of the model to the same firmware (`mlxfwmanager --online -u`), then reset them (`mlxfwreset`) or reboot",
             },
-            run: firmware,
+            run: |ctx| firmware(ctx).with_unread(unread(ctx, &["fw_ver"])),
         },
     ]
+}
+
+/// Files of one check only; a problem with any other file (a class entry that does not resolve)
+/// belongs to `rdma.devices`.
+const OWN_FILES: &[&[&str]] = &[
+    &["link_layer", "hca_type", "node_guid"],
+    &["state", "phys_state"],
+    &["rate"],
+    &["mtu", "operstate"],
+    rdma::ERROR_COUNTERS,
+    &["fw_ver"],
+];
+
+/// The RDMA facts' read problems (device-level and per port) about one of `files`; with the
+/// devices' own files, also those about no check's file.
+fn unread<'c>(ctx: &'c Context<'_>, files: &[&str]) -> Vec<&'c crate::facts::FactError> {
+    let Ok(facts) = ctx.rdma() else {
+        return Vec::new();
+    };
+    let generic = files == OWN_FILES[0];
+    facts
+        .problems
+        .iter()
+        .chain(ports(facts).flat_map(|(_, p)| p.problems.iter()))
+        .filter(|p| {
+            let file = p.path.rsplit('/').next().unwrap_or_default();
+            files.contains(&file) || (generic && !OWN_FILES.iter().any(|f| f.contains(&file)))
+        })
+        .collect()
 }
 
 /// The RDMA facts, or the finished outcome when none apply.

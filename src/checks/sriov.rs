@@ -29,7 +29,9 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "a resource with no VFs behind it (the PF was never configured: sriov_numvfs 0) leaves Pods that request it Pending, or scheduled without their secondary network",
                 fix: "enable the VFs (`echo N > /sys/bus/pci/devices/<pf>/sriov_numvfs`, or the SriovNetworkNodePolicy of the sriov-network-operator) and restart the sriov device plugin pod",
             },
-            run: vfs_enabled,
+            // The VF counts and virtfn links it could not read (the other checks judge the VFs
+            // this one found).
+            run: |ctx| vfs_enabled(ctx).with_unread(&ctx.sriov().problems),
         },
         CheckDef {
             code: "sriov.vf_binding",

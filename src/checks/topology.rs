@@ -12,10 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{CheckDef, Context, Explain, Outcome};
-use crate::facts::iommu;
 use crate::facts::pci::{LinkSpeed, PCI_DEVICES, describe_link, link_gb_per_s};
 use crate::facts::pcicfg::{ACS_CR, ACS_EC, ACS_RR, ACS_SV, AcsReading, acs_flags};
 use crate::facts::topology::{self, DeviceKind, Link, NumaSource, PciDevice, Topology};
+use crate::facts::{FactError, iommu};
 use crate::report::{Action, Evidence, Layer};
 
 pub fn checks() -> Vec<CheckDef> {
@@ -30,7 +30,7 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "a link that trained at x8 halves host↔GPU and GPUDirect RDMA bandwidth while every Kubernetes object says Running; a NIC or switch port below its speed caps the whole subtree",
                 fix: "reseat the card, riser or cable of the named link and check the slot's BIOS settings; confirm with `lspci -vv -s <bdf> | grep -E 'LnkCap|LnkSta'` (both ends show the downgrade)",
             },
-            run: pcie_link,
+            run: |ctx| pcie_link(ctx).with_unread(unread(ctx, LINK_FILES)),
         },
         CheckDef {
             code: "topology.aer_errors",
@@ -42,7 +42,7 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "uncorrectable PCIe errors reset links, drop the GPU or NIC off the bus (XID 79) and corrupt DMA; the counters show a marginal link before the job dies",
                 fix: "read `dmesg | grep -i aer` for the device and error type; reseat or replace the card, riser or cable of the link named (either end may count the errors); counters only reset at reboot, so compare after a reboot",
             },
-            run: aer_errors,
+            run: |ctx| aer_errors(ctx).with_unread(unread(ctx, AER_FILES)),
         },
         CheckDef {
             code: "topology.numa_affinity",
@@ -54,7 +54,7 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "numa_node -1 means the firmware gave no PCIe locality (ACPI _PXM): the device plugin then reports no topology, the kubelet's Topology Manager cannot align GPUs with CPUs and memory, and NCCL guesses",
                 fix: "update the BIOS or enable its NUMA / ACPI SRAT option (and on AMD, the NPS / 'ACPI SRAT L3 cache as NUMA' setting the platform guide asks for); in a VM, give the guest a virtual NUMA topology with device affinity",
             },
-            run: numa_affinity,
+            run: |ctx| numa_affinity(ctx).with_unread(unread_numa(ctx)),
         },
         CheckDef {
             code: "topology.gpu_nic_locality",
@@ -66,7 +66,7 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "NCCL uses GPUDirect RDMA only up to PXB by default (NCCL_NET_GDR_LEVEL): further away, inter-node traffic bounces through host memory at roughly half the bandwidth, and across the CPU interconnect it also competes with everything else on the socket link",
                 fix: "put a compute NIC under each GPU's PCIe switch (check the server's slot map: NICs moved to other risers or sockets), or re-cable; `gpudoctor topo` shows the matrix",
             },
-            run: gpu_nic_locality,
+            run: |ctx| gpu_nic_locality(ctx).with_unread(unread_numa(ctx)),
         },
         CheckDef {
             code: "topology.acs",
@@ -78,7 +78,10 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "with ACS redirect on, GPU↔GPU and GPU↔NIC traffic goes up to the root complex instead of across the switch: GPUDirect P2P and RDMA slow down sharply or hang (NCCL troubleshooting guide)",
                 fix: "disable ACS in the BIOS, boot with `pci=disable_acs_redir=<bdf>[;<bdf>...]`, or until the next reboot `setpci -s <bdf> ECAP_ACS+0x6.w=0000`; check with `sudo lspci -vvv | grep ACSCtl`",
             },
-            run: acs,
+            run: |ctx| {
+                let mut unread_inputs = Vec::new();
+                acs(ctx, &mut unread_inputs).with_unread(&unread_inputs)
+            },
         },
         CheckDef {
             code: "topology.iommu",
@@ -105,6 +108,54 @@ pub fn checks() -> Vec<CheckDef> {
             run: kubelet_topology_manager,
         },
     ]
+}
+
+/// Device attributes that concern one check only; a problem with any other file (a device
+/// that could not be resolved or identified) concerns every check that walks the devices.
+const LINK_FILES: &[&str] = &[
+    "current_link_speed",
+    "max_link_speed",
+    "current_link_width",
+    "max_link_width",
+];
+const AER_FILES: &[&str] = &[
+    "aer_dev_correctable",
+    "aer_dev_fatal",
+    "aer_dev_nonfatal",
+    "aer_rootport_total_err_cor",
+    "aer_rootport_total_err_fatal",
+    "aer_rootport_total_err_nonfatal",
+];
+const NUMA_FILES: &[&str] = &["numa_node", "local_cpulist", "local_cpus"];
+
+/// The topology facts' read problems a check depends on: those about one of `files`, and those
+/// about no check's own attribute.
+fn unread<'c>(ctx: &'c Context<'_>, files: &[&str]) -> Vec<&'c FactError> {
+    let Ok(t) = ctx.topology() else {
+        return Vec::new();
+    };
+    t.problems
+        .iter()
+        // RDMA class entries (a dangling link, a software device outside the PCI tree) are the
+        // rdma layer's, which reads the same directory.
+        .filter(|p| !p.path.starts_with("sys/class/infiniband/"))
+        .filter(|p| {
+            let file = p.path.rsplit('/').next().unwrap_or_default();
+            let own = [LINK_FILES, AER_FILES, NUMA_FILES]
+                .iter()
+                .any(|set| set.contains(&file));
+            files.contains(&file) || !own
+        })
+        .collect()
+}
+
+/// [`unread`] for the NUMA checks: the devices' NUMA files and the NUMA nodes' own.
+fn unread_numa<'c>(ctx: &'c Context<'_>) -> Vec<&'c FactError> {
+    let mut problems = unread(ctx, NUMA_FILES);
+    if let Ok(t) = ctx.topology() {
+        problems.extend(&t.numa.problems);
+    }
+    problems
 }
 
 fn topo<'c>(ctx: &'c Context<'_>) -> Result<&'c Topology, Outcome> {
@@ -655,7 +706,9 @@ fn gpu_nic_locality(ctx: &Context<'_>) -> Outcome {
     ))
 }
 
-fn acs(ctx: &Context<'_>) -> Outcome {
+/// `unread_inputs` gets the devices that could not be placed in the tree and the switch ports
+/// whose `config` could not be read or parsed.
+fn acs(ctx: &Context<'_>, unread_inputs: &mut Vec<FactError>) -> Outcome {
     let t = match topo(ctx) {
         Ok(t) => t,
         Err(o) => return o,
@@ -667,6 +720,7 @@ fn acs(ctx: &Context<'_>) -> Outcome {
             "virtual machine (cpu flag hypervisor): acs stays on for isolation there",
         );
     }
+    unread_inputs.extend(unread(ctx, &[]).into_iter().cloned());
     let mut ports: Vec<&PciDevice> = Vec::new();
     let mut below: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for end in t
@@ -700,7 +754,10 @@ fn acs(ctx: &Context<'_>) -> Outcome {
         match reading {
             Ok(Some(AcsReading::Truncated { len })) => truncated.push((path, len)),
             Ok(None) => unreadable.push(format!("{path}: absent")),
-            Err(err) => unreadable.push(err.to_string()),
+            Err(err) => {
+                unreadable.push(err.to_string());
+                unread_inputs.push(err);
+            }
             Ok(Some(AcsReading::NoAcs | AcsReading::NoExtendedCapabilities)) => judged += 1,
             Ok(Some(AcsReading::Present(acs))) => {
                 judged += 1;
@@ -787,6 +844,10 @@ fn iommu_mode(ctx: &Context<'_>) -> Outcome {
         .map(|d| d.bdf.as_str())
         .collect();
     let facts = iommu::gather(ctx.source(), &ends);
+    iommu_judged(ctx, &facts).with_unread(&facts.problems)
+}
+
+fn iommu_judged(ctx: &Context<'_>, facts: &iommu::IommuFacts) -> Outcome {
     let profile = ctx.profile();
     let gdr = profile.and_then(|p| p.gpudirect_rdma) == Some(true);
     let cmdline = facts.cmdline.clone().unwrap_or_default();

@@ -245,6 +245,13 @@ impl ReplaySource {
         self.nccl_logs = logs;
         self
     }
+
+    /// Record every file access into `trace`, the probe answers in `.gpudoctor/` included: which
+    /// files a replay reads (tests/bad_input_corpus.rs damages exactly those).
+    pub fn with_trace(mut self, trace: std::sync::Arc<std::sync::Mutex<rooted::Trace>>) -> Self {
+        self.fs = self.fs.with_trace(trace);
+        self
+    }
 }
 
 impl Source for ReplaySource {
