@@ -177,12 +177,10 @@ impl Source for HostSource {
     }
     fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
         if let Some(path) = &self.options.kernel_log {
+            // Never a plain open: a FIFO without a writer would block it forever.
             let shown = path.display().to_string();
-            let mut file = std::fs::File::open(path).map_err(|e| FsError::Io {
-                path: shown.clone(),
-                message: e.to_string(),
-            })?;
-            return rooted::read_capped(&mut file, &shown, rooted::DEFAULT_READ_CAP)
+            let wait = self.options.probe_timeout;
+            return rooted::read_named_file(path, &shown, rooted::DEFAULT_READ_CAP, wait)
                 .map(|text| Some((text, shown)));
         }
         match self.fs.read_records_nonblocking(DEV_KMSG) {
