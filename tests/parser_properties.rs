@@ -6,7 +6,8 @@
 //!
 //! Each parser gets three kinds of input:
 //! - arbitrary text (`any::<String>()`) and arbitrary bytes read as lossy UTF-8 (what a reader
-//!   would hand over after a damaged read);
+//!   would hand over after a damaged read); the NCCL log parser, which reads bytes, also gets
+//!   raw bytes, cut into chunks at arbitrary offsets (and must give the same log however cut);
 //! - a soup of the tokens its format is made of (`0x`, `-`, `,`, `Gb/sec`, `NVRM: Xid (`, ...),
 //!   which reaches far deeper into a hand-written parser than random text does;
 //! - real-format samples (the healthy fixture's own files, and literal lines from the parsers'
@@ -36,7 +37,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use gpudoctor::facts::{
-    cdi, iommu, k8s, kubelet, modules, numa, nvidia, nvml, pci, pcicfg, rdma, sriov, toolkit,
+    cdi, iommu, k8s, kubelet, modules, nccl, numa, nvidia, nvml, pci, pcicfg, rdma, sriov, toolkit,
     topology, xid,
 };
 use gpudoctor::profile;
@@ -808,6 +809,113 @@ fn xid_lines_read_back_their_number_and_gpu() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// NCCL logs (nccl-tests output with NCCL_DEBUG=INFO lines)
+
+const NCCL_TOKENS: &[&str] = &[
+    "# nccl-tests version 2.19.6\n",
+    "# Collective test starting: all_reduce_perf\n",
+    "#  Rank  0 Group  0 Pid  41234 on hgx-h100-01 device  0 [0000:18:00] NVIDIA H100 80GB HBM3\n",
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n",
+    "  8589934592    2147483648     float     sum      -1",
+    "   35721.4  240.47  420.82      0",
+    "      N/A",
+    " 1e+05",
+    "# Out of bounds values : 0 OK\n",
+    "# Avg bus bandwidth    : 247.1\n",
+    "hgx-h100-01:41234:41262 [0] NCCL INFO ",
+    "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+    "Channel 00/0 : 1[1] -> 0[0] [send] via NET/IB/0/GDRDMA",
+    " via NET/Socket/0",
+    "NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB enp105s0f0np0:10.0.0.11<0>",
+    "NET/Plugin: Could not find: libnccl-net.so.",
+    "NVLS multicast support is available",
+    "NCCL WARN NET/IB : Got completion from peer 10.0.0.12<38723> with status=12 opcode=0",
+    "Test NCCL failure common.cu:1005 'unhandled system error'",
+    "[1,0]<stdout>:",
+    "[0] ",
+    "0: ",
+    "\n",
+    "\n",
+];
+
+fn nccl_log(input: &(String, Vec<usize>)) {
+    let (text, cuts) = input;
+    // Whole, and cut into chunks at arbitrary byte offsets (a pipe delivers it so): the same log.
+    let mut whole = nccl::NcclLogParser::new();
+    whole.feed_bytes(text.as_bytes());
+    let whole = whole.finish();
+    let mut chunked = nccl::NcclLogParser::new();
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    for cut in cuts {
+        let end = (at + cut % 4096).min(bytes.len());
+        chunked.feed_bytes(&bytes[at..end]);
+        at = end;
+    }
+    chunked.feed_bytes(&bytes[at..]);
+    assert_eq!(chunked.finish(), whole);
+    let log = nccl::parse_log(text);
+    let _ = (
+        log.hosts(),
+        log.nodes(),
+        log.ranks(),
+        log.largest_size(),
+        log.has_info(),
+    );
+    let _ = log
+        .peak_row(1 << 30)
+        .map(|r| (r.peak_busbw(), r.wrong_count()));
+    assert!(log.rows.len() <= nccl::MAX_ROWS);
+}
+
+#[test]
+fn nccl_logs_never_panic_and_chunking_changes_nothing() {
+    let mut samples = Vec::new();
+    for entry in std::fs::read_dir(repo().join("fixtures")).unwrap() {
+        let dir = entry.unwrap().path().join(".gpudoctor/nccl");
+        for log in std::fs::read_dir(&dir).into_iter().flatten() {
+            let path = log.unwrap().path();
+            if path.extension().is_some_and(|e| e == "log") {
+                samples.push(std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    assert!(!samples.is_empty(), "no fixture has .gpudoctor/nccl/*.log");
+    property(
+        "nccl log",
+        move || {
+            (
+                inputs(NCCL_TOKENS, samples),
+                prop::collection::vec(any::<usize>(), 0..16),
+            )
+        },
+        nccl_log,
+    );
+    property(
+        "nccl bytes",
+        || {
+            (
+                prop::collection::vec(any::<u8>(), 0..2000),
+                prop::collection::vec(any::<usize>(), 0..16),
+            )
+        },
+        |(bytes, cuts)| {
+            let mut parser = nccl::NcclLogParser::new();
+            let mut at = 0;
+            for cut in cuts {
+                let end = (at + cut % 512).min(bytes.len());
+                parser.feed_bytes(&bytes[at..end]);
+                at = end;
+            }
+            parser.feed_bytes(&bytes[at..]);
+            let log = parser.finish();
+            assert!(log.lines as usize <= bytes.iter().filter(|b| **b == b'\n').count() + 1);
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // Kubernetes: kubelet config, pod-resources answers, checkpoint, device ids
 
 #[test]
@@ -1181,6 +1289,24 @@ fn big_inputs() {
     timed("yaml wide aliases", &wide, |t| {
         let _ = cdi::parse_cdi_spec(t, "x.yaml");
     });
+    // NCCL: one 8 MiB line (cut at 16 KiB), and 8 MiB of INFO transport lines.
+    timed(
+        "nccl one line",
+        &"Channel 00/0 : ".repeat(8 * MIB / 15),
+        |t| {
+            let _ = nccl::parse_log(t);
+        },
+    );
+    timed(
+        "nccl info lines",
+        &"hgx-h100-01:41234:41262 [0] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [send] via NET/IB/0/GDRDMA\n"
+            .repeat(8 * MIB / 93),
+        |t| {
+            let mut parser = nccl::NcclLogParser::new();
+            parser.feed_bytes(t.as_bytes());
+            let _ = parser.finish();
+        },
+    );
     let cmdline = "iommu=pt ".repeat(MIB / 9);
     timed("cmdline", &cmdline, |t| {
         let _ = iommu::parse_cmdline(t);
