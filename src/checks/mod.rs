@@ -343,8 +343,9 @@ impl<'a> Context<'a> {
 
     /// The PCI tree, NUMA nodes and device placement, from sysfs alone (topology layer).
     pub fn topology(&self) -> &Result<crate::facts::topology::Topology, FactError> {
-        self.topology
-            .get_or_init(|| crate::facts::topology::gather(self.source))
+        self.topology.get_or_init(|| {
+            crate::facts::topology::gather_with(self.source, self.pci().as_ref().ok())
+        })
     }
 
     /// The kubelet config's resource-manager policies and the file they came from.

@@ -408,6 +408,10 @@ pub fn ibv_wc_status_name(status: u32) -> Option<&'static str> {
 }
 
 fn cut(text: &str, max_chars: usize) -> String {
+    // No more bytes than the limit: no more chars either (every line of a big log comes here).
+    if text.len() <= max_chars {
+        return text.to_string();
+    }
     match text.char_indices().nth(max_chars) {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text.to_string(),
@@ -511,7 +515,9 @@ impl Layout {
 pub struct NcclLogParser {
     log: NcclLog,
     layout: Option<Layout>,
-    tail: VecDeque<Quoted>,
+    /// The last [`TAIL_LINES`] lines as (line number, text), quoted only at the end: buffers are
+    /// reused, so a log of millions of lines does not allocate per line.
+    tail: VecDeque<(u64, String)>,
     splitter: LineSplitter,
 }
 
@@ -576,7 +582,11 @@ impl NcclLogParser {
     pub fn finish(mut self) -> NcclLog {
         let mut splitter = std::mem::take(&mut self.splitter);
         splitter.finish(&mut |line, cut| self.feed_raw_line(line, cut));
-        self.log.tail = self.tail.into_iter().collect();
+        self.log.tail = self
+            .tail
+            .into_iter()
+            .map(|(line, text)| Quoted::new(line, &text))
+            .collect();
         self.log
     }
 
@@ -596,10 +606,15 @@ impl NcclLogParser {
         if line.trim().is_empty() {
             return;
         }
-        if self.tail.len() == TAIL_LINES {
-            self.tail.pop_front();
-        }
-        self.tail.push_back(self.quote(line));
+        let mut slot = if self.tail.len() == TAIL_LINES {
+            self.tail.pop_front().unwrap_or_default()
+        } else {
+            (0, String::new())
+        };
+        slot.0 = self.log.lines;
+        slot.1.clear();
+        slot.1.push_str(line);
+        self.tail.push_back(slot);
 
         if let Some(pos) = line.find("NCCL INFO ") {
             self.note_host(&line[..pos]);
@@ -661,7 +676,8 @@ impl NcclLogParser {
                 && parts[2].chars().all(|c| c.is_ascii_digit())
                 && !parts[1].is_empty()
             {
-                if self.log.info_hosts.len() < MAX_HOSTS {
+                if self.log.info_hosts.len() < MAX_HOSTS && !self.log.info_hosts.contains(parts[0])
+                {
                     self.log.info_hosts.insert(parts[0].to_string());
                 }
                 return;
@@ -790,47 +806,59 @@ impl NcclLogParser {
         self.log.info_lines += 1;
         let text = text.trim();
         let t = &mut self.log.transports;
-        let quote = Quoted::new(self.log.lines, line);
+        // Quoted only where kept: most INFO lines are channel lines whose example is taken.
+        let number = self.log.lines;
+        let quote = || Quoted::new(number, line);
         if let Some(name) = text.strip_prefix("Using network ") {
-            t.network = Some((name.trim().to_string(), quote));
+            t.network = Some((name.trim().to_string(), quote()));
         } else if let Some(via) = via_path(text) {
             let mut parts = via.split('/');
             let kind = parts.next().unwrap_or_default();
             match kind {
                 "P2P" => {
                     t.p2p.channels += 1;
-                    t.p2p.example.get_or_insert(quote);
+                    t.p2p.example.get_or_insert_with(quote);
                     let flavour = parts.next().unwrap_or("?").trim();
-                    *t.p2p_kinds.entry(flavour.to_string()).or_default() += 1;
+                    match t.p2p_kinds.get_mut(flavour) {
+                        Some(n) => *n += 1,
+                        None => {
+                            t.p2p_kinds.insert(flavour.to_string(), 1);
+                        }
+                    }
                 }
                 "SHM" => {
                     t.shm.channels += 1;
-                    t.shm.example.get_or_insert(quote);
+                    t.shm.example.get_or_insert_with(quote);
                 }
                 "NET" => {
-                    let name = parts.next().unwrap_or("?").trim().to_string();
+                    let name = parts.next().unwrap_or("?").trim();
                     let gdr = via.split('/').any(|p| p.starts_with("GDRDMA"));
-                    let net = t.net.entry(name).or_default();
+                    if !t.net.contains_key(name) {
+                        t.net.insert(name.to_string(), NetUse::default());
+                    }
+                    let Some(net) = t.net.get_mut(name) else {
+                        return;
+                    };
                     net.channels += 1;
                     if gdr {
                         net.gdr_channels += 1;
                     } else if net.example_without_gdr.is_none() {
-                        net.example_without_gdr = Some(quote.clone());
+                        net.example_without_gdr = Some(quote());
                     }
-                    net.example.get_or_insert(quote);
+                    net.example.get_or_insert_with(quote);
                 }
                 _ => {}
             }
         } else if text.starts_with("NET/IB") && text.contains("No device found") {
-            t.ib_no_device = Some(quote);
+            t.ib_no_device = Some(quote());
         } else if text.starts_with("NET/IB") && text.contains("Using") {
-            t.ib_devices = Some(quote);
+            t.ib_devices = Some(quote());
         } else if text.starts_with("NET/Socket") && text.contains("Using") {
-            t.socket_interfaces = Some(quote);
+            t.socket_interfaces = Some(quote());
         } else if text.starts_with("NET/Plugin") {
             if let Some(rest) = text.split("Loaded net plugin ").nth(1) {
                 let name = rest.split(" (").next().unwrap_or(rest).trim().to_string();
-                t.plugin = Some((name, quote));
+                t.plugin = Some((name, quote()));
             } else if text.contains("Could not find")
                 || text.contains("No plugin found")
                 || text.contains("Plugin load returned")
@@ -841,11 +869,11 @@ impl NcclLogParser {
             t.gdr_enabled_hcas += 1;
         } else if text.contains("GPU Direct RDMA Disabled for HCA") {
             t.gdr_disabled_hcas += 1;
-            t.gdr_disabled_example.get_or_insert(quote);
+            t.gdr_disabled_example.get_or_insert_with(quote);
         } else if text.starts_with("DMA-BUF is available") {
             t.dmabuf_available = true;
         } else if let Some(rest) = text.strip_prefix("NVLS multicast support is ") {
-            t.nvls_support = Some((!rest.starts_with("not"), quote));
+            t.nvls_support = Some((!rest.starts_with("not"), quote()));
         } else if text.contains(" nvls channels") {
             let n = text
                 .split(", ")
@@ -855,7 +883,7 @@ impl NcclLogParser {
             if let Some(n) = n
                 && t.nvls_channels.as_ref().is_none_or(|(m, _)| n > *m)
             {
-                t.nvls_channels = Some((n, quote));
+                t.nvls_channels = Some((n, quote()));
             }
         } else if let Some((var, value)) = text.split_once(" set by environment to ") {
             if t.env.len() < MAX_QUOTES * 4 {

@@ -17,8 +17,8 @@ use serde::Serialize;
 use super::numa::{self, CpuSet, NumaFacts, noted, parse_cpulist, parse_cpumask};
 use super::nvml::{NvmlFacts, RemoteType};
 use super::pci::{
-    AerCounts, Bdf, PCI_DEVICES, PcieLink, VENDOR_NVIDIA, is_bdf, parse_aer, parse_bdf, parse_hex,
-    parse_link_speed, parse_link_width, parse_numa_node,
+    AerCounts, Bdf, PCI_DEVICES, PciFacts, PciFunction, PcieLink, VENDOR_NVIDIA, is_bdf, parse_aer,
+    parse_bdf, parse_hex, parse_link_speed, parse_link_width, parse_numa_node,
 };
 use super::pcicfg::{AcsReading, parse_acs};
 use super::{FactError, ParseError, trimmed};
@@ -267,8 +267,16 @@ pub const LEGEND: [(&str, &str); 8] = [
 ];
 
 impl Topology {
+    /// The device at `bdf`. `devices` is sorted by address ([`gather`]), so this is a binary
+    /// search (parents and ancestors are looked up for every GPU/NIC pair: a linear search made
+    /// a 20 000-function node quadratic); a hand-built, unsorted list still finds by scanning.
     pub fn device(&self, bdf: &str) -> Option<&PciDevice> {
-        self.devices.iter().find(|d| d.bdf == bdf)
+        let address = parse_bdf(bdf).ok();
+        self.devices
+            .binary_search_by(|d| (d.address, d.bdf.as_str()).cmp(&(address, bdf)))
+            .ok()
+            .map(|i| &self.devices[i])
+            .or_else(|| self.devices.iter().find(|d| d.bdf == bdf))
     }
 
     pub fn of_kind(&self, kind: DeviceKind) -> impl Iterator<Item = &PciDevice> {
@@ -406,6 +414,16 @@ pub fn kind_of(vendor: Option<u16>, class: Option<u32>, has_rdma: bool) -> Devic
 
 /// Read the whole tree. `Err` only when `/sys/bus/pci/devices` itself cannot be listed.
 pub fn gather(source: &dyn Source) -> Result<Topology, FactError> {
+    gather_with(source, None)
+}
+
+/// [`gather`], taking each function's vendor, device, class and driver from PCI facts already
+/// read (the driver layer's), so a `check` reads those files once, not twice. Functions the PCI
+/// facts lack (unreadable there) are read here as usual.
+pub fn gather_with(source: &dyn Source, known: Option<&PciFacts>) -> Result<Topology, FactError> {
+    let known: BTreeMap<&str, &PciFunction> = known
+        .map(|pci| pci.functions.iter().map(|f| (f.bdf.as_str(), f)).collect())
+        .unwrap_or_default();
     let names = source.list_dir(PCI_DEVICES, &|n| is_bdf(n))?;
     let mut topo = Topology {
         numa: numa::gather(source),
@@ -413,7 +431,8 @@ pub fn gather(source: &dyn Source) -> Result<Topology, FactError> {
     };
     let rdma = rdma_devices_by_function(source, &mut topo.problems);
     for name in names {
-        if let Some(device) = read_device(source, &name, &rdma, &mut topo.problems) {
+        let known = known.get(name.as_str()).copied();
+        if let Some(device) = read_device(source, &name, known, &rdma, &mut topo.problems) {
             topo.devices.push(device);
         }
     }
@@ -472,6 +491,7 @@ fn rdma_devices_by_function(
 fn read_device(
     source: &dyn Source,
     bdf: &str,
+    known: Option<&PciFunction>,
     rdma: &BTreeMap<String, Vec<String>>,
     problems: &mut Vec<FactError>,
 ) -> Option<PciDevice> {
@@ -493,7 +513,7 @@ fn read_device(
             (String::new(), Vec::new())
         }
     };
-    let mut attr = |name: &str| -> Option<(String, String)> {
+    let attr = |name: &str, problems: &mut Vec<FactError>| -> Option<(String, String)> {
         let file = format!("{path}/{name}");
         match source.read_to_string(&file) {
             Ok(text) => Some((file, text)),
@@ -506,29 +526,6 @@ fn read_device(
             }
         }
     };
-    let vendor_text = attr("vendor");
-    let device_text = attr("device");
-    let class_text = attr("class");
-    let numa_text = attr("numa_node");
-    let cpulist_text = attr("local_cpulist");
-    let cpumask_text = if cpulist_text.is_none() {
-        attr("local_cpus")
-    } else {
-        None
-    };
-    let speeds = [attr("current_link_speed"), attr("max_link_speed")];
-    let widths = [attr("current_link_width"), attr("max_link_width")];
-    let aer_files = [
-        attr("aer_dev_correctable"),
-        attr("aer_dev_fatal"),
-        attr("aer_dev_nonfatal"),
-    ];
-    let rootport_files = [
-        attr("aer_rootport_total_err_cor"),
-        attr("aer_rootport_total_err_fatal"),
-        attr("aer_rootport_total_err_nonfatal"),
-    ];
-
     let u16_of = |t: Option<(String, String)>, problems: &mut Vec<FactError>| -> Option<u16> {
         let (file, text) = t?;
         let v = noted(&file, parse_hex(&text), problems)?;
@@ -538,9 +535,51 @@ fn read_device(
             problems,
         )
     };
-    let vendor = u16_of(vendor_text, problems);
-    let device = u16_of(device_text, problems);
-    let class = class_text.and_then(|(f, t)| noted(&f, parse_hex(&t), problems));
+    let (vendor, device, class) = match known {
+        Some(f) => (Some(f.vendor), Some(f.device), Some(f.class)),
+        None => {
+            let vendor_text = attr("vendor", problems);
+            let vendor = u16_of(vendor_text, problems);
+            let device_text = attr("device", problems);
+            let device = u16_of(device_text, problems);
+            let class =
+                attr("class", problems).and_then(|(f, t)| noted(&f, parse_hex(&t), problems));
+            (vendor, device, class)
+        }
+    };
+    let rdma_devices = rdma.get(bdf).cloned().unwrap_or_default();
+    let kind = kind_of(vendor, class, !rdma_devices.is_empty());
+    // Nothing judges a function that is neither a GPU, an NVSwitch, a NIC nor a bridge (an NVMe
+    // drive, the uncore's hundreds of system functions): its placement, links and counters are
+    // not read. On a 2000-function node that is most of the tree (docs/performance.md).
+    let judged = kind != DeviceKind::Other;
+    let mut read = |name: &str| {
+        if judged {
+            attr(name, &mut *problems)
+        } else {
+            None
+        }
+    };
+    let numa_text = read("numa_node");
+    let cpulist_text = read("local_cpulist");
+    let cpumask_text = if cpulist_text.is_none() {
+        read("local_cpus")
+    } else {
+        None
+    };
+    let speeds = [read("current_link_speed"), read("max_link_speed")];
+    let widths = [read("current_link_width"), read("max_link_width")];
+    let aer_files = [
+        read("aer_dev_correctable"),
+        read("aer_dev_fatal"),
+        read("aer_dev_nonfatal"),
+    ];
+    let rootport_files = [
+        read("aer_rootport_total_err_cor"),
+        read("aer_rootport_total_err_fatal"),
+        read("aer_rootport_total_err_nonfatal"),
+    ];
+
     let numa_node_file = numa_text.and_then(|(f, t)| {
         noted(
             &f,
@@ -582,17 +621,22 @@ fn read_device(
             fatal: rootport_values[1],
             nonfatal: rootport_values[2],
         });
-    let driver = source
-        .read_link(&format!("{path}/driver"))
-        .ok()
-        .and_then(|target| target.rsplit('/').next().map(str::to_string))
-        .filter(|name| !name.is_empty());
-    let rdma_devices = rdma.get(bdf).cloned().unwrap_or_default();
+    let driver = match known {
+        Some(f) => f.driver.clone(),
+        None => source
+            .read_link(&format!("{path}/driver"))
+            .ok()
+            .and_then(|target| target.rsplit('/').next().map(str::to_string))
+            .filter(|name| !name.is_empty()),
+    };
     // No `net/` (not a network function, or no netdev bound) is simply none.
-    let netdevs: Vec<String> = source
-        .list_dir(&format!("{path}/net"), &|_| true)
-        .unwrap_or_default();
-    let kind = kind_of(vendor, class, !rdma_devices.is_empty());
+    let netdevs: Vec<String> = if judged {
+        source
+            .list_dir(&format!("{path}/net"), &|_| true)
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     Some(PciDevice {
         bdf: bdf.to_string(),
         address: parse_bdf(bdf).ok(),

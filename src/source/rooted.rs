@@ -13,7 +13,7 @@
 //!   would block; files are opened `O_NONBLOCK` so even the open cannot hang);
 //! - non-UTF-8 content is an error naming the path, not garbage handed to a parser.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -108,6 +108,75 @@ pub struct RootedFs {
     read_cap: u64,
     /// When recording, every path visited and every byte read (see `record.rs`).
     trace: Option<Arc<Mutex<Trace>>>,
+    /// Directories already resolved, by the root-relative path asked for ([`RootedFs::resolve`]).
+    dirs: Arc<Mutex<HashMap<String, Arc<Dir>>>>,
+    /// Descriptors of the directories read last, by resolved path ([`RootedFs::open_at`]).
+    dir_fds: Arc<Mutex<Vec<(String, std::os::fd::OwnedFd)>>>,
+}
+
+/// A directory in the memo: the walk state there, its resolved path kept as one string (a
+/// 20 000-function node has some 40 000 of these; one allocation each, not one per component).
+#[derive(Debug)]
+struct Dir {
+    /// Resolved root-relative path, `/`-separated (empty for the root itself).
+    path: String,
+    hops: usize,
+    last_link: Option<(String, String)>,
+}
+
+impl Dir {
+    /// `None` for a path with a non-UTF-8 component (it could not be split back exactly).
+    fn new(walk: &Walk) -> Option<Self> {
+        walk.resolved
+            .iter()
+            .all(|c| c.to_str().is_some())
+            .then(|| Dir {
+                path: display_components(&walk.resolved),
+                hops: walk.hops,
+                last_link: walk.last_link.clone(),
+            })
+    }
+
+    fn components(&self) -> Vec<OsString> {
+        if self.path.is_empty() {
+            return Vec::new();
+        }
+        self.path.split('/').map(OsString::from).collect()
+    }
+
+    /// The walk state at this directory, to walk on from.
+    fn walk(&self) -> Walk {
+        Walk {
+            resolved: self.components(),
+            hops: self.hops,
+            last_link: self.last_link.clone(),
+            is_dir: true,
+        }
+    }
+}
+
+/// `rel` without its leading `/` when it is spelt plainly (`a/b/c`: no empty, `.` or `..`
+/// component), so that the text itself can key the directory memo.
+fn clean(rel: &str) -> Option<&str> {
+    let rel = rel.strip_prefix('/').unwrap_or(rel);
+    (!rel.is_empty()
+        && rel
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".."))
+    .then_some(rel)
+}
+
+/// How many directory descriptors [`RootedFs`] keeps open.
+const DIR_FDS: usize = 8;
+
+/// Where a walk through the tree stands: the components resolved so far, the links followed,
+/// the last link (named in a dangling-link error), and whether the last component is a directory.
+#[derive(Debug, Clone, Default)]
+struct Walk {
+    resolved: Vec<OsString>,
+    hops: usize,
+    last_link: Option<(String, String)>,
+    is_dir: bool,
 }
 
 /// What a recording needs to rebuild the part of the tree the checks saw: each path component
@@ -140,6 +209,8 @@ impl RootedFs {
             root_is_slash,
             read_cap: DEFAULT_READ_CAP,
             trace: None,
+            dirs: Arc::default(),
+            dir_fds: Arc::default(),
         }
     }
 
@@ -176,13 +247,161 @@ impl RootedFs {
 
     /// Resolve `rel` to root-relative components with every symlink followed (the last one too
     /// when `follow_last`). Returns the components; join them under the root to open.
+    ///
+    /// A check reads many files of one directory (`sys/bus/pci/devices/<bdf>/{vendor,device,
+    /// class,...}`), so the directory part is resolved once and remembered: resolving component
+    /// by component costs a `statx` per component and was most of a `check`'s time. Only
+    /// directories that resolved cleanly are remembered, with the state the walk had there, so a
+    /// path resolves to the same components and fails with the same error as without the memo.
+    /// Not while tracing: a recording must see every component visited.
     pub fn resolve(&self, rel: &str, follow_last: bool) -> Result<Vec<OsString>, FsError> {
-        // Pending components, last element = next to visit.
+        if self.trace.is_none()
+            && let Some(clean) = clean(rel)
+        {
+            if follow_last && let Some(dir) = self.known(clean) {
+                return Ok(dir.components());
+            }
+            if let Some((dir, last)) = clean.rsplit_once('/')
+                && let Some(dir) = self.dir_of(dir)
+            {
+                let state = dir.walk();
+                return self
+                    .walk(rel, vec![OsString::from(last)], state, follow_last)
+                    .map(|w| w.resolved);
+            }
+        }
+        // Not spelt plainly, a single component, tracing, or a directory part that does not
+        // resolve: the plain walk, which gives the exact answer or error.
         let mut pending: Vec<OsString> = Vec::new();
         push_components(&mut pending, Path::new(rel));
-        let mut resolved: Vec<OsString> = Vec::new();
-        let mut hops = 0usize;
-        let mut last_link: Option<(String, String)> = None;
+        self.walk(rel, pending, Walk::default(), follow_last)
+            .map(|w| w.resolved)
+    }
+
+    /// A directory in the memo, by the path asked for.
+    fn known(&self, key: &str) -> Option<Arc<Dir>> {
+        self.dirs.lock().ok()?.get(key).cloned()
+    }
+
+    /// The directory `key` (a [`clean`] path) from the memo, or resolved now.
+    fn dir_of(&self, key: &str) -> Option<Arc<Dir>> {
+        if let Some(dir) = self.known(key) {
+            return Some(dir);
+        }
+        let components: Vec<OsString> = key.split('/').map(OsString::from).collect();
+        self.resolve_dir(&components)
+    }
+
+    /// The directory `dir` (plain components, no `..`), from the memo or from its parent's walk
+    /// state plus one step; `None` when it is not a directory that resolves.
+    fn resolve_dir(&self, dir: &[OsString]) -> Option<Arc<Dir>> {
+        let key = display_components(dir);
+        if let Some(found) = self.known(&key) {
+            return Some(found);
+        }
+        let (last, parent) = dir.split_last()?;
+        let start = if parent.is_empty() {
+            Walk::default()
+        } else {
+            self.resolve_dir(parent)?.walk()
+        };
+        let state = self.walk(&key, vec![last.clone()], start, true).ok()?;
+        if !state.is_dir {
+            return None;
+        }
+        let found = Arc::new(Dir::new(&state)?);
+        self.dirs.lock().ok()?.insert(key, found.clone());
+        Some(found)
+    }
+
+    /// The fast way to open a file whose directory resolved before: open the last component
+    /// directly (`O_NOFOLLOW`), skipping the `statx` a walk would make. `None` when this does
+    /// not apply or cannot decide (not spelt plainly, the last component is a link, tracing, any
+    /// error other than "not there"): the caller then walks, which gives the exact result.
+    fn open_in_known_dir(&self, rel: &str) -> Option<Result<File, FsError>> {
+        if self.trace.is_some() {
+            return None;
+        }
+        let (dir, name) = clean(rel)?.rsplit_once('/')?;
+        let dir = self.dir_of(dir)?;
+        match self.open_at(&dir, name) {
+            Ok(file) => Some(Ok(file)),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Some(Err(match &dir.last_link {
+                Some((link, target)) => FsError::Dangling {
+                    path: rel.into(),
+                    link: link.clone(),
+                    target: target.clone(),
+                },
+                None => FsError::NotFound { path: rel.into() },
+            })),
+            Err(_) => None,
+        }
+    }
+
+    /// Open `name` (one plain component, not followed if a link) in the resolved directory
+    /// `dir`, relative to a descriptor of that directory: the kernel then looks up one
+    /// component, not the whole path from `/` again (most of a big node's cost). The last few
+    /// directories' descriptors are kept (sysfs attributes are read a directory at a time).
+    fn open_at(&self, dir: &Dir, name: &str) -> io::Result<File> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let c_name = std::ffi::CString::new(name)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let mut fds = self
+            .dir_fds
+            .lock()
+            .map_err(|_| io::Error::other("directory descriptors poisoned"))?;
+        let position = fds.iter().position(|(k, _)| *k == dir.path);
+        let fd = match position {
+            Some(i) => fds[i].1.as_raw_fd(),
+            None => {
+                let dir_file = OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+                    .open(self.root.join(&dir.path))?;
+                if fds.len() >= DIR_FDS {
+                    fds.remove(0);
+                }
+                fds.push((dir.path.clone(), OwnedFd::from(dir_file)));
+                fds.last().map_or(-1, |(_, fd)| fd.as_raw_fd())
+            }
+        };
+        // SAFETY: `fd` is an open directory descriptor owned by `fds`, held locked for the
+        // call; `c_name` is NUL-terminated. The returned descriptor is new and ours to own.
+        let raw = unsafe {
+            libc::openat(
+                fd,
+                c_name.as_ptr(),
+                libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a valid descriptor just returned by openat and owned by nothing else.
+        Ok(File::from(unsafe { OwnedFd::from_raw_fd(raw) }))
+    }
+
+    /// Is `resolved` (link-free components) a directory this filesystem resolved before?
+    fn known_dir(&self, resolved: &[OsString]) -> bool {
+        let key = display_components(resolved);
+        self.known(&key)
+            .is_some_and(|dir| dir.hops == 0 && dir.last_link.is_none() && dir.path == key)
+    }
+
+    /// Visit `pending` (last element = next component) from `state`.
+    fn walk(
+        &self,
+        rel: &str,
+        mut pending: Vec<OsString>,
+        state: Walk,
+        follow_last: bool,
+    ) -> Result<Walk, FsError> {
+        let Walk {
+            mut resolved,
+            mut hops,
+            mut last_link,
+            mut is_dir,
+        } = state;
 
         while let Some(component) = pending.pop() {
             if component == ".." {
@@ -200,6 +419,12 @@ impl RootedFs {
             }
             resolved.push(component);
             let is_last = pending.is_empty();
+            // A link target walks the real path again (`../../../devices/pci0000:17/...`):
+            // its directories are usually known already.
+            if !is_last && self.trace.is_none() && self.known_dir(&resolved) {
+                is_dir = true;
+                continue;
+            }
             let full = self.join(&resolved);
             let meta = match fs::symlink_metadata(&full) {
                 Ok(meta) => meta,
@@ -215,6 +440,7 @@ impl RootedFs {
                 }
                 Err(err) => return Err(FsError::from_io(rel, &err)),
             };
+            is_dir = meta.is_dir();
             if self.trace.is_some() {
                 let kind = if meta.file_type().is_symlink() {
                     fs::read_link(&full)
@@ -255,13 +481,32 @@ impl RootedFs {
                 }
                 push_components(&mut pending, &target);
                 last_link = Some((link_name, target_text));
+                // The root itself, if the target ends there (`..` back to it).
+                is_dir = true;
             } else if !is_last && !meta.is_dir() {
                 return Err(FsError::NotADirectory {
                     path: display_components(&resolved),
                 });
+            } else if !is_last && self.trace.is_none() {
+                // A real directory on the way: asked for by its own path, it resolves to itself.
+                let key = display_components(&resolved);
+                if let Ok(mut dirs) = self.dirs.lock()
+                    && !dirs.contains_key(&key)
+                    && let Some(dir) = Dir::new(&Walk {
+                        resolved: resolved.clone(),
+                        ..Walk::default()
+                    })
+                {
+                    dirs.insert(key, Arc::new(dir));
+                }
             }
         }
-        Ok(resolved)
+        Ok(Walk {
+            resolved,
+            hops,
+            last_link,
+            is_dir,
+        })
     }
 
     /// The root-relative path `rel` really names, all links followed (`sys/devices/pci0000:17/...`).
@@ -307,14 +552,19 @@ impl RootedFs {
     }
 
     fn read_bytes_untraced(&self, rel: &str) -> Result<Vec<u8>, FsError> {
-        let full = self.join(&self.resolve(rel, true)?);
-        let mut file = OpenOptions::new()
-            .read(true)
-            // O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOFOLLOW: the path is
-            // already resolved; a link appearing now (a race) is refused, not followed.
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-            .open(&full)
-            .map_err(|e| FsError::from_io(rel, &e))?;
+        let mut file = match self.open_in_known_dir(rel) {
+            Some(opened) => opened?,
+            None => {
+                let full = self.join(&self.resolve(rel, true)?);
+                OpenOptions::new()
+                    .read(true)
+                    // O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOFOLLOW: the
+                    // path is already resolved; a link appearing now (a race) is refused.
+                    .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+                    .open(&full)
+                    .map_err(|e| FsError::from_io(rel, &e))?
+            }
+        };
         let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
         if !meta.is_file() {
             let kind = if meta.is_dir() {
@@ -326,6 +576,19 @@ impl RootedFs {
                 path: rel.into(),
                 kind: kind.into(),
             });
+        }
+        let len = meta.len();
+        if len > 0 && len <= self.read_cap {
+            // A file on disk (a fixture, a capture, /etc) states its size: read exactly that,
+            // without the read that only confirms the end. sysfs states 4096 for every
+            // attribute and procfs 0, so those are read to the end as below.
+            let mut bytes = Vec::with_capacity(len as usize);
+            (&mut file)
+                .take(len)
+                .read_to_end(&mut bytes)
+                .map_err(|e| FsError::from_io(rel, &e))?;
+            // Shorter than stated (sysfs) means `read_to_end` met the end.
+            return Ok(bytes);
         }
         read_capped_bytes(&mut file, rel, self.read_cap)
     }
@@ -692,6 +955,46 @@ mod tests {
             fs.read_to_string("sys"),
             Err(FsError::NotAFile { .. })
         ));
+    }
+
+    #[test]
+    fn the_directory_memo_changes_no_answer() {
+        let (dir, _) = tree();
+        let root = dir.path();
+        symlink("b", root.join("a")).unwrap();
+        symlink("a", root.join("b")).unwrap();
+        symlink("nowhere", root.join("sys/bus/pci/devices/0000:00:02.0")).unwrap();
+        symlink("/etc", root.join("sys/abs")).unwrap();
+        fs::write(root.join("sys/file"), "x").unwrap();
+        let paths = [
+            "sys/bus/pci/devices/0000:00:01.0/vendor",
+            "sys/bus/pci/devices/0000:00:01.0/missing",
+            "sys/bus/pci/devices/0000:00:01.0/subsystem/devices/0000:00:01.0/vendor",
+            "sys/devices/pci0000:00/0000:00:01.0/vendor",
+            "sys/bus/pci/devices/0000:00:02.0/vendor",
+            "sys/bus/pci/devices/0000:00:02.0",
+            "sys/abs/hostname",
+            "sys/file/below",
+            "a/x",
+            "sys/../sys/file",
+            "nope/x",
+        ];
+        // Tracing turns the memo off: the plain walk, fresh for every path.
+        let plain = |p: &str| {
+            let fs = RootedFs::new(root).with_trace(Arc::default());
+            (fs.resolve(p, true), fs.read_to_string(p), fs.read_link(p))
+        };
+        let memo = RootedFs::new(root);
+        for round in 0..2 {
+            for p in paths.iter().chain(paths.iter().rev()) {
+                let got = (
+                    memo.resolve(p, true),
+                    memo.read_to_string(p),
+                    memo.read_link(p),
+                );
+                assert_eq!(got, plain(p), "{p} (round {round})");
+            }
+        }
     }
 
     #[test]
