@@ -508,12 +508,26 @@ pub fn load(arg: &str) -> Result<Profile, ProfileError> {
             valid: builtin_names(),
         });
     }
-    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    // Not a plain read: a FIFO without a writer would block it forever. A regular file, or a
+    // pipe that ends (`--profile <(...)`) within PROFILE_READ_WAIT, capped at 1 MiB.
+    let shown = path.display().to_string();
+    let text = crate::source::rooted::read_named_file(path, &shown, 1 << 20, PROFILE_READ_WAIT)
+        .map_err(|err| {
+            let full = err.to_string();
+            let reason = full
+                .strip_prefix(&format!("{shown}: "))
+                .map(str::to_string)
+                .unwrap_or(full);
+            ProfileError::Read {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(reason),
+            }
+        })?;
     parse_file(path, &text)
 }
+
+/// Longest `--profile` waits for a pipe to end.
+pub const PROFILE_READ_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Parse the text of a profile file; `path` names it in errors and gives the default `name`.
 pub fn parse_file(path: &Path, text: &str) -> Result<Profile, ProfileError> {

@@ -1,5 +1,5 @@
 //! Timeouts everywhere (issue 10): whatever gpudoctor waits on outside itself — the kernel log,
-//! the kubelet, nccl-tests — ends within its budget, and so does the whole `check` when all of
+//! the kubelet, nccl-tests, files named on the command line — ends within its budget, and so does the whole `check` when all of
 //! them hang at once. The budget is documented in docs/performance.md ("Time budget").
 //!
 //! Covered elsewhere and not repeated here:
@@ -233,6 +233,72 @@ fn record_with_a_fifo_kernel_log_finishes_within_the_timeout_and_names_it() {
     assert!(
         manifest.contains("kmsg.fifo: a pipe whose writer did not finish within 2 s"),
         "{manifest}"
+    );
+}
+
+#[test]
+fn an_nccl_log_whose_run_record_is_a_fifo_is_judged_without_waiting_for_it() {
+    // `--nccl-log x.log` also reads `x.json` beside it (the run record a capture stores): a FIFO
+    // there blocked a plain read forever.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("all_reduce_perf.log");
+    std::fs::copy(
+        common::repo().join("fixtures/h100-nccl-healthy/.gpudoctor/nccl/all_reduce_perf.log"),
+        &log,
+    )
+    .unwrap();
+    fifo(&dir.path().join("all_reduce_perf.json"));
+    let root = tempfile::tempdir().unwrap();
+    let (code, out, err, _) = gpudoctor_within(
+        &[
+            "check",
+            "--only",
+            "nccl",
+            "--format",
+            "json",
+            "--nvml-lib",
+            NO_NVML,
+            "--profile",
+            "hgx-h100",
+            "--root",
+            root.path().to_str().unwrap(),
+            "--nccl-log",
+            log.to_str().unwrap(),
+        ],
+        SLACK,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let results = results(&report);
+    let (_, status, summary) = result(&results, "nccl.bus_bandwidth");
+    assert_eq!(status, "pass", "{summary}");
+}
+
+#[test]
+fn a_profile_that_is_a_fifo_is_a_usage_error_within_its_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("lab.toml");
+    fifo(&profile);
+    let (code, _, err, took) = gpudoctor_within(
+        &[
+            "check",
+            "--root",
+            dir.path().to_str().unwrap(),
+            "--nvml-lib",
+            NO_NVML,
+            "--profile",
+            profile.to_str().unwrap(),
+        ],
+        gpudoctor::profile::PROFILE_READ_WAIT + SLACK,
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("lab.toml") && err.contains("did not finish within 5 s"),
+        "{err}"
+    );
+    assert!(
+        took >= gpudoctor::profile::PROFILE_READ_WAIT,
+        "took {took:?}"
     );
 }
 

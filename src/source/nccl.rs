@@ -719,9 +719,15 @@ pub fn read_user_logs(paths: &[PathBuf]) -> NcclProbe {
             .and_then(|mut f| read_log(&mut f, &stem(path), &origin));
         match result {
             Ok(mut run) => {
-                run.meta = std::fs::read_to_string(path.with_extension("json"))
-                    .ok()
-                    .and_then(|text| serde_json::from_str::<RunMeta>(&text).ok());
+                // Never a plain read: a FIFO named like the record would block it forever.
+                let record = path.with_extension("json");
+                run.meta = crate::source::rooted::read_regular_file(
+                    &record,
+                    &record.display().to_string(),
+                    crate::source::rooted::DEFAULT_READ_CAP,
+                )
+                .ok()
+                .and_then(|text| serde_json::from_str::<RunMeta>(&text).ok());
                 runs.push(run);
             }
             Err(message) => return NcclProbe::Unavailable { origin, message },

@@ -699,6 +699,25 @@ fn read_records(file: &mut File, rel: &str, cap: u64) -> Result<String, FsError>
     Ok(out)
 }
 
+/// A regular file outside any root (a side file the user did not name, like the run record
+/// beside an `--nccl-log`), as text, at most `cap` bytes. Anything else — a FIFO, a device, a
+/// directory — is refused without blocking (the open is `O_NONBLOCK`).
+pub fn read_regular_file(path: &Path, shown: &str, cap: u64) -> Result<String, FsError> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| FsError::from_io(shown, &e))?;
+    let meta = file.metadata().map_err(|e| FsError::from_io(shown, &e))?;
+    if !meta.is_file() {
+        return Err(FsError::NotAFile {
+            path: shown.into(),
+            kind: "not a regular file".into(),
+        });
+    }
+    read_capped(&mut file, shown, cap)
+}
+
 /// Read a file the user named on the command line, outside any root (`--kernel-log`), without
 /// ever blocking past `wait`:
 /// - a regular file: to its end, as UTF-8 text without NUL bytes, at most `cap` bytes;
