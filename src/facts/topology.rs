@@ -92,6 +92,9 @@ pub enum NumaSource {
     /// Neither told, but the machine has a single NUMA node.
     SingleNode,
     Unknown,
+    /// Not read: nothing judges this function (neither GPU, NVSwitch, NIC nor bridge), so its
+    /// placement files are skipped (docs/performance.md). Never shown as "unknown".
+    NotRead,
 }
 
 impl NumaSource {
@@ -101,6 +104,7 @@ impl NumaSource {
             NumaSource::LocalCpulist => "local_cpulist",
             NumaSource::SingleNode => "single numa node",
             NumaSource::Unknown => "unknown",
+            NumaSource::NotRead => "not read",
         }
     }
 }
@@ -728,6 +732,11 @@ fn refine_bridges(devices: &mut [PciDevice]) {
 fn resolve_numa(topo: &mut Topology) {
     let cpu_nodes: Vec<u32> = topo.numa.cpu_nodes().map(|n| n.id).collect();
     for d in &mut topo.devices {
+        if d.kind == DeviceKind::Other {
+            // read_device skipped its placement files; say so rather than "unknown".
+            (d.numa, d.numa_source) = (None, NumaSource::NotRead);
+            continue;
+        }
         d.cpulist_node = d
             .local_cpus
             .as_ref()
