@@ -403,3 +403,71 @@ fn topo_and_check_over_the_broken_tree_from_the_cli() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("sys/bus/pci/devices"));
 }
+
+/// A function of a class nothing judges (an NVMe drive) costs one read: its damaged vendor,
+/// device and numa_node files are never opened, so they are no problem, and its NUMA node says
+/// "not read" — while the same damage on a GPU is noted. A check that silently skipped the GPU's
+/// files too would pass the first half and fail the second.
+#[test]
+fn functions_nothing_judges_are_read_by_class_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "sys/devices/system/node/node0/cpulist", "0-3\n");
+    let bus = "sys/bus/pci/devices";
+    for (bdf, class) in [
+        ("0000:02:00.0", "0x010802\n"),
+        ("0000:03:00.0", "0x030200\n"),
+    ] {
+        let dev = format!("sys/devices/pci0000:00/{bdf}");
+        write(root, &format!("{dev}/class"), class);
+        write(root, &format!("{dev}/vendor"), "\u{0}\u{ff}binary");
+        write(root, &format!("{dev}/device"), "0x1234\n");
+        write(root, &format!("{dev}/numa_node"), "zero\n");
+        link(
+            root,
+            &format!("{bus}/{bdf}"),
+            &format!("../../../devices/pci0000:00/{bdf}"),
+        );
+    }
+    let source = HostSource::new(root, SourceOptions::default());
+
+    let pci = gpudoctor::facts::pci::gather(&source).unwrap();
+    let unjudged: Vec<(&str, u32)> = pci
+        .unjudged
+        .iter()
+        .map(|f| (f.bdf.as_str(), f.class))
+        .collect();
+    assert_eq!(unjudged, [("0000:02:00.0", 0x010802)]);
+    assert_eq!(
+        pci.count(),
+        1,
+        "the GPU with a binary vendor is a problem, not a function"
+    );
+    let problems: Vec<&str> = pci.problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        problems,
+        ["sys/bus/pci/devices/0000:03:00.0/vendor"],
+        "only the GPU's damage is noted"
+    );
+
+    for t in [
+        topology::gather(&source).unwrap(),
+        topology::gather_with(&source, Some(&pci)).unwrap(),
+    ] {
+        let nvme = t.device("0000:02:00.0").unwrap();
+        assert_eq!(nvme.kind, DeviceKind::Other);
+        assert_eq!((nvme.vendor, nvme.numa_source), (None, NumaSource::NotRead));
+        assert!(
+            t.problems.iter().all(|p| !p.path.contains("0000:02:00.0")),
+            "{:?}",
+            t.problems
+        );
+        assert!(
+            t.problems
+                .iter()
+                .any(|p| p.path.contains("0000:03:00.0") && p.path.ends_with("numa_node")),
+            "{:?}",
+            t.problems
+        );
+    }
+}

@@ -152,12 +152,12 @@ fn gpu_on_pci(ctx: &Context<'_>) -> Outcome {
         }
         return Outcome::fail(format!(
             "no nvidia gpu on the pci bus ({} functions looked at)",
-            facts.functions.len()
+            facts.count()
         ))
         .evidence(
             Evidence::new(
                 pci_evidence_source(),
-                format!("{} functions, none with vendor 0x10de and a display class", facts.functions.len()),
+                format!("{} functions, none with vendor 0x10de and a display class", facts.count()),
             )
             .expected("at least one 0x10de function of class 0x0300xx or 0x0302xx"),
         )

@@ -41,10 +41,28 @@ impl PciFunction {
     }
 }
 
+/// Whether any layer judges a function of this class: displays and 3D controllers (GPUs),
+/// network controllers (NICs, InfiniBand HCAs), bridges (root and switch ports, NVSwitches are
+/// `0x0680`) and InfiniBand on the serial-bus class (`0x0c06`). Everything else — NVMe drives,
+/// the uncore's hundreds of system functions — is counted, not read (docs/performance.md).
+pub fn is_judged_class(class: u32) -> bool {
+    matches!(class >> 16, 0x02 | 0x03 | 0x06) || class >> 8 == 0x0c06
+}
+
+/// A function of a class nothing judges ([`is_judged_class`]): only its `class` was read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnjudgedFunction {
+    pub bdf: String,
+    pub class: u32,
+}
+
 /// All PCI functions, plus the attributes that could not be read.
 #[derive(Debug, Clone, Default)]
 pub struct PciFacts {
+    /// Functions of a judged class, every attribute read.
     pub functions: Vec<PciFunction>,
+    /// Functions of other classes, only `class` read.
+    pub unjudged: Vec<UnjudgedFunction>,
     pub problems: Vec<FactError>,
 }
 
@@ -52,6 +70,16 @@ impl PciFacts {
     pub fn nvidia_gpus(&self) -> impl Iterator<Item = &PciFunction> {
         self.functions.iter().filter(|f| f.is_nvidia_gpu())
     }
+
+    /// Every function looked at: read in full, or by class only.
+    pub fn count(&self) -> usize {
+        self.functions.len() + self.unjudged.len()
+    }
+}
+
+enum Read {
+    Judged(PciFunction),
+    Unjudged(UnjudgedFunction),
 }
 
 /// `0x10de` → 0x10de. Kernel format is `0x%04x` for ids and `0x%06x` for class.
@@ -345,14 +373,17 @@ pub fn gather(source: &dyn Source) -> Result<PciFacts, FactError> {
     for name in names.into_iter().filter(|n| is_bdf(n)) {
         let dir = format!("{PCI_DEVICES}/{name}");
         match read_function(source, &dir, &name) {
-            Ok(function) => facts.functions.push(function),
+            Ok(Read::Judged(function)) => facts.functions.push(function),
+            Ok(Read::Unjudged(function)) => facts.unjudged.push(function),
             Err(problem) => facts.problems.push(problem),
         }
     }
     Ok(facts)
 }
 
-fn read_function(source: &dyn Source, dir: &str, bdf: &str) -> Result<PciFunction, FactError> {
+/// `class` first: a function of a class nothing judges costs one read, not five (on a
+/// 2000-function node that is most of the tree).
+fn read_function(source: &dyn Source, dir: &str, bdf: &str) -> Result<Read, FactError> {
     let read = |attr: &str| -> Result<String, FactError> {
         let path = format!("{dir}/{attr}");
         source.read_to_string(&path).map_err(FactError::from)
@@ -360,11 +391,17 @@ fn read_function(source: &dyn Source, dir: &str, bdf: &str) -> Result<PciFunctio
     let parse_with = |attr: &str, text: String, f: fn(&str) -> Result<u32, ParseError>| {
         f(&text).map_err(|e| FactError::parse(&format!("{dir}/{attr}"), e))
     };
+    let class = parse_with("class", read("class")?, parse_hex)?;
+    if !is_judged_class(class) {
+        return Ok(Read::Unjudged(UnjudgedFunction {
+            bdf: bdf.to_string(),
+            class,
+        }));
+    }
     let vendor = parse_hex_u16(&read("vendor")?)
         .map_err(|e| FactError::parse(&format!("{dir}/vendor"), e))?;
     let device = parse_hex_u16(&read("device")?)
         .map_err(|e| FactError::parse(&format!("{dir}/device"), e))?;
-    let class = parse_with("class", read("class")?, parse_hex)?;
     // numa_node is absent on some kernels/captures (POWER9 trees keep only class + local_cpus).
     let numa_node = match source.read_to_string(&format!("{dir}/numa_node")) {
         Ok(text) => {
@@ -378,14 +415,14 @@ fn read_function(source: &dyn Source, dir: &str, bdf: &str) -> Result<PciFunctio
         .ok()
         .and_then(|target| target.rsplit('/').next().map(str::to_string))
         .filter(|name| !name.is_empty());
-    Ok(PciFunction {
+    Ok(Read::Judged(PciFunction {
         bdf: bdf.to_string(),
         vendor,
         device,
         class,
         numa_node,
         driver,
-    })
+    }))
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@ use serde::Serialize;
 use super::numa::{self, CpuSet, NumaFacts, noted, parse_cpulist, parse_cpumask};
 use super::nvml::{NvmlFacts, RemoteType};
 use super::pci::{
-    AerCounts, Bdf, PCI_DEVICES, PciFacts, PciFunction, PcieLink, VENDOR_NVIDIA, is_bdf, parse_aer,
-    parse_bdf, parse_hex, parse_link_speed, parse_link_width, parse_numa_node,
+    AerCounts, Bdf, PCI_DEVICES, PciFacts, PciFunction, PcieLink, VENDOR_NVIDIA, is_bdf,
+    is_judged_class, parse_aer, parse_bdf, parse_hex, parse_link_speed, parse_link_width,
+    parse_numa_node,
 };
 use super::pcicfg::{AcsReading, parse_acs};
 use super::{FactError, ParseError, trimmed};
@@ -425,8 +426,18 @@ pub fn gather(source: &dyn Source) -> Result<Topology, FactError> {
 /// read (the driver layer's), so a `check` reads those files once, not twice. Functions the PCI
 /// facts lack (unreadable there) are read here as usual.
 pub fn gather_with(source: &dyn Source, known: Option<&PciFacts>) -> Result<Topology, FactError> {
-    let known: BTreeMap<&str, &PciFunction> = known
-        .map(|pci| pci.functions.iter().map(|f| (f.bdf.as_str(), f)).collect())
+    let known: BTreeMap<&str, Known> = known
+        .map(|pci| {
+            let full = pci
+                .functions
+                .iter()
+                .map(|f| (f.bdf.as_str(), Known::Read(f)));
+            let class_only = pci
+                .unjudged
+                .iter()
+                .map(|f| (f.bdf.as_str(), Known::ClassOnly(f.class)));
+            full.chain(class_only).collect()
+        })
         .unwrap_or_default();
     let names = source.list_dir(PCI_DEVICES, &|n| is_bdf(n))?;
     let mut topo = Topology {
@@ -491,11 +502,20 @@ fn rdma_devices_by_function(
     out
 }
 
+/// What the PCI facts already say of a function.
+#[derive(Clone, Copy)]
+enum Known<'a> {
+    Read(&'a PciFunction),
+    /// A class nothing judges ([`crate::facts::pci::is_judged_class`]): vendor, device and driver
+    /// were not read.
+    ClassOnly(u32),
+}
+
 /// One function, read leniently. `None` (with a note) only when its link cannot be resolved.
 fn read_device(
     source: &dyn Source,
     bdf: &str,
-    known: Option<&PciFunction>,
+    known: Option<Known>,
     rdma: &BTreeMap<String, Vec<String>>,
     problems: &mut Vec<FactError>,
 ) -> Option<PciDevice> {
@@ -540,15 +560,21 @@ fn read_device(
         )
     };
     let (vendor, device, class) = match known {
-        Some(f) => (Some(f.vendor), Some(f.device), Some(f.class)),
+        Some(Known::Read(f)) => (Some(f.vendor), Some(f.device), Some(f.class)),
+        Some(Known::ClassOnly(class)) => (None, None, Some(class)),
         None => {
-            let vendor_text = attr("vendor", problems);
-            let vendor = u16_of(vendor_text, problems);
-            let device_text = attr("device", problems);
-            let device = u16_of(device_text, problems);
+            // Class first: vendor and device matter only for a class some layer judges.
             let class =
                 attr("class", problems).and_then(|(f, t)| noted(&f, parse_hex(&t), problems));
-            (vendor, device, class)
+            if class.is_some_and(is_judged_class) {
+                let vendor_text = attr("vendor", problems);
+                let vendor = u16_of(vendor_text, problems);
+                let device_text = attr("device", problems);
+                let device = u16_of(device_text, problems);
+                (vendor, device, class)
+            } else {
+                (None, None, class)
+            }
         }
     };
     let rdma_devices = rdma.get(bdf).cloned().unwrap_or_default();
@@ -626,7 +652,9 @@ fn read_device(
             nonfatal: rootport_values[2],
         });
     let driver = match known {
-        Some(f) => f.driver.clone(),
+        Some(Known::Read(f)) => f.driver.clone(),
+        Some(Known::ClassOnly(_)) => None,
+        None if !judged => None,
         None => source
             .read_link(&format!("{path}/driver"))
             .ok()
@@ -1072,6 +1100,29 @@ mod tests {
         assert_eq!(class("0000:18:00.0", "0000:69:00.0"), "NODE");
         assert_eq!(class("0000:18:00.0", "0000:9a:00.0"), "SYS");
         assert_eq!(class("0000:18:00.0", "0000:aa:00.0"), "?");
+    }
+
+    /// The PCI facts skip vendor, device and placement of a class `is_judged_class` rejects;
+    /// that is only sound if no such class can be a kind some layer judges.
+    #[test]
+    fn every_judged_kind_has_a_judged_class() {
+        for class16 in 0..=0xffffu32 {
+            for prog_if in [0x00, 0x01, 0x80] {
+                let class = class16 << 8 | prog_if;
+                for vendor in [Some(VENDOR_NVIDIA), Some(0x15b3), Some(0x8086), None] {
+                    for has_rdma in [false, true] {
+                        if kind_of(vendor, Some(class), has_rdma) != DeviceKind::Other {
+                            assert!(is_judged_class(class), "{class:#08x} {vendor:?}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(!is_judged_class(0x010802), "an NVMe drive is not judged");
+        assert!(
+            !is_judged_class(0x088000),
+            "an uncore system function is not judged"
+        );
     }
 
     #[test]
