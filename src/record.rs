@@ -312,7 +312,14 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         }
     }
 
-    // 5. Manifest, then replay the capture and keep its report and verdict.
+    // 5. Manifest, then replay the capture and keep its report and verdict. The command line
+    // (`--out /tmp/$(hostname)-gpudoctor.tar.gz`) and the error texts name the node too.
+    let mut command_line = json!(options.command_line);
+    let mut unreadable = serde_json::Value::Array(unreadable);
+    if options.redact {
+        redactor.redact_value(&mut command_line);
+        redactor.redact_value(&mut unreadable);
+    }
     let mut manifest = json!({
         "format_version": FORMAT_VERSION,
         "node": identity.hostname.as_deref().map(|h| if options.redact { redactor.redact(h) } else { h.to_string() }),
@@ -322,7 +329,7 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         "time": rfc3339(SystemTime::now()),
         "kernel": identity.kernel,
         "driver": nvml.driver_version,
-        "command_line": options.command_line,
+        "command_line": command_line,
         "unreadable": unreadable,
         "redaction": {
             "enabled": options.redact,
@@ -338,10 +345,12 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         "codes": replayed.findings().map(|(_, c)| c.code.clone()).collect::<std::collections::BTreeSet<_>>(),
     });
     write_json(&manifest_path, &manifest)?;
-    write_json(
-        &capture.join(REPORT_JSON),
-        &serde_json::to_value(&replayed).unwrap_or_default(),
-    )?;
+    // The replayed report names the capture's own path (`source.root`), often after the node.
+    let mut report_value = serde_json::to_value(&replayed).unwrap_or_default();
+    if options.redact {
+        redactor.redact_value(&mut report_value);
+    }
+    write_json(&capture.join(REPORT_JSON), &report_value)?;
 
     if staging.is_some() {
         pack(&capture, &options.out)?;

@@ -120,6 +120,25 @@ impl Redactor {
         self.redact_ipv4(&out)
     }
 
+    /// Redact every string (and object key) inside a JSON value, in place: the manifest's command
+    /// line and error texts, a stored report. Working on the value, not its text, keeps the JSON
+    /// well-formed whatever a replacement looks like.
+    pub fn redact_value(&mut self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::String(text) => *text = self.redact(text),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_value(v)),
+            Value::Object(map) => {
+                let old = std::mem::take(map);
+                for (key, mut v) in old {
+                    self.redact_value(&mut v);
+                    map.insert(self.redact(&key), v);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+
     fn redact_literals(&mut self, text: &str) -> String {
         let mut out = text.to_string();
         for (value, kind) in self.literals.clone() {
@@ -294,6 +313,28 @@ fn is_ipv4(run: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redacts_every_string_of_a_json_value() {
+        let mut r = Redactor::new();
+        r.add_literal(Kind::Hostname, "gpu-node-17");
+        let mut v = serde_json::json!({
+            "command_line": ["gpudoctor", "record", "--out", "/tmp/gpu-node-17-gpudoctor.tar.gz"],
+            "unreadable": [{"path": "sys/x", "error": "gpu-node-17: denied"}],
+            "gpu-node-17": 3,
+            "n": 1,
+        });
+        r.redact_value(&mut v);
+        let text = v.to_string();
+        assert!(!text.contains("gpu-node-17"), "{text}");
+        assert_eq!(v["n"], 1);
+        assert_eq!(v["command_line"][1], "record");
+        assert_eq!(
+            r.counts().get("hostname"),
+            Some(&1),
+            "one value, one placeholder"
+        );
+    }
 
     #[test]
     fn same_value_same_placeholder_across_texts() {

@@ -141,23 +141,6 @@ fn healthy_fixtures() -> Vec<PathBuf> {
         .collect()
 }
 
-/// Copy a tree, symlinks kept as links.
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let kind = entry.file_type().unwrap();
-        let target = to.join(entry.file_name());
-        if kind.is_symlink() {
-            symlink(fs::read_link(entry.path()).unwrap(), &target).unwrap();
-        } else if kind.is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 /// The files a `check --keep-going` of `root` reads, root-relative with every link resolved.
 fn files_read(root: &Path) -> Vec<String> {
     let trace = Arc::new(Mutex::new(Trace::default()));
@@ -415,7 +398,7 @@ fn corpus_of(fixture: &Path, per_mutation: usize) -> Vec<Outcome> {
     let name = common::name_of(fixture);
     let scratch = tempfile::tempdir().unwrap();
     let root = scratch.path().join("node");
-    copy_tree(fixture, &root);
+    common::copy_tree(fixture, &root);
     let pristine = RootedFs::new(fixture);
     let mut memo = HashMap::new();
 

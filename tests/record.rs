@@ -254,7 +254,8 @@ fn a_redacted_capture_keeps_no_identifier_and_stays_small() {
         secrets.push(device["serial"]["value"].as_str().unwrap().to_string());
     }
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("cap");
+    // Named the way README's ticket workflow names it: `--out /tmp/$(hostname)-gpudoctor...`.
+    let out = tmp.path().join("hgx-h100-01-gpudoctor");
     ok(&record(&fixture, &out, &[]), "record");
     let files = tree(&out);
     for (path, content) in &files {
@@ -266,13 +267,28 @@ fn a_redacted_capture_keeps_no_identifier_and_stays_small() {
             );
         }
     }
-    let manifest = fs::read_to_string(out.join(".gpudoctor/manifest.json")).unwrap();
-    for secret in &secrets {
-        assert!(
-            !manifest.contains(secret.as_str()),
-            "the manifest contains {secret}"
-        );
+    // The manifest (its command line names the output) and the stored report (its source root
+    // is the capture's path) are written after the files: redacted all the same.
+    for kept in [".gpudoctor/manifest.json", ".gpudoctor/report.json"] {
+        let text = fs::read_to_string(out.join(kept)).unwrap();
+        for secret in &secrets {
+            assert!(!text.contains(secret.as_str()), "{kept} contains {secret}");
+        }
     }
+    let manifest: Value =
+        serde_json::from_str(&fs::read_to_string(out.join(".gpudoctor/manifest.json")).unwrap())
+            .unwrap();
+    let command_line = manifest["command_line"].to_string();
+    assert!(
+        command_line.contains("record") && command_line.contains("-gpudoctor"),
+        "the command line is kept, only the host name replaced: {command_line}"
+    );
+    assert_eq!(manifest["redaction"]["enabled"], true);
+    assert!(
+        manifest["redaction"]["replaced"]["hostname"].as_u64() >= Some(1),
+        "{}",
+        manifest["redaction"]
+    );
     // Only what the checks read: far fewer entries than the fixture, and small.
     let bytes: usize = files.values().map(Vec::len).sum();
     assert!(bytes < 512 * 1024, "capture holds {bytes} bytes");
@@ -281,8 +297,10 @@ fn a_redacted_capture_keeps_no_identifier_and_stays_small() {
         "{} entries captured",
         files.len()
     );
-    // And no identifier in the replayed report either.
-    let report = replay(&out).to_string();
+    // And no identifier in the replayed report either (moved first: the report names its root).
+    let moved = tmp.path().join("cap");
+    fs::rename(&out, &moved).unwrap();
+    let report = replay(&moved).to_string();
     for secret in &secrets {
         assert!(
             !report.contains(secret.as_str()),
@@ -350,4 +368,51 @@ fn an_occupied_output_is_refused_without_force() {
     let over_root = record(&fixture, &fixture, &["--force"]);
     assert_eq!(over_root.status.code(), Some(2));
     assert!(fixture.join(".gpudoctor/manifest.json").is_file());
+}
+
+/// `record` reads through the same confined source as `check`: a link out of the root (absolute,
+/// or `..` past it) is refused, so nothing outside lands in the capture, and the refusal is listed
+/// under the manifest's `unreadable` with the path that was asked for.
+#[test]
+fn record_never_follows_links_out_of_the_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().join("outside.txt");
+    fs::write(&outside, "SECRET-OUTSIDE-THE-ROOT nvidia 1 0 - Live\n").unwrap();
+    let root = tmp.path().join("node");
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    common::copy_tree(&fixture, &root);
+    // Two files the driver layer reads: one absolute link, one relative link climbing out.
+    fs::remove_file(root.join("proc/modules")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("proc/modules")).unwrap();
+    fs::remove_file(root.join("proc/cmdline")).unwrap();
+    std::os::unix::fs::symlink("../../outside.txt", root.join("proc/cmdline")).unwrap();
+
+    let out = tmp.path().join("cap");
+    let run = record_from(&root, &fixture, &out, &[]);
+    assert!(
+        matches!(run.status.code(), Some(0..=3)),
+        "record: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    for (path, content) in tree(&out) {
+        assert!(
+            !String::from_utf8_lossy(&content).contains("SECRET-OUTSIDE"),
+            "{path} holds the file outside the root"
+        );
+    }
+    let manifest: Value =
+        serde_json::from_str(&fs::read_to_string(out.join(".gpudoctor/manifest.json")).unwrap())
+            .unwrap();
+    let unreadable: Vec<&str> = manifest["unreadable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["path"].as_str())
+        .collect();
+    for path in ["proc/modules", "proc/cmdline"] {
+        assert!(
+            unreadable.contains(&path),
+            "{path} not listed: {unreadable:?}"
+        );
+    }
 }
