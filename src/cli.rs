@@ -206,6 +206,12 @@ pub struct CheckArgs {
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: Option<String>,
 
+    /// Inside a Pod: the secondary network interface to judge (an SR-IOV VF with an RDMA
+    /// device), when the NetworkAttachmentDefinition names it (`sriov-net@ib0`) instead of
+    /// Multus's default net1, net2, ... (repeatable or comma-separated).
+    #[arg(long, value_name = "NAME,..", value_delimiter = ',')]
+    pub pod_interface: Vec<String>,
+
     #[command(flatten)]
     pub probes: ProbeArgs,
 }
@@ -377,6 +383,7 @@ impl CheckArgs {
             skip: self.skip.clone(),
             strict: self.strict,
             profile: None,
+            pod_interfaces: self.pod_interface.clone(),
         }
     }
 

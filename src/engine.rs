@@ -26,6 +26,8 @@ pub struct RunOptions {
     pub strict: bool,
     /// `--profile`: judge against this profile instead of the one chosen from the GPUs.
     pub profile: Option<crate::profile::Profile>,
+    /// `--pod-interface`: inside a Pod, the secondary interfaces to judge (default net1, net2, ...).
+    pub pod_interfaces: Vec<String>,
 }
 
 impl RunOptions {
@@ -43,7 +45,9 @@ impl RunOptions {
 /// Run the checks of `registry` against `source`.
 pub fn run_with(source: &dyn Source, registry: &[CheckDef], options: &RunOptions) -> Report {
     let started = Instant::now();
-    let ctx = Context::new(source).with_profile(options.profile.clone());
+    let ctx = Context::new(source)
+        .with_profile(options.profile.clone())
+        .with_pod_interfaces(options.pod_interfaces.clone());
     let mut layers = Vec::new();
     let mut blocked_by: Option<Layer> = None;
 

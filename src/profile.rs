@@ -65,6 +65,12 @@ pub struct Profile {
     /// warns (reference/topology.md §5, §6).
     #[serde(default)]
     pub gpudirect_rdma: Option<bool>,
+    /// SR-IOV VFs expected enabled on the node, summed over its PFs (`sriov_numvfs`; the
+    /// `numVfs` of each SriovNetworkNodePolicy times the PFs it selects): fewer fails
+    /// `sriov.vfs_enabled`, naming each PF's count. `None` = judged only by what the kubelet
+    /// advertises; `Some(0)` = none expected.
+    #[serde(default)]
+    pub sriov_vfs: Option<u32>,
     /// Single-node all_reduce bus bandwidth at large sizes, GB/s: below `warn` warns, below
     /// `fail` fails.
     #[serde(default)]
@@ -106,6 +112,7 @@ pub const FILE_KEYS: &[&str] = &[
     "rdma_rate_gbps",
     "rdma_link_layer",
     "gpudirect_rdma",
+    "sriov_vfs",
     "nccl_busbw_warn_gbps",
     "nccl_busbw_fail_gbps",
     "nccl_nvls",
@@ -184,6 +191,8 @@ fn hgx_a100(name: &str, gpu_names: &[&str], memory: &str) -> Profile {
         // GPUDirect RDMA: two GPUs and two compute HCAs per PCIe switch, GPU↔NIC `PXB`
         // (topology.md §5, §7; `NVIDIA/nccl#1505`).
         gpudirect_rdma: Some(true),
+        // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
+        sriov_vfs: None,
         // Expected 235: superbench baseline (`microsoft/superbench-results` v0.4.0; NCCL
         // maintainers ~230, `NVIDIA/nccl-tests#149`); fail < 228: AzNHC conf/nd96asr_v4.conf
         // (`Azure/azurehpc-health-checks`). §3 profile suggestion, §11.
@@ -242,6 +251,8 @@ pub fn builtins() -> Vec<Profile> {
             rdma_link_layer: Some("InfiniBand".to_string()),
             // GPUDirect RDMA: one compute NIC per GPU at `PIX` (topology.md §5, §7; `NVIDIA/nccl#1264`).
             gpudirect_rdma: Some(true),
+            // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
+            sriov_vfs: None,
             // With NVLS: warn < 480 (NVLS peak ~480, `NVIDIA/nccl-tests#212`, `#290`), fail < 460
             // (AzNHC conf/nd96isr_h100_v5.conf, 16 GiB). §4 profile suggestion.
             nccl_busbw_warn_gbps: Some(480.0),
@@ -289,6 +300,8 @@ pub fn builtins() -> Vec<Profile> {
             rdma_link_layer: Some("InfiniBand".to_string()),
             // Same GPU/NIC pairing as H100 (§5 profile suggestion; topology.md §5).
             gpudirect_rdma: Some(true),
+            // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
+            sriov_vfs: None,
             // fail < 431: AzNHC conf/nd96isr_h200_v5.conf (16 GiB; README says 480); warn < 460:
             // H100's AzNHC floor. §5 profile suggestion, §11.
             nccl_busbw_warn_gbps: Some(460.0),
@@ -334,6 +347,8 @@ pub fn builtins() -> Vec<Profile> {
             // One ConnectX-7 per GPU for GPUDirect RDMA: DGX B200 datasheet (8 × ConnectX-7);
             // topology.md §5 rule for 8-GPU/8-NIC HGX-class nodes.
             gpudirect_rdma: Some(true),
+            // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
+            sriov_vfs: None,
             // Only user-reported busbw (830+, `NVIDIA/nccl#1807`): thresholds disabled until a
             // maintainer figure exists (§6 profile suggestion).
             nccl_busbw_warn_gbps: None,
@@ -373,6 +388,8 @@ pub fn builtins() -> Vec<Profile> {
             rdma_link_layer: None,
             // A lone PCIe GPU: no GPUDirect RDMA expectation.
             gpudirect_rdma: None,
+            // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
+            sriov_vfs: None,
             nccl_busbw_warn_gbps: None,
             nccl_busbw_fail_gbps: None,
             nccl_nvls: None,
@@ -877,6 +894,7 @@ mod tests {
             rdma_rate_gbps: Some(0),
             rdma_link_layer: Some(String::new()),
             gpudirect_rdma: Some(false),
+            sriov_vfs: Some(0),
             nccl_busbw_warn_gbps: Some(0.0),
             nccl_busbw_fail_gbps: Some(0.0),
             nccl_nvls: Some(false),
@@ -913,6 +931,20 @@ mod tests {
         assert_eq!(p.nvlinks_per_gpu, h100.nvlinks_per_gpu);
         assert_eq!(p.nccl_busbw_fail_gbps, h100.nccl_busbw_fail_gbps);
         assert_eq!(p.sources, h100.sources);
+    }
+
+    #[test]
+    fn sriov_vfs_is_read_and_checked_like_the_other_counts() {
+        let p = parse_file(Path::new("p.toml"), "base = \"hgx-h100\"\nsriov_vfs = 8\n").unwrap();
+        assert_eq!(p.sriov_vfs, Some(8));
+        assert_eq!(p.rdma_ports, Some(8));
+        let msg = parse_file(Path::new("p.toml"), "sriov_vfs = -1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("`sriov_vfs`") && msg.contains("line 1"),
+            "{msg}"
+        );
     }
 
     #[test]

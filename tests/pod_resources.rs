@@ -126,6 +126,7 @@ const ALL: RunOptions = RunOptions {
     skip: Vec::new(),
     strict: false,
     profile: None,
+    pod_interfaces: Vec::new(),
 };
 
 #[test]

@@ -168,3 +168,57 @@ fn docs_list_every_builtin() {
         );
     }
 }
+
+#[test]
+fn sriov_vfs_in_a_file_judges_the_sriov_layer() {
+    // 8 VFs enabled (one per HCA): a profile expecting 16 fails sriov.vfs_enabled, 8 passes.
+    let (_dir, path) = profile_file("base = \"hgx-h100\"\nname = \"lab-sriov\"\nsriov_vfs = 16\n");
+    assert_eq!(profile::load(&path).unwrap().sriov_vfs, Some(16));
+    let out = gpudoctor(&[
+        "check",
+        "--root",
+        "fixtures/h100-sriov-healthy",
+        "--only",
+        "sriov",
+        "--format",
+        "json",
+        "--profile",
+        &path,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["first_failure"]["code"], "sriov.vfs_enabled");
+    assert!(
+        report["first_failure"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("8 vf(s) enabled, profile lab-sriov expects 16"),
+        "{report:#}"
+    );
+
+    let (_dir, path) = profile_file("base = \"hgx-h100\"\nsriov_vfs = 8\n");
+    let out = gpudoctor(&[
+        "check",
+        "--root",
+        "fixtures/h100-sriov-healthy",
+        "--profile",
+        &path,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn sriov_vfs_of_the_wrong_type_is_a_usage_error_naming_key_and_line() {
+    let (_dir, path) = profile_file("base = \"hgx-h100\"\n\nsriov_vfs = \"eight\"\n");
+    let out = gpudoctor(&["check", "--root", HEALTHY, "--profile", &path]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("`sriov_vfs`") && err.contains("line 3"),
+        "{err}"
+    );
+    // Built-ins state no SR-IOV expectation: a deployment choice, not the platform's.
+    for p in profile::builtins() {
+        assert_eq!(p.sriov_vfs, None, "{}", p.name);
+    }
+}

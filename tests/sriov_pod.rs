@@ -1,6 +1,8 @@
 //! `sriov.pod_interface` on the view from inside a Pod: a Multus secondary interface backed by an
 //! SR-IOV VF with its RDMA device passes; one without the RDMA device, or a veth, fails; outside a
-//! Pod the check does not apply. The trees are built the way sysfs lays them out (relative links).
+//! Pod the check does not apply. An interface the network selection names (`sriov-net@ib0`) is
+//! judged when `--pod-interface` names it, and a named one that is absent fails. The trees are
+//! built the way sysfs lays them out (relative links).
 
 mod common;
 
@@ -69,7 +71,11 @@ fn pod(root: &Path, in_pod: bool, rdma: bool) {
 }
 
 fn pod_interface(root: &Path) -> Value {
-    let out = common::gpudoctor(&[
+    pod_interface_with(root, &[])
+}
+
+fn pod_interface_with(root: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![
         "check",
         "--root",
         root.to_str().unwrap(),
@@ -77,7 +83,9 @@ fn pod_interface(root: &Path) -> Value {
         "sriov",
         "--format",
         "json",
-    ]);
+    ];
+    args.extend(extra);
+    let out = common::gpudoctor(&args);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     report["layers"][5]["checks"]
         .as_array()
@@ -144,4 +152,77 @@ fn outside_a_pod_it_does_not_apply() {
     let dir = tempfile::tempdir().unwrap();
     pod(dir.path(), false, false);
     assert_eq!(pod_interface(dir.path())["status"], "skip");
+}
+
+/// The pod of [`pod`] with the VF's interface named `ib0` (`sriov-net@ib0` in the Pod's network
+/// selection) instead of Multus's default `net1`.
+fn pod_with_ib0(root: &Path) {
+    pod(root, true, true);
+    fs::rename(
+        root.join(format!("{VF}/net/net1")),
+        root.join(format!("{VF}/net/ib0")),
+    )
+    .unwrap();
+    fs::remove_file(root.join("sys/class/net/net1")).unwrap();
+    link(
+        root,
+        "sys/class/net/ib0",
+        &format!("../../{}/net/ib0", VF.trim_start_matches("sys/")),
+    );
+}
+
+#[test]
+fn an_interface_named_in_the_network_selection_is_judged_with_pod_interface() {
+    let dir = tempfile::tempdir().unwrap();
+    pod_with_ib0(dir.path());
+    // Without the flag only net<N> are secondary interfaces: nothing to judge, and the skip says
+    // how to name others.
+    let check = pod_interface(dir.path());
+    assert_eq!(check["status"], "skip", "{check}");
+    assert!(
+        check["summary"]
+            .as_str()
+            .unwrap()
+            .contains("--pod-interface"),
+        "{check}"
+    );
+    let check = pod_interface_with(dir.path(), &["--pod-interface", "ib0"]);
+    assert_eq!(check["status"], "pass", "{check}");
+    assert!(
+        check["summary"]
+            .as_str()
+            .unwrap()
+            .contains("ib0 = vf 0000:18:00.1 with mlx5_12"),
+        "{check}"
+    );
+    // The plain eth0 (a veth) is judged too when named: it is not a VF.
+    let check = pod_interface_with(dir.path(), &["--pod-interface", "ib0,eth0"]);
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(
+        check["summary"]
+            .as_str()
+            .unwrap()
+            .contains("eth0 is not backed by a pci function"),
+        "{check}"
+    );
+}
+
+#[test]
+fn a_named_interface_missing_from_the_pod_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    pod_with_ib0(dir.path());
+    let check = pod_interface_with(
+        dir.path(),
+        &["--pod-interface", "ib0", "--pod-interface", "ib1"],
+    );
+    assert_eq!(check["status"], "fail", "{check}");
+    let summary = check["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("ib1 is not an interface in this pod"),
+        "{summary}"
+    );
+    assert!(
+        check["evidence"].to_string().contains("sys/class/net/ib1"),
+        "{check}"
+    );
 }

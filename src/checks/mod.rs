@@ -220,6 +220,7 @@ pub struct Context<'a> {
     kernel_log: OnceCell<Result<Option<(String, String)>, FsError>>,
     profile: OnceCell<Option<Profile>>,
     forced_profile: Option<Profile>,
+    pod_interfaces: Vec<String>,
     rdma: OnceCell<Result<crate::facts::rdma::RdmaFacts, FactError>>,
     sriov: OnceCell<crate::facts::sriov::SriovFacts>,
     // Kubernetes and the container stack (toolkit and device-plugin layers).
@@ -249,6 +250,7 @@ impl<'a> Context<'a> {
             kernel_log: OnceCell::new(),
             profile: OnceCell::new(),
             forced_profile: None,
+            pod_interfaces: Vec::new(),
             nccl: OnceCell::new(),
             rdma: OnceCell::new(),
             sriov: OnceCell::new(),
@@ -294,6 +296,18 @@ impl<'a> Context<'a> {
     pub fn with_profile(mut self, profile: Option<Profile>) -> Self {
         self.forced_profile = profile;
         self
+    }
+
+    /// Inside a Pod, the secondary interfaces to judge by name (`--pod-interface`) instead of
+    /// Multus's default `net1`, `net2`, ...
+    pub fn with_pod_interfaces(mut self, names: Vec<String>) -> Self {
+        self.pod_interfaces = names;
+        self
+    }
+
+    /// `--pod-interface` names; empty = Multus's default names.
+    pub fn pod_interfaces(&self) -> &[String] {
+        &self.pod_interfaces
     }
 
     /// The profile in force: `--profile`, else the built-in that matches NVML's GPU names,

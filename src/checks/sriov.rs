@@ -24,8 +24,8 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Sriov,
             title: "advertised VF resources have VFs behind them",
             explain: Explain {
-                reads: "/sys/bus/pci/devices/*/sriov_{totalvfs,numvfs}, virtfn* links; kubelet pod-resources allocatable and the device-plugin checkpoint",
-                expects: "every SR-IOV resource the kubelet advertises names VFs that exist; no VF resource registered with zero devices",
+                reads: "/sys/bus/pci/devices/*/sriov_{totalvfs,numvfs}, virtfn* links; kubelet pod-resources allocatable and the device-plugin checkpoint; the profile's sriov_vfs",
+                expects: "at least the profile's sriov_vfs VFs enabled in total (when it sets one); every SR-IOV resource the kubelet advertises names VFs that exist; no VF resource registered with zero devices",
                 why: "a resource with no VFs behind it (the PF was never configured: sriov_numvfs 0) leaves Pods that request it Pending, or scheduled without their secondary network",
                 fix: "enable the VFs (`echo N > /sys/bus/pci/devices/<pf>/sriov_numvfs`, or the SriovNetworkNodePolicy of the sriov-network-operator) and restart the sriov device plugin pod",
             },
@@ -62,8 +62,8 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Sriov,
             title: "inside a Pod: the secondary interface is a VF with an RDMA device",
             explain: Explain {
-                reads: "the Pod's /sys/class/net/net<N> (Multus names secondary interfaces net1, net2, ...), their device link, the VF's physfn link and infiniband/ directory; KUBERNETES_SERVICE_HOST or the service-account mount to know it runs in a Pod",
-                expects: "every net<N> interface backed by an SR-IOV VF that has an RDMA device",
+                reads: "the Pod's /sys/class/net/net<N> (Multus names secondary interfaces net1, net2, ...; --pod-interface names others), their device link, the VF's physfn link and infiniband/ directory; KUBERNETES_SERVICE_HOST or the service-account mount to know it runs in a Pod",
+                expects: "every net<N> interface (or each one --pod-interface names, which must exist) backed by an SR-IOV VF that has an RDMA device",
                 why: "a secondary interface that is a plain veth or a VF without its RDMA device gives NCCL a TCP path only: the job runs, at a fraction of the speed",
                 fix: "check the Pod's k8s.v1.cni.cncf.io/networks annotation and its NetworkAttachmentDefinition (sriov CNI, not macvlan/ipvlan), request the VF resource in the Pod spec, and set isRdma: true in the SriovNetworkNodePolicy",
             },
@@ -134,12 +134,48 @@ fn applies(
 fn vfs_enabled(ctx: &Context<'_>) -> Outcome {
     let facts = ctx.sriov();
     let adv = advertised(ctx);
-    if let Err(skip) = applies(facts, &adv) {
+    // The profile's `sriov_vfs`: a node meant to have VFs is judged even when none are enabled
+    // and nothing is advertised (the PF was never configured and the plugin found nothing).
+    let expected = ctx
+        .profile()
+        .and_then(|p| p.sriov_vfs.filter(|n| *n > 0).map(|n| (n, p.name.as_str())));
+    if expected.is_none()
+        && let Err(skip) = applies(facts, &adv)
+    {
         return skip;
     }
     let existing: BTreeSet<&str> = facts.vfs().map(|(_, vf)| vf.bdf.as_str()).collect();
     let mut fails = Vec::new();
     let mut evidence = Vec::new();
+    let enabled: u32 = facts.pfs.iter().map(|pf| pf.num_vfs).sum();
+    if let Some((want, name)) = expected
+        && enabled < want
+    {
+        let per_pf: Vec<String> = facts
+            .pfs
+            .iter()
+            .map(|pf| format!("{} {}/{}", pf.bdf, pf.num_vfs, pf.total_vfs))
+            .collect();
+        fails.push(format!(
+            "{enabled} vf(s) enabled, profile {name} expects {want} ({})",
+            if per_pf.is_empty() {
+                "no sr-iov capable function".to_string()
+            } else {
+                format!("sriov_numvfs/totalvfs {}", per_pf.join(", "))
+            }
+        ));
+        evidence.push(
+            Evidence::new(
+                "sys/bus/pci/devices/*/sriov_numvfs",
+                if per_pf.is_empty() {
+                    "no sr-iov pf".to_string()
+                } else {
+                    per_pf.join(", ")
+                },
+            )
+            .expected(format!("{want} vfs in total (profile {name} sriov_vfs)")),
+        );
+    }
     for (name, (ids, from)) in &adv {
         if ids.is_empty() {
             let numvfs: Vec<String> = facts
@@ -203,12 +239,16 @@ fn vfs_enabled(ctx: &Context<'_>) -> Outcome {
     let vfs = existing.len();
     let names: Vec<&str> = adv.keys().map(String::as_str).collect();
     Outcome::pass(format!(
-        "{vfs} vf(s) on {} pf(s){}",
+        "{vfs} vf(s) on {} pf(s){}{}",
         facts.pfs.iter().filter(|p| p.num_vfs > 0).count(),
         if names.is_empty() {
             String::new()
         } else {
             format!(", advertised as {}", names.join(", "))
+        },
+        match expected {
+            Some((want, name)) => format!(", profile {name} expects {want}"),
+            None => String::new(),
         }
     ))
 }
@@ -376,7 +416,8 @@ fn multus(ctx: &Context<'_>) -> Outcome {
         .action(Action::FixConfig)
 }
 
-/// Multus names the interfaces it attaches `net1`, `net2`, ...
+/// Multus names the interfaces it attaches `net1`, `net2`, ... unless the network selection
+/// names one (`--pod-interface` then says which).
 fn is_secondary_interface(name: &str) -> bool {
     name.strip_prefix("net")
         .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
@@ -387,20 +428,43 @@ fn pod_interface(ctx: &Context<'_>) -> Outcome {
     if !pod.in_pod() {
         return Outcome::skip("not running inside a pod");
     }
-    let names = match ctx
-        .source()
-        .list_dir("sys/class/net", &is_secondary_interface)
-    {
-        Ok(names) => names,
-        Err(err) if err.is_missing() => Vec::new(),
-        Err(err) => return Outcome::unreadable(&err.into()),
-    };
-    if names.is_empty() {
-        return Outcome::skip("no secondary interface (net1, net2, ...) in this pod");
-    }
     let mut fails = Vec::new();
     let mut evidence = Vec::new();
     let mut good = Vec::new();
+    // `--pod-interface NAME`: the interfaces the NetworkAttachmentDefinition names
+    // (`sriov-net@ib0`); each must exist. Without it, Multus's default names.
+    let named = ctx.pod_interfaces();
+    let names: Vec<String> = if named.is_empty() {
+        let names = match ctx
+            .source()
+            .list_dir("sys/class/net", &is_secondary_interface)
+        {
+            Ok(names) => names,
+            Err(err) if err.is_missing() => Vec::new(),
+            Err(err) => return Outcome::unreadable(&err.into()),
+        };
+        if names.is_empty() {
+            return Outcome::skip(
+                "no secondary interface (net1, net2, ...) in this pod; name others with --pod-interface",
+            );
+        }
+        names
+    } else {
+        let mut present = Vec::new();
+        for name in named {
+            let path = format!("sys/class/net/{name}");
+            if name.is_empty() || name.contains('/') || !ctx.source().exists(&path) {
+                fails.push(format!("{name} is not an interface in this pod"));
+                evidence.push(
+                    Evidence::new(path, "absent")
+                        .expected("the secondary interface named by --pod-interface"),
+                );
+            } else {
+                present.push(name.clone());
+            }
+        }
+        present
+    };
     for name in &names {
         let device = format!("sys/class/net/{name}/device");
         let bdf = ctx
