@@ -1,0 +1,707 @@
+//! The `rdma` and `sriov` layers, one behaviour at a time: a healthy fixture is copied into a
+//! temporary directory, one thing is changed the way it changes on a real node (a counter that
+//! ticked, an HCA left on old firmware, a module not loaded, a VF unbound, ...), and the engine
+//! replays the copy. Each test asserts the check's status and the part of its summary or
+//! evidence an operator acts on — the numbers, the device, the path.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use gpudoctor::engine::{self, RunOptions};
+use gpudoctor::profile::{self, Profile};
+use gpudoctor::report::{CheckResult, Layer, Report, Status};
+use gpudoctor::source::ReplaySource;
+
+const HEALTHY: &str = "hgx-h100-healthy";
+const SRIOV: &str = "h100-sriov-healthy";
+
+/// Copy a tree, symlinks kept as links (they are relative, as on a real node).
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        let target = to.join(entry.file_name());
+        if kind.is_symlink() {
+            symlink(fs::read_link(entry.path()).unwrap(), &target).unwrap();
+        } else if kind.is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A writable copy of a fixture.
+struct Node {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Node {
+    fn from(fixture: &str) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("node");
+        copy_tree(&common::repo().join("fixtures").join(fixture), &root);
+        Node { _dir: dir, root }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let path = self.path(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    fn edit(&self, rel: &str, change: impl Fn(&str) -> String) {
+        let text = fs::read_to_string(self.path(rel)).unwrap();
+        let changed = change(&text);
+        assert_ne!(text, changed, "{rel}: the edit changed nothing");
+        fs::write(self.path(rel), changed).unwrap();
+    }
+
+    /// Drop the lines of `rel` that start with `prefix` (a module from /proc/modules).
+    fn drop_lines(&self, rel: &str, prefix: &str) {
+        self.edit(rel, |t| {
+            t.lines()
+                .filter(|l| !l.starts_with(prefix))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        });
+    }
+
+    /// Remove a file, a link or a whole directory.
+    fn remove(&self, rel: &str) {
+        let path = self.path(rel);
+        let meta = fs::symlink_metadata(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        if meta.is_dir() {
+            fs::remove_dir_all(path).unwrap();
+        } else {
+            fs::remove_file(path).unwrap();
+        }
+    }
+
+    fn link(&self, rel: &str, target: &str) {
+        let path = self.path(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        symlink(target, path).unwrap();
+    }
+
+    /// The directory an RDMA device's class link points at, root-relative.
+    fn ib_dir(&self, dev: &str) -> String {
+        let link = format!("sys/class/infiniband/{dev}");
+        let target = fs::read_link(self.path(&link)).unwrap();
+        let rel = target.to_string_lossy().replace("../../", "sys/");
+        assert!(self.path(&rel).is_dir(), "{rel}");
+        rel
+    }
+
+    fn run(&self, layer: Layer, profile: Option<Profile>) -> Report {
+        let source = ReplaySource::new(&self.root);
+        engine::run(
+            &source,
+            &RunOptions {
+                only: vec![layer],
+                profile,
+                ..RunOptions::default()
+            },
+        )
+    }
+}
+
+fn check<'r>(report: &'r Report, code: &str) -> &'r CheckResult {
+    report
+        .layers
+        .iter()
+        .flat_map(|l| &l.checks)
+        .find(|c| c.code == code)
+        .unwrap_or_else(|| panic!("no {code} in the report"))
+}
+
+fn evidence(c: &CheckResult) -> String {
+    c.evidence
+        .iter()
+        .map(|e| {
+            format!(
+                "{}: {} (expected {})\n",
+                e.source,
+                e.observed,
+                e.expected.as_deref().unwrap_or("-")
+            )
+        })
+        .collect()
+}
+
+/// A profile like `hgx-h100` with some RDMA or SR-IOV expectations changed.
+fn h100_with(edit: impl FnOnce(&mut Profile)) -> Profile {
+    let mut p = profile::builtin("hgx-h100").unwrap();
+    p.name = "lab".to_string();
+    edit(&mut p);
+    p
+}
+
+// ---------------------------------------------------------------------------------------------
+// rdma
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn the_healthy_copy_passes_so_every_edit_below_is_what_fails() {
+    let node = Node::from(HEALTHY);
+    let report = node.run(Layer::Rdma, None);
+    let layer = report.layer(Layer::Rdma).unwrap();
+    assert_eq!(layer.status, Status::Pass, "{layer:#?}");
+}
+
+#[test]
+fn error_counters_above_zero_warn_with_their_values() {
+    let node = Node::from(HEALTHY);
+    let ports = format!("{}/ports/1/counters", node.ib_dir("mlx5_3"));
+    node.write(&format!("{ports}/symbol_error"), "17\n");
+    node.write(&format!("{ports}/link_downed"), "2\n");
+    let report = node.run(Layer::Rdma, None);
+    let c = check(&report, "rdma.error_counters");
+    assert_eq!(c.status, Status::Warn, "{c:#?}");
+    assert!(
+        c.summary.contains("mlx5_3 port 1")
+            && c.summary.contains("symbol_error 17")
+            && c.summary.contains("link_downed 2"),
+        "{}",
+        c.summary
+    );
+    // Only the port that ticked is named.
+    assert!(!c.summary.contains("mlx5_2"), "{}", c.summary);
+    assert!(
+        evidence(c).contains("mlx5_3/ports/1/counters: link_downed 2, symbol_error 17"),
+        "{}",
+        evidence(c)
+    );
+}
+
+#[test]
+fn firmware_differing_across_hcas_of_one_model_warns() {
+    let node = Node::from(HEALTHY);
+    let dir = node.ib_dir("mlx5_2");
+    let model = fs::read_to_string(node.path(&format!("{dir}/hca_type"))).unwrap();
+    node.write(&format!("{dir}/fw_ver"), "28.38.1002\n");
+    let report = node.run(Layer::Rdma, None);
+    let c = check(&report, "rdma.firmware");
+    assert_eq!(c.status, Status::Warn, "{c:#?}");
+    assert!(
+        c.summary.contains(model.trim())
+            && c.summary.contains("28.38.1002 on mlx5_2")
+            && c.summary.contains("28.39.1002 on mlx5_0 mlx5_1 mlx5_3"),
+        "{}",
+        c.summary
+    );
+    assert!(c.hint.as_deref().unwrap().contains("mlxfwmanager"));
+}
+
+#[test]
+fn mtu_differing_across_roce_ports_warns() {
+    let node = Node::from(HEALTHY);
+    node.write("sys/class/net/enp105s0f1np1/mtu", "1500\n");
+    let report = node.run(Layer::Rdma, None);
+    let c = check(&report, "rdma.roce_config");
+    assert_eq!(c.status, Status::Warn, "{c:#?}");
+    assert!(
+        c.summary
+            .contains("Ethernet rdma netdevs use different mtus")
+            && c.summary.contains("mtu 1500 on enp105s0f1np1")
+            && c.summary.contains("mtu 9000 on enp105s0f0np0"),
+        "{}",
+        c.summary
+    );
+    // IPoIB (4092) and Ethernet (9000) differ by design and are never compared.
+    assert!(!c.summary.contains("4092"), "{}", c.summary);
+}
+
+#[test]
+fn verbs_fail_without_ib_uverbs_or_mlx5_ib() {
+    for module in ["ib_uverbs", "mlx5_ib"] {
+        let node = Node::from(HEALTHY);
+        node.drop_lines("proc/modules", &format!("{module} "));
+        let report = node.run(Layer::Rdma, None);
+        let c = check(&report, "rdma.verbs");
+        assert_eq!(c.status, Status::Fail, "{module}: {c:#?}");
+        assert!(
+            c.summary
+                .contains(&format!("module(s) not loaded: {module}")),
+            "{}",
+            c.summary
+        );
+        assert!(
+            c.hint
+                .as_deref()
+                .unwrap()
+                .contains("modprobe ib_uverbs mlx5_ib")
+        );
+    }
+}
+
+#[test]
+fn verbs_fail_when_a_uverbs_device_node_is_missing() {
+    let node = Node::from(HEALTHY);
+    node.remove("dev/infiniband/uverbs9");
+    let report = node.run(Layer::Rdma, None);
+    let c = check(&report, "rdma.verbs");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert!(
+        c.summary
+            .contains("9 /dev/infiniband/uverbs node(s) for 10 rdma device(s)"),
+        "{}",
+        c.summary
+    );
+    assert!(
+        evidence(c).contains("expected 10 uverbs nodes"),
+        "{}",
+        evidence(c)
+    );
+}
+
+#[test]
+fn fewer_ports_than_the_profile_expects_fail() {
+    let node = Node::from(HEALTHY);
+    let report = node.run(Layer::Rdma, Some(h100_with(|p| p.rdma_ports = Some(9))));
+    let c = check(&report, "rdma.devices");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert!(
+        c.summary
+            .contains("8 InfiniBand port(s), profile lab expects 9"),
+        "{}",
+        c.summary
+    );
+    assert!(
+        evidence(c)
+            .contains("2 Ethernet, 8 InfiniBand (expected 9 InfiniBand ports (profile lab))"),
+        "{}",
+        evidence(c)
+    );
+}
+
+#[test]
+fn an_hca_gone_from_the_node_fails_naming_its_function() {
+    let node = Node::from(HEALTHY);
+    let dir = node.ib_dir("mlx5_7");
+    node.remove("sys/class/infiniband/mlx5_7");
+    node.remove(&dir);
+    let report = node.run(Layer::Rdma, Some(profile::builtin("hgx-h100").unwrap()));
+    let c = check(&report, "rdma.devices");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    let bdf = dir.split('/').rev().nth(2).unwrap();
+    assert!(
+        c.summary.contains(&format!(
+            "1 connectx function(s) without an rdma device: {bdf}"
+        )) && c
+            .summary
+            .contains("7 InfiniBand port(s), profile hgx-h100 expects 8"),
+        "{}",
+        c.summary
+    );
+}
+
+#[test]
+fn a_link_layer_other_than_the_profiles_fails() {
+    // An HCA flipped to Ethernet mode (mlxconfig LINK_TYPE_P1=2): still an RDMA device, but no
+    // longer one of the profile's InfiniBand ports.
+    let node = Node::from(HEALTHY);
+    let port = format!("{}/ports/1", node.ib_dir("mlx5_4"));
+    node.write(&format!("{port}/link_layer"), "Ethernet\n");
+    let report = node.run(Layer::Rdma, Some(profile::builtin("hgx-h100").unwrap()));
+    let c = check(&report, "rdma.devices");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert!(
+        c.summary
+            .contains("7 InfiniBand port(s), profile hgx-h100 expects 8"),
+        "{}",
+        c.summary
+    );
+    assert!(
+        evidence(c).contains("3 Ethernet, 7 InfiniBand"),
+        "{}",
+        evidence(c)
+    );
+    assert!(c.hint.as_deref().unwrap().contains("LINK_TYPE"));
+}
+
+#[test]
+fn without_a_profile_a_port_slower_than_the_others_fails_naming_both() {
+    let node = Node::from(HEALTHY);
+    // No NVML answers: no GPU names, so no profile is chosen.
+    node.remove(".gpudoctor/nvml.json");
+    let port = format!("{}/ports/1", node.ib_dir("mlx5_5"));
+    node.write(&format!("{port}/rate"), "200 Gb/sec (4X HDR)\n");
+    let report = node.run(Layer::Rdma, None);
+    assert_eq!(report.profile, None, "no profile must be in force");
+    let c = check(&report, "rdma.port_rate");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert!(
+        c.summary.contains("mlx5_5 port 1")
+            && c.summary
+                .contains("at 200 gb/s, the fastest InfiniBand port runs 400 gb/s"),
+        "{}",
+        c.summary
+    );
+    assert!(
+        evidence(c)
+            .contains("200 Gb/sec (4X HDR) (expected 400 Gb/sec (the fastest InfiniBand port))"),
+        "{}",
+        evidence(c)
+    );
+    // The RoCE ports (200 GbE) are compared with each other, not with the InfiniBand ones.
+    assert!(!c.summary.contains("mlx5_8"), "{}", c.summary);
+}
+
+/// RoCE LAG: the dual-port card's two RDMA devices become one `mlx5_bond_0` under its first PF,
+/// over the bond netdev (no `device` link: a virtual interface); the second PF has no RDMA device
+/// of its own.
+fn bonded(node: &Node) {
+    let first = node.ib_dir("mlx5_8");
+    let second = node.ib_dir("mlx5_9");
+    let bond = first.replace("/infiniband/mlx5_8", "/infiniband/mlx5_bond_0");
+    fs::rename(node.path(&first), node.path(&bond)).unwrap();
+    node.remove("sys/class/infiniband/mlx5_8");
+    node.remove("sys/class/infiniband/mlx5_9");
+    node.remove(&second);
+    node.link(
+        "sys/class/infiniband/mlx5_bond_0",
+        &bond.replacen("sys/", "../../", 1),
+    );
+    for i in 0..4 {
+        node.write(&format!("{bond}/ports/1/gid_attrs/ndevs/{i}"), "bond0\n");
+    }
+    node.write("sys/devices/virtual/net/bond0/operstate", "up\n");
+    node.write("sys/devices/virtual/net/bond0/mtu", "9000\n");
+    node.link("sys/class/net/bond0", "../../devices/virtual/net/bond0");
+    node.remove("dev/infiniband/uverbs9");
+}
+
+#[test]
+fn a_bonded_roce_device_is_one_healthy_rdma_device() {
+    let node = Node::from(HEALTHY);
+    bonded(&node);
+    let report = node.run(Layer::Rdma, Some(profile::builtin("hgx-h100").unwrap()));
+    let devices = check(&report, "rdma.devices");
+    // The second PF of a LAG has no RDMA device of its own: not "a NIC without RDMA".
+    assert_eq!(devices.status, Status::Pass, "{devices:#?}");
+    assert!(
+        devices
+            .summary
+            .contains("9 rdma device(s): 1 Ethernet, 8 InfiniBand"),
+        "{}",
+        devices.summary
+    );
+    assert!(evidence(devices).contains("mlx5_bond_0"));
+    let roce = check(&report, "rdma.roce_config");
+    assert_eq!(roce.status, Status::Pass, "{roce:#?}");
+    assert!(
+        roce.summary.starts_with("1 roce port(s)"),
+        "{}",
+        roce.summary
+    );
+    for code in [
+        "rdma.port_state",
+        "rdma.port_rate",
+        "rdma.verbs",
+        "rdma.gpudirect",
+    ] {
+        assert_eq!(check(&report, code).status, Status::Pass, "{code}");
+    }
+    // Its netdev is the bond, read like any other.
+    node.write("sys/devices/virtual/net/bond0/operstate", "down\n");
+    let report = node.run(Layer::Rdma, None);
+    let roce = check(&report, "rdma.roce_config");
+    assert_eq!(roce.status, Status::Fail, "{roce:#?}");
+    assert!(
+        roce.summary.contains("mlx5_bond_0 port 1")
+            && roce.summary.contains("netdev bond0 is down"),
+        "{}",
+        roce.summary
+    );
+}
+
+#[test]
+fn no_rdma_devices_and_none_expected_skips_the_layer() {
+    let node = Node::from(HEALTHY);
+    // A GPU node without RDMA NICs: no RDMA devices and no ConnectX functions.
+    for dev in fs::read_dir(node.path("sys/class/infiniband")).unwrap() {
+        let name = dev.unwrap().file_name().to_string_lossy().into_owned();
+        let dir = node.ib_dir(&name);
+        let function = dir.split("/infiniband/").next().unwrap().to_string();
+        let bdf = function.rsplit('/').next().unwrap().to_string();
+        node.remove(&format!("sys/bus/pci/devices/{bdf}"));
+        node.remove(&function);
+    }
+    node.remove("sys/class/infiniband");
+    let none = h100_with(|p| {
+        p.rdma_ports = Some(0);
+        p.rdma_rate_gbps = None;
+    });
+    let report = node.run(Layer::Rdma, Some(none));
+    let layer = report.layer(Layer::Rdma).unwrap();
+    assert_eq!(layer.status, Status::Skip, "{layer:#?}");
+    let devices = check(&report, "rdma.devices");
+    assert_eq!(devices.status, Status::Skip);
+    assert_eq!(
+        devices.summary,
+        "no rdma devices, none expected (profile lab)"
+    );
+    for c in &layer.checks {
+        assert_eq!(c.status, Status::Skip, "{c:#?}");
+    }
+}
+
+// GPUDirect RDMA: the three outcomes issue 6 names.
+
+/// The healthy node without nvidia_peermem (module and its sysfs directory).
+fn without_peermem(node: &Node) {
+    node.drop_lines("proc/modules", "nvidia_peermem ");
+    node.remove("sys/module/nvidia_peermem");
+}
+
+#[test]
+fn gpudirect_via_nvidia_peermem_passes_naming_it() {
+    let node = Node::from(HEALTHY);
+    let report = node.run(Layer::Rdma, None);
+    let c = check(&report, "rdma.gpudirect");
+    assert_eq!(c.status, Status::Pass, "{c:#?}");
+    assert!(
+        c.summary.starts_with("gpudirect rdma via nvidia_peermem"),
+        "{}",
+        c.summary
+    );
+}
+
+#[test]
+fn gpudirect_via_dma_buf_passes_naming_the_path_and_what_it_needs() {
+    // Linux 5.15 with the open kernel module 550: dma-buf.
+    let node = Node::from(HEALTHY);
+    without_peermem(&node);
+    let report = node.run(Layer::Rdma, None);
+    let c = check(&report, "rdma.gpudirect");
+    assert_eq!(c.status, Status::Pass, "{c:#?}");
+    assert!(
+        c.summary.starts_with(
+            "gpudirect rdma via dma-buf: linux 5.15.0-105-generic with the open nvidia kernel module 550.54.15"
+        ) && c.summary.contains("needs nccl ≥ 2.13 and cuda ≥ 11.7"),
+        "{}",
+        c.summary
+    );
+    let ev = evidence(c);
+    assert!(ev.contains("open kernel module 550.54.15"), "{ev}");
+    assert!(ev.contains("nccl ≥ 2.13 and cuda ≥ 11.7"), "{ev}");
+}
+
+#[test]
+fn gpudirect_without_peermem_or_dma_buf_fails_with_the_modprobe_hint() {
+    // The proprietary kernel module has no dma-buf export.
+    let node = Node::from(HEALTHY);
+    without_peermem(&node);
+    node.edit("proc/driver/nvidia/version", |t| {
+        t.replace("Open Kernel Module", "Kernel Module")
+    });
+    let report = node.run(Layer::Rdma, None);
+    let c = check(&report, "rdma.gpudirect");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert!(
+        c.summary.starts_with(
+            "no gpudirect rdma path: nvidia_peermem not loaded and no dma-buf support"
+        ),
+        "{}",
+        c.summary
+    );
+    assert!(
+        c.hint
+            .as_deref()
+            .unwrap()
+            .contains("modprobe nvidia_peermem")
+    );
+    assert!(
+        evidence(c).contains("proprietary kernel module"),
+        "{}",
+        evidence(c)
+    );
+
+    // The open module on a kernel older than 5.12: no dma-buf either.
+    let node = Node::from(HEALTHY);
+    without_peermem(&node);
+    node.write("proc/sys/kernel/osrelease", "5.4.0-150-generic\n");
+    let c = check(&node.run(Layer::Rdma, None), "rdma.gpudirect").clone();
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert!(
+        evidence(&c).contains("5.4.0-150-generic (expected ≥ 5.12 for dma-buf)"),
+        "{}",
+        evidence(&c)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// sriov
+// ---------------------------------------------------------------------------------------------
+
+/// The first VF of the first SR-IOV PF in the fixture, root-relative `sys/bus/pci/devices/<vf>`.
+fn first_vf(node: &Node) -> (String, String) {
+    let pf = "0000:19:00.0";
+    let target = fs::read_link(node.path(&format!("sys/bus/pci/devices/{pf}/virtfn0"))).unwrap();
+    let vf = target.file_name().unwrap().to_string_lossy().into_owned();
+    (pf.to_string(), vf)
+}
+
+#[test]
+fn the_healthy_sriov_copy_passes() {
+    let node = Node::from(SRIOV);
+    let report = node.run(Layer::Sriov, None);
+    let layer = report.layer(Layer::Sriov).unwrap();
+    for c in &layer.checks {
+        assert!(!c.status.is_finding(), "{c:#?}");
+    }
+    assert_eq!(check(&report, "sriov.vf_binding").status, Status::Pass);
+}
+
+#[test]
+fn an_unbound_vf_fails() {
+    let node = Node::from(SRIOV);
+    let (pf, vf) = first_vf(&node);
+    node.remove(&format!("sys/bus/pci/devices/{vf}/driver"));
+    let report = node.run(Layer::Sriov, None);
+    let c = check(&report, "sriov.vf_binding");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert_eq!(
+        c.summary,
+        format!("vf {vf} of {pf} is not bound to a driver")
+    );
+    assert!(
+        evidence(c).contains(&format!("sys/bus/pci/devices/{vf}/driver: absent")),
+        "{}",
+        evidence(c)
+    );
+}
+
+#[test]
+fn a_vf_of_an_rdma_pf_without_its_rdma_device_fails() {
+    let node = Node::from(SRIOV);
+    let (pf, vf) = first_vf(&node);
+    let dir = format!("sys/bus/pci/devices/{vf}/infiniband");
+    let dev = fs::read_dir(node.path(&dir))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    // mlx5_ib did not create the VF's device: neither its directory nor its class link exist.
+    node.remove(&format!("sys/class/infiniband/{dev}"));
+    node.remove(&dir);
+    let report = node.run(Layer::Sriov, None);
+    let c = check(&report, "sriov.vf_binding");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert_eq!(
+        c.summary,
+        format!("vf {vf} of rdma pf {pf} has no rdma device")
+    );
+    assert!(c.hint.as_deref().unwrap().contains("isRdma"));
+}
+
+#[test]
+fn vf_resources_without_a_multus_config_fail() {
+    let node = Node::from(SRIOV);
+    node.remove("etc/cni/net.d/00-multus.conf");
+    node.write(
+        "etc/cni/net.d/10-calico.conflist",
+        "{\"name\": \"k8s-pod-network\"}\n",
+    );
+    let report = node.run(Layer::Sriov, None);
+    let c = check(&report, "sriov.multus");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert!(
+        c.summary.contains("multus is not configured"),
+        "{}",
+        c.summary
+    );
+    assert!(
+        evidence(c).contains("etc/cni/net.d: 10-calico.conflist (expected a multus config"),
+        "{}",
+        evidence(c)
+    );
+}
+
+#[test]
+fn device_plugin_resources_naming_vfs_that_do_not_exist_fail() {
+    let node = Node::from(SRIOV);
+    let (_, vf) = first_vf(&node);
+    // The plugin still advertises a VF from before the PF was reconfigured.
+    node.edit(".gpudoctor/pod-resources.json", |t| {
+        t.replace(&format!("\"{vf}\""), "\"0000:19:07.7\"")
+    });
+    let report = node.run(Layer::Sriov, None);
+    let c = check(&report, "sriov.vfs_enabled");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert!(
+        c.summary
+            .contains("nvidia.com/rdma_vf names 1 vf(s) that do not exist: 0000:19:07.7"),
+        "{}",
+        c.summary
+    );
+    assert!(
+        evidence(c).contains("pod-resources allocatable: nvidia.com/rdma_vf: 0000:19:07.7"),
+        "{}",
+        evidence(c)
+    );
+}
+
+#[test]
+fn fewer_vfs_than_the_profile_expects_fail_naming_each_pf() {
+    let node = Node::from(SRIOV);
+    let report = node.run(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(16))));
+    let c = check(&report, "sriov.vfs_enabled");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert!(
+        c.summary.starts_with(
+            "8 vf(s) enabled, profile lab expects 16 (sriov_numvfs/totalvfs 0000:19:00.0 1/8,"
+        ),
+        "{}",
+        c.summary
+    );
+    assert!(
+        evidence(c).contains("(expected 16 vfs in total (profile lab sriov_vfs))"),
+        "{}",
+        evidence(c)
+    );
+
+    // As many as expected: pass, saying so.
+    let report = node.run(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(8))));
+    let c = check(&report, "sriov.vfs_enabled");
+    assert_eq!(c.status, Status::Pass, "{c:#?}");
+    assert!(
+        c.summary.ends_with("profile lab expects 8"),
+        "{}",
+        c.summary
+    );
+}
+
+#[test]
+fn a_node_the_profile_expects_vfs_on_fails_even_with_nothing_advertised() {
+    // No VFs enabled and no VF resource: without a profile SR-IOV does not apply...
+    let node = Node::from(HEALTHY);
+    let report = node.run(Layer::Sriov, None);
+    assert_eq!(report.layer(Layer::Sriov).unwrap().status, Status::Skip);
+    // ...but a profile that expects VFs makes it a failure.
+    let report = node.run(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(8))));
+    let c = check(&report, "sriov.vfs_enabled");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert!(
+        c.summary
+            .starts_with("0 vf(s) enabled, profile lab expects 8"),
+        "{}",
+        c.summary
+    );
+    // sriov_vfs = 0 is no expectation.
+    let report = node.run(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(0))));
+    assert_eq!(report.layer(Layer::Sriov).unwrap().status, Status::Skip);
+}
