@@ -37,6 +37,17 @@ fn fake_tests(body: &str) -> tempfile::TempDir {
     dir
 }
 
+/// Like [`fake_tests`], for another collective's binary (`all_gather_perf`).
+fn fake_named(binary: &str, body: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let script =
+        format!("#!/bin/sh\nHERE=$(dirname \"$0\")\necho \"$@\" > \"$HERE/args\"\n{body}\n");
+    let path = dir.path().join(binary);
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
 fn cat(name: &str) -> String {
     format!("cat '{}'", fixture_log(name).display())
 }
@@ -492,4 +503,104 @@ fn record_keeps_the_run_and_its_replay_gives_the_same_verdict() {
     ]);
     let report: Value = serde_json::from_slice(&replayed.stdout).unwrap();
     assert_eq!(findings(&report), vec!["nccl.wrong_results"]);
+}
+
+#[test]
+fn another_collective_runs_its_own_binary_and_is_not_judged_by_all_reduce_figures() {
+    // all_gather_perf prints the same table; its reduction column reads `none`.
+    let dir = fake_named(
+        "all_gather_perf",
+        &format!(
+            "sed -e 's/all_reduce_perf/all_gather_perf/' -e 's/ sum / none /' '{}'",
+            fixture_log("h100-nccl-healthy").display()
+        ),
+    );
+    let mut args = run_args(dir.path());
+    args.extend(["--nccl-test".to_string(), "all_gather".to_string()]);
+    let (out, report, _) = check(&strs(&args), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let seen_args = std::fs::read_to_string(dir.path().join("args")).unwrap();
+    assert_eq!(seen_args.trim(), "-b 1G -e 8G -f 2 -g 8 -c 1");
+    assert!(stderr(&out).contains("all_gather_perf"), "{}", stderr(&out));
+    let completed = result(&report, "nccl.run_completed")["summary"].to_string();
+    assert!(
+        completed.contains("all_gather ran to its footer"),
+        "{completed}"
+    );
+    // The profile's figures are for all_reduce: the peak is reported, not judged against them.
+    let bw = result(&report, "nccl.bus_bandwidth");
+    assert_eq!(bw["status"], "pass", "{bw}");
+    assert!(
+        bw["summary"]
+            .as_str()
+            .unwrap()
+            .contains("profile hgx-h100 states all_reduce figures only, not all_gather"),
+        "{bw}"
+    );
+    assert_eq!(bw["figures"][0]["labels"]["test"], "all_gather", "{bw}");
+
+    // Asked for all_gather where only all_reduce_perf exists: skip naming the binary it wanted.
+    let only_reduce = fake_tests(&cat("h100-nccl-healthy"));
+    let mut args = run_args(only_reduce.path());
+    args.extend(["--nccl-test".to_string(), "all_gather".to_string()]);
+    let (_, report, _) = check(&strs(&args), &[]);
+    let reason = nccl_layer(&report)["reason"].to_string();
+    assert!(reason.contains("all_gather_perf not found"), "{reason}");
+}
+
+/// `check --only nccl --nccl-quick` on a live root (no manifest) with this NVML library and
+/// `nvml.json`, without --nccl-gpus; returns the `-g` the fake binary was given.
+fn gpus_chosen(root: &Path, nvml_lib: &Path, nvml_json: Option<&Path>) -> String {
+    let dir = fake_tests(&cat("h100-nccl-healthy"));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    command
+        .args([
+            "check",
+            "--only",
+            "nccl",
+            "--format",
+            "json",
+            "--nccl-quick",
+        ])
+        .args(["--profile", "hgx-h100", "--nvml-lib"])
+        .arg(nvml_lib)
+        .arg("--root")
+        .arg(root)
+        .arg("--nccl-tests-dir")
+        .arg(dir.path())
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove(common::FAKE_NVML_JSON);
+    if let Some(json) = nvml_json {
+        command.env(common::FAKE_NVML_JSON, json);
+    }
+    let out = command.output().unwrap();
+    assert!(
+        out.status.code() == Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+    let args = std::fs::read_to_string(dir.path().join("args")).unwrap();
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "-g").unwrap();
+    words[at + 1].to_string()
+}
+
+#[test]
+fn without_nccl_gpus_the_gpu_count_comes_from_nvml_then_the_driver() {
+    // NVML (the stand-in library answering from the healthy node's nvml.json) sees 8 GPUs.
+    let root = tempfile::tempdir().unwrap();
+    let nvml_json = common::repo().join("fixtures/hgx-h100-healthy/.gpudoctor/nvml.json");
+    assert_eq!(
+        gpus_chosen(root.path(), common::fake_nvml_lib(), Some(&nvml_json)),
+        "8"
+    );
+    // No NVML: the driver's own list of GPUs (/proc/driver/nvidia/gpus/<bdf>).
+    for bdf in ["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0"] {
+        std::fs::create_dir_all(root.path().join("proc/driver/nvidia/gpus").join(bdf)).unwrap();
+    }
+    assert_eq!(gpus_chosen(root.path(), Path::new(NO_NVML), None), "3");
+    // Neither: one GPU, the least that can run.
+    let empty = tempfile::tempdir().unwrap();
+    assert_eq!(gpus_chosen(empty.path(), Path::new(NO_NVML), None), "1");
 }

@@ -408,10 +408,11 @@ fn test_errors(ctx: &Context<'_>) -> Outcome {
         if let Some(q) = &log.last_error {
             evidence.push(quote(run, q));
         }
-        Outcome::fail(format!("{head}{more}; {points}"))
+        let outcome = Outcome::fail(format!("{head}{more}; {points}"))
             .evidence_all(evidence)
             .hint(hint)
-            .action(action)
+            .action(action);
+        naming_nodes(outcome, run)
     })
 }
 
@@ -442,6 +443,27 @@ fn tail_evidence(run: &NcclRun, n: usize) -> Vec<Evidence> {
         .collect()
 }
 
+/// Every node the log shows (device lines, else NCCL INFO prefixes), as evidence: a multi-node
+/// run's report names who took part — whether it passed, hung, crashed or failed — for the
+/// ticket and for `gpudoctor check` on each of them (issue 9).
+fn nodes_evidence(run: &NcclRun) -> Option<Evidence> {
+    let hosts: Vec<&str> = run.log.hosts().into_iter().collect();
+    (!hosts.is_empty()).then(|| {
+        Evidence::new(
+            run.origin.clone(),
+            format!("nodes in the run: {}", hosts.join(" ")),
+        )
+    })
+}
+
+/// A verdict on the run as a whole (not a skip) with the nodes of the run added to its evidence.
+fn naming_nodes(outcome: Outcome, run: &NcclRun) -> Outcome {
+    if outcome.status == Status::Skip {
+        return outcome;
+    }
+    outcome.evidence_all(nodes_evidence(run))
+}
+
 const HANG_HINT: &str = "a hang (nccl.md §13): check ACS/IOMMU blocking P2P (`gpudoctor check --only topology`), the nvlink fabric (`--only nvlink`), net plugins that differ between nodes, and bootstrap traffic (NCCL_SOCKET_IFNAME); if it was only slow, raise --nccl-timeout";
 
 fn run_completed(ctx: &Context<'_>) -> Outcome {
@@ -450,172 +472,166 @@ fn run_completed(ctx: &Context<'_>) -> Outcome {
             .evidence(Evidence::new(origin.clone(), message.clone()))
             .hint("check the path and permissions; run the command by hand to see why it does not start");
     }
-    each_run(ctx, |_, run| {
-        let log = &run.log;
-        let meta = run.meta.as_ref();
-        let skipped = skipped_note(log);
-        if log.failure_count > 0 {
-            return Outcome::skip(format!(
-                "the run ended at its test failure (see nccl.test_errors){skipped}"
-            ));
-        }
-        if let Some(q) = &log.invalid_gpus {
-            return Outcome::fail(format!(
-                "harness error, not a node fault: {}",
-                q.text.to_ascii_lowercase()
-            ))
-            .evidence(quote(run, q))
-            .hint("pass --nccl-gpus N with the gpus this process can see (check CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES), or one rank per gpu with --nccl-launcher")
-            .action(Action::FixConfig);
-        }
-        if log.header_blocks > 1 {
-            return Outcome::fail(format!(
-                "harness error, not a node fault: {} separate test headers in one output, so every process ran its own test (a non-mpi nccl-tests build under mpirun?)",
-                log.header_blocks
-            ))
-            .evidence_all(meta.map(|m| Evidence::new("command", m.command.join(" "))))
-            .hint("build nccl-tests with `make MPI=1 MPI_HOME=<mpi>` for launcher runs, or run it without the launcher on one node")
-            .action(Action::FixConfig);
-        }
-        if meta.is_some_and(|m| m.timed_out) {
-            let timeout = meta.and_then(|m| m.timeout_s).unwrap_or(0);
-            let last = match log.rows.last() {
-                Some(r) => format!("last result row at {}", format_size(r.size)),
-                None => "no result row printed".to_string(),
-            };
-            return Outcome::fail(format!(
-                "killed by gpudoctor after {timeout} s without finishing ({last}, {} line(s) kept){skipped}",
-                log.lines
-            ))
-            .evidence_all(tail_evidence(run, 3))
-            .hint(HANG_HINT)
-            .action(Action::FixConfig);
-        }
-        let exit = meta.and_then(|m| m.exit);
-        if !log.has_footer() {
-            if log.rows.is_empty()
-                && log.header_blocks == 0
-                && log.devices.is_empty()
-                && !log.has_info()
-            {
-                return Outcome::error(format!(
-                    "no nccl-tests output in {} line(s) ({} unreadable)",
-                    log.lines, log.unreadable_lines
-                ))
-                .evidence_all(tail_evidence(run, 2))
-                .hint("pass the stdout of an nccl-tests binary (`all_reduce_perf ... > log`), ideally with NCCL_DEBUG=INFO");
-            }
-            let last = match log.rows.last() {
-                Some(r) => format!("last result row at {}", format_size(r.size)),
-                None => "before the first result row".to_string(),
-            };
-            let (how, action, hint) = match exit {
-                Some(RunExit::Code(c)) if c != 0 => (
-                    format!("exited {c} ({})", exit_meaning(c)),
-                    Action::CheckWorkload,
-                    "read the last lines and the NCCL WARN lines; rerun by hand to reproduce".to_string(),
-                ),
-                Some(RunExit::Signal(s)) => (
-                    format!("was killed by signal {s}"),
-                    Action::CheckWorkload,
-                    "a crash or an outside kill (OOM killer? `dmesg | grep -i oom`); rerun by hand to reproduce".to_string(),
-                ),
-                Some(RunExit::Code(_)) => (
-                    "exited 0".to_string(),
-                    Action::CheckWorkload,
-                    "the output was cut short; rerun".to_string(),
-                ),
-                None => (
-                    "stopped (killed, hung or crashed?)".to_string(),
-                    Action::FixConfig,
-                    HANG_HINT.to_string(),
-                ),
-            };
-            return Outcome::fail(format!(
-                "the run {how} without its closing lines, {last}{skipped}"
-            ))
-            .evidence_all(tail_evidence(run, 3))
-            .hint(hint)
-            .action(action);
-        }
-        if let Some(RunExit::Code(c)) = exit
-            && c != 0
-            && c != 7
-        {
-            return Outcome::fail(format!("exited {c} ({}) after its footer", exit_meaning(c)))
-                .evidence_all(tail_evidence(run, 2))
-                .hint("read the NCCL WARN lines; with a launcher, a rank on another node may have failed")
-                .action(Action::CheckWorkload);
-        }
-        let sizes = match (log.rows.first(), log.largest_size()) {
-            (Some(first), Some(max)) => format!(
-                ", {} size(s) {}–{}",
-                log.rows.len(),
-                format_size(log.rows.iter().map(|r| r.size).min().unwrap_or(first.size)),
-                format_size(max)
-            ),
-            _ => String::new(),
-        };
-        let took = meta
-            .and_then(|m| m.elapsed_ms)
-            .map(|ms| format!(" in {} s", ms / 1000))
-            .unwrap_or_default();
-        let collective = collective_name(run);
-        let mut evidence = Vec::new();
-        if let Some(m) = meta {
-            evidence.push(Evidence::new("command", m.command.join(" ")));
-            if !m.env.is_empty() || !m.changed.is_empty() {
-                let inherited: Vec<String> =
-                    m.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                let mut parts = Vec::new();
-                if !inherited.is_empty() {
-                    parts.push(format!("inherited {}", inherited.join(" ")));
-                }
-                if !m.changed.is_empty() {
-                    parts.push(format!("set by gpudoctor {}", m.changed.join(", ")));
-                }
-                evidence.push(Evidence::new("environment", parts.join("; ")));
-            }
-        }
-        if !log.transports.env.is_empty() {
-            let set: Vec<String> = log
-                .transports
-                .env
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            evidence.push(Evidence::new(
-                format!("{} (NCCL INFO)", run.origin),
-                format!("set by environment: {}", set.join(" ")),
-            ));
-        }
-        if let (Some(h), Some(l)) = (log.nccl_headers, log.nccl_library)
-            && h != l
-        {
-            evidence.push(Evidence::new(
-                run.origin.clone(),
-                format!("built against nccl {h}, running with nccl {l}"),
-            ));
-        }
-        if let Some(q) = &log.unreadable_example {
-            evidence.push(quote(run, q).expected("a line nccl-tests or NCCL prints"));
-        }
-        // Every node the log shows (device lines and NCCL INFO prefixes): a multi-node run's
-        // report names who took part, for the ticket and for `gpudoctor check` on each of them.
-        let hosts: Vec<&str> = log.hosts().into_iter().collect();
-        if !hosts.is_empty() {
-            evidence.push(Evidence::new(
-                run.origin.clone(),
-                format!("nodes in the run: {}", hosts.join(" ")),
-            ));
-        }
-        Outcome::pass(format!(
-            "{collective} ran to its footer: {} rank(s) on {} node(s){sizes}{took}{skipped}",
-            log.ranks(),
-            log.nodes().max(1)
+    each_run(ctx, |_, run| naming_nodes(completed_verdict(run), run))
+}
+
+fn completed_verdict(run: &NcclRun) -> Outcome {
+    let log = &run.log;
+    let meta = run.meta.as_ref();
+    let skipped = skipped_note(log);
+    if log.failure_count > 0 {
+        return Outcome::skip(format!(
+            "the run ended at its test failure (see nccl.test_errors){skipped}"
+        ));
+    }
+    if let Some(q) = &log.invalid_gpus {
+        return Outcome::fail(format!(
+            "harness error, not a node fault: {}",
+            q.text.to_ascii_lowercase()
         ))
-        .evidence_all(evidence)
-    })
+        .evidence(quote(run, q))
+        .hint("pass --nccl-gpus N with the gpus this process can see (check CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES), or one rank per gpu with --nccl-launcher")
+        .action(Action::FixConfig);
+    }
+    if log.header_blocks > 1 {
+        return Outcome::fail(format!(
+            "harness error, not a node fault: {} separate test headers in one output, so every process ran its own test (a non-mpi nccl-tests build under mpirun?)",
+            log.header_blocks
+        ))
+        .evidence_all(meta.map(|m| Evidence::new("command", m.command.join(" "))))
+        .hint("build nccl-tests with `make MPI=1 MPI_HOME=<mpi>` for launcher runs, or run it without the launcher on one node")
+        .action(Action::FixConfig);
+    }
+    if meta.is_some_and(|m| m.timed_out) {
+        let timeout = meta.and_then(|m| m.timeout_s).unwrap_or(0);
+        let last = match log.rows.last() {
+            Some(r) => format!("last result row at {}", format_size(r.size)),
+            None => "no result row printed".to_string(),
+        };
+        return Outcome::fail(format!(
+            "killed by gpudoctor after {timeout} s without finishing ({last}, {} line(s) kept){skipped}",
+            log.lines
+        ))
+        .evidence_all(tail_evidence(run, 3))
+        .hint(HANG_HINT)
+        .action(Action::FixConfig);
+    }
+    let exit = meta.and_then(|m| m.exit);
+    if !log.has_footer() {
+        if log.rows.is_empty()
+            && log.header_blocks == 0
+            && log.devices.is_empty()
+            && !log.has_info()
+        {
+            return Outcome::error(format!(
+                "no nccl-tests output in {} line(s) ({} unreadable)",
+                log.lines, log.unreadable_lines
+            ))
+            .evidence_all(tail_evidence(run, 2))
+            .hint("pass the stdout of an nccl-tests binary (`all_reduce_perf ... > log`), ideally with NCCL_DEBUG=INFO");
+        }
+        let last = match log.rows.last() {
+            Some(r) => format!("last result row at {}", format_size(r.size)),
+            None => "before the first result row".to_string(),
+        };
+        let (how, action, hint) = match exit {
+            Some(RunExit::Code(c)) if c != 0 => (
+                format!("exited {c} ({})", exit_meaning(c)),
+                Action::CheckWorkload,
+                "read the last lines and the NCCL WARN lines; rerun by hand to reproduce".to_string(),
+            ),
+            Some(RunExit::Signal(s)) => (
+                format!("was killed by signal {s}"),
+                Action::CheckWorkload,
+                "a crash or an outside kill (OOM killer? `dmesg | grep -i oom`); rerun by hand to reproduce".to_string(),
+            ),
+            Some(RunExit::Code(_)) => (
+                "exited 0".to_string(),
+                Action::CheckWorkload,
+                "the output was cut short; rerun".to_string(),
+            ),
+            None => (
+                "stopped (killed, hung or crashed?)".to_string(),
+                Action::FixConfig,
+                HANG_HINT.to_string(),
+            ),
+        };
+        return Outcome::fail(format!(
+            "the run {how} without its closing lines, {last}{skipped}"
+        ))
+        .evidence_all(tail_evidence(run, 3))
+        .hint(hint)
+        .action(action);
+    }
+    if let Some(RunExit::Code(c)) = exit
+        && c != 0
+        && c != 7
+    {
+        return Outcome::fail(format!("exited {c} ({}) after its footer", exit_meaning(c)))
+            .evidence_all(tail_evidence(run, 2))
+            .hint(
+                "read the NCCL WARN lines; with a launcher, a rank on another node may have failed",
+            )
+            .action(Action::CheckWorkload);
+    }
+    let sizes = match (log.rows.first(), log.largest_size()) {
+        (Some(first), Some(max)) => format!(
+            ", {} size(s) {}–{}",
+            log.rows.len(),
+            format_size(log.rows.iter().map(|r| r.size).min().unwrap_or(first.size)),
+            format_size(max)
+        ),
+        _ => String::new(),
+    };
+    let took = meta
+        .and_then(|m| m.elapsed_ms)
+        .map(|ms| format!(" in {} s", ms / 1000))
+        .unwrap_or_default();
+    let collective = collective_name(run);
+    let mut evidence = Vec::new();
+    if let Some(m) = meta {
+        evidence.push(Evidence::new("command", m.command.join(" ")));
+        if !m.env.is_empty() || !m.changed.is_empty() {
+            let inherited: Vec<String> = m.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let mut parts = Vec::new();
+            if !inherited.is_empty() {
+                parts.push(format!("inherited {}", inherited.join(" ")));
+            }
+            if !m.changed.is_empty() {
+                parts.push(format!("set by gpudoctor {}", m.changed.join(", ")));
+            }
+            evidence.push(Evidence::new("environment", parts.join("; ")));
+        }
+    }
+    if !log.transports.env.is_empty() {
+        let set: Vec<String> = log
+            .transports
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        evidence.push(Evidence::new(
+            format!("{} (NCCL INFO)", run.origin),
+            format!("set by environment: {}", set.join(" ")),
+        ));
+    }
+    if let (Some(h), Some(l)) = (log.nccl_headers, log.nccl_library)
+        && h != l
+    {
+        evidence.push(Evidence::new(
+            run.origin.clone(),
+            format!("built against nccl {h}, running with nccl {l}"),
+        ));
+    }
+    if let Some(q) = &log.unreadable_example {
+        evidence.push(quote(run, q).expected("a line nccl-tests or NCCL prints"));
+    }
+    Outcome::pass(format!(
+        "{collective} ran to its footer: {} rank(s) on {} node(s){sizes}{took}{skipped}",
+        log.ranks(),
+        log.nodes().max(1)
+    ))
+    .evidence_all(evidence)
 }
 
 fn skipped_note(log: &NcclLog) -> String {
@@ -703,10 +719,12 @@ fn wrong_results(ctx: &Context<'_>) -> Outcome {
         if let Some((_, q)) = &log.out_of_bounds {
             evidence.push(quote(run, q).expected("Out of bounds values : 0 OK"));
         }
-        Outcome::fail(summary)
+        let outcome = Outcome::fail(summary)
             .evidence_all(evidence)
             .hint("take the node out of service: check `gpudoctor check --only driver,nvlink` (XIDs, NVLink errors) and ACS on the pcie switches; run `dcgmi diag -r 3`; a gpu that corrupts again goes to hardware inspection")
-            .action(Action::HardwareInspection)
+            .action(Action::HardwareInspection);
+        // Which node corrupted is for the operator to find; which nodes to look at is not.
+        naming_nodes(outcome, run)
     })
 }
 
@@ -1551,6 +1569,116 @@ node-b:1:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/Socket/0
         let (s, summary) = status(&judge(log, Some("hgx-h100")), "nccl.socket_fallback");
         assert_eq!(s, Status::Fail);
         assert!(summary.contains("libibverbs"), "{summary}");
+    }
+
+    fn check<'r>(report: &'r Report, code: &str) -> &'r crate::report::CheckResult {
+        report
+            .layers
+            .iter()
+            .flat_map(|l| &l.checks)
+            .find(|c| c.code == code)
+            .unwrap()
+    }
+
+    fn evidence_text(report: &Report, code: &str) -> String {
+        check(report, code)
+            .evidence
+            .iter()
+            .map(|e| format!("{}: {}\n", e.source, e.observed))
+            .collect()
+    }
+
+    #[test]
+    fn shm_between_gpus_of_an_nvlink_node_warns() {
+        let shm = "\
+hgx-h100-01:41234:41262 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] via SHM/direct/direct
+hgx-h100-01:41234:41263 [1] NCCL INFO Channel 01/0 : 1[1] -> 2[2] via SHM/direct/direct
+hgx-h100-01:41234:41262 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1
+";
+        let log = format!("{HEADER}{shm}{}{FOOTER}", row(8 << 30, 150.0, 0));
+        let report = judge(&log, Some("hgx-h100"));
+        let (s, summary) = status(&report, "nccl.p2p_transport");
+        assert_eq!(s, Status::Warn, "{summary}");
+        assert!(
+            summary.starts_with(
+                "2 intra-node channel(s) through host shared memory (SHM), not p2p/nvlink (1 p2p channel(s)); NCCL_P2P_DISABLE=1 set"
+            ),
+            "{summary}"
+        );
+        let evidence = evidence_text(&report, "nccl.p2p_transport");
+        assert!(evidence.contains("via SHM/direct/direct"), "{evidence}");
+        assert!(
+            evidence.contains("nvlink: profile hgx-h100: 18 nvlinks per gpu"),
+            "{evidence}"
+        );
+        assert!(
+            check(&report, "nccl.p2p_transport")
+                .hint
+                .as_deref()
+                .unwrap()
+                .contains("unset NCCL_P2P_DISABLE")
+        );
+        // The slow run blames the shm path.
+        let (s, summary) = status(&report, "nccl.bus_bandwidth");
+        assert_eq!(s, Status::Fail);
+        let hint = check(&report, "nccl.bus_bandwidth").hint.clone().unwrap();
+        assert!(hint.contains("nccl.p2p_transport"), "{summary} / {hint}");
+
+        // On a node without NVLink (generic PCIe profile, no NVML), SHM is how GPUs talk: pass.
+        let report = judge(&log, Some("generic-pcie-gpu"));
+        assert_eq!(status(&report, "nccl.p2p_transport").0, Status::Pass);
+    }
+
+    /// Two nodes, eight ranks each, as `mpirun --tag-output` prints them.
+    fn two_node_header() -> String {
+        let mut text = String::from(
+            "# nThread 1 nGpus 1 minBytes 1073741824 maxBytes 8589934592 step: 2(factor) warmup iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0\n",
+        );
+        for (i, host) in ["node-a", "node-b"].iter().enumerate() {
+            for d in 0..8 {
+                text.push_str(&format!(
+                    "#  Rank {:>2} Group  0 Pid  {} on {host} device  {d} [0000:18:00] NVIDIA H100 80GB HBM3\n",
+                    i * 8 + d,
+                    4100 + i
+                ));
+            }
+        }
+        text.push_str("node-a:4100:4120 [0] NCCL INFO Using network IB\n");
+        text.push_str("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n");
+        text
+    }
+
+    #[test]
+    fn a_multi_node_run_that_hung_crashed_or_failed_names_its_nodes() {
+        let nodes = "nodes in the run: node-a node-b";
+        // Hung or crashed: no footer.
+        let log = format!("{}{}", two_node_header(), row(1 << 30, 300.0, 0));
+        let report = judge(&log, Some("hgx-h100"));
+        let (s, summary) = status(&report, "nccl.run_completed");
+        assert_eq!(s, Status::Fail, "{summary}");
+        assert!(
+            evidence_text(&report, "nccl.run_completed").contains(nodes),
+            "{:#?}",
+            check(&report, "nccl.run_completed")
+        );
+        // Failed: an NCCL error on one of them.
+        let log = format!(
+            "{}node-b:4101:4130 [3] transport/net_ib/p2p.cc:1148 NCCL WARN NET/IB: Got completion from peer 10.0.0.11<52131> with status=transport retry counter exceeded(12) opcode=RDMA_WRITE(1) vendor_err=129 hca mlx5_3\nnode-b: Test NCCL failure common.cu:1057 'unhandled system error (run with NCCL_DEBUG=INFO for details) / '\n",
+            two_node_header()
+        );
+        let report = judge(&log, Some("hgx-h100"));
+        assert_eq!(status(&report, "nccl.test_errors").0, Status::Fail);
+        assert!(evidence_text(&report, "nccl.test_errors").contains(nodes));
+        // Wrong values.
+        let log = format!(
+            "{}{}# Out of bounds values : 1 FAILED\n# Avg bus bandwidth    : 300.1 \n",
+            two_node_header(),
+            row(8 << 30, 300.0, 5)
+        );
+        let report = judge(&log, Some("hgx-h100"));
+        assert_eq!(status(&report, "nccl.wrong_results").0, Status::Fail);
+        assert!(evidence_text(&report, "nccl.wrong_results").contains(nodes));
+        assert!(evidence_text(&report, "nccl.run_completed").contains(nodes));
     }
 
     #[test]
