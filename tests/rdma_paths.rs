@@ -8,7 +8,7 @@ mod common;
 
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use gpudoctor::engine::{self, RunOptions};
 use gpudoctor::profile::{self, Profile};
@@ -17,23 +17,6 @@ use gpudoctor::source::ReplaySource;
 
 const HEALTHY: &str = "hgx-h100-healthy";
 const SRIOV: &str = "h100-sriov-healthy";
-
-/// Copy a tree, symlinks kept as links (they are relative, as on a real node).
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let kind = entry.file_type().unwrap();
-        let target = to.join(entry.file_name());
-        if kind.is_symlink() {
-            symlink(fs::read_link(entry.path()).unwrap(), &target).unwrap();
-        } else if kind.is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 /// A writable copy of a fixture.
 struct Node {
@@ -45,7 +28,7 @@ impl Node {
     fn from(fixture: &str) -> Node {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("node");
-        copy_tree(&common::repo().join("fixtures").join(fixture), &root);
+        common::copy_tree(&common::repo().join("fixtures").join(fixture), &root);
         Node { _dir: dir, root }
     }
 
