@@ -25,7 +25,7 @@ pub fn checks() -> Vec<CheckDef> {
             title: "every expected NVLink is active",
             explain: Explain {
                 reads: "NVML nvmlDeviceGetNvLinkState per GPU and link; the profile's NVLinks per GPU",
-                expects: "the profile's count of active links on every GPU (HGX H100: 18, A100: 12), or without a profile the most common count across the GPUs",
+                expects: "the profile's count of active links on every GPU (HGX H100: 18, A100: 12), or without a profile the most common count across the GPUs; without a profile, links reported but none active on any GPU (PCIe GPUs without a bridge) is no NVLink: skip",
                 why: "a GPU with links down falls back to fewer lanes or to PCIe: all-reduce slows for the whole job, or NCCL hangs on a half-trained fabric",
                 fix: "drain the node and reset the GPUs or reboot; if the same link stays down, it is the GPU baseboard or NVSwitch tray: hardware inspection",
             },
@@ -84,6 +84,30 @@ fn expected_links(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<(u32, St
         .map(|(len, _)| (len as u32, "the most common count across gpus".to_string()))
 }
 
+/// `Some(reason)` when no GPU has an active link and no profile expects any: a node without
+/// NVLink. A PCIe A100 without a bridge answers every link, all down (NVIDIA/NVSentinel#1481):
+/// that is no NVLink, not every link broken. A profile that expects links judges them.
+fn no_active_nvlink(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<String> {
+    if ctx.profile().and_then(|p| p.nvlinks_per_gpu).is_some() {
+        return None;
+    }
+    let reported: usize = devices
+        .iter()
+        .filter_map(|d| links_of(d))
+        .map(Vec::len)
+        .sum();
+    let active = devices
+        .iter()
+        .filter_map(|d| links_of(d))
+        .flatten()
+        .any(|l| l.active);
+    (reported > 0 && !active).then(|| {
+        format!(
+            "no nvlink on these gpus: {reported} link(s) reported, none active (pcie gpus without an nvlink bridge); pass --profile to judge them"
+        )
+    })
+}
+
 fn links_active(ctx: &Context<'_>) -> Outcome {
     let devices = match usable_devices(ctx) {
         Ok(d) => d,
@@ -99,6 +123,9 @@ fn links_active(ctx: &Context<'_>) -> Outcome {
     };
     if expected == 0 {
         return Outcome::skip(format!("no nvlink expected ({from})"));
+    }
+    if let Some(why) = no_active_nvlink(ctx, &devices) {
+        return Outcome::skip(why);
     }
     if with_links.is_empty() {
         if ctx.profile().and_then(|p| p.nvlinks_per_gpu).is_some() {
@@ -163,6 +190,9 @@ fn error_counters(ctx: &Context<'_>) -> Outcome {
         Ok(d) => d,
         Err(o) => return o,
     };
+    if let Some(why) = no_active_nvlink(ctx, &devices) {
+        return Outcome::skip(why);
+    }
     let mut judged = 0;
     let mut noisy = Vec::new();
     let mut evidence = Vec::new();
