@@ -225,9 +225,11 @@ fn render_as(report: &gpudoctor::report::Report, format: ReportFormat) -> String
         ReportFormat::Markdown => render::markdown::render(report),
         ReportFormat::Prometheus => render::prometheus::render(report),
         ReportFormat::Table => {
-            let color = io::stdout().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            render::table::render(report, Style { color })
+            let style = Style::for_stdout(
+                io::stdout().is_terminal(),
+                std::env::var_os("NO_COLOR").as_deref(),
+            );
+            render::table::render(report, style)
         }
     }
 }
@@ -375,9 +377,11 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
             render::topo::render_json(&topology, &matrix, &args.root.display().to_string())
         }
         TopoFormat::Table => {
-            let color = io::stdout().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            render::topo::render_table(&topology, &matrix, color)
+            let style = Style::for_stdout(
+                io::stdout().is_terminal(),
+                std::env::var_os("NO_COLOR").as_deref(),
+            );
+            render::topo::render_table(&topology, &matrix, style.color)
         }
     };
     emit(&text).context("writing the topology")?;

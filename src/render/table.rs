@@ -14,6 +14,14 @@ pub struct Style {
 impl Style {
     pub const PLAIN: Style = Style { color: false };
 
+    /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty (https://no-color.org:
+    /// "when present and not an empty string"). The one rule for every table gpudoctor prints.
+    pub fn for_stdout(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> Style {
+        Style {
+            color: terminal && no_color.is_none_or(|v| v.is_empty()),
+        }
+    }
+
     fn paint(self, status: Status, text: &str) -> String {
         if !self.color {
             return text.to_string();
@@ -162,4 +170,55 @@ pub fn render(report: &Report, style: Style) -> String {
     };
     let _ = writeln!(out, "{}", style.paint(status, &verdict));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Layer, LayerReport};
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        let on = |terminal, no_color: Option<&str>| {
+            Style::for_stdout(terminal, no_color.map(OsStr::new)).color
+        };
+        assert!(on(true, None));
+        assert!(on(true, Some("")), "an empty NO_COLOR does not count");
+        assert!(!on(true, Some("1")));
+        assert!(!on(true, Some("0")), "any non-empty value disables colour");
+        assert!(!on(false, None), "never into a pipe or file");
+        assert!(!on(false, Some("1")));
+    }
+
+    #[test]
+    fn escapes_only_with_colour() {
+        let report = Report {
+            layers: vec![LayerReport {
+                id: Layer::Driver,
+                title: Layer::Driver.title().to_string(),
+                status: Status::Pass,
+                reason: None,
+                duration_ms: 0,
+                checks: Vec::new(),
+            }],
+            schema_version: crate::report::SCHEMA_VERSION,
+            gpudoctor_version: "0".into(),
+            source: crate::report::SourceInfo {
+                kind: crate::source::SourceKind::Replay,
+                root: "fixture".into(),
+            },
+            node: crate::report::NodeInfo::default(),
+            profile: None,
+            generated_at: None,
+            first_failure: None,
+            exit_code: 0,
+            duration_ms: 0,
+        };
+        let coloured = render(&report, Style { color: true });
+        assert!(coloured.contains("\x1b[32m[ ok ]\x1b[0m"), "{coloured}");
+        let plain = render(&report, Style::PLAIN);
+        assert!(plain.contains("[ ok ]"), "{plain}");
+        assert!(!plain.contains('\x1b'), "{plain}");
+    }
 }
