@@ -20,7 +20,7 @@ pub mod clock_event {
 /// DCGM fails at 63 retired pages (single + double bit), `nvvs/plugin_src/software/Software.cpp`.
 const RETIRED_PAGES_FAIL: u32 = 63;
 
-/// Above this utilisation a GPU is busy: a PCIe generation below max is then a real downtrain,
+/// At or above this utilisation a GPU is busy: a PCIe generation below max is then a real downtrain,
 /// not idle power saving (gpu-health.md §5: "Curr < Max at load points at signal integrity").
 const BUSY_UTILIZATION_PCT: u32 = 50;
 

@@ -1,0 +1,1319 @@
+//! Check paths no fixture reaches. Each test copies a healthy fixture (`hgx-h100-healthy`, or
+//! the one named) into a temporary directory, edits the one thing the case is about — a field of
+//! `.gpudoctor/nvml.json`, `pod-resources.json` or `env.json`, a sysfs file, a runtime config —
+//! replays it with every layer (`--keep-going`), and asserts the named check's status and the
+//! part of its summary or evidence that carries the diagnosis. Each case is paired with its
+//! near miss where the threshold matters (at the slowdown temperature fails, one degree below
+//! passes), so a check whose logic broke in either direction fails here.
+//!
+//! What the copy is edited from: the healthy HGX H100 node (8 × H100 SXM5 on the `hgx-h100`
+//! profile, a GPUDirect RDMA platform; containerd with the `nvidia` handler as default and CDI
+//! on; a kubelet with 8 allocatable GPUs, 6 held by two pods). GPUs are renamed to a model no
+//! built-in profile knows where a case needs "no profile".
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use gpudoctor::engine::{self, RunOptions};
+use gpudoctor::report::{CheckResult, Layer, LayerReport, Report, Status};
+use gpudoctor::source::{self, SourceOptions};
+use serde_json::{Value, json};
+
+const HEALTHY: &str = "hgx-h100-healthy";
+const NVML: &str = ".gpudoctor/nvml.json";
+const POD_RESOURCES: &str = ".gpudoctor/pod-resources.json";
+const CONTAINERD: &str = "etc/containerd/config.toml";
+
+/// A writable copy of a fixture.
+struct Node {
+    dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn copy(fixture: &str) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        copy_tree(&common::repo().join("fixtures").join(fixture), dir.path());
+        Node { dir }
+    }
+
+    fn healthy() -> Node {
+        Node::copy(HEALTHY)
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.path(rel)).unwrap()
+    }
+
+    /// Write a file (through any symlink on the way, as sysfs paths are), creating directories.
+    fn write(&self, rel: &str, text: &str) {
+        let path = self.path(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    fn remove(&self, rel: &str) {
+        let path = self.path(rel);
+        let meta = fs::symlink_metadata(&path).unwrap_or_else(|_| panic!("{rel} exists"));
+        if meta.is_dir() {
+            fs::remove_dir_all(path).unwrap();
+        } else {
+            fs::remove_file(path).unwrap();
+        }
+    }
+
+    fn edit_json(&self, rel: &str, edit: impl FnOnce(&mut Value)) {
+        let mut doc: Value = serde_json::from_str(&self.read(rel)).unwrap();
+        edit(&mut doc);
+        self.write(rel, &serde_json::to_string_pretty(&doc).unwrap());
+    }
+
+    fn edit_nvml(&self, edit: impl FnOnce(&mut Value)) {
+        self.edit_json(NVML, edit);
+    }
+
+    /// Edit every NVML device.
+    fn edit_gpus(&self, mut edit: impl FnMut(&mut Value)) {
+        self.edit_nvml(|doc| {
+            for d in doc["devices"].as_array_mut().unwrap() {
+                edit(d);
+            }
+        });
+    }
+
+    /// Rename every GPU to a model no built-in profile knows: consistency checks only.
+    fn without_profile(&self, name: &str) {
+        self.edit_gpus(|d| d["name"] = json!(name));
+    }
+
+    fn nvml_gpu(&self, index: usize) -> Value {
+        let doc: Value = serde_json::from_str(&self.read(NVML)).unwrap();
+        doc["devices"][index].clone()
+    }
+
+    fn run(&self) -> Report {
+        self.run_with(RunOptions::default())
+    }
+
+    fn run_with(&self, options: RunOptions) -> Report {
+        let source = source::open(self.dir.path(), SourceOptions::default());
+        assert_eq!(source.kind(), source::SourceKind::Replay);
+        engine::run(
+            source.as_ref(),
+            &RunOptions {
+                keep_going: true,
+                ..options
+            },
+        )
+    }
+}
+
+/// Copy a tree, symlinks kept as links (sysfs is made of them).
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        let target = to.join(entry.file_name());
+        if kind.is_symlink() {
+            symlink(fs::read_link(entry.path()).unwrap(), &target).unwrap();
+        } else if kind.is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn check<'r>(report: &'r Report, code: &str) -> &'r CheckResult {
+    report
+        .layers
+        .iter()
+        .flat_map(|l| &l.checks)
+        .find(|c| c.code == code)
+        .unwrap_or_else(|| panic!("{code} did not run"))
+}
+
+fn layer(report: &Report, id: Layer) -> &LayerReport {
+    report.layers.iter().find(|l| l.id == id).unwrap()
+}
+
+/// All evidence of a check as `source: observed (expected)` lines, for `contains` asserts.
+fn evidence(c: &CheckResult) -> String {
+    c.evidence
+        .iter()
+        .map(|e| {
+            format!(
+                "{}: {} ({})\n",
+                e.source,
+                e.observed,
+                e.expected.as_deref().unwrap_or("-")
+            )
+        })
+        .collect()
+}
+
+/// Assert status and that the summary holds every `parts`; show the whole result otherwise.
+#[track_caller]
+fn assert_check(report: &Report, code: &str, status: Status, parts: &[&str]) {
+    let c = check(report, code);
+    let show = || format!("{code}: {:?} {:?}\n{}", c.status, c.summary, evidence(c));
+    assert_eq!(c.status, status, "{}", show());
+    for part in parts {
+        assert!(
+            c.summary.contains(part),
+            "summary lacks {part:?}\n{}",
+            show()
+        );
+    }
+}
+
+#[track_caller]
+fn assert_evidence(report: &Report, code: &str, parts: &[&str]) {
+    let c = check(report, code);
+    let all = evidence(c);
+    for part in parts {
+        assert!(all.contains(part), "{code} evidence lacks {part:?}:\n{all}");
+    }
+}
+
+#[test]
+fn the_unedited_copy_is_healthy() {
+    let report = Node::healthy().run();
+    assert_eq!(report.exit_code, 0, "{:?}", report.first_failure);
+    for code in [
+        "device_plugin.allocations",
+        "device_plugin.numa_topology",
+        "driver.thermal",
+        "driver.persistence_mode",
+        "driver.gpu_count",
+        "nvlink.links_active",
+        "nvlink.error_counters",
+        "topology.iommu",
+        "toolkit.installed",
+        "toolkit.container_runtime",
+    ] {
+        assert_check(&report, code, Status::Pass, &[]);
+    }
+    assert_check(&report, "driver.retired_pages", Status::Skip, &[]);
+    assert_check(
+        &report,
+        "toolkit.container_gpus",
+        Status::Skip,
+        &["not running inside a pod"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. device-plugin
+
+/// The List answer's container entries, by pod name.
+fn pod_devices<'v>(doc: &'v mut Value, pod: &str) -> &'v mut Value {
+    doc["list"]["value"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|p| p["name"] == pod)
+        .unwrap_or_else(|| panic!("pod {pod}"))
+        .pointer_mut("/containers/0/devices")
+        .unwrap()
+}
+
+#[test]
+fn a_gpu_handed_to_two_containers_fails_allocations() {
+    let node = Node::healthy();
+    let gpu0 = node.nvml_gpu(0)["uuid"].as_str().unwrap().to_string();
+    node.edit_json(POD_RESOURCES, |doc| {
+        // bert-finetune gets GPU 0 too, which llama-train-0/trainer already holds.
+        let devices = pod_devices(doc, "bert-finetune-7f9c5");
+        devices[0]["device_ids"] = json!([gpu0]);
+    });
+    let report = node.run();
+    assert_check(
+        &report,
+        "device_plugin.allocations",
+        Status::Fail,
+        &[
+            &format!("{gpu0} (gpu 0 (0000:18:00.0)) held by 2 containers without a sharing mode"),
+            "ml-team/bert-finetune-7f9c5/main",
+            "ml-team/llama-train-0/trainer",
+        ],
+    );
+    assert_evidence(
+        &report,
+        "device_plugin.allocations",
+        &["one container per device id"],
+    );
+}
+
+#[test]
+fn one_replica_held_twice_fails_but_distinct_replicas_share() {
+    let node = Node::copy("h100-time-sliced-healthy");
+    let doc: Value = serde_json::from_str(&node.read(POD_RESOURCES)).unwrap();
+    // Two containers on two replicas of one GPU: time-slicing, allowed.
+    let replicas: Vec<String> = doc["allocatable"]["value"]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["device_ids"].as_array().unwrap())
+        .map(|i| i.as_str().unwrap().to_string())
+        .filter(|i| i.ends_with("::0") || i.ends_with("::1"))
+        .take(2)
+        .collect();
+    let (a, b) = (&replicas[0], &replicas[1]);
+    assert_eq!(a.split("::").next(), b.split("::").next(), "{a} {b}");
+    let pods = |ids: [&String; 2]| {
+        json!([
+            {"name": "a", "namespace": "t", "containers": [{"name": "c", "devices": [
+                {"resource_name": "nvidia.com/gpu", "device_ids": [ids[0]]}]}]},
+            {"name": "b", "namespace": "t", "containers": [{"name": "c", "devices": [
+                {"resource_name": "nvidia.com/gpu", "device_ids": [ids[1]]}]}]}
+        ])
+    };
+    node.edit_json(POD_RESOURCES, |doc| doc["list"]["value"] = pods([a, b]));
+    assert_check(
+        &node.run(),
+        "device_plugin.allocations",
+        Status::Pass,
+        &["1 of 8 gpu(s) held by 2 container(s), no device handed out twice"],
+    );
+    node.edit_json(POD_RESOURCES, |doc| doc["list"]["value"] = pods([a, a]));
+    assert_check(
+        &node.run(),
+        "device_plugin.allocations",
+        Status::Fail,
+        &["held by 2 containers the same replica: t/a/c, t/b/c"],
+    );
+}
+
+#[test]
+fn allocatable_numa_disagreeing_with_sysfs_warns() {
+    let node = Node::healthy();
+    assert_eq!(
+        node.read("sys/bus/pci/devices/0000:18:00.0/numa_node")
+            .trim(),
+        "0"
+    );
+    node.edit_json(POD_RESOURCES, |doc| {
+        doc["allocatable"]["value"]["devices"][0]["topology"] = json!({"nodes": [{"ID": 1}]});
+    });
+    let report = node.run();
+    assert_check(
+        &report,
+        "device_plugin.numa_topology",
+        Status::Warn,
+        &["gpu 0 (0000:18:00.0) has numa 1, sysfs says numa 0"],
+    );
+    assert_evidence(
+        &report,
+        "device_plugin.numa_topology",
+        &["numa 0 (sys/bus/pci/devices/0000:18:00.0/numa_node)"],
+    );
+
+    // No topology at all in the answer, while sysfs knows the node: also a disagreement.
+    node.edit_json(POD_RESOURCES, |doc| {
+        doc["allocatable"]["value"]["devices"][4]["topology"] = Value::Null;
+    });
+    assert_check(
+        &node.run(),
+        "device_plugin.numa_topology",
+        Status::Warn,
+        &["gpu 4 (0000:9a:00.0) has no topology, sysfs says numa 1"],
+    );
+}
+
+/// Mixed MIG strategy: GPUs 0-1 in MIG mode advertised as `nvidia.com/mig-1g.10gb` MIG devices,
+/// the other six as `nvidia.com/gpu`. MIG ids carry no GPU (the check cannot attribute them
+/// from NVML facts, by design): a GPU in MIG mode counts as allocatable when any MIG device is.
+#[test]
+fn mig_resources_count_for_gpus_in_mig_mode() {
+    let node = Node::healthy();
+    node.edit_gpus(|d| {
+        if d["index"].as_u64().unwrap() < 2 {
+            d["mig_mode"] = json!({"value": {"current": true, "pending": true}});
+        }
+    });
+    let mig_ids: Vec<String> = (0..14)
+        .map(|i| format!("MIG-5b2c1f0e-4d3a-5e6f-8a9b-{i:012x}"))
+        .collect();
+    node.edit_json(POD_RESOURCES, |doc| {
+        let devices = doc["allocatable"]["value"]["devices"]
+            .as_array_mut()
+            .unwrap();
+        devices.drain(0..2);
+        devices.push(json!({"resource_name": "nvidia.com/mig-1g.10gb", "device_ids": mig_ids}));
+        doc["list"]["value"] = json!([
+            {"name": "infer", "namespace": "t", "containers": [{"name": "c", "devices": [
+                {"resource_name": "nvidia.com/mig-1g.10gb", "device_ids": [mig_ids[3]]}]}]}
+        ]);
+    });
+    let report = node.run();
+    assert_check(
+        &report,
+        "device_plugin.allocatable",
+        Status::Pass,
+        &[
+            "8 of 8 gpus allocatable as nvidia.com/gpu, nvidia.com/mig-1g.10gb",
+            "14 mig device(s)",
+        ],
+    );
+    // MIG devices have no NUMA to compare; the six full GPUs still are.
+    assert_check(
+        &report,
+        "device_plugin.numa_topology",
+        Status::Pass,
+        &["matches sysfs for 6 gpu(s)"],
+    );
+    assert_check(
+        &report,
+        "device_plugin.allocations",
+        Status::Pass,
+        &["held by 1 container(s)"],
+    );
+
+    // GPU 1 left MIG mode, yet only MIG devices stand for it: it is not allocatable.
+    node.edit_gpus(|d| {
+        if d["index"] == 1 {
+            d["mig_mode"] = json!({"value": {"current": false, "pending": false}});
+        }
+    });
+    assert_check(
+        &node.run(),
+        "device_plugin.allocatable",
+        Status::Fail,
+        &["7 of 8 gpus allocatable: gpu 1 (0000:2a:00.0)"],
+    );
+
+    // One MIG device handed to two containers is as wrong as a whole GPU.
+    node.edit_json(POD_RESOURCES, |doc| {
+        doc["list"]["value"] = json!([
+            {"name": "a", "namespace": "t", "containers": [{"name": "c", "devices": [
+                {"resource_name": "nvidia.com/mig-1g.10gb", "device_ids": [mig_ids[3]]}]}]},
+            {"name": "b", "namespace": "t", "containers": [{"name": "c", "devices": [
+                {"resource_name": "nvidia.com/mig-1g.10gb", "device_ids": [mig_ids[3]]}]}]}
+        ]);
+    });
+    assert_check(
+        &node.run(),
+        "device_plugin.allocations",
+        Status::Fail,
+        &[&format!(
+            "{} held by 2 containers without a sharing mode",
+            mig_ids[3]
+        )],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. driver and GPU health
+
+fn set_gpu(node: &Node, index: u64, field: &str, value: Value) {
+    node.edit_gpus(|d| {
+        if d["index"] == index {
+            d[field] = value.clone();
+        }
+    });
+}
+
+#[test]
+fn thermal_fires_at_the_slowdown_threshold_not_below() {
+    let node = Node::healthy();
+    set_gpu(&node, 6, "temperature_c", json!({"value": 87}));
+    let report = node.run();
+    assert_check(
+        &report,
+        "driver.thermal",
+        Status::Fail,
+        &["gpu 6 (0000:ba:00.0) at 87 °C, at or above its slowdown threshold 87 °C"],
+    );
+    assert_evidence(
+        &report,
+        "driver.thermal",
+        &["nvml.devices[6].temperature_c: 87 °C (slowdown 87 °C, shutdown 92 °C) (< 87 °C)"],
+    );
+    set_gpu(&node, 6, "temperature_c", json!({"value": 86}));
+    assert_check(
+        &node.run(),
+        "driver.thermal",
+        Status::Pass,
+        &["hottest 86 °C"],
+    );
+}
+
+/// A Volta node: page retirement reported, row remapping not. A pending retirement fails the
+/// check; it must not read as "not supported".
+#[test]
+fn pending_page_retirement_on_a_pre_ampere_gpu_fails() {
+    let node = Node::healthy();
+    node.edit_gpus(|d| {
+        d["name"] = json!("Tesla V100-SXM2-32GB");
+        d["remapped_rows"] = json!("not_supported");
+        d["fabric"] = json!("not_supported");
+        let pending = d["index"] == 2;
+        d["retired_pages"] =
+            json!({"value": {"single_bit": 2, "double_bit": 1, "pending": pending}});
+    });
+    let report = node.run();
+    assert_check(
+        &report,
+        "driver.retired_pages",
+        Status::Fail,
+        &["gpu 2 (0000:3a:00.0) has a page retirement pending (reset needed)"],
+    );
+    assert_evidence(
+        &report,
+        "driver.retired_pages",
+        &["nvml.devices[2].retired_pages: 2 single-bit, 1 double-bit retired, pending true"],
+    );
+    assert_check(&report, "driver.row_remap", Status::Skip, &["not reported"]);
+
+    // Nothing pending, under DCGM's 63: pass; at 63 retired pages: fail without pending.
+    set_gpu(
+        &node,
+        2,
+        "retired_pages",
+        json!({"value": {"single_bit": 2, "double_bit": 1, "pending": false}}),
+    );
+    assert_check(
+        &node.run(),
+        "driver.retired_pages",
+        Status::Pass,
+        &["no page retirement pending"],
+    );
+    set_gpu(
+        &node,
+        5,
+        "retired_pages",
+        json!({"value": {"single_bit": 60, "double_bit": 3, "pending": false}}),
+    );
+    assert_check(
+        &node.run(),
+        "driver.retired_pages",
+        Status::Fail,
+        &["gpu 5 (0000:ab:00.0) has 63 retired pages (limit 63)"],
+    );
+}
+
+#[test]
+fn pcie_generation_below_max_is_a_note_idle_and_a_failure_busy() {
+    let node = Node::healthy();
+    set_gpu(&node, 3, "pcie_current_gen", json!({"value": 1}));
+    set_gpu(&node, 3, "utilization_gpu_pct", json!({"value": 49}));
+    assert_check(
+        &node.run(),
+        "driver.pcie_link",
+        Status::Pass,
+        &["gpu 3 at gen1 while idle (power saving, expected)"],
+    );
+    set_gpu(&node, 3, "utilization_gpu_pct", json!({"value": 50}));
+    let report = node.run();
+    assert_check(
+        &report,
+        "driver.pcie_link",
+        Status::Fail,
+        &["gpu 3 (0000:5d:00.0) pcie at gen1 while 50% busy, capable of gen5"],
+    );
+    assert_evidence(
+        &report,
+        "driver.pcie_link",
+        &[
+            "nvml.devices[3].pcie_current_gen: gen1 x16 (max gen5 x16), utilisation 50% (gen5 under load)",
+        ],
+    );
+}
+
+#[test]
+fn persistence_mode_off_warns_naming_the_gpu() {
+    let node = Node::healthy();
+    set_gpu(&node, 5, "persistence_mode", json!({"value": false}));
+    let report = node.run();
+    assert_check(
+        &report,
+        "driver.persistence_mode",
+        Status::Warn,
+        &["persistence mode off on 1 gpu(s): 5 (0000:ab:00.0)"],
+    );
+    assert_evidence(
+        &report,
+        "driver.persistence_mode",
+        &["nvml.devices[5].persistence_mode: disabled (enabled)"],
+    );
+    assert!(
+        check(&report, "driver.persistence_mode")
+            .hint
+            .as_deref()
+            .unwrap()
+            .contains("nvidia-persistenced")
+    );
+}
+
+/// A lost GPU as both live and replay record it: the device keeps its index and error, nothing
+/// else (the live probe gets no handle, so no bus id).
+#[test]
+fn a_lost_gpu_fails_the_gpu_count_naming_it() {
+    let node = Node::healthy();
+    node.edit_nvml(|doc| {
+        doc["devices"][3] =
+            json!({"index": 3, "error": {"kind": "gpu_is_lost", "message": "GPU is lost"}});
+    });
+    let report = node.run();
+    assert_check(
+        &report,
+        "driver.gpu_count",
+        Status::Fail,
+        &[
+            "nvml device 3: gpu is lost",
+            "gpu 0000:5d:00.0 is on pci but unknown to nvml",
+            "8 on pci, 8 in nvml",
+        ],
+    );
+    assert_evidence(
+        &report,
+        "driver.gpu_count",
+        &[
+            "nvml.devices[3]: GPU is lost (a usable handle)",
+            "sys/bus/pci/devices/0000:5d:00.0: present on pci, absent from nvml (known to nvml)",
+        ],
+    );
+    // The other seven are still judged.
+    assert_check(
+        &report,
+        "driver.thermal",
+        Status::Pass,
+        &["all gpus below their slowdown temperature"],
+    );
+}
+
+/// `nvml.json` as a failed `nvmlInit` leaves it.
+fn init_error(node: &Node, kind: &str, message: &str) {
+    node.write(
+        NVML,
+        &json!({"init_error": {"kind": kind, "message": message}, "device_count": 0, "devices": []})
+            .to_string(),
+    );
+}
+
+#[test]
+fn nvml_init_errors_give_their_own_finding_and_hint() {
+    let node = Node::healthy();
+    let hint = |r: &Report| check(r, "driver.nvml_init").hint.clone().unwrap();
+
+    init_error(&node, "no_permission", "Insufficient Permissions");
+    let report = node.run();
+    assert_check(
+        &report,
+        "driver.nvml_init",
+        Status::Error,
+        &["nvml: no permission to open the gpus"],
+    );
+    assert_evidence(
+        &report,
+        "driver.nvml_init",
+        &["nvml.init: no_permission: Insufficient Permissions (success)"],
+    );
+    assert!(hint(&report).contains("run gpudoctor as root"));
+    // Everything NVML answers is not judged, and says where to look.
+    for code in ["driver.gpu_count", "driver.thermal", "nvlink.links_active"] {
+        assert_check(&report, code, Status::Skip, &["see driver.nvml_init"]);
+    }
+    assert_eq!(report.exit_code, 3, "an error, not a verdict");
+
+    init_error(&node, "unknown", "Unknown Error");
+    let report = node.run();
+    assert_check(
+        &report,
+        "driver.nvml_init",
+        Status::Error,
+        &["nvml answer unavailable: Unknown Error"],
+    );
+    assert!(hint(&report).contains("run `nvidia-smi` on the node"));
+
+    init_error(&node, "library_not_found", "libnvidia-ml.so.1: cannot open");
+    let report = node.run();
+    assert_check(
+        &report,
+        "driver.nvml_init",
+        Status::Fail,
+        &["nvml library not found (libnvidia-ml.so.1: cannot open)"],
+    );
+    assert!(hint(&report).contains("--nvml-lib"));
+    assert_eq!(
+        report.first_failure.as_ref().map(|f| f.code.as_str()),
+        Some("driver.nvml_init")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. nvlink
+
+#[test]
+fn pcie_gpus_without_nvlink_skip_the_layer() {
+    let node = Node::healthy();
+    node.without_profile("NVIDIA L40S");
+    node.edit_gpus(|d| {
+        d["nvlinks"] = json!("not_supported");
+        d["fabric"] = json!("not_supported");
+    });
+    let report = node.run();
+    let nvlink = layer(&report, Layer::Nvlink);
+    assert_eq!(nvlink.status, Status::Skip, "{nvlink:#?}");
+    // Each check says why; the layer gives the generic reason, as their reasons differ.
+    assert_eq!(
+        nvlink.reason.as_deref(),
+        Some("does not apply to this node")
+    );
+    assert_check(
+        &report,
+        "nvlink.links_active",
+        Status::Skip,
+        &["no nvlink on these gpus"],
+    );
+    assert_check(
+        &report,
+        "nvlink.error_counters",
+        Status::Skip,
+        &["no nvlink error counters reported"],
+    );
+    assert_check(
+        &report,
+        "nvlink.fabric_state",
+        Status::Skip,
+        &["pcie sku or pre-hopper"],
+    );
+}
+
+/// A PCIe A100 without an NVLink bridge answers every link, all down (NVIDIA/NVSentinel#1481):
+/// a node of them has no NVLink, not twelve broken links per GPU.
+#[test]
+fn pcie_gpus_reporting_every_link_down_skip_the_layer() {
+    let node = Node::healthy();
+    node.without_profile("NVIDIA A100 80GB PCIe");
+    node.edit_gpus(|d| {
+        d["fabric"] = json!("not_supported");
+        let links = d["nvlinks"]["value"].as_array_mut().unwrap();
+        links.truncate(12);
+        for link in links {
+            link["active"] = json!(false);
+            link["remote_pci_bus_id"] = Value::Null;
+            link["remote_type"] = json!("not_supported");
+        }
+    });
+    let report = node.run();
+    let nvlink = layer(&report, Layer::Nvlink);
+    assert_eq!(nvlink.status, Status::Skip, "{nvlink:#?}");
+    let why = "no nvlink on these gpus: 96 link(s) reported, none active";
+    assert_check(&report, "nvlink.links_active", Status::Skip, &[why]);
+    assert_check(&report, "nvlink.error_counters", Status::Skip, &[why]);
+
+    // With a profile that expects NVLink, the same answers are links down.
+    let report = node.run_with(RunOptions {
+        profile: gpudoctor::profile::builtin("hgx-a100-80gb"),
+        ..RunOptions::default()
+    });
+    assert_check(
+        &report,
+        "nvlink.links_active",
+        Status::Fail,
+        &["gpu 0 (0000:18:00.0) has 0 of 12 nvlinks active (down: link 0, 1, 2"],
+    );
+
+    // One GPU with a bridge up: the others' links are judged as down.
+    node.edit_gpus(|d| {
+        if d["index"] == 0 {
+            d["nvlinks"]["value"][0]["active"] = json!(true);
+        }
+    });
+    assert_check(
+        &node.run(),
+        "nvlink.links_active",
+        Status::Fail,
+        &["gpu 1 (0000:2a:00.0) has 0 of 12 nvlinks active"],
+    );
+}
+
+#[test]
+fn without_a_profile_the_most_common_link_count_flags_the_odd_gpu() {
+    let node = Node::healthy();
+    node.without_profile("NVIDIA H100 80GB HBM3 (no profile)");
+    node.edit_gpus(|d| {
+        let index = d["index"].as_u64().unwrap();
+        let links = d["nvlinks"]["value"].as_array_mut().unwrap();
+        match index {
+            // Two links down.
+            2 => {
+                links[3]["active"] = json!(false);
+                links[7]["active"] = json!(false);
+            }
+            // Two links not answered at all: 16 reported.
+            6 => links.truncate(16),
+            _ => {}
+        }
+    });
+    let report = node.run();
+    assert_eq!(report.profile, None);
+    assert_check(
+        &report,
+        "nvlink.links_active",
+        Status::Fail,
+        &[
+            "gpu 2 (0000:3a:00.0) has 16 of 18 nvlinks active (down: link 3, 7)",
+            "gpu 6 (0000:ba:00.0) has 16 of 18 nvlinks active",
+        ],
+    );
+    assert_evidence(
+        &report,
+        "nvlink.links_active",
+        &[
+            "nvml.devices[6].nvlinks: 16 active of 16 reported (18 active (the most common count across gpus))",
+        ],
+    );
+    let summary = &check(&report, "nvlink.links_active").summary;
+    assert!(!summary.contains("gpu 0 "), "{summary}");
+}
+
+#[test]
+fn nvlink_error_counters_warn_with_their_values() {
+    let node = Node::healthy();
+    let set = |replay: u64, flit: u64| {
+        node.edit_gpus(|d| {
+            if d["index"] == 1 {
+                let link = &mut d["nvlinks"]["value"][4];
+                link["replay_errors"] = json!({"value": replay});
+                link["crc_flit_errors"] = json!({"value": flit});
+            }
+        })
+    };
+    set(60, 39);
+    assert_check(
+        &node.run(),
+        "nvlink.error_counters",
+        Status::Pass,
+        &["below 100 on 144 link(s)"],
+    );
+    set(60, 40);
+    let report = node.run();
+    assert_check(
+        &report,
+        "nvlink.error_counters",
+        Status::Warn,
+        &["gpu 1 (0000:2a:00.0) link 4: 100 errors"],
+    );
+    assert_evidence(
+        &report,
+        "nvlink.error_counters",
+        &[
+            "nvml.devices[1].nvlinks[4]: replay 60, recovery 0, crc flit 40, crc data 0 (< 100 since driver load)",
+        ],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. topology
+
+/// The IOMMU group type files of the GPUs and RDMA NICs the check reads.
+fn group_types(node: &Node) -> Vec<String> {
+    let groups = node.path("sys/kernel/iommu_groups");
+    fs::read_dir(groups)
+        .unwrap()
+        .map(|e| {
+            format!(
+                "sys/kernel/iommu_groups/{}/type",
+                e.unwrap().file_name().to_string_lossy()
+            )
+        })
+        .filter(|rel| node.path(rel).is_file())
+        .collect()
+}
+
+#[test]
+fn a_translating_iommu_warns_on_a_gpudirect_platform() {
+    let node = Node::healthy();
+    let gpu0_group = fs::read_link(node.path("sys/bus/pci/devices/0000:18:00.0/iommu_group"))
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    node.write(
+        &format!("sys/kernel/iommu_groups/{gpu0_group}/type"),
+        "DMA-FQ\n",
+    );
+    let report = node.run();
+    assert_check(
+        &report,
+        "topology.iommu",
+        Status::Warn,
+        &[
+            // The GPU shares its group with the NIC behind the same switch.
+            "iommu translates dma for 2 of 18 gpu(s)/rdma nic(s)",
+            "(group type DMA-FQ) on a gpudirect rdma platform",
+        ],
+    );
+    assert_evidence(
+        &report,
+        "topology.iommu",
+        &[&format!(
+            "sys/kernel/iommu_groups/{gpu0_group}/type: DMA-FQ (0000:18:00.0) (identity)"
+        )],
+    );
+    // The same node judged without a GPUDirect expectation: noted, not judged.
+    let report = node.run_with(RunOptions {
+        profile: gpudoctor::profile::builtin("generic-pcie-gpu"),
+        ..RunOptions::default()
+    });
+    assert_check(
+        &report,
+        "topology.iommu",
+        Status::Pass,
+        &["not judged: profile generic-pcie-gpu expects no gpudirect rdma"],
+    );
+}
+
+/// No group types to read (an older kernel): the command line decides.
+#[test]
+fn an_iommu_without_iommu_pt_on_the_command_line_warns() {
+    let node = Node::healthy();
+    for rel in group_types(&node) {
+        node.remove(&rel);
+    }
+    assert_check(
+        &node.run(),
+        "topology.iommu",
+        Status::Pass,
+        &["iommu in pass-through mode", "iommu=pt"],
+    );
+    let cmdline = node.read("proc/cmdline").replace(" iommu=pt", "");
+    node.write("proc/cmdline", &cmdline);
+    let report = node.run();
+    assert_check(
+        &report,
+        "topology.iommu",
+        Status::Warn,
+        &[
+            "without `iommu=pt` on the kernel command line",
+            "on a gpudirect rdma platform",
+        ],
+    );
+    assert_evidence(
+        &report,
+        "topology.iommu",
+        &["proc/cmdline: intel_iommu=on (-)"],
+    );
+}
+
+/// GPUs 0-3 reach an RDMA NIC only across the CPU interconnect: the fixture fails on the
+/// GPUDirect `hgx-h100` platform; without that expectation it warns.
+#[test]
+fn a_gpu_whose_nearest_nic_is_sys_warns_off_gpudirect_platforms() {
+    let node = Node::copy("h100-rdma-nics-one-socket");
+    let sys = "4 gpus (0000:18:00.0, 0000:2a:00.0, 0000:3a:00.0, 0000:5d:00.0) reach an rdma nic only at SYS (across the cpu interconnect";
+    assert_check(
+        &node.run(),
+        "topology.gpu_nic_locality",
+        Status::Fail,
+        &[sys, "[gpudirect rdma platform hgx-h100]"],
+    );
+    node.without_profile("NVIDIA H100 80GB HBM3 (no profile)");
+    let report = node.run();
+    assert_check(
+        &report,
+        "topology.gpu_nic_locality",
+        Status::Warn,
+        &[sys, "[no profile]"],
+    );
+    assert_evidence(
+        &report,
+        "topology.gpu_nic_locality",
+        &["sys/bus/pci/devices/0000:18:00.0: numa 0, nearest rdma nic"],
+    );
+}
+
+#[test]
+fn a_gpu_below_its_max_link_speed_in_sysfs_is_only_noted() {
+    let node = Node::healthy();
+    node.write(
+        "sys/bus/pci/devices/0000:18:00.0/current_link_speed",
+        "2.5 GT/s PCIe\n",
+    );
+    let report = node.run();
+    assert_check(
+        &report,
+        "topology.pcie_link",
+        Status::Pass,
+        &["gpu link speed below max while idle, not judged: 0000:18:00.0 at 2.5 GT/s of 32 GT/s"],
+    );
+    // The same on a NIC is judged.
+    node.write(
+        "sys/bus/pci/devices/0000:18:00.0/current_link_speed",
+        "32.0 GT/s PCIe\n",
+    );
+    node.write(
+        "sys/bus/pci/devices/0000:19:00.0/current_link_speed",
+        "2.5 GT/s PCIe\n",
+    );
+    assert_check(
+        &node.run(),
+        "topology.pcie_link",
+        Status::Warn,
+        &["0000:19:00.0", "pcie link at 2.5 GT/s of 32 GT/s"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. toolkit
+
+const TOOLKIT_FILES: &[&str] = &[
+    "usr/bin/nvidia-container-toolkit",
+    "usr/bin/nvidia-container-runtime",
+    "usr/bin/nvidia-container-runtime-hook",
+    "usr/bin/nvidia-cdi-hook",
+    "usr/bin/nvidia-ctk",
+];
+
+#[test]
+fn toolkit_installed_fails_when_absent() {
+    let node = Node::healthy();
+    for rel in TOOLKIT_FILES {
+        node.remove(rel);
+    }
+    let report = node.run();
+    assert_check(
+        &report,
+        "toolkit.installed",
+        Status::Warn,
+        &["config present, but no toolkit binary found"],
+    );
+    node.remove("etc/nvidia-container-runtime");
+    let report = node.run();
+    assert_check(
+        &report,
+        "toolkit.installed",
+        Status::Fail,
+        &["nvidia container toolkit not installed"],
+    );
+    assert_evidence(
+        &report,
+        "toolkit.installed",
+        &["no nvidia-container-runtime, nvidia-ctk or nvidia-container-runtime-hook"],
+    );
+    // The containerd handler still names the binary that is gone.
+    assert_check(
+        &report,
+        "toolkit.container_runtime",
+        Status::Fail,
+        &["runs /usr/bin/nvidia-container-runtime, which does not exist"],
+    );
+}
+
+#[test]
+fn a_non_default_nvidia_handler_needs_a_runtime_class() {
+    let node = Node::healthy();
+    let config = node.read(CONTAINERD).replace(
+        "default_runtime_name = \"nvidia\"",
+        "default_runtime_name = \"runc\"",
+    );
+    node.write(CONTAINERD, &config);
+    assert_check(
+        &node.run(),
+        "toolkit.container_runtime",
+        Status::Pass,
+        &[
+            "containerd: runtime handler `nvidia` (/usr/bin/nvidia-container-runtime), not the default (`runc`): gpu pods need `runtimeClassName: nvidia`; cdi on",
+        ],
+    );
+}
+
+/// containerd with no NVIDIA handler: CDI carries the GPUs, or nothing does.
+#[test]
+fn cdi_only_runtime_passes_and_without_cdi_fails() {
+    let node = Node::healthy();
+    // containerd 1.7's config (version 2), runc only.
+    let without_handler = |cdi: &str| {
+        format!(
+            "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\n{cdi}\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\ndefault_runtime_name = \"runc\"\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\n"
+        )
+    };
+    node.write(CONTAINERD, &without_handler("enable_cdi = true"));
+    let report = node.run();
+    assert_check(
+        &report,
+        "toolkit.container_runtime",
+        Status::Pass,
+        &["containerd: no nvidia runtime handler, cdi on: gpus reach containers through cdi specs"],
+    );
+    // CDI is all there is, so the spec is judged and must name every GPU.
+    assert_check(
+        &report,
+        "toolkit.cdi_specs",
+        Status::Pass,
+        &["cdi specs name all 8 gpu(s)"],
+    );
+    node.remove("var/run/cdi/nvidia.yaml");
+    assert_check(
+        &node.run(),
+        "toolkit.cdi_specs",
+        Status::Fail,
+        &["the runtime relies on cdi but no nvidia.com/gpu spec exists"],
+    );
+
+    // containerd 1.7 (config version 2) has CDI off unless enabled.
+    node.write(CONTAINERD, &without_handler(""));
+    let report = node.run();
+    assert_check(
+        &report,
+        "toolkit.container_runtime",
+        Status::Fail,
+        &["containerd has no nvidia runtime handler and cdi is off"],
+    );
+    assert_evidence(
+        &report,
+        "toolkit.container_runtime",
+        &["handlers: runc; default: runc; cdi: off"],
+    );
+    // containerd 2.x (config version 3) has it on by default.
+    node.write(
+        CONTAINERD,
+        "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\n",
+    );
+    assert_check(
+        &node.run(),
+        "toolkit.container_runtime",
+        Status::Pass,
+        &["no nvidia runtime handler, cdi on"],
+    );
+}
+
+#[test]
+fn a_crio_node_is_read_from_its_drop_ins() {
+    let node = Node::healthy();
+    node.remove("etc/containerd");
+    node.write(
+        "etc/crio/crio.conf",
+        "[crio.runtime]\ndefault_runtime = \"runc\"\n[crio.runtime.runtimes.runc]\nruntime_path = \"/usr/bin/runc\"\n",
+    );
+    node.write(
+        "etc/crio/crio.conf.d/99-nvidia.toml",
+        "[crio.runtime]\ndefault_runtime = \"nvidia\"\n[crio.runtime.runtimes.nvidia]\nruntime_path = \"/usr/bin/nvidia-container-runtime\"\nruntime_type = \"oci\"\n",
+    );
+    let report = node.run();
+    assert_check(
+        &report,
+        "toolkit.container_runtime",
+        Status::Pass,
+        &[
+            "cri-o: runtime handler `nvidia` (/usr/bin/nvidia-container-runtime) is the default runtime; cdi on",
+        ],
+    );
+    assert_evidence(
+        &report,
+        "toolkit.container_runtime",
+        &[
+            "etc/crio/crio.conf, etc/crio/crio.conf.d/99-nvidia.toml: handlers: runc, nvidia; default: nvidia",
+        ],
+    );
+    // Without the drop-in, runc is the default and there is no NVIDIA handler; CRI-O has CDI
+    // on by default.
+    node.remove("etc/crio/crio.conf.d/99-nvidia.toml");
+    assert_check(
+        &node.run(),
+        "toolkit.container_runtime",
+        Status::Pass,
+        &["cri-o: no nvidia runtime handler, cdi on"],
+    );
+}
+
+/// k3s and RKE2 run their own containerd: their generated config is read before (and instead
+/// of) /etc/containerd/config.toml.
+#[test]
+fn k3s_and_rke2_containerd_configs_are_read() {
+    for (dist, path) in [
+        (
+            "k3s",
+            "var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+        ),
+        (
+            "rke2",
+            "var/lib/rancher/rke2/agent/etc/containerd/config.toml",
+        ),
+    ] {
+        let node = Node::healthy();
+        // The distribution's config has the nvidia handler, but not as the default; the stock
+        // /etc/containerd one (ignored by k3s/RKE2) has none at all.
+        node.write(
+            path,
+            "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\ndefault_runtime_name = \"runc\"\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.\"nvidia\"]\nruntime_type = \"io.containerd.runc.v2\"\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.\"nvidia\".options]\nBinaryName = \"/usr/bin/nvidia-container-runtime\"\n",
+        );
+        node.write(CONTAINERD, "version = 2\n");
+        let report = node.run();
+        assert_check(
+            &report,
+            "toolkit.container_runtime",
+            Status::Pass,
+            &[
+                "runtime handler `nvidia`",
+                "gpu pods need `runtimeClassName: nvidia`",
+            ],
+        );
+        let c = check(&report, "toolkit.container_runtime");
+        assert_eq!(
+            c.evidence[0].source, path,
+            "{dist}: only its own config is read"
+        );
+        assert!(
+            c.evidence[0]
+                .observed
+                .starts_with("version 2; handlers: nvidia")
+        );
+    }
+}
+
+fn in_pod(node: &Node, env: Value) {
+    node.write(".gpudoctor/env.json", &env.to_string());
+}
+
+#[test]
+fn container_gpus_judges_only_inside_a_pod() {
+    let node = Node::healthy();
+    let host = "10.96.0.1";
+    in_pod(
+        &node,
+        json!({"KUBERNETES_SERVICE_HOST": host, "NVIDIA_VISIBLE_DEVICES": "all"}),
+    );
+    let report = node.run();
+    assert_check(
+        &report,
+        "toolkit.container_gpus",
+        Status::Pass,
+        &["container can access 8 gpu(s): NVIDIA_VISIBLE_DEVICES=all, 8 /dev/nvidia<N> node(s)"],
+    );
+
+    // Two GPUs given, eight seen: not what the runtime was asked for.
+    let gpu0 = node.nvml_gpu(0)["uuid"].as_str().unwrap().to_string();
+    let gpu1 = node.nvml_gpu(1)["uuid"].as_str().unwrap().to_string();
+    in_pod(
+        &node,
+        json!({"KUBERNETES_SERVICE_HOST": host, "NVIDIA_VISIBLE_DEVICES": format!("{gpu0},{gpu1}")}),
+    );
+    let report = node.run();
+    assert_check(
+        &report,
+        "toolkit.container_gpus",
+        Status::Fail,
+        &["container was given 2 gpu(s)", "but nvml sees 8"],
+    );
+
+    // Given GPUs, but the runtime injected none (no nvidia handler ran): NVML sees nothing.
+    in_pod(
+        &node,
+        json!({"KUBERNETES_SERVICE_HOST": host, "NVIDIA_VISIBLE_DEVICES": "all"}),
+    );
+    init_error(&node, "library_not_found", "libnvidia-ml.so.1: cannot open");
+    let report = node.run();
+    assert_check(
+        &report,
+        "toolkit.container_gpus",
+        Status::Fail,
+        &["container was given all gpus (NVIDIA_VISIBLE_DEVICES=all) but nvml sees 0"],
+    );
+    assert!(
+        check(&report, "toolkit.container_gpus")
+            .hint
+            .as_deref()
+            .unwrap()
+            .contains("runtimeClassName: nvidia")
+    );
+
+    // A Pod told by its service-account mount alone, given no GPUs: nothing to judge.
+    let node = Node::healthy();
+    node.write(
+        "var/run/secrets/kubernetes.io/serviceaccount/namespace",
+        "default\n",
+    );
+    assert_check(
+        &node.run(),
+        "toolkit.container_gpus",
+        Status::Skip,
+        &["running in a pod that was given no gpus (NVIDIA_VISIBLE_DEVICES unset)"],
+    );
+    in_pod(&node, json!({"NVIDIA_VISIBLE_DEVICES": "void"}));
+    assert_check(
+        &node.run(),
+        "toolkit.container_gpus",
+        Status::Skip,
+        &["NVIDIA_VISIBLE_DEVICES=\"void\""],
+    );
+}
+
+#[test]
+fn a_node_without_kubernetes_or_a_runtime_skips_toolkit_and_device_plugin() {
+    let node = Node::healthy();
+    for rel in TOOLKIT_FILES {
+        node.remove(rel);
+    }
+    for rel in [
+        "etc/nvidia-container-runtime",
+        "etc/containerd",
+        "var/lib/kubelet",
+        "var/run/cdi",
+        POD_RESOURCES,
+    ] {
+        node.remove(rel);
+    }
+    let report = node.run();
+    for id in [Layer::Toolkit, Layer::DevicePlugin] {
+        let l = layer(&report, id);
+        assert_eq!(l.status, Status::Skip, "{l:#?}");
+    }
+    // Every device-plugin check skips for the one reason, which the layer then carries.
+    assert_eq!(
+        layer(&report, Layer::DevicePlugin).reason.as_deref(),
+        Some("not a kubernetes node (no var/lib/kubelet)")
+    );
+    for code in [
+        "toolkit.installed",
+        "toolkit.container_runtime",
+        "toolkit.cdi_specs",
+        "toolkit.operator_validations",
+    ] {
+        assert_check(
+            &report,
+            code,
+            Status::Skip,
+            &["not a kubernetes node and no container runtime or nvidia toolkit configured"],
+        );
+    }
+    assert_check(
+        &report,
+        "toolkit.container_gpus",
+        Status::Skip,
+        &["not running inside a pod"],
+    );
+    assert_eq!(report.exit_code, 0, "{:?}", report.first_failure);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. cli: colour
+
+#[test]
+fn no_color_output_has_no_escapes() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        .args([
+            "check",
+            "--root",
+            &format!("fixtures/{HEALTHY}"),
+            "--keep-going",
+        ])
+        .current_dir(common::repo())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("[ ok ]"), "{text}");
+    assert!(!text.contains('\x1b'), "{text}");
+}
