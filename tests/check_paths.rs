@@ -14,150 +14,14 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
 
-use gpudoctor::engine::{self, RunOptions};
-use gpudoctor::report::{CheckResult, Layer, LayerReport, Report, Status};
-use gpudoctor::source::{self, SourceOptions};
+use common::node::{HEALTHY, NVML_JSON, Node, check, evidence, layer};
+use gpudoctor::engine::RunOptions;
+use gpudoctor::report::{Layer, Report, Status};
 use serde_json::{Value, json};
 
-const HEALTHY: &str = "hgx-h100-healthy";
-const NVML: &str = ".gpudoctor/nvml.json";
 const POD_RESOURCES: &str = ".gpudoctor/pod-resources.json";
 const CONTAINERD: &str = "etc/containerd/config.toml";
-
-/// A writable copy of a fixture.
-struct Node {
-    dir: tempfile::TempDir,
-}
-
-impl Node {
-    fn copy(fixture: &str) -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        copy_tree(&common::repo().join("fixtures").join(fixture), dir.path());
-        Node { dir }
-    }
-
-    fn healthy() -> Node {
-        Node::copy(HEALTHY)
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn read(&self, rel: &str) -> String {
-        fs::read_to_string(self.path(rel)).unwrap()
-    }
-
-    /// Write a file (through any symlink on the way, as sysfs paths are), creating directories.
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.path(rel);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
-    }
-
-    fn remove(&self, rel: &str) {
-        let path = self.path(rel);
-        let meta = fs::symlink_metadata(&path).unwrap_or_else(|_| panic!("{rel} exists"));
-        if meta.is_dir() {
-            fs::remove_dir_all(path).unwrap();
-        } else {
-            fs::remove_file(path).unwrap();
-        }
-    }
-
-    fn edit_json(&self, rel: &str, edit: impl FnOnce(&mut Value)) {
-        let mut doc: Value = serde_json::from_str(&self.read(rel)).unwrap();
-        edit(&mut doc);
-        self.write(rel, &serde_json::to_string_pretty(&doc).unwrap());
-    }
-
-    fn edit_nvml(&self, edit: impl FnOnce(&mut Value)) {
-        self.edit_json(NVML, edit);
-    }
-
-    /// Edit every NVML device.
-    fn edit_gpus(&self, mut edit: impl FnMut(&mut Value)) {
-        self.edit_nvml(|doc| {
-            for d in doc["devices"].as_array_mut().unwrap() {
-                edit(d);
-            }
-        });
-    }
-
-    /// Rename every GPU to a model no built-in profile knows: consistency checks only.
-    fn without_profile(&self, name: &str) {
-        self.edit_gpus(|d| d["name"] = json!(name));
-    }
-
-    fn nvml_gpu(&self, index: usize) -> Value {
-        let doc: Value = serde_json::from_str(&self.read(NVML)).unwrap();
-        doc["devices"][index].clone()
-    }
-
-    fn run(&self) -> Report {
-        self.run_with(RunOptions::default())
-    }
-
-    fn run_with(&self, options: RunOptions) -> Report {
-        let source = source::open(self.dir.path(), SourceOptions::default());
-        assert_eq!(source.kind(), source::SourceKind::Replay);
-        engine::run(
-            source.as_ref(),
-            &RunOptions {
-                keep_going: true,
-                ..options
-            },
-        )
-    }
-}
-
-/// Copy a tree, symlinks kept as links (sysfs is made of them).
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let kind = entry.file_type().unwrap();
-        let target = to.join(entry.file_name());
-        if kind.is_symlink() {
-            symlink(fs::read_link(entry.path()).unwrap(), &target).unwrap();
-        } else if kind.is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-fn check<'r>(report: &'r Report, code: &str) -> &'r CheckResult {
-    report
-        .layers
-        .iter()
-        .flat_map(|l| &l.checks)
-        .find(|c| c.code == code)
-        .unwrap_or_else(|| panic!("{code} did not run"))
-}
-
-fn layer(report: &Report, id: Layer) -> &LayerReport {
-    report.layers.iter().find(|l| l.id == id).unwrap()
-}
-
-/// All evidence of a check as `source: observed (expected)` lines, for `contains` asserts.
-fn evidence(c: &CheckResult) -> String {
-    c.evidence
-        .iter()
-        .map(|e| {
-            format!(
-                "{}: {} ({})\n",
-                e.source,
-                e.observed,
-                e.expected.as_deref().unwrap_or("-")
-            )
-        })
-        .collect()
-}
 
 /// Assert status and that the summary holds every `parts`; show the whole result otherwise.
 #[track_caller]
@@ -185,7 +49,7 @@ fn assert_evidence(report: &Report, code: &str, parts: &[&str]) {
 
 #[test]
 fn the_unedited_copy_is_healthy() {
-    let report = Node::healthy().run();
+    let report = Node::healthy().run_all();
     assert_eq!(report.exit_code, 0, "{:?}", report.first_failure);
     for code in [
         "device_plugin.allocations",
@@ -234,7 +98,7 @@ fn a_gpu_handed_to_two_containers_fails_allocations() {
         let devices = pod_devices(doc, "bert-finetune-7f9c5");
         devices[0]["device_ids"] = json!([gpu0]);
     });
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "device_plugin.allocations",
@@ -278,14 +142,14 @@ fn one_replica_held_twice_fails_but_distinct_replicas_share() {
     };
     node.edit_json(POD_RESOURCES, |doc| doc["list"]["value"] = pods([a, b]));
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "device_plugin.allocations",
         Status::Pass,
         &["1 of 8 gpu(s) held by 2 container(s), no device handed out twice"],
     );
     node.edit_json(POD_RESOURCES, |doc| doc["list"]["value"] = pods([a, a]));
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "device_plugin.allocations",
         Status::Fail,
         &["held by 2 containers the same replica: t/a/c, t/b/c"],
@@ -303,7 +167,7 @@ fn allocatable_numa_disagreeing_with_sysfs_warns() {
     node.edit_json(POD_RESOURCES, |doc| {
         doc["allocatable"]["value"]["devices"][0]["topology"] = json!({"nodes": [{"ID": 1}]});
     });
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "device_plugin.numa_topology",
@@ -313,7 +177,7 @@ fn allocatable_numa_disagreeing_with_sysfs_warns() {
     assert_evidence(
         &report,
         "device_plugin.numa_topology",
-        &["numa 0 (sys/bus/pci/devices/0000:18:00.0/numa_node)"],
+        &["numa 1 (expected numa 0 (sys/bus/pci/devices/0000:18:00.0/numa_node))"],
     );
 
     // No topology at all in the answer, while sysfs knows the node: also a disagreement.
@@ -321,7 +185,7 @@ fn allocatable_numa_disagreeing_with_sysfs_warns() {
         doc["allocatable"]["value"]["devices"][4]["topology"] = Value::Null;
     });
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "device_plugin.numa_topology",
         Status::Warn,
         &["gpu 4 (0000:9a:00.0) has no topology, sysfs says numa 1"],
@@ -353,7 +217,7 @@ fn mig_resources_count_for_gpus_in_mig_mode() {
                 {"resource_name": "nvidia.com/mig-1g.10gb", "device_ids": [mig_ids[3]]}]}]}
         ]);
     });
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "device_plugin.allocatable",
@@ -384,7 +248,7 @@ fn mig_resources_count_for_gpus_in_mig_mode() {
         }
     });
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "device_plugin.allocatable",
         Status::Fail,
         &["7 of 8 gpus allocatable: gpu 1 (0000:2a:00.0)"],
@@ -400,7 +264,7 @@ fn mig_resources_count_for_gpus_in_mig_mode() {
         ]);
     });
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "device_plugin.allocations",
         Status::Fail,
         &[&format!(
@@ -425,7 +289,7 @@ fn set_gpu(node: &Node, index: u64, field: &str, value: Value) {
 fn thermal_fires_at_the_slowdown_threshold_not_below() {
     let node = Node::healthy();
     set_gpu(&node, 6, "temperature_c", json!({"value": 87}));
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "driver.thermal",
@@ -435,11 +299,13 @@ fn thermal_fires_at_the_slowdown_threshold_not_below() {
     assert_evidence(
         &report,
         "driver.thermal",
-        &["nvml.devices[6].temperature_c: 87 °C (slowdown 87 °C, shutdown 92 °C) (< 87 °C)"],
+        &[
+            "nvml.devices[6].temperature_c: 87 °C (slowdown 87 °C, shutdown 92 °C) (expected < 87 °C)",
+        ],
     );
     set_gpu(&node, 6, "temperature_c", json!({"value": 86}));
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "driver.thermal",
         Status::Pass,
         &["hottest 86 °C"],
@@ -459,7 +325,7 @@ fn pending_page_retirement_on_a_pre_ampere_gpu_fails() {
         d["retired_pages"] =
             json!({"value": {"single_bit": 2, "double_bit": 1, "pending": pending}});
     });
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "driver.retired_pages",
@@ -481,7 +347,7 @@ fn pending_page_retirement_on_a_pre_ampere_gpu_fails() {
         json!({"value": {"single_bit": 2, "double_bit": 1, "pending": false}}),
     );
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "driver.retired_pages",
         Status::Pass,
         &["no page retirement pending"],
@@ -493,7 +359,7 @@ fn pending_page_retirement_on_a_pre_ampere_gpu_fails() {
         json!({"value": {"single_bit": 60, "double_bit": 3, "pending": false}}),
     );
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "driver.retired_pages",
         Status::Fail,
         &["gpu 5 (0000:ab:00.0) has 63 retired pages (limit 63)"],
@@ -506,13 +372,13 @@ fn pcie_generation_below_max_is_a_note_idle_and_a_failure_busy() {
     set_gpu(&node, 3, "pcie_current_gen", json!({"value": 1}));
     set_gpu(&node, 3, "utilization_gpu_pct", json!({"value": 49}));
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "driver.pcie_link",
         Status::Pass,
         &["gpu 3 at gen1 while idle (power saving, expected)"],
     );
     set_gpu(&node, 3, "utilization_gpu_pct", json!({"value": 50}));
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "driver.pcie_link",
@@ -523,7 +389,7 @@ fn pcie_generation_below_max_is_a_note_idle_and_a_failure_busy() {
         &report,
         "driver.pcie_link",
         &[
-            "nvml.devices[3].pcie_current_gen: gen1 x16 (max gen5 x16), utilisation 50% (gen5 under load)",
+            "nvml.devices[3].pcie_current_gen: gen1 x16 (max gen5 x16), utilisation 50% (expected gen5 under load)",
         ],
     );
 }
@@ -532,7 +398,7 @@ fn pcie_generation_below_max_is_a_note_idle_and_a_failure_busy() {
 fn persistence_mode_off_warns_naming_the_gpu() {
     let node = Node::healthy();
     set_gpu(&node, 5, "persistence_mode", json!({"value": false}));
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "driver.persistence_mode",
@@ -542,7 +408,7 @@ fn persistence_mode_off_warns_naming_the_gpu() {
     assert_evidence(
         &report,
         "driver.persistence_mode",
-        &["nvml.devices[5].persistence_mode: disabled (enabled)"],
+        &["nvml.devices[5].persistence_mode: disabled (expected enabled)"],
     );
     assert!(
         check(&report, "driver.persistence_mode")
@@ -562,7 +428,7 @@ fn a_lost_gpu_fails_the_gpu_count_naming_it() {
         doc["devices"][3] =
             json!({"index": 3, "error": {"kind": "gpu_is_lost", "message": "GPU is lost"}});
     });
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "driver.gpu_count",
@@ -577,8 +443,8 @@ fn a_lost_gpu_fails_the_gpu_count_naming_it() {
         &report,
         "driver.gpu_count",
         &[
-            "nvml.devices[3]: GPU is lost (a usable handle)",
-            "sys/bus/pci/devices/0000:5d:00.0: present on pci, absent from nvml (known to nvml)",
+            "nvml.devices[3]: GPU is lost (expected a usable handle)",
+            "sys/bus/pci/devices/0000:5d:00.0: present on pci, absent from nvml (expected known to nvml)",
         ],
     );
     // The other seven are still judged.
@@ -593,7 +459,7 @@ fn a_lost_gpu_fails_the_gpu_count_naming_it() {
 /// `nvml.json` as a failed `nvmlInit` leaves it.
 fn init_error(node: &Node, kind: &str, message: &str) {
     node.write(
-        NVML,
+        NVML_JSON,
         &json!({"init_error": {"kind": kind, "message": message}, "device_count": 0, "devices": []})
             .to_string(),
     );
@@ -605,7 +471,7 @@ fn nvml_init_errors_give_their_own_finding_and_hint() {
     let hint = |r: &Report| check(r, "driver.nvml_init").hint.clone().unwrap();
 
     init_error(&node, "no_permission", "Insufficient Permissions");
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "driver.nvml_init",
@@ -615,7 +481,7 @@ fn nvml_init_errors_give_their_own_finding_and_hint() {
     assert_evidence(
         &report,
         "driver.nvml_init",
-        &["nvml.init: no_permission: Insufficient Permissions (success)"],
+        &["nvml.init: no_permission: Insufficient Permissions (expected success)"],
     );
     assert!(hint(&report).contains("run gpudoctor as root"));
     // Everything NVML answers is not judged, and says where to look.
@@ -625,7 +491,7 @@ fn nvml_init_errors_give_their_own_finding_and_hint() {
     assert_eq!(report.exit_code, 3, "an error, not a verdict");
 
     init_error(&node, "unknown", "Unknown Error");
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "driver.nvml_init",
@@ -635,7 +501,7 @@ fn nvml_init_errors_give_their_own_finding_and_hint() {
     assert!(hint(&report).contains("run `nvidia-smi` on the node"));
 
     init_error(&node, "library_not_found", "libnvidia-ml.so.1: cannot open");
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "driver.nvml_init",
@@ -660,7 +526,7 @@ fn pcie_gpus_without_nvlink_skip_the_layer() {
         d["nvlinks"] = json!("not_supported");
         d["fabric"] = json!("not_supported");
     });
-    let report = node.run();
+    let report = node.run_all();
     let nvlink = layer(&report, Layer::Nvlink);
     assert_eq!(nvlink.status, Status::Skip, "{nvlink:#?}");
     // Each check says why; the layer gives the generic reason, as their reasons differ.
@@ -704,7 +570,7 @@ fn pcie_gpus_reporting_every_link_down_skip_the_layer() {
             link["remote_type"] = json!("not_supported");
         }
     });
-    let report = node.run();
+    let report = node.run_all();
     let nvlink = layer(&report, Layer::Nvlink);
     assert_eq!(nvlink.status, Status::Skip, "{nvlink:#?}");
     let why = "no nvlink on these gpus: 96 link(s) reported, none active";
@@ -730,7 +596,7 @@ fn pcie_gpus_reporting_every_link_down_skip_the_layer() {
         }
     });
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "nvlink.links_active",
         Status::Fail,
         &["gpu 1 (0000:2a:00.0) has 0 of 12 nvlinks active"],
@@ -755,7 +621,7 @@ fn without_a_profile_the_most_common_link_count_flags_the_odd_gpu() {
             _ => {}
         }
     });
-    let report = node.run();
+    let report = node.run_all();
     assert_eq!(report.profile, None);
     assert_check(
         &report,
@@ -770,7 +636,7 @@ fn without_a_profile_the_most_common_link_count_flags_the_odd_gpu() {
         &report,
         "nvlink.links_active",
         &[
-            "nvml.devices[6].nvlinks: 16 active of 16 reported (18 active (the most common count across gpus))",
+            "nvml.devices[6].nvlinks: 16 active of 16 reported (expected 18 active (the most common count across gpus))",
         ],
     );
     let summary = &check(&report, "nvlink.links_active").summary;
@@ -791,13 +657,13 @@ fn nvlink_error_counters_warn_with_their_values() {
     };
     set(60, 39);
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "nvlink.error_counters",
         Status::Pass,
         &["below 100 on 144 link(s)"],
     );
     set(60, 40);
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "nvlink.error_counters",
@@ -808,7 +674,7 @@ fn nvlink_error_counters_warn_with_their_values() {
         &report,
         "nvlink.error_counters",
         &[
-            "nvml.devices[1].nvlinks[4]: replay 60, recovery 0, crc flit 40, crc data 0 (< 100 since driver load)",
+            "nvml.devices[1].nvlinks[4]: replay 60, recovery 0, crc flit 40, crc data 0 (expected < 100 since driver load)",
         ],
     );
 }
@@ -844,7 +710,7 @@ fn a_translating_iommu_warns_on_a_gpudirect_platform() {
         &format!("sys/kernel/iommu_groups/{gpu0_group}/type"),
         "DMA-FQ\n",
     );
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "topology.iommu",
@@ -859,7 +725,7 @@ fn a_translating_iommu_warns_on_a_gpudirect_platform() {
         &report,
         "topology.iommu",
         &[&format!(
-            "sys/kernel/iommu_groups/{gpu0_group}/type: DMA-FQ (0000:18:00.0) (identity)"
+            "sys/kernel/iommu_groups/{gpu0_group}/type: DMA-FQ (0000:18:00.0) (expected identity)"
         )],
     );
     // The same node judged without a GPUDirect expectation: noted, not judged.
@@ -883,14 +749,14 @@ fn an_iommu_without_iommu_pt_on_the_command_line_warns() {
         node.remove(&rel);
     }
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "topology.iommu",
         Status::Pass,
         &["iommu in pass-through mode", "iommu=pt"],
     );
     let cmdline = node.read("proc/cmdline").replace(" iommu=pt", "");
     node.write("proc/cmdline", &cmdline);
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "topology.iommu",
@@ -903,7 +769,7 @@ fn an_iommu_without_iommu_pt_on_the_command_line_warns() {
     assert_evidence(
         &report,
         "topology.iommu",
-        &["proc/cmdline: intel_iommu=on (-)"],
+        &["proc/cmdline: intel_iommu=on (expected -)"],
     );
 }
 
@@ -914,13 +780,13 @@ fn a_gpu_whose_nearest_nic_is_sys_warns_off_gpudirect_platforms() {
     let node = Node::copy("h100-rdma-nics-one-socket");
     let sys = "4 gpus (0000:18:00.0, 0000:2a:00.0, 0000:3a:00.0, 0000:5d:00.0) reach an rdma nic only at SYS (across the cpu interconnect";
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "topology.gpu_nic_locality",
         Status::Fail,
         &[sys, "[gpudirect rdma platform hgx-h100]"],
     );
     node.without_profile("NVIDIA H100 80GB HBM3 (no profile)");
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "topology.gpu_nic_locality",
@@ -941,7 +807,7 @@ fn a_gpu_below_its_max_link_speed_in_sysfs_is_only_noted() {
         "sys/bus/pci/devices/0000:18:00.0/current_link_speed",
         "2.5 GT/s PCIe\n",
     );
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "topology.pcie_link",
@@ -958,7 +824,7 @@ fn a_gpu_below_its_max_link_speed_in_sysfs_is_only_noted() {
         "2.5 GT/s PCIe\n",
     );
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "topology.pcie_link",
         Status::Warn,
         &["0000:19:00.0", "pcie link at 2.5 GT/s of 32 GT/s"],
@@ -982,7 +848,7 @@ fn toolkit_installed_fails_when_absent() {
     for rel in TOOLKIT_FILES {
         node.remove(rel);
     }
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "toolkit.installed",
@@ -990,7 +856,7 @@ fn toolkit_installed_fails_when_absent() {
         &["config present, but no toolkit binary found"],
     );
     node.remove("etc/nvidia-container-runtime");
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "toolkit.installed",
@@ -1020,7 +886,7 @@ fn a_non_default_nvidia_handler_needs_a_runtime_class() {
     );
     node.write(CONTAINERD, &config);
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "toolkit.container_runtime",
         Status::Pass,
         &[
@@ -1040,7 +906,7 @@ fn cdi_only_runtime_passes_and_without_cdi_fails() {
         )
     };
     node.write(CONTAINERD, &without_handler("enable_cdi = true"));
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "toolkit.container_runtime",
@@ -1056,7 +922,7 @@ fn cdi_only_runtime_passes_and_without_cdi_fails() {
     );
     node.remove("var/run/cdi/nvidia.yaml");
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "toolkit.cdi_specs",
         Status::Fail,
         &["the runtime relies on cdi but no nvidia.com/gpu spec exists"],
@@ -1064,7 +930,7 @@ fn cdi_only_runtime_passes_and_without_cdi_fails() {
 
     // containerd 1.7 (config version 2) has CDI off unless enabled.
     node.write(CONTAINERD, &without_handler(""));
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "toolkit.container_runtime",
@@ -1082,7 +948,7 @@ fn cdi_only_runtime_passes_and_without_cdi_fails() {
         "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\n",
     );
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "toolkit.container_runtime",
         Status::Pass,
         &["no nvidia runtime handler, cdi on"],
@@ -1101,7 +967,7 @@ fn a_crio_node_is_read_from_its_drop_ins() {
         "etc/crio/crio.conf.d/99-nvidia.toml",
         "[crio.runtime]\ndefault_runtime = \"nvidia\"\n[crio.runtime.runtimes.nvidia]\nruntime_path = \"/usr/bin/nvidia-container-runtime\"\nruntime_type = \"oci\"\n",
     );
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "toolkit.container_runtime",
@@ -1121,7 +987,7 @@ fn a_crio_node_is_read_from_its_drop_ins() {
     // on by default.
     node.remove("etc/crio/crio.conf.d/99-nvidia.toml");
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "toolkit.container_runtime",
         Status::Pass,
         &["cri-o: no nvidia runtime handler, cdi on"],
@@ -1150,7 +1016,7 @@ fn k3s_and_rke2_containerd_configs_are_read() {
             "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\ndefault_runtime_name = \"runc\"\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.\"nvidia\"]\nruntime_type = \"io.containerd.runc.v2\"\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.\"nvidia\".options]\nBinaryName = \"/usr/bin/nvidia-container-runtime\"\n",
         );
         node.write(CONTAINERD, "version = 2\n");
-        let report = node.run();
+        let report = node.run_all();
         assert_check(
             &report,
             "toolkit.container_runtime",
@@ -1185,7 +1051,7 @@ fn container_gpus_judges_only_inside_a_pod() {
         &node,
         json!({"KUBERNETES_SERVICE_HOST": host, "NVIDIA_VISIBLE_DEVICES": "all"}),
     );
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "toolkit.container_gpus",
@@ -1200,7 +1066,7 @@ fn container_gpus_judges_only_inside_a_pod() {
         &node,
         json!({"KUBERNETES_SERVICE_HOST": host, "NVIDIA_VISIBLE_DEVICES": format!("{gpu0},{gpu1}")}),
     );
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "toolkit.container_gpus",
@@ -1214,7 +1080,7 @@ fn container_gpus_judges_only_inside_a_pod() {
         json!({"KUBERNETES_SERVICE_HOST": host, "NVIDIA_VISIBLE_DEVICES": "all"}),
     );
     init_error(&node, "library_not_found", "libnvidia-ml.so.1: cannot open");
-    let report = node.run();
+    let report = node.run_all();
     assert_check(
         &report,
         "toolkit.container_gpus",
@@ -1236,14 +1102,14 @@ fn container_gpus_judges_only_inside_a_pod() {
         "default\n",
     );
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "toolkit.container_gpus",
         Status::Skip,
         &["running in a pod that was given no gpus (NVIDIA_VISIBLE_DEVICES unset)"],
     );
     in_pod(&node, json!({"NVIDIA_VISIBLE_DEVICES": "void"}));
     assert_check(
-        &node.run(),
+        &node.run_all(),
         "toolkit.container_gpus",
         Status::Skip,
         &["NVIDIA_VISIBLE_DEVICES=\"void\""],
@@ -1265,7 +1131,7 @@ fn a_node_without_kubernetes_or_a_runtime_skips_toolkit_and_device_plugin() {
     ] {
         node.remove(rel);
     }
-    let report = node.run();
+    let report = node.run_all();
     for id in [Layer::Toolkit, Layer::DevicePlugin] {
         let l = layer(&report, id);
         assert_eq!(l.status, Status::Skip, "{l:#?}");

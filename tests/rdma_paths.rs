@@ -7,119 +7,12 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::symlink;
-use std::path::PathBuf;
 
-use gpudoctor::engine::{self, RunOptions};
+use common::node::{HEALTHY, Node, check, evidence};
 use gpudoctor::profile::{self, Profile};
-use gpudoctor::report::{CheckResult, Layer, Report, Status};
-use gpudoctor::source::ReplaySource;
+use gpudoctor::report::{Layer, Status};
 
-const HEALTHY: &str = "hgx-h100-healthy";
 const SRIOV: &str = "h100-sriov-healthy";
-
-/// A writable copy of a fixture.
-struct Node {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-}
-
-impl Node {
-    fn from(fixture: &str) -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("node");
-        common::copy_tree(&common::repo().join("fixtures").join(fixture), &root);
-        Node { _dir: dir, root }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root.join(rel)
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.path(rel);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
-    }
-
-    fn edit(&self, rel: &str, change: impl Fn(&str) -> String) {
-        let text = fs::read_to_string(self.path(rel)).unwrap();
-        let changed = change(&text);
-        assert_ne!(text, changed, "{rel}: the edit changed nothing");
-        fs::write(self.path(rel), changed).unwrap();
-    }
-
-    /// Drop the lines of `rel` that start with `prefix` (a module from /proc/modules).
-    fn drop_lines(&self, rel: &str, prefix: &str) {
-        self.edit(rel, |t| {
-            t.lines()
-                .filter(|l| !l.starts_with(prefix))
-                .map(|l| format!("{l}\n"))
-                .collect()
-        });
-    }
-
-    /// Remove a file, a link or a whole directory.
-    fn remove(&self, rel: &str) {
-        let path = self.path(rel);
-        let meta = fs::symlink_metadata(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
-        if meta.is_dir() {
-            fs::remove_dir_all(path).unwrap();
-        } else {
-            fs::remove_file(path).unwrap();
-        }
-    }
-
-    fn link(&self, rel: &str, target: &str) {
-        let path = self.path(rel);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        symlink(target, path).unwrap();
-    }
-
-    /// The directory an RDMA device's class link points at, root-relative.
-    fn ib_dir(&self, dev: &str) -> String {
-        let link = format!("sys/class/infiniband/{dev}");
-        let target = fs::read_link(self.path(&link)).unwrap();
-        let rel = target.to_string_lossy().replace("../../", "sys/");
-        assert!(self.path(&rel).is_dir(), "{rel}");
-        rel
-    }
-
-    fn run(&self, layer: Layer, profile: Option<Profile>) -> Report {
-        let source = ReplaySource::new(&self.root);
-        engine::run(
-            &source,
-            &RunOptions {
-                only: vec![layer],
-                profile,
-                ..RunOptions::default()
-            },
-        )
-    }
-}
-
-fn check<'r>(report: &'r Report, code: &str) -> &'r CheckResult {
-    report
-        .layers
-        .iter()
-        .flat_map(|l| &l.checks)
-        .find(|c| c.code == code)
-        .unwrap_or_else(|| panic!("no {code} in the report"))
-}
-
-fn evidence(c: &CheckResult) -> String {
-    c.evidence
-        .iter()
-        .map(|e| {
-            format!(
-                "{}: {} (expected {})\n",
-                e.source,
-                e.observed,
-                e.expected.as_deref().unwrap_or("-")
-            )
-        })
-        .collect()
-}
 
 /// A profile like `hgx-h100` with some RDMA or SR-IOV expectations changed.
 fn h100_with(edit: impl FnOnce(&mut Profile)) -> Profile {
@@ -135,19 +28,19 @@ fn h100_with(edit: impl FnOnce(&mut Profile)) -> Profile {
 
 #[test]
 fn the_healthy_copy_passes_so_every_edit_below_is_what_fails() {
-    let node = Node::from(HEALTHY);
-    let report = node.run(Layer::Rdma, None);
+    let node = Node::copy(HEALTHY);
+    let report = node.run_layer(Layer::Rdma, None);
     let layer = report.layer(Layer::Rdma).unwrap();
     assert_eq!(layer.status, Status::Pass, "{layer:#?}");
 }
 
 #[test]
 fn error_counters_above_zero_warn_with_their_values() {
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     let ports = format!("{}/ports/1/counters", node.ib_dir("mlx5_3"));
     node.write(&format!("{ports}/symbol_error"), "17\n");
     node.write(&format!("{ports}/link_downed"), "2\n");
-    let report = node.run(Layer::Rdma, None);
+    let report = node.run_layer(Layer::Rdma, None);
     let c = check(&report, "rdma.error_counters");
     assert_eq!(c.status, Status::Warn, "{c:#?}");
     assert!(
@@ -168,11 +61,11 @@ fn error_counters_above_zero_warn_with_their_values() {
 
 #[test]
 fn firmware_differing_across_hcas_of_one_model_warns() {
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     let dir = node.ib_dir("mlx5_2");
     let model = fs::read_to_string(node.path(&format!("{dir}/hca_type"))).unwrap();
     node.write(&format!("{dir}/fw_ver"), "28.38.1002\n");
-    let report = node.run(Layer::Rdma, None);
+    let report = node.run_layer(Layer::Rdma, None);
     let c = check(&report, "rdma.firmware");
     assert_eq!(c.status, Status::Warn, "{c:#?}");
     assert!(
@@ -187,9 +80,9 @@ fn firmware_differing_across_hcas_of_one_model_warns() {
 
 #[test]
 fn mtu_differing_across_roce_ports_warns() {
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     node.write("sys/class/net/enp105s0f1np1/mtu", "1500\n");
-    let report = node.run(Layer::Rdma, None);
+    let report = node.run_layer(Layer::Rdma, None);
     let c = check(&report, "rdma.roce_config");
     assert_eq!(c.status, Status::Warn, "{c:#?}");
     assert!(
@@ -207,9 +100,9 @@ fn mtu_differing_across_roce_ports_warns() {
 #[test]
 fn verbs_fail_without_ib_uverbs_or_mlx5_ib() {
     for module in ["ib_uverbs", "mlx5_ib"] {
-        let node = Node::from(HEALTHY);
+        let node = Node::copy(HEALTHY);
         node.drop_lines("proc/modules", &format!("{module} "));
-        let report = node.run(Layer::Rdma, None);
+        let report = node.run_layer(Layer::Rdma, None);
         let c = check(&report, "rdma.verbs");
         assert_eq!(c.status, Status::Fail, "{module}: {c:#?}");
         assert!(
@@ -229,9 +122,9 @@ fn verbs_fail_without_ib_uverbs_or_mlx5_ib() {
 
 #[test]
 fn verbs_fail_when_a_uverbs_device_node_is_missing() {
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     node.remove("dev/infiniband/uverbs9");
-    let report = node.run(Layer::Rdma, None);
+    let report = node.run_layer(Layer::Rdma, None);
     let c = check(&report, "rdma.verbs");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
@@ -249,8 +142,8 @@ fn verbs_fail_when_a_uverbs_device_node_is_missing() {
 
 #[test]
 fn fewer_ports_than_the_profile_expects_fail() {
-    let node = Node::from(HEALTHY);
-    let report = node.run(Layer::Rdma, Some(h100_with(|p| p.rdma_ports = Some(9))));
+    let node = Node::copy(HEALTHY);
+    let report = node.run_layer(Layer::Rdma, Some(h100_with(|p| p.rdma_ports = Some(9))));
     let c = check(&report, "rdma.devices");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
@@ -269,11 +162,11 @@ fn fewer_ports_than_the_profile_expects_fail() {
 
 #[test]
 fn an_hca_gone_from_the_node_fails_naming_its_function() {
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     let dir = node.ib_dir("mlx5_7");
     node.remove("sys/class/infiniband/mlx5_7");
     node.remove(&dir);
-    let report = node.run(Layer::Rdma, Some(profile::builtin("hgx-h100").unwrap()));
+    let report = node.run_layer(Layer::Rdma, Some(profile::builtin("hgx-h100").unwrap()));
     let c = check(&report, "rdma.devices");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     let bdf = dir.split('/').rev().nth(2).unwrap();
@@ -292,10 +185,10 @@ fn an_hca_gone_from_the_node_fails_naming_its_function() {
 fn a_link_layer_other_than_the_profiles_fails() {
     // An HCA flipped to Ethernet mode (mlxconfig LINK_TYPE_P1=2): still an RDMA device, but no
     // longer one of the profile's InfiniBand ports.
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     let port = format!("{}/ports/1", node.ib_dir("mlx5_4"));
     node.write(&format!("{port}/link_layer"), "Ethernet\n");
-    let report = node.run(Layer::Rdma, Some(profile::builtin("hgx-h100").unwrap()));
+    let report = node.run_layer(Layer::Rdma, Some(profile::builtin("hgx-h100").unwrap()));
     let c = check(&report, "rdma.devices");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
@@ -314,12 +207,12 @@ fn a_link_layer_other_than_the_profiles_fails() {
 
 #[test]
 fn without_a_profile_a_port_slower_than_the_others_fails_naming_both() {
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     // No NVML answers: no GPU names, so no profile is chosen.
     node.remove(".gpudoctor/nvml.json");
     let port = format!("{}/ports/1", node.ib_dir("mlx5_5"));
     node.write(&format!("{port}/rate"), "200 Gb/sec (4X HDR)\n");
-    let report = node.run(Layer::Rdma, None);
+    let report = node.run_layer(Layer::Rdma, None);
     assert_eq!(report.profile, None, "no profile must be in force");
     let c = check(&report, "rdma.port_rate");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
@@ -353,7 +246,7 @@ fn bonded(node: &Node) {
     node.remove(&second);
     node.link(
         "sys/class/infiniband/mlx5_bond_0",
-        &bond.replacen("sys/", "../../", 1),
+        bond.replacen("sys/", "../../", 1),
     );
     for i in 0..4 {
         node.write(&format!("{bond}/ports/1/gid_attrs/ndevs/{i}"), "bond0\n");
@@ -366,9 +259,9 @@ fn bonded(node: &Node) {
 
 #[test]
 fn a_bonded_roce_device_is_one_healthy_rdma_device() {
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     bonded(&node);
-    let report = node.run(Layer::Rdma, Some(profile::builtin("hgx-h100").unwrap()));
+    let report = node.run_layer(Layer::Rdma, Some(profile::builtin("hgx-h100").unwrap()));
     let devices = check(&report, "rdma.devices");
     // The second PF of a LAG has no RDMA device of its own: not "a NIC without RDMA".
     assert_eq!(devices.status, Status::Pass, "{devices:#?}");
@@ -397,7 +290,7 @@ fn a_bonded_roce_device_is_one_healthy_rdma_device() {
     }
     // Its netdev is the bond, read like any other.
     node.write("sys/devices/virtual/net/bond0/operstate", "down\n");
-    let report = node.run(Layer::Rdma, None);
+    let report = node.run_layer(Layer::Rdma, None);
     let roce = check(&report, "rdma.roce_config");
     assert_eq!(roce.status, Status::Fail, "{roce:#?}");
     assert!(
@@ -410,7 +303,7 @@ fn a_bonded_roce_device_is_one_healthy_rdma_device() {
 
 #[test]
 fn no_rdma_devices_and_none_expected_skips_the_layer() {
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     // A GPU node without RDMA NICs: no RDMA devices and no ConnectX functions.
     for dev in fs::read_dir(node.path("sys/class/infiniband")).unwrap() {
         let name = dev.unwrap().file_name().to_string_lossy().into_owned();
@@ -425,7 +318,7 @@ fn no_rdma_devices_and_none_expected_skips_the_layer() {
         p.rdma_ports = Some(0);
         p.rdma_rate_gbps = None;
     });
-    let report = node.run(Layer::Rdma, Some(none));
+    let report = node.run_layer(Layer::Rdma, Some(none));
     let layer = report.layer(Layer::Rdma).unwrap();
     assert_eq!(layer.status, Status::Skip, "{layer:#?}");
     let devices = check(&report, "rdma.devices");
@@ -449,8 +342,8 @@ fn without_peermem(node: &Node) {
 
 #[test]
 fn gpudirect_via_nvidia_peermem_passes_naming_it() {
-    let node = Node::from(HEALTHY);
-    let report = node.run(Layer::Rdma, None);
+    let node = Node::copy(HEALTHY);
+    let report = node.run_layer(Layer::Rdma, None);
     let c = check(&report, "rdma.gpudirect");
     assert_eq!(c.status, Status::Pass, "{c:#?}");
     assert!(
@@ -463,9 +356,9 @@ fn gpudirect_via_nvidia_peermem_passes_naming_it() {
 #[test]
 fn gpudirect_via_dma_buf_passes_naming_the_path_and_what_it_needs() {
     // Linux 5.15 with the open kernel module 550: dma-buf.
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     without_peermem(&node);
-    let report = node.run(Layer::Rdma, None);
+    let report = node.run_layer(Layer::Rdma, None);
     let c = check(&report, "rdma.gpudirect");
     assert_eq!(c.status, Status::Pass, "{c:#?}");
     assert!(
@@ -483,12 +376,12 @@ fn gpudirect_via_dma_buf_passes_naming_the_path_and_what_it_needs() {
 #[test]
 fn gpudirect_without_peermem_or_dma_buf_fails_with_the_modprobe_hint() {
     // The proprietary kernel module has no dma-buf export.
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     without_peermem(&node);
     node.edit("proc/driver/nvidia/version", |t| {
         t.replace("Open Kernel Module", "Kernel Module")
     });
-    let report = node.run(Layer::Rdma, None);
+    let report = node.run_layer(Layer::Rdma, None);
     let c = check(&report, "rdma.gpudirect");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
@@ -511,10 +404,10 @@ fn gpudirect_without_peermem_or_dma_buf_fails_with_the_modprobe_hint() {
     );
 
     // The open module on a kernel older than 5.12: no dma-buf either.
-    let node = Node::from(HEALTHY);
+    let node = Node::copy(HEALTHY);
     without_peermem(&node);
     node.write("proc/sys/kernel/osrelease", "5.4.0-150-generic\n");
-    let c = check(&node.run(Layer::Rdma, None), "rdma.gpudirect").clone();
+    let c = check(&node.run_layer(Layer::Rdma, None), "rdma.gpudirect").clone();
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
         evidence(&c).contains("5.4.0-150-generic (expected ≥ 5.12 for dma-buf)"),
@@ -537,8 +430,8 @@ fn first_vf(node: &Node) -> (String, String) {
 
 #[test]
 fn the_healthy_sriov_copy_passes() {
-    let node = Node::from(SRIOV);
-    let report = node.run(Layer::Sriov, None);
+    let node = Node::copy(SRIOV);
+    let report = node.run_layer(Layer::Sriov, None);
     let layer = report.layer(Layer::Sriov).unwrap();
     for c in &layer.checks {
         assert!(!c.status.is_finding(), "{c:#?}");
@@ -548,10 +441,10 @@ fn the_healthy_sriov_copy_passes() {
 
 #[test]
 fn an_unbound_vf_fails() {
-    let node = Node::from(SRIOV);
+    let node = Node::copy(SRIOV);
     let (pf, vf) = first_vf(&node);
     node.remove(&format!("sys/bus/pci/devices/{vf}/driver"));
-    let report = node.run(Layer::Sriov, None);
+    let report = node.run_layer(Layer::Sriov, None);
     let c = check(&report, "sriov.vf_binding");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert_eq!(
@@ -567,7 +460,7 @@ fn an_unbound_vf_fails() {
 
 #[test]
 fn a_vf_of_an_rdma_pf_without_its_rdma_device_fails() {
-    let node = Node::from(SRIOV);
+    let node = Node::copy(SRIOV);
     let (pf, vf) = first_vf(&node);
     let dir = format!("sys/bus/pci/devices/{vf}/infiniband");
     let dev = fs::read_dir(node.path(&dir))
@@ -581,7 +474,7 @@ fn a_vf_of_an_rdma_pf_without_its_rdma_device_fails() {
     // mlx5_ib did not create the VF's device: neither its directory nor its class link exist.
     node.remove(&format!("sys/class/infiniband/{dev}"));
     node.remove(&dir);
-    let report = node.run(Layer::Sriov, None);
+    let report = node.run_layer(Layer::Sriov, None);
     let c = check(&report, "sriov.vf_binding");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert_eq!(
@@ -593,13 +486,13 @@ fn a_vf_of_an_rdma_pf_without_its_rdma_device_fails() {
 
 #[test]
 fn vf_resources_without_a_multus_config_fail() {
-    let node = Node::from(SRIOV);
+    let node = Node::copy(SRIOV);
     node.remove("etc/cni/net.d/00-multus.conf");
     node.write(
         "etc/cni/net.d/10-calico.conflist",
         "{\"name\": \"k8s-pod-network\"}\n",
     );
-    let report = node.run(Layer::Sriov, None);
+    let report = node.run_layer(Layer::Sriov, None);
     let c = check(&report, "sriov.multus");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
@@ -616,13 +509,13 @@ fn vf_resources_without_a_multus_config_fail() {
 
 #[test]
 fn device_plugin_resources_naming_vfs_that_do_not_exist_fail() {
-    let node = Node::from(SRIOV);
+    let node = Node::copy(SRIOV);
     let (_, vf) = first_vf(&node);
     // The plugin still advertises a VF from before the PF was reconfigured.
     node.edit(".gpudoctor/pod-resources.json", |t| {
         t.replace(&format!("\"{vf}\""), "\"0000:19:07.7\"")
     });
-    let report = node.run(Layer::Sriov, None);
+    let report = node.run_layer(Layer::Sriov, None);
     let c = check(&report, "sriov.vfs_enabled");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
@@ -640,8 +533,8 @@ fn device_plugin_resources_naming_vfs_that_do_not_exist_fail() {
 
 #[test]
 fn fewer_vfs_than_the_profile_expects_fail_naming_each_pf() {
-    let node = Node::from(SRIOV);
-    let report = node.run(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(16))));
+    let node = Node::copy(SRIOV);
+    let report = node.run_layer(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(16))));
     let c = check(&report, "sriov.vfs_enabled");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
@@ -658,7 +551,7 @@ fn fewer_vfs_than_the_profile_expects_fail_naming_each_pf() {
     );
 
     // As many as expected: pass, saying so.
-    let report = node.run(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(8))));
+    let report = node.run_layer(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(8))));
     let c = check(&report, "sriov.vfs_enabled");
     assert_eq!(c.status, Status::Pass, "{c:#?}");
     assert!(
@@ -671,11 +564,11 @@ fn fewer_vfs_than_the_profile_expects_fail_naming_each_pf() {
 #[test]
 fn a_node_the_profile_expects_vfs_on_fails_even_with_nothing_advertised() {
     // No VFs enabled and no VF resource: without a profile SR-IOV does not apply...
-    let node = Node::from(HEALTHY);
-    let report = node.run(Layer::Sriov, None);
+    let node = Node::copy(HEALTHY);
+    let report = node.run_layer(Layer::Sriov, None);
     assert_eq!(report.layer(Layer::Sriov).unwrap().status, Status::Skip);
     // ...but a profile that expects VFs makes it a failure.
-    let report = node.run(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(8))));
+    let report = node.run_layer(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(8))));
     let c = check(&report, "sriov.vfs_enabled");
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
@@ -685,6 +578,6 @@ fn a_node_the_profile_expects_vfs_on_fails_even_with_nothing_advertised() {
         c.summary
     );
     // sriov_vfs = 0 is no expectation.
-    let report = node.run(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(0))));
+    let report = node.run_layer(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(0))));
     assert_eq!(report.layer(Layer::Sriov).unwrap().status, Status::Skip);
 }
