@@ -77,16 +77,7 @@ pub fn run_with(source: &dyn Source, registry: &[CheckDef], options: &RunOptions
             report.duration_ms = layer_started.elapsed().as_millis() as u64;
             report.status = summarize(&report.checks);
             if report.status == Status::Skip {
-                // Checks that all skip for one stated reason ("nccl benchmark not requested:
-                // pass --nccl ...") give the layer that reason; else the generic one.
-                let first = report.checks.first().map(|c| c.summary.as_str());
-                let shared = first.filter(|s| report.checks.iter().all(|c| c.summary == *s));
-                report.reason = Some(
-                    shared
-                        .filter(|s| !s.is_empty() && report.checks.len() > 1)
-                        .unwrap_or("does not apply to this node")
-                        .to_string(),
-                );
+                report.reason = Some(skip_reason(&report.checks));
             }
             if report.status == Status::Fail && !options.keep_going {
                 blocked_by = Some(layer);
@@ -169,6 +160,24 @@ fn run_check(def: &CheckDef, ctx: &Context<'_>) -> CheckResult {
     }
 }
 
+/// Why a layer whose checks all skipped was skipped: their distinct reasons in check order
+/// ("no sr-iov capable functions and no vf resources; not running inside a pod"), so an
+/// operator reads what would make the layer apply. Without stated reasons, or with more than
+/// three different ones, the generic "does not apply to this node".
+fn skip_reason(checks: &[CheckResult]) -> String {
+    const MOST: usize = 3;
+    let mut reasons: Vec<&str> = Vec::new();
+    for summary in checks.iter().map(|c| c.summary.trim()) {
+        if !summary.is_empty() && !reasons.contains(&summary) {
+            reasons.push(summary);
+        }
+    }
+    if reasons.is_empty() || reasons.len() > MOST {
+        return "does not apply to this node".to_string();
+    }
+    reasons.join("; ")
+}
+
 /// A layer is as bad as its worst check; all-skip is skip.
 pub fn summarize(checks: &[CheckResult]) -> Status {
     checks
@@ -203,6 +212,31 @@ mod tests {
         why: "w",
         fix: "f",
     };
+
+    #[test]
+    fn a_skipped_layer_says_each_distinct_reason() {
+        let skipped = |summary: &str| CheckResult {
+            code: "x.y".into(),
+            title: "t".into(),
+            status: Status::Skip,
+            summary: summary.into(),
+            evidence: Vec::new(),
+            hint: None,
+            action: crate::report::Action::None,
+            figures: Default::default(),
+        };
+        let a = "no sr-iov capable functions";
+        let b = "not running inside a pod";
+        assert_eq!(skip_reason(&[skipped(a)]), a);
+        assert_eq!(
+            skip_reason(&[skipped(a), skipped(b), skipped(a)]),
+            format!("{a}; {b}")
+        );
+        let generic = "does not apply to this node";
+        assert_eq!(skip_reason(&[skipped(""), skipped(" ")]), generic);
+        let many: Vec<CheckResult> = ["a", "b", "c", "d"].map(skipped).into();
+        assert_eq!(skip_reason(&many), generic);
+    }
 
     fn def(code: &'static str, layer: Layer, run: fn(&Context<'_>) -> Outcome) -> CheckDef {
         CheckDef {

@@ -529,10 +529,12 @@ fn pcie_gpus_without_nvlink_skip_the_layer() {
     let report = node.run_all();
     let nvlink = layer(&report, Layer::Nvlink);
     assert_eq!(nvlink.status, Status::Skip, "{nvlink:#?}");
-    // Each check says why; the layer gives the generic reason, as their reasons differ.
+    // Each check says why, and the layer gives their reasons together.
     assert_eq!(
         nvlink.reason.as_deref(),
-        Some("does not apply to this node")
+        Some(
+            "no nvlink on these gpus; no nvlink error counters reported; gpus report no fabric state (pcie sku or pre-hopper)"
+        )
     );
     assert_check(
         &report,
