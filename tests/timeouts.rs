@@ -1,5 +1,5 @@
 //! Timeouts everywhere (issue 10): whatever gpudoctor waits on outside itself — the kernel log,
-//! the kubelet, nccl-tests, files named on the command line — ends within its budget, and so does the whole `check` when all of
+//! NVML, the kubelet, nccl-tests, files named on the command line — ends within its budget, and so does the whole `check` when all of
 //! them hang at once. The budget is documented in docs/performance.md ("Time budget").
 //!
 //! Covered elsewhere and not repeated here:
@@ -147,11 +147,21 @@ fn a_kernel_log_pipe_that_finishes_is_read_whole() {
 
 /// `gpudoctor ARGS` with its output in files, killed (and failed) after `limit`.
 fn gpudoctor_within(args: &[&str], limit: Duration) -> (Option<i32>, String, String, Duration) {
+    gpudoctor_within_env(args, &[], limit)
+}
+
+/// [`gpudoctor_within`] with these environment variables set.
+fn gpudoctor_within_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> (Option<i32>, String, String, Duration) {
     let out = tempfile::NamedTempFile::new().unwrap();
     let err = tempfile::NamedTempFile::new().unwrap();
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
         .args(args)
+        .envs(env.iter().copied())
         .env("PATH", "/usr/bin:/bin")
         .stdin(Stdio::null())
         .stdout(out.reopen().unwrap())
@@ -421,4 +431,80 @@ fn every_probe_hanging_at_once_stays_within_the_documented_budget() {
     );
     let (_, status, summary) = result(&results, "driver.xid_events");
     assert!(status == "pass" || status == "skip", "{status}: {summary}");
+}
+
+/// An NVML that never answers `nvmlInit` (the stand-in library told to sleep far past the
+/// budget) costs `--timeout`, not the rest of the day: `driver.nvml_init` is `error` saying so,
+/// the checks that need no NVML still run, and `record` ends the same way.
+#[test]
+fn an_nvml_init_that_hangs_is_an_error_at_the_timeout() {
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    let nvml_json = fixture.join(".gpudoctor/nvml.json");
+    // A live root (no manifest) with the fixture's files, so the NVML library is really loaded.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    common::copy_tree(&fixture, &root);
+    std::fs::remove_dir_all(root.join(".gpudoctor")).unwrap();
+    let env = [
+        (common::FAKE_NVML_JSON, nvml_json.to_str().unwrap()),
+        ("GPUDOCTOR_FAKE_NVML_HANG_SECS", "600"),
+    ];
+    let timeout = 2u64;
+    let lib = common::fake_nvml_lib().to_str().unwrap().to_string();
+    let (code, out, err, took) = gpudoctor_within_env(
+        &[
+            "check",
+            "--keep-going",
+            "--format",
+            "json",
+            "--root",
+            root.to_str().unwrap(),
+            "--nvml-lib",
+            &lib,
+            "--kubelet-socket",
+            "/nonexistent/kubelet.sock",
+            "--timeout",
+            &timeout.to_string(),
+        ],
+        &env,
+        Duration::from_secs(timeout) + SLACK,
+    );
+    assert!(matches!(code, Some(1 | 3)), "{code:?} {err}");
+    assert!(
+        took >= Duration::from_secs(timeout),
+        "took {took:?}: it did not wait"
+    );
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let results = results(&report);
+    let (_, status, summary) = result(&results, "driver.nvml_init");
+    assert_eq!(status, "error", "{summary}");
+    assert!(
+        summary.contains(&format!("nvml did not answer within {timeout} s")),
+        "{summary}"
+    );
+    // What needs no NVML was still judged from sysfs.
+    let (_, status, summary) = result(&results, "driver.gpu_on_pci");
+    assert_eq!(status, "pass", "{summary}");
+
+    let out_dir = dir.path().join("capture");
+    let (code, _, err, _) = gpudoctor_within_env(
+        &[
+            "record",
+            "--root",
+            root.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--nvml-lib",
+            &lib,
+            "--kubelet-socket",
+            "/nonexistent/kubelet.sock",
+            "--timeout",
+            &timeout.to_string(),
+        ],
+        &env,
+        Duration::from_secs(2 * timeout) + SLACK,
+    );
+    assert!(matches!(code, Some(0..=3)), "record: {code:?} {err}");
+    let manifest = std::fs::read_to_string(out_dir.join(".gpudoctor/manifest.json")).unwrap();
+    assert!(manifest.contains("did not answer"), "{manifest}");
 }

@@ -13,6 +13,9 @@
 //! - fabric with no `health_mask` → `nvmlDeviceGetGpuFabricInfoV` answers
 //!   ARGUMENT_VERSION_MISMATCH (a pre-v3 driver), so the caller falls back to the v1 call.
 //!
+//! - `GPUDOCTOR_FAKE_NVML_HANG_SECS=N` → every `nvmlInit*` sleeps N seconds first: a driver
+//!   stuck in init (a GPU fallen off the bus, a wedged GSP), for the NVML timeout tests.
+//!
 //! Nothing may unwind into C: every entry point runs inside `catch_unwind` and a panic becomes
 //! `NVML_ERROR_UNKNOWN`. Device handles are `index + 1` as a pointer, checked on every call.
 
@@ -33,6 +36,8 @@ use model::{Device, FabricInfo, FabricState, Facts, NvLink, Reading, RemoteType}
 
 /// The environment variable naming the `nvml.json` to answer from.
 pub const ENV_JSON: &str = "GPUDOCTOR_FAKE_NVML_JSON";
+/// Seconds every `nvmlInit*` sleeps before it answers (unset: none).
+pub const ENV_HANG_SECS: &str = "GPUDOCTOR_FAKE_NVML_HANG_SECS";
 
 /// `nvmlDevice_t`: an opaque pointer; here `index + 1`.
 type Handle = *mut c_void;
@@ -74,6 +79,12 @@ fn load() -> Result<Facts, String> {
 }
 
 fn init() -> NvmlReturn {
+    if let Some(secs) = std::env::var(ENV_HANG_SECS)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_secs(secs));
+    }
     guard(|| {
         let loaded = load();
         let mut st = state();
