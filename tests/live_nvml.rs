@@ -86,6 +86,11 @@ fn as_live_can_answer(mut facts: NvmlFacts) -> NvmlFacts {
         if let Some(err) = &mut device.error {
             fold(&mut err.kind);
         }
+        if let gpudoctor::facts::nvml::Reading::Value(migs) = &mut device.mig_devices {
+            for err in migs.iter_mut().filter_map(|m| m.error.as_mut()) {
+                fold(&mut err.kind);
+            }
+        }
     }
     facts
 }
@@ -449,6 +454,67 @@ fn every_reading_round_trips() {
         "every reading",
         &without_messages(&expected),
         &without_messages(&live),
+    );
+}
+
+/// MIG devices through the live walk: a GPU in MIG mode with every MIG field, index gaps
+/// (NVML's NOT_FOUND) and a MIG handle that fails; MIG on with no instance (an empty list, a
+/// fact); MIG on but not enumerated (an older capture: `not_supported`) or unreadable; and a
+/// GPU with MIG off, whose devices are never walked.
+#[test]
+fn mig_devices_round_trip() {
+    let mut facts = healthy_json();
+    let on = json!({"value": {"current": true, "pending": true}});
+    let mig = |index: u32, gi: u32, profile: &str, mib: u64| {
+        json!({
+            "index": index,
+            "uuid": format!("MIG-5b2c1f0e-4d3a-5e6f-8a9b-{index:012x}"),
+            "name": format!("NVIDIA H100 80GB HBM3 MIG {profile}"),
+            "gpu_instance_id": {"value": gi}, "compute_instance_id": {"value": 0},
+            "memory_total_mib": {"value": mib}, "error": null
+        })
+    };
+    facts["devices"][0]["mig_mode"] = on.clone();
+    facts["devices"][0]["mig_devices"] = json!({"value": [
+        mig(0, 2, "3g.40gb", 40192),
+        mig(1, 7, "1g.10gb", 9984),
+        // Index 2 has no MIG device (a gap), index 3 one whose handle failed.
+        {"index": 3, "uuid": null, "name": null, "gpu_instance_id": "not_supported",
+         "compute_instance_id": "not_supported", "memory_total_mib": "not_supported",
+         "error": {"kind": "unknown", "message": "Unknown Error"}},
+        {"index": 4, "uuid": "MIG-5b2c1f0e-4d3a-5e6f-8a9b-000000000004", "name": null,
+         "gpu_instance_id": {"value": 9}, "compute_instance_id": {"error": "Unknown Error"},
+         "memory_total_mib": "not_supported", "error": null}
+    ]});
+    facts["devices"][1]["mig_mode"] = on.clone();
+    facts["devices"][1]["mig_devices"] = json!({"value": []});
+    facts["devices"][2]["mig_mode"] = on.clone();
+    facts["devices"][2]["mig_devices"] = json!("not_supported");
+    facts["devices"][3]["mig_mode"] = on;
+    facts["devices"][3]["mig_devices"] = json!({"error": "Unknown Error"});
+    let live = probe_injected("mig devices", &facts);
+    let migs = live.devices[0].mig_list().expect("gpu 0 enumerated");
+    assert_eq!(
+        migs.iter().map(|m| m.index).collect::<Vec<_>>(),
+        [0, 1, 3, 4]
+    );
+    assert_eq!(migs[1].profile(), Some("1g.10gb"));
+    assert_eq!(live.devices[1].mig_list(), Some(&[][..]));
+    assert!(live.devices[2].mig_list().is_none());
+
+    // MIG off: a recorded list is not walked (the max count is 0 on a real driver), so what
+    // comes back is "not supported", whatever the file says.
+    let mut off = facts.clone();
+    off["devices"][0]["mig_mode"] = json!({"value": {"current": false, "pending": false}});
+    let held = nvml_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("nvml.json");
+    std::fs::write(&json_path, off.to_string()).unwrap();
+    use_json(&held, &json_path);
+    let live = live_source(dir.path()).nvml();
+    assert_eq!(
+        live.devices[0].mig_devices,
+        gpudoctor::facts::nvml::Reading::NotSupported
     );
 }
 

@@ -193,6 +193,15 @@ pub struct NvmlDevice {
     /// `nvmlDeviceGetMigMode(current, pending)`.
     #[serde(default)]
     pub mig_mode: Reading<CurrentPending>,
+    /// The MIG devices (compute instances) under this GPU, walked only while `mig_mode` says
+    /// MIG is currently on: `nvmlDeviceGetMaxMigDeviceCount` answers 0 both when MIG is off and
+    /// when the GPU has none, so only the mode tells them apart. An empty list is a fact (MIG on,
+    /// no instance created), never "unknown". `NotSupported` when MIG is off, pending, or not
+    /// supported (`mig_mode` says which) or the mode is unreadable; also what an absent field
+    /// reads as, i.e. a capture made before gpudoctor enumerated MIG devices: checks then fall
+    /// back to treating the GPU's MIG ids as unattributable.
+    #[serde(default)]
+    pub mig_devices: Reading<Vec<MigDevice>>,
 
     // --- NVLink and fabric (§6, §7)
     /// One entry per link that answered `nvmlDeviceGetNvLinkState`; `NotSupported` when the GPU
@@ -202,6 +211,65 @@ pub struct NvmlDevice {
     /// `nvmlDeviceGetGpuFabricInfoV` (Hopper and later; `NotSupported` on PCIe SKUs).
     #[serde(default)]
     pub fabric: Reading<FabricInfo>,
+}
+
+/// One MIG device: a compute instance inside a GPU instance, what NVIDIA's device plugin
+/// advertises as `MIG-<uuid>` (reference/kubernetes.md §2; gpu-health.md §1 for the UUID).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MigDevice {
+    /// The index under its parent GPU (`nvmlDeviceGetMigDeviceHandleByIndex`). Indexes run up
+    /// to `nvmlDeviceGetMaxMigDeviceCount` and may have gaps (NVML answers NOT_FOUND there).
+    pub index: u32,
+    /// `nvmlDeviceGetUUID` on the MIG handle: `MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+    #[serde(default)]
+    pub uuid: Option<String>,
+    /// `nvmlDeviceGetName` on the MIG handle: the parent's name, ` MIG `, the profile
+    /// (`NVIDIA H100 80GB HBM3 MIG 1g.10gb`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// `nvmlDeviceGetGpuInstanceId`.
+    #[serde(default)]
+    pub gpu_instance_id: Reading<u32>,
+    /// `nvmlDeviceGetComputeInstanceId`.
+    #[serde(default)]
+    pub compute_instance_id: Reading<u32>,
+    /// `nvmlDeviceGetMemoryInfo_v2().total` on the MIG handle, MiB.
+    #[serde(default)]
+    pub memory_total_mib: Reading<u64>,
+    /// The handle could not be had (an error other than NOT_FOUND): only `index` is known.
+    #[serde(default)]
+    pub error: Option<NvmlError>,
+}
+
+impl MigDevice {
+    /// The MIG profile from the name (`1g.10gb`): what the device plugin's mixed strategy
+    /// names the resource after (`nvidia.com/mig-1g.10gb`, kubernetes.md §2).
+    pub fn profile(&self) -> Option<&str> {
+        let (_, profile) = self.name.as_deref()?.rsplit_once(" MIG ")?;
+        let profile = profile.trim();
+        (!profile.is_empty()).then_some(profile)
+    }
+}
+
+impl NvmlDevice {
+    /// MIG is, or may be, on: the mode says so, or could not be read.
+    pub fn mig_possible(&self) -> bool {
+        match &self.mig_mode {
+            Reading::Value(mode) => mode.current,
+            Reading::NotSupported => false,
+            Reading::Error(_) => true,
+        }
+    }
+
+    /// The enumerated MIG devices of a GPU with MIG on; `None` when MIG is off or the devices
+    /// were not enumerated (an older capture, or NVML could not say).
+    pub fn mig_list(&self) -> Option<&[MigDevice]> {
+        if self.mig_possible() {
+            self.mig_devices.value().map(Vec::as_slice)
+        } else {
+            None
+        }
+    }
 }
 
 /// A mode with a current and a pending value (ECC, MIG): pending ≠ current needs a GPU reset.
@@ -379,5 +447,34 @@ mod tests {
             NvmlErrorKind::GpuIsLost
         );
         assert!(parse_nvml_json("{\"devices\": [").is_err());
+        // A capture from before MIG enumeration: the field is absent.
+        assert_eq!(facts.devices[0].mig_devices, Reading::NotSupported);
+    }
+
+    #[test]
+    fn reads_mig_devices_and_their_profile() {
+        let text = r#"{"device_count": 2, "devices": [
+            {"index": 0, "mig_mode": {"value": {"current": true, "pending": true}},
+             "mig_devices": {"value": [
+               {"index": 0, "uuid": "MIG-0d5a7f3c-2b1e-5c4d-9e8f-112233445566",
+                "name": "NVIDIA H100 80GB HBM3 MIG 3g.40gb",
+                "gpu_instance_id": {"value": 2}, "compute_instance_id": {"value": 0},
+                "memory_total_mib": {"value": 40192}},
+               {"index": 2, "error": {"kind": "unknown", "message": "Unknown Error"}}]}},
+            {"index": 1, "mig_mode": {"value": {"current": true, "pending": true}}}]}"#;
+        let facts = parse_nvml_json(text).unwrap();
+        let migs = facts.devices[0].mig_list().unwrap();
+        assert_eq!(migs.len(), 2);
+        assert_eq!(migs[0].profile(), Some("3g.40gb"));
+        assert_eq!(migs[0].memory_total_mib.value(), Some(&40192));
+        assert_eq!(migs[1].profile(), None);
+        assert!(migs[1].error.is_some());
+        // MIG on, devices not recorded: not a list, so nothing can be attributed to it.
+        assert!(facts.devices[1].mig_possible());
+        assert!(facts.devices[1].mig_list().is_none());
+        // MIG off: a recorded list does not count.
+        let mut off = facts.devices[0].clone();
+        off.mig_mode = Reading::Value(CurrentPending::default());
+        assert!(off.mig_list().is_none());
     }
 }

@@ -20,8 +20,8 @@ use nvml_wrapper::error::NvmlError as WrapperError;
 use nvml_wrapper::{Device, Nvml};
 
 use crate::facts::nvml::{
-    CurrentPending, EccCounts, NvLink, NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Reading,
-    RetiredPages, normalize_bus_id,
+    CurrentPending, EccCounts, MigDevice, NvLink, NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts,
+    Reading, RetiredPages, normalize_bus_id,
 };
 
 /// Query NVML, giving up after `budget`.
@@ -89,6 +89,11 @@ fn collect(lib_path: Option<PathBuf>) -> NvmlFacts {
 }
 
 fn describe(index: u32, device: &Device<'_>) -> NvmlDevice {
+    let mig_mode = reading(device.mig_mode().map(|m| CurrentPending {
+        current: m.current == 1,
+        pending: m.pending == 1,
+    }));
+    let mig_devices = mig_devices(device, &mig_mode);
     NvmlDevice {
         index,
         pci_bus_id: device
@@ -124,10 +129,8 @@ fn describe(index: u32, device: &Device<'_>) -> NvmlDevice {
         pcie_current_width: reading(device.current_pcie_link_width()),
         pcie_max_width: reading(device.max_pcie_link_width()),
         pcie_replay_counter: reading(device.pcie_replay_counter().map(u64::from)),
-        mig_mode: reading(device.mig_mode().map(|m| CurrentPending {
-            current: m.current == 1,
-            pending: m.pending == 1,
-        })),
+        mig_mode,
+        mig_devices,
         nvlinks: nvlinks(device),
         fabric: raw::fabric_info(device),
     }
@@ -201,6 +204,47 @@ fn nvlinks(device: &Device<'_>) -> Reading<Vec<NvLink>> {
 /// Highest link index asked; NVML answers `INVALID_ARGUMENT` past the GPU's real count.
 const MAX_NVLINKS: u32 = 36;
 
+/// The MIG devices of a GPU whose MIG mode is currently on (see `NvmlDevice::mig_devices`):
+/// indexes 0 .. `nvmlDeviceGetMaxMigDeviceCount`, skipping the NOT_FOUND gaps nvml.h documents
+/// for indexes without a compute instance. Off, pending or unsupported MIG: not walked, since
+/// the max count is 0 then and would read as "no MIG devices".
+fn mig_devices(device: &Device<'_>, mode: &Reading<CurrentPending>) -> Reading<Vec<MigDevice>> {
+    if !mode.value().is_some_and(|m| m.current) {
+        return Reading::NotSupported;
+    }
+    // nvml-wrapper 0.13's `mig_device_count` is nvmlDeviceGetMaxMigDeviceCount.
+    let max = match device.mig_device_count() {
+        Ok(max) => max,
+        Err(err) => return reading(Err(err)),
+    };
+    let mut found = Vec::new();
+    for index in 0..max.min(MAX_MIG_DEVICES) {
+        match device.mig_device_by_index(index) {
+            Ok(mig) => found.push(MigDevice {
+                index,
+                uuid: mig.uuid().ok(),
+                name: mig.name().ok(),
+                gpu_instance_id: raw::instance_id(&mig, raw::Instance::Gpu),
+                compute_instance_id: raw::instance_id(&mig, raw::Instance::Compute),
+                memory_total_mib: reading(mig.memory_info().map(|m| m.total / MIB)),
+                error: None,
+            }),
+            Err(WrapperError::NotFound) => {}
+            Err(err) => found.push(MigDevice {
+                index,
+                error: Some(to_error(&err)),
+                ..MigDevice::default()
+            }),
+        }
+    }
+    Reading::Value(found)
+}
+
+/// Most MIG indexes asked per GPU. A100 and H100 hold at most 7 MIG devices (7 compute slices);
+/// the cap only bounds a nonsensical max count, so a broken driver cannot stretch the walk.
+const MAX_MIG_DEVICES: u32 = 64;
+const MIB: u64 = 1024 * 1024;
+
 /// Calls nvml-wrapper 0.13 does not wrap, or wraps wrongly, made through its raw function table.
 mod raw {
     use nvml_wrapper::Device;
@@ -230,6 +274,29 @@ mod raw {
                 pending: pending != 0,
                 failure: failure != 0,
             })
+        })();
+        reading(result)
+    }
+
+    /// Which id of a MIG handle [`instance_id`] asks for.
+    pub enum Instance {
+        Gpu,
+        Compute,
+    }
+
+    /// `nvmlDeviceGetGpuInstanceId` / `nvmlDeviceGetComputeInstanceId` on a MIG handle
+    /// (nvml-wrapper 0.13 does not wrap them).
+    pub fn instance_id(mig: &Device<'_>, which: Instance) -> Reading<u32> {
+        let lib = mig.nvml().lib();
+        let result = (|| {
+            let sym = match which {
+                Instance::Gpu => nvml_sym(lib.nvmlDeviceGetGpuInstanceId.as_ref())?,
+                Instance::Compute => nvml_sym(lib.nvmlDeviceGetComputeInstanceId.as_ref())?,
+            };
+            let mut id = 0u32;
+            // SAFETY: a live MIG handle and a valid out-pointer.
+            nvml_try(unsafe { sym(mig.handle(), &mut id) })?;
+            Ok::<_, WrapperError>(id)
         })();
         reading(result)
     }

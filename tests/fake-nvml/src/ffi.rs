@@ -2,7 +2,7 @@
 //! cross the boundary, declared by hand with `#[repr(C)]`. Layouts are checked against
 //! nvml-wrapper-sys 0.10's bindgen output (`bindings.rs`) and by the size tests at the bottom.
 
-use std::ffi::{c_char, c_uchar, c_uint};
+use std::ffi::{c_char, c_uchar, c_uint, c_ulonglong};
 
 pub type NvmlReturn = c_uint;
 
@@ -131,6 +131,17 @@ pub struct GpuFabricInfoV2 {
     pub health_mask: c_uint,
 }
 
+/// `nvmlMemory_v2_t` (`nvmlDeviceGetMemoryInfo_v2`), bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryV2 {
+    pub version: c_uint,
+    pub total: c_ulonglong,
+    pub reserved: c_ulonglong,
+    pub free: c_ulonglong,
+    pub used: c_ulonglong,
+}
+
 /// `NVML_STRUCT_VERSION(name, ver)` = `sizeof(name_v##ver##_t) | (ver << 24)` (nvml.h).
 pub const fn struct_version<T>(version: u32) -> c_uint {
     std::mem::size_of::<T>() as c_uint | (version << 24)
@@ -138,6 +149,8 @@ pub const fn struct_version<T>(version: u32) -> c_uint {
 
 pub const GPU_FABRIC_INFO_V2: c_uint = struct_version::<GpuFabricInfoV2>(2);
 pub const GPU_FABRIC_INFO_V3: c_uint = struct_version::<GpuFabricInfoV3>(3);
+/// `nvmlMemory_v2` = `NVML_STRUCT_VERSION(Memory, 2)`.
+pub const MEMORY_V2: c_uint = struct_version::<MemoryV2>(2);
 
 /// `nvmlErrorString`: the texts libnvidia-ml prints, NUL-terminated for C.
 pub fn error_string(code: NvmlReturn) -> &'static std::ffi::CStr {
@@ -218,6 +231,10 @@ mod tests {
         assert_eq!(offset_of!(GpuFabricInfoV3, health_summary), 36);
         assert_eq!(size_of::<GpuFabricInfoV2>(), 36);
         assert_eq!(GPU_FABRIC_INFO_V3, 40 | (3 << 24));
+        // version 4 (+4) + four unsigned long long.
+        assert_eq!(size_of::<MemoryV2>(), 40);
+        assert_eq!(offset_of!(MemoryV2, total), 8);
+        assert_eq!(MEMORY_V2, 40 | (2 << 24));
     }
 
     #[test]

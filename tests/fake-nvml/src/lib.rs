@@ -11,13 +11,19 @@
 //! - NVLink: a link index the list lacks → INVALID_ARGUMENT (how the real library ends the
 //!   walk); `nvlinks: "not_supported"` → NOT_SUPPORTED for every link;
 //! - fabric with no `health_mask` → `nvmlDeviceGetGpuFabricInfoV` answers
-//!   ARGUMENT_VERSION_MISMATCH (a pre-v3 driver), so the caller falls back to the v1 call.
+//!   ARGUMENT_VERSION_MISMATCH (a pre-v3 driver), so the caller falls back to the v1 call;
+//! - `mig_devices` with a list → `nvmlDeviceGetMaxMigDeviceCount` says 7 (A100/H100, or more
+//!   when an index needs it), an index the list lacks answers NOT_FOUND (the gaps real NVML
+//!   leaves), a MIG device with `error` answers that kind's code; `"not_supported"` or absent →
+//!   NOT_SUPPORTED from the max count (what gpudoctor records when it did not enumerate).
 //!
 //! - `GPUDOCTOR_FAKE_NVML_HANG_SECS=N` → every `nvmlInit*` sleeps N seconds first: a driver
 //!   stuck in init (a GPU fallen off the bus, a wedged GSP), for the NVML timeout tests.
 //!
 //! Nothing may unwind into C: every entry point runs inside `catch_unwind` and a panic becomes
-//! `NVML_ERROR_UNKNOWN`. Device handles are `index + 1` as a pointer, checked on every call.
+//! `NVML_ERROR_UNKNOWN`. Device handles are `index + 1` as a pointer, MIG device handles
+//! [`MIG_HANDLE_BASE`] + (GPU index << 8) + MIG index, checked on every call: a GPU-only query
+//! on a MIG handle, or a MIG-only one on a GPU handle, is refused as real NVML does.
 
 #![allow(non_snake_case)]
 // Every entry point's safety contract is nvml.h's: the pointers are valid for the documented
@@ -32,7 +38,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
 
 use ffi::*;
-use model::{Device, FabricInfo, FabricState, Facts, NvLink, Reading, RemoteType};
+use model::{Device, FabricInfo, FabricState, Facts, MigDevice, NvLink, Reading, RemoteType};
 
 /// The environment variable naming the `nvml.json` to answer from.
 pub const ENV_JSON: &str = "GPUDOCTOR_FAKE_NVML_JSON";
@@ -123,8 +129,33 @@ fn device_at(facts: &Facts, index: u32) -> Option<&Device> {
     facts.devices.iter().find(|d| d.index == index)
 }
 
+/// MIG device handles start here, far above any GPU handle (`index + 1`).
+const MIG_HANDLE_BASE: usize = 1 << 24;
+
+/// What `nvmlDeviceGetMaxMigDeviceCount` answers for a recorded list: A100 and H100 hold at
+/// most 7 MIG devices.
+const MAX_MIG_DEVICES: u32 = 7;
+
+fn mig_handle(gpu: u32, mig: u32) -> Option<Handle> {
+    let mig = usize::try_from(mig).ok().filter(|m| *m < 256)?;
+    let addr = (gpu as usize)
+        .checked_mul(256)?
+        .checked_add(MIG_HANDLE_BASE)?
+        .checked_add(mig)?;
+    Some(std::ptr::without_provenance_mut(addr))
+}
+
+/// A MIG handle's (GPU index, MIG index); `None` for a GPU handle.
+fn mig_parts(handle: Handle) -> Option<(u32, u32)> {
+    let rel = handle.addr().checked_sub(MIG_HANDLE_BASE)?;
+    Some((u32::try_from(rel >> 8).ok()?, (rel & 0xff) as u32))
+}
+
 fn with_device(handle: Handle, body: impl FnOnce(&Device) -> Answer) -> Answer {
     with_facts(|facts| {
+        if mig_parts(handle).is_some() {
+            return Err(ERROR_INVALID_ARGUMENT);
+        }
         let index = handle
             .addr()
             .checked_sub(1)
@@ -134,6 +165,20 @@ fn with_device(handle: Handle, body: impl FnOnce(&Device) -> Answer) -> Answer {
             .filter(|d| d.error.is_none())
             .ok_or(ERROR_INVALID_ARGUMENT)?;
         body(device)
+    })
+}
+
+fn with_mig(handle: Handle, body: impl FnOnce(&MigDevice) -> Answer) -> Answer {
+    with_facts(|facts| {
+        let (gpu, index) = mig_parts(handle).ok_or(ERROR_INVALID_ARGUMENT)?;
+        let mig = device_at(facts, gpu)
+            .filter(|d| d.error.is_none())
+            .and_then(|d| match &d.mig_devices {
+                Reading::Value(list) => list.iter().find(|m| m.index == index && m.error.is_none()),
+                _ => None,
+            })
+            .ok_or(ERROR_INVALID_ARGUMENT)?;
+        body(mig)
     })
 }
 
@@ -425,9 +470,42 @@ macro_rules! device_string {
     };
 }
 
-device_string!(nvmlDeviceGetUUID, |d: &Device| present(d.uuid.clone()));
-device_string!(nvmlDeviceGetName, |d: &Device| present(d.name.clone()));
 device_string!(nvmlDeviceGetSerial, |d: &Device| read(&d.serial));
+
+/// A string getter NVML answers for GPU and MIG handles alike.
+macro_rules! device_or_mig_string {
+    ($name:ident, $gpu:expr, $mig:expr) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            device: Handle,
+            buffer: *mut c_char,
+            length: c_uint,
+        ) -> NvmlReturn {
+            guard(|| {
+                let write = |text: String| {
+                    // SAFETY: `buffer` holds `length` bytes (nvml.h).
+                    unsafe { put_str(buffer, length, &text) }
+                };
+                if mig_parts(device).is_some() {
+                    with_mig(device, |m| write($mig(m)?))
+                } else {
+                    with_device(device, |d| write($gpu(d)?))
+                }
+            })
+        }
+    };
+}
+
+device_or_mig_string!(
+    nvmlDeviceGetUUID,
+    |d: &Device| present(d.uuid.clone()),
+    |m: &MigDevice| present(m.uuid.clone())
+);
+device_or_mig_string!(
+    nvmlDeviceGetName,
+    |d: &Device| present(d.name.clone()),
+    |m: &MigDevice| present(m.name.clone())
+);
 
 /// A getter with one `unsigned int` out-parameter, answered from a `Reading<u32>` field.
 macro_rules! device_u32 {
@@ -718,6 +796,132 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
     })
 }
 
+/// `nvmlDeviceGetMaxMigDeviceCount`: how many MIG indexes to walk.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
+    device: Handle,
+    count: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let list = read(&d.mig_devices)?;
+            let needed = list.iter().map(|m| m.index.saturating_add(1)).max();
+            let max = needed.unwrap_or(0).max(MAX_MIG_DEVICES);
+            // SAFETY: `count` is an out-pointer for one unsigned int.
+            unsafe { put(count, max) }
+        })
+    })
+}
+
+/// `nvmlDeviceGetMigDeviceHandleByIndex`: NOT_FOUND for an index without a MIG device.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
+    device: Handle,
+    index: c_uint,
+    mig_device: *mut Handle,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let list = match &d.mig_devices {
+                Reading::Value(list) => list,
+                Reading::NotSupported => return Err(ERROR_NOT_SUPPORTED),
+                Reading::Error(_) => return Err(ERROR_UNKNOWN),
+            };
+            let found = list
+                .iter()
+                .find(|m| m.index == index)
+                .ok_or(ERROR_NOT_FOUND)?;
+            if let Some(err) = &found.error {
+                return Err(nonzero(code_for_kind(&err.kind)));
+            }
+            let handle = mig_handle(d.index, index).ok_or(ERROR_INVALID_ARGUMENT)?;
+            // SAFETY: `mig_device` is an out-pointer for one nvmlDevice_t.
+            unsafe { put(mig_device, handle) }
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(
+    device: Handle,
+    is_mig: *mut c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        let answer = if mig_parts(device).is_some() {
+            with_mig(device, |_| Ok(()))?;
+            1
+        } else {
+            with_device(device, |_| Ok(()))?;
+            0
+        };
+        // SAFETY: `is_mig` is an out-pointer for one unsigned int.
+        unsafe { put(is_mig, answer) }
+    })
+}
+
+/// A getter with one `unsigned int` out-parameter that only MIG handles answer; a GPU handle
+/// gets NOT_SUPPORTED (nvml.h: "if device is not a MIG device").
+macro_rules! mig_u32 {
+    ($name:ident, $get:expr) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(device: Handle, out: *mut c_uint) -> NvmlReturn {
+            guard(|| {
+                if mig_parts(device).is_none() {
+                    return with_device(device, |_| Err(ERROR_NOT_SUPPORTED));
+                }
+                with_mig(device, |m| {
+                    let value: c_uint = $get(m)?;
+                    // SAFETY: `out` is an out-pointer for one unsigned int.
+                    unsafe { put(out, value) }
+                })
+            })
+        }
+    };
+}
+
+mig_u32!(nvmlDeviceGetGpuInstanceId, |m: &MigDevice| read(
+    &m.gpu_instance_id
+));
+mig_u32!(nvmlDeviceGetComputeInstanceId, |m: &MigDevice| read(
+    &m.compute_instance_id
+));
+
+/// `nvmlDeviceGetMemoryInfo_v2`: a MIG device's memory from `memory_total_mib` (all free). A
+/// GPU's own memory is not in `nvml.json`: NOT_SUPPORTED.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: Handle,
+    memory: *mut MemoryV2,
+) -> NvmlReturn {
+    guard(|| {
+        if mig_parts(device).is_none() {
+            return with_device(device, |_| Err(ERROR_NOT_SUPPORTED));
+        }
+        with_mig(device, |m| {
+            let total = read(&m.memory_total_mib)?
+                .checked_mul(1024 * 1024)
+                .ok_or(ERROR_UNKNOWN)?;
+            if memory.is_null() {
+                return Err(ERROR_INVALID_ARGUMENT);
+            }
+            // SAFETY: non-null; the struct starts with its `version` word.
+            let version = unsafe { memory.cast::<c_uint>().read() };
+            if version != MEMORY_V2 {
+                return Err(ERROR_ARGUMENT_VERSION_MISMATCH);
+            }
+            let out = MemoryV2 {
+                version,
+                total,
+                reserved: 0,
+                free: total,
+                used: 0,
+            };
+            // SAFETY: the caller announced a v2 struct.
+            unsafe { put(memory, out) }
+        })
+    })
+}
+
 // --- NVLink -------------------------------------------------------------------------------------
 
 #[unsafe(no_mangle)]
@@ -934,6 +1138,14 @@ mod tests {
         assert_eq!(text(&info.bus_id), "00000000:9A:00.0");
         assert_eq!(text(&info.bus_id_legacy), "0000:9A:00.0");
         assert_eq!((info.domain, info.bus, info.device), (0, 0x9a, 0));
+    }
+
+    #[test]
+    fn mig_handles_never_look_like_gpu_handles() {
+        let handle = mig_handle(3, 6).unwrap();
+        assert_eq!(mig_parts(handle), Some((3, 6)));
+        assert_eq!(mig_parts(std::ptr::without_provenance_mut(4)), None);
+        assert!(mig_handle(0, 256).is_none());
     }
 
     #[test]

@@ -95,9 +95,28 @@ pub struct Device {
     #[serde(default)]
     pub mig_mode: Reading<CurrentPending>,
     #[serde(default)]
+    pub mig_devices: Reading<Vec<MigDevice>>,
+    #[serde(default)]
     pub nvlinks: Reading<Vec<NvLink>>,
     #[serde(default)]
     pub fabric: Reading<FabricInfo>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct MigDevice {
+    pub index: u32,
+    #[serde(default)]
+    pub uuid: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub gpu_instance_id: Reading<u32>,
+    #[serde(default)]
+    pub compute_instance_id: Reading<u32>,
+    #[serde(default)]
+    pub memory_total_mib: Reading<u64>,
+    #[serde(default)]
+    pub error: Option<ErrorInfo>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
