@@ -192,9 +192,10 @@ fn allocatable_numa_disagreeing_with_sysfs_warns() {
     );
 }
 
-/// Mixed MIG strategy: GPUs 0-1 in MIG mode advertised as `nvidia.com/mig-1g.10gb` MIG devices,
-/// the other six as `nvidia.com/gpu`. MIG ids carry no GPU (the check cannot attribute them
-/// from NVML facts, by design): a GPU in MIG mode counts as allocatable when any MIG device is.
+/// Mixed MIG strategy on a capture without MIG enumeration (`mig_devices` absent, as in every
+/// capture made before gpudoctor walked MIG devices): GPUs 0-1 in MIG mode advertised as
+/// `nvidia.com/mig-1g.10gb` MIG devices, the other six as `nvidia.com/gpu`. The MIG ids cannot
+/// be attributed to a GPU, so a GPU in MIG mode counts as allocatable when any MIG device is.
 #[test]
 fn mig_resources_count_for_gpus_in_mig_mode() {
     let node = Node::healthy();
@@ -271,6 +272,204 @@ fn mig_resources_count_for_gpus_in_mig_mode() {
             "{} held by 2 containers without a sharing mode",
             mig_ids[3]
         )],
+    );
+}
+
+/// The MIG fixture (`h100-mig-healthy`: GPUs 0-1 in MIG mode, five MIG devices each, NVML's
+/// `mig_devices` recorded) with one thing changed at a time. Enumerated MIG UUIDs resolve to
+/// their GPU, so each MIG device is expected in allocatable and each advertised MIG id must be
+/// one NVML knows.
+const MIG_NODE: &str = "h100-mig-healthy";
+
+/// Every allocatable id of `resource` prefix, in order.
+fn allocatable_ids(node: &Node, prefix: &str) -> Vec<String> {
+    let doc: Value = serde_json::from_str(&node.read(POD_RESOURCES)).unwrap();
+    doc["allocatable"]["value"]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["resource_name"].as_str().unwrap().starts_with(prefix))
+        .flat_map(|d| d["device_ids"].as_array().unwrap().clone())
+        .map(|id| id.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn enumerated_mig_devices_are_matched_to_their_gpu() {
+    let node = Node::copy(MIG_NODE);
+    let report = node.run_all();
+    assert_check(
+        &report,
+        "device_plugin.allocatable",
+        Status::Pass,
+        &["8 of 8 gpus allocatable", "10 mig device(s) on 2 gpu(s)"],
+    );
+    // Holders of MIG devices are named by GPU, MIG index and profile; two MIG devices of
+    // different GPUs are two physical GPUs.
+    assert_check(
+        &report,
+        "device_plugin.allocations",
+        Status::Pass,
+        &["8 of 8 gpu(s) held by 4 container(s)"],
+    );
+    assert_evidence(
+        &report,
+        "device_plugin.allocations",
+        &[
+            "(gpu 0 (0000:18:00.0) mig 0 (3g.40gb))",
+            "(gpu 1 (0000:2a:00.0) mig 3 (1g.10gb))",
+        ],
+    );
+
+    // Time-slicing of MIG devices: replicas `MIG-…::<n>` resolve to the same MIG device.
+    node.edit_json(POD_RESOURCES, |doc| {
+        for d in doc["allocatable"]["value"]["devices"]
+            .as_array_mut()
+            .unwrap()
+        {
+            let id = d["device_ids"][0].as_str().unwrap().to_string();
+            if id.starts_with("MIG-") {
+                d["device_ids"] = json!([format!("{id}::0"), format!("{id}::1")]);
+            }
+        }
+    });
+    assert_check(
+        &node.run_all(),
+        "device_plugin.allocatable",
+        Status::Pass,
+        &["20 mig device(s) on 2 gpu(s)"],
+    );
+}
+
+#[test]
+fn a_mig_id_nvml_does_not_know_warns() {
+    let node = Node::copy(MIG_NODE);
+    let stale = "MIG-0a0b0c0d-1e1f-5a2b-8c3d-4e5f60718293";
+    node.edit_json(POD_RESOURCES, |doc| {
+        doc["allocatable"]["value"]["devices"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"resource_name": "nvidia.com/mig-1g.10gb", "device_ids": [stale]}));
+    });
+    let report = node.run_all();
+    assert_check(
+        &report,
+        "device_plugin.allocatable",
+        Status::Warn,
+        &[&format!("1 allocatable mig id(s) unknown to nvml: {stale}")],
+    );
+    assert_evidence(&report, "device_plugin.allocatable", &[stale]);
+
+    // The same id on a capture without MIG enumeration cannot be judged: no warning.
+    node.edit_gpus(|d| {
+        d.as_object_mut().unwrap().remove("mig_devices");
+    });
+    assert_check(
+        &node.run_all(),
+        "device_plugin.allocatable",
+        Status::Pass,
+        &["8 of 8 gpus allocatable", "11 mig device(s)"],
+    );
+}
+
+/// mig-parted re-cut GPU 1 (new MIG UUIDs) after the device plugin started: the plugin still
+/// advertises the old ones. NVML's five are all missing, the five advertised are unknown.
+#[test]
+fn a_mig_layout_changed_under_the_device_plugin_fails() {
+    let node = Node::copy(MIG_NODE);
+    node.edit_gpus(|d| {
+        if d["index"] == 1 {
+            for m in d["mig_devices"]["value"].as_array_mut().unwrap() {
+                let uuid = m["uuid"].as_str().unwrap();
+                m["uuid"] = json!(format!("{}beef", &uuid[..36]));
+            }
+        }
+    });
+    let report = node.run_all();
+    assert_check(
+        &report,
+        "device_plugin.allocatable",
+        Status::Fail,
+        &[
+            "7 of 8 gpus allocatable: gpu 1 (0000:2a:00.0)",
+            "(mig mode, none of its mig devices) missing",
+            "5 allocatable mig id(s) unknown to nvml",
+            "the mig layout changed after the device plugin started",
+        ],
+    );
+    assert_evidence(
+        &report,
+        "device_plugin.allocatable",
+        &[
+            "absent (gpu 1 (0000:2a:00.0) mig 4 (1g.10gb))",
+            "nvidia.com/mig-3g.40gb",
+        ],
+    );
+}
+
+#[test]
+fn mig_mode_without_instances_fails_as_configuration() {
+    let node = Node::copy(MIG_NODE);
+    let gone: Vec<String> = {
+        let gpu = node.nvml_gpu(1);
+        gpu["mig_devices"]["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["uuid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    node.edit_gpus(|d| {
+        if d["index"] == 1 {
+            d["mig_devices"] = json!({"value": []});
+        }
+    });
+    node.edit_json(POD_RESOURCES, |doc| {
+        doc["allocatable"]["value"]["devices"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|d| !gone.contains(&d["device_ids"][0].as_str().unwrap().to_string()));
+        doc["list"]["value"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|p| p["name"] != "embed-1");
+    });
+    assert_eq!(allocatable_ids(&node, "nvidia.com/mig-").len(), 5);
+    let report = node.run_all();
+    assert_check(
+        &report,
+        "device_plugin.allocatable",
+        Status::Fail,
+        &[
+            "gpu 1 (0000:2a:00.0)",
+            "(mig mode on, no mig device) missing",
+            "mig mode is on but no gpu instance was created",
+        ],
+    );
+    let c = check(&report, "device_plugin.allocatable");
+    assert_eq!(
+        serde_json::to_value(c.action).unwrap(),
+        json!("fix_config"),
+        "{c:?}"
+    );
+}
+
+/// A MIG handle NVML could not open has no UUID: the id the plugin advertises for it cannot be
+/// told from a stale one, so it is neither expected nor flagged.
+#[test]
+fn a_mig_device_nvml_could_not_open_is_not_judged() {
+    let node = Node::copy(MIG_NODE);
+    node.edit_gpus(|d| {
+        if d["index"] == 0 {
+            d["mig_devices"]["value"][2] =
+                json!({"index": 2, "error": {"kind": "unknown", "message": "Unknown Error"}});
+        }
+    });
+    assert_check(
+        &node.run_all(),
+        "device_plugin.allocatable",
+        Status::Pass,
+        &["8 of 8 gpus allocatable"],
     );
 }
 

@@ -3,6 +3,13 @@
 //! sees is allocatable (healthy) with the NUMA node sysfs gives it, and no GPU is handed to two
 //! containers without a sharing mode. A node without a kubelet is `skip`.
 //!
+//! Device ids are matched to NVML: `GPU-<uuid>` and indexes to GPUs, `::<n>` replicas stripped,
+//! `MIG-<uuid>` to the GPU whose enumerated MIG devices hold it. A MIG device NVML has and
+//! allocatable lacks fails like a GPU (the plugin drops an unhealthy MIG device as it drops a
+//! GPU, and the capacity shrinks the same way); a MIG id NVML does not know warns like an
+//! unknown GPU id. Without enumeration (captures older than `mig_devices`) MIG ids stay
+//! unattributed and a GPU in MIG mode counts as allocatable when any MIG id is.
+//!
 //! Sources: reference/kubernetes.md §1 (pod-resources semantics: allocatable = healthy), §2
 //! (NVIDIA resource names and device ids, plugin health marking by XID), §3 (plugin sockets and
 //! the checkpoint, used only as a fallback and said so).
@@ -14,7 +21,7 @@ use crate::facts::k8s::{
     CHECKPOINT, DEVICE_PLUGIN_DIR, DeviceRef, KUBELET_DIR, KUBELET_REGISTRATION_SOCKET,
     PodResourcesFacts, RpcError, RpcErrorKind, TopologyInfo, is_nvidia_resource, parse_device_id,
 };
-use crate::facts::nvml::NvmlDevice;
+use crate::facts::nvml::{MigDevice, NvmlDevice};
 use crate::facts::xid;
 use crate::report::{Action, Evidence, Layer};
 
@@ -66,10 +73,10 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::DevicePlugin,
             title: "every GPU NVML sees is allocatable",
             explain: Explain {
-                reads: "pod-resources GetAllocatableResources (fallback: the checkpoint's RegisteredDevices), NVML UUIDs and indexes, the kernel log's XIDs, pod-resources List",
-                expects: "each NVML GPU's UUID (or index; MIG UUIDs on MIG GPUs) among the allocatable nvidia.com/* device ids, time-slicing replicas `GPU-…::<n>` counted per GPU",
-                why: "the kubelet lists only healthy devices: a GPU NVML sees but Kubernetes cannot allocate was marked unhealthy by the device plugin, usually after an XID, and the node's GPU capacity silently shrinks",
-                fix: "read the XID that caused it (driver.xid_events, `dmesg | grep -i xid`), reset or repair the GPU, then restart the device plugin pod on this node (its unhealthy marks are sticky until it restarts)",
+                reads: "pod-resources GetAllocatableResources (fallback: the checkpoint's RegisteredDevices), NVML UUIDs and indexes and each MIG-mode GPU's MIG devices, the kernel log's XIDs, pod-resources List",
+                expects: "each NVML GPU's UUID (or index) among the allocatable nvidia.com/* device ids, time-slicing replicas `GPU-…::<n>` counted per GPU; on a GPU in MIG mode each MIG device NVML enumerates (`MIG-…`, under nvidia.com/mig-<profile> or nvidia.com/gpu) allocatable, and every allocatable MIG id one NVML enumerates (a capture without MIG enumeration: the GPU counts when any MIG id is allocatable)",
+                why: "the kubelet lists only healthy devices: a GPU or MIG device NVML sees but Kubernetes cannot allocate was marked unhealthy by the device plugin, usually after an XID, and the node's GPU capacity silently shrinks; MIG ids NVML does not know mean the MIG layout changed after the plugin started, and Pods scheduled onto them fail to start",
+                fix: "read the XID that caused it (driver.xid_events, `dmesg | grep -i xid`), reset or repair the GPU (a reset ends every MIG device on it), then restart the device plugin pod on this node (its unhealthy marks are sticky until it restarts); after a MIG re-layout restart the plugin; MIG mode without instances: create them (`nvidia-smi mig -cgi ... -C` or the GPU Operator's nvidia.com/mig.config label)",
             },
             run: allocatable,
         },
@@ -311,11 +318,33 @@ fn pod_resources(ctx: &Context<'_>) -> Outcome {
 /// What one allocatable (or held) id maps to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
-    /// An NVML GPU, by its position in `nvml.devices`.
+    /// An NVML GPU, by its position in `gpus`.
     Gpu(usize),
-    /// A MIG device: not attributable to a GPU without MIG enumeration.
-    Mig,
+    /// A MIG device NVML enumerated: its GPU's position in `gpus`, its position in that GPU's
+    /// `mig_devices` list.
+    Mig(usize, usize),
+    /// A MIG UUID while a GPU in MIG mode has MIG devices NVML did not enumerate (a capture made
+    /// before gpudoctor walked them, or a MIG handle that failed): not attributable to a GPU.
+    MigUnattributed,
     Unknown,
+}
+
+/// The answer when allocatable lacks a GPU or MIG device NVML has.
+const GPU_UNHEALTHY_HINT: &str = "read the xid for that gpu (`dmesg | grep -i xid`), reset or repair the gpu (`nvidia-smi -r -i <index>` when idle), then restart the device plugin pod on this node: its unhealthy mark is sticky until it restarts";
+
+/// The answer when only MIG devices are missing: the plugin marks one MIG device unhealthy on
+/// an XID in its instance (kubernetes.md §2), and a GPU reset would end every MIG device on it.
+const MIG_UNHEALTHY_HINT: &str = "read the xid for that gpu (`dmesg | grep -i xid`) and `nvidia-smi -L` for its mig devices; once the workload on the mig device is gone, restart the device plugin pod on this node (its unhealthy mark is sticky until it restarts); reset the gpu only if the xid calls for it: that ends every mig device on it";
+
+fn is_mig_id(id: &str) -> bool {
+    matches!(parse_device_id(id).device, DeviceRef::MigUuid(_))
+}
+
+/// A GPU in MIG mode (or of unknown mode) whose MIG devices are not all known by UUID.
+fn mig_unenumerated(d: &NvmlDevice) -> bool {
+    d.mig_possible()
+        && d.mig_list()
+            .is_none_or(|list| list.iter().any(|m| m.uuid.is_none()))
 }
 
 fn resolve(id: &str, gpus: &[&NvmlDevice]) -> Target {
@@ -328,7 +357,21 @@ fn resolve(id: &str, gpus: &[&NvmlDevice]) -> Target {
             .iter()
             .position(|d| d.index == i)
             .map_or(Target::Unknown, Target::Gpu),
-        DeviceRef::MigUuid(_) => Target::Mig,
+        DeviceRef::MigUuid(uuid) => gpus
+            .iter()
+            .enumerate()
+            .find_map(|(g, d)| {
+                let m = d
+                    .mig_list()?
+                    .iter()
+                    .position(|m| m.uuid.as_deref() == Some(uuid.as_str()))?;
+                Some(Target::Mig(g, m))
+            })
+            .unwrap_or(if gpus.iter().any(|d| mig_unenumerated(d)) {
+                Target::MigUnattributed
+            } else {
+                Target::Unknown
+            }),
         DeviceRef::Other(_) => Target::Unknown,
     }
 }
@@ -339,6 +382,17 @@ fn label(d: &NvmlDevice) -> String {
         d.index,
         d.pci_bus_id.as_deref().unwrap_or("?")
     )
+}
+
+/// `gpu 1 (0000:2a:00.0) mig 3 (1g.10gb)`: NVML's MIG index under the GPU, and the profile.
+fn mig_label(d: &NvmlDevice, m: &MigDevice) -> String {
+    let profile = m.profile().map(|p| format!(" ({p})")).unwrap_or_default();
+    format!("{} mig {}{profile}", label(d), m.index)
+}
+
+/// The MIG device at position `m` of GPU `d`'s list.
+fn mig_at(d: &NvmlDevice, m: usize) -> Option<&MigDevice> {
+    d.mig_list()?.get(m)
 }
 
 /// A container holding a device id: "namespace/pod/container" (or the pod UID from the
@@ -461,66 +515,183 @@ fn allocatable(ctx: &Context<'_>) -> Outcome {
         );
     }
     let mut per_gpu: BTreeMap<usize, usize> = BTreeMap::new();
-    let mut mig = 0usize;
+    let mut per_mig: BTreeSet<(usize, usize)> = BTreeSet::new();
+    let mut mig_ids = 0usize;
+    let mut unattributed = 0usize;
     let mut unknown: Vec<&str> = Vec::new();
+    let mut unknown_mig: Vec<&str> = Vec::new();
     let mut resources: BTreeSet<&str> = BTreeSet::new();
     for (resource, id) in &ids {
         resources.insert(resource.as_str());
         match resolve(id, &gpus) {
             Target::Gpu(i) => *per_gpu.entry(i).or_default() += 1,
-            Target::Mig => mig += 1,
+            Target::Mig(g, m) => {
+                mig_ids += 1;
+                per_mig.insert((g, m));
+            }
+            Target::MigUnattributed => {
+                mig_ids += 1;
+                unattributed += 1;
+            }
+            Target::Unknown if is_mig_id(id) => unknown_mig.push(id.as_str()),
             Target::Unknown => unknown.push(id.as_str()),
         }
     }
-    // MIG devices cannot be attributed to their GPU from NVML facts: a MIG-enabled GPU counts
-    // as allocatable when any MIG device is.
-    let covered = |i: usize, d: &NvmlDevice| {
-        per_gpu.contains_key(&i) || (mig > 0 && d.mig_mode.value().is_some_and(|m| m.current))
-    };
-    let missing: Vec<(usize, &NvmlDevice)> = gpus
-        .iter()
-        .enumerate()
-        .filter(|(i, d)| !covered(*i, d))
-        .map(|(i, d)| (i, *d))
-        .collect();
     let resource_text = resources.iter().copied().collect::<Vec<_>>().join(", ");
     let resource_text = if resource_text.is_empty() {
         "no nvidia resource".to_string()
     } else {
         resource_text
     };
+    // A GPU is allocatable whole (its UUID or index) or through its MIG devices. Enumerated MIG
+    // devices are each expected, like GPUs (the plugin drops an unhealthy MIG device from
+    // allocatable just as it drops a GPU); without enumeration (an older capture) a GPU in MIG
+    // mode counts as allocatable when any MIG id is.
+    let mut missing: Vec<(usize, &NvmlDevice)> = Vec::new();
+    // (GPU position, position in its MIG list, the MIG device)
+    let mut absent_migs: Vec<(usize, usize, &MigDevice)> = Vec::new();
+    let mut mig_total = 0usize;
+    for (i, d) in gpus.iter().enumerate() {
+        if per_gpu.contains_key(&i) {
+            continue;
+        }
+        match d.mig_list() {
+            Some(list) => {
+                let expected: Vec<(usize, &MigDevice)> = list
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| m.error.is_none() && m.uuid.is_some())
+                    .collect();
+                mig_total += expected.len();
+                let absent: Vec<(usize, usize, &MigDevice)> = expected
+                    .iter()
+                    .filter(|(m, _)| !per_mig.contains(&(i, *m)))
+                    .map(|(k, m)| (i, *k, *m))
+                    .collect();
+                // An unattributed MIG id may be one of this GPU's unopened MIG devices.
+                let maybe_unopened = unattributed > 0 && list.iter().any(|m| m.uuid.is_none());
+                if absent.len() == expected.len() && !maybe_unopened {
+                    missing.push((i, *d));
+                }
+                absent_migs.extend(absent);
+            }
+            None if d.mig_possible() && unattributed > 0 => {}
+            None => missing.push((i, *d)),
+        }
+    }
     let fallback_note = fallback
         .as_ref()
         .map(|f| format!(" ({f})"))
         .unwrap_or_default();
-    if !missing.is_empty() {
-        let allocatable_gpus = gpus.len() - missing.len();
-        let names: Vec<String> = missing
+    let mig_resource = |m: &MigDevice| {
+        m.profile()
+            .map(|p| format!("nvidia.com/mig-{p}"))
+            .filter(|r| resources.contains(r.as_str()))
+            .unwrap_or_else(|| resource_text.clone())
+    };
+    if !missing.is_empty() || !absent_migs.is_empty() {
+        let is_missing = |i: usize| missing.iter().any(|(j, _)| *j == i);
+        let mut parts = Vec::new();
+        if !missing.is_empty() {
+            let names: Vec<String> = missing
+                .iter()
+                .map(|(_, d)| {
+                    let note = match d.mig_list() {
+                        Some([]) => " (mig mode on, no mig device)",
+                        Some(_) => " (mig mode, none of its mig devices)",
+                        None => "",
+                    };
+                    format!("{} {}{note}", label(d), d.uuid.as_deref().unwrap_or("?"))
+                })
+                .collect();
+            parts.push(format!(
+                "{} of {} gpus allocatable: {} missing",
+                gpus.len() - missing.len(),
+                gpus.len(),
+                names.join(", ")
+            ));
+        }
+        let partial: Vec<String> = absent_migs
             .iter()
-            .map(|(_, d)| format!("{} {}", label(d), d.uuid.as_deref().unwrap_or("?")))
-            .collect();
-        let mut evidence: Vec<Evidence> = missing
-            .iter()
-            .map(|(_, d)| {
-                Evidence::new(
-                    from.as_str(),
-                    format!("{} absent", d.uuid.as_deref().unwrap_or("?")),
+            .filter(|(i, _, _)| !is_missing(*i))
+            .map(|(i, _, m)| {
+                format!(
+                    "{} {}",
+                    mig_label(gpus[*i], m),
+                    m.uuid.as_deref().unwrap_or("?")
                 )
-                .expected(format!(
-                    "allocatable under {}",
-                    if resources.is_empty() {
-                        "nvidia.com/gpu"
-                    } else {
-                        resource_text.as_str()
-                    }
-                ))
             })
             .collect();
+        if !partial.is_empty() {
+            parts.push(format!(
+                "{} of {mig_total} mig devices allocatable: {} missing",
+                mig_total - absent_migs.len(),
+                partial.join(", ")
+            ));
+        }
+        if !unknown_mig.is_empty() {
+            parts.push(format!(
+                "{} allocatable mig id(s) unknown to nvml: {}",
+                unknown_mig.len(),
+                unknown_mig.join(", ")
+            ));
+        }
+        let mut evidence: Vec<Evidence> = Vec::new();
+        for (_, d) in &missing {
+            match d.mig_list() {
+                Some([]) => evidence.push(
+                    Evidence::new(
+                        format!("nvml.devices[{}].mig_devices", d.index),
+                        "mig mode on, no mig device",
+                    )
+                    .expected("the gpu instances of the node's mig layout"),
+                ),
+                Some(_) => {} // its MIG devices are named below
+                None => evidence.push(
+                    Evidence::new(
+                        from.as_str(),
+                        format!("{} absent", d.uuid.as_deref().unwrap_or("?")),
+                    )
+                    .expected(format!(
+                        "allocatable under {}",
+                        if resources.is_empty() {
+                            "nvidia.com/gpu"
+                        } else {
+                            resource_text.as_str()
+                        }
+                    )),
+                ),
+            }
+        }
+        for (i, _, m) in &absent_migs {
+            evidence.push(
+                Evidence::new(
+                    from.as_str(),
+                    format!(
+                        "{} absent ({})",
+                        m.uuid.as_deref().unwrap_or("?"),
+                        mig_label(gpus[*i], m)
+                    ),
+                )
+                .expected(format!("allocatable under {}", mig_resource(m))),
+            );
+        }
+        for id in &unknown_mig {
+            evidence.push(
+                Evidence::new(from.as_str(), *id)
+                    .expected("a mig device nvml enumerates (`nvidia-smi -L`)"),
+            );
+        }
+        // The GPUs something is missing from, for their XIDs and holders.
+        let mut affected: Vec<usize> = missing.iter().map(|(i, _)| *i).collect();
+        affected.extend(absent_migs.iter().map(|(i, _, _)| *i));
+        affected.sort_unstable();
+        affected.dedup();
         // The XIDs that made the plugin mark it unhealthy (kubernetes.md §2).
         let mut saw_xid = false;
         if let Ok(Some((text, log))) = ctx.kernel_log() {
             let parsed = xid::parse_kernel_log(text);
-            for (_, d) in &missing {
+            for d in affected.iter().map(|i| gpus[*i]) {
                 let bus = d.pci_bus_id.as_deref();
                 let mut seen: BTreeSet<u32> = BTreeSet::new();
                 for event in parsed
@@ -553,28 +724,59 @@ fn allocatable(ctx: &Context<'_>) -> Outcome {
                 }
             }
         }
-        // Workloads still holding a GPU that is now unhealthy.
+        // Workloads still holding a GPU or MIG device that is now unhealthy.
         if let Some((held, held_from)) = holders(ctx) {
-            for (_, d) in &missing {
-                for h in held.iter().filter(|h| matches!(resolve(&h.id, &gpus), Target::Gpu(i) if std::ptr::eq(gpus[i], *d))) {
-                    evidence.push(Evidence::new(held_from.as_str(), format!("{} holds {} ({})", h.who, h.id, label(d))));
-                }
+            for h in &held {
+                let what = match resolve(&h.id, &gpus) {
+                    Target::Gpu(i) if is_missing(i) => label(gpus[i]),
+                    Target::Mig(g, m) => {
+                        match absent_migs.iter().find(|(i, k, _)| (*i, *k) == (g, m)) {
+                            Some((_, _, mig)) => mig_label(gpus[g], mig),
+                            None => continue,
+                        }
+                    }
+                    _ => continue,
+                };
+                evidence.push(Evidence::new(
+                    held_from.as_str(),
+                    format!("{} holds {} ({what})", h.who, h.id),
+                ));
             }
         }
-        let cause = if saw_xid {
-            "the device plugin marked it unhealthy after an xid (see driver.xid_events)"
+        let only_empty_mig = absent_migs.is_empty()
+            && missing
+                .iter()
+                .all(|(_, d)| d.mig_list().is_some_and(<[MigDevice]>::is_empty));
+        let (cause, hint, action) = if !unknown_mig.is_empty() && !absent_migs.is_empty() {
+            (
+                "the mig layout changed after the device plugin started: it still advertises the old mig devices",
+                "restart the device plugin pod on this node so it advertises the current mig devices (`nvidia-smi -L` lists them); on gpu operator nodes read the mig-manager's log",
+                Action::RestartComponent,
+            )
+        } else if only_empty_mig {
+            (
+                "mig mode is on but no gpu instance was created",
+                "create the gpu and compute instances of the intended layout (`nvidia-smi mig -cgi <profiles> -C`, or the gpu operator's nvidia.com/mig.config node label), then restart the device plugin pod",
+                Action::FixConfig,
+            )
         } else {
-            "the device plugin marked it unhealthy or does not manage it"
+            // Only MIG devices missing: a GPU reset would take every MIG device on it down.
+            let hint = if missing.is_empty() {
+                MIG_UNHEALTHY_HINT
+            } else {
+                GPU_UNHEALTHY_HINT
+            };
+            let cause = if saw_xid {
+                "the device plugin marked it unhealthy after an xid (see driver.xid_events)"
+            } else {
+                "the device plugin marked it unhealthy or does not manage it"
+            };
+            (cause, hint, Action::RestartComponent)
         };
-        return Outcome::fail(format!(
-            "{} of {} gpus allocatable: {} missing; {cause}{fallback_note}",
-            allocatable_gpus,
-            gpus.len(),
-            names.join(", ")
-        ))
-        .evidence_all(evidence)
-        .hint("read the xid for that gpu (`dmesg | grep -i xid`), reset or repair the gpu (`nvidia-smi -r -i <index>` when idle), then restart the device plugin pod on this node: its unhealthy mark is sticky until it restarts")
-        .action(Action::RestartComponent);
+        return Outcome::fail(format!("{}; {cause}{fallback_note}", parts.join("; ")))
+            .evidence_all(evidence)
+            .hint(hint)
+            .action(action);
     }
     let replicas: BTreeSet<usize> = per_gpu.values().copied().collect();
     let sharing = match (replicas.len(), replicas.iter().next()) {
@@ -585,10 +787,11 @@ fn allocatable(ctx: &Context<'_>) -> Outcome {
         (0 | 1, _) => String::new(),
         _ => format!(", uneven replicas per gpu ({} devices)", ids.len()),
     };
-    let mig_note = if mig > 0 {
-        format!(", {mig} mig device(s)")
-    } else {
-        String::new()
+    let mig_gpus: BTreeSet<usize> = per_mig.iter().map(|(g, _)| *g).collect();
+    let mig_note = match (mig_ids, mig_gpus.len()) {
+        (0, _) => String::new(),
+        (n, 0) => format!(", {n} mig device(s)"),
+        (n, g) => format!(", {n} mig device(s) on {g} gpu(s)"),
     };
     let summary = format!(
         "{} of {} gpus allocatable as {resource_text}{sharing}{mig_note}{fallback_note}",
@@ -597,15 +800,33 @@ fn allocatable(ctx: &Context<'_>) -> Outcome {
     );
     let evidence = Evidence::new(from.as_str(), format!("{} nvidia device id(s)", ids.len()))
         .expected(format!("the {} nvml gpu(s)", gpus.len()));
+    let mut stale = Vec::new();
+    let mut hints = Vec::new();
     if !unknown.is_empty() {
-        return Outcome::warn(format!(
-            "{summary}; {} allocatable id(s) unknown to nvml: {}",
+        stale.push(format!(
+            "{} allocatable id(s) unknown to nvml: {}",
             unknown.len(),
             unknown.join(", ")
-        ))
-        .evidence(evidence)
-        .hint("the device plugin advertises gpus this node no longer has (a gpu replaced or fallen off the bus): restart the device plugin pod")
-        .action(Action::RestartComponent);
+        ));
+        hints.push("the device plugin advertises gpus this node no longer has (a gpu replaced or fallen off the bus): restart the device plugin pod");
+    }
+    if !unknown_mig.is_empty() {
+        stale.push(format!(
+            "{} allocatable mig id(s) unknown to nvml: {}",
+            unknown_mig.len(),
+            unknown_mig.join(", ")
+        ));
+        hints.push("the device plugin advertises mig devices that no longer exist (the mig layout changed after it started): restart the device plugin pod; `nvidia-smi -L` lists the current ones");
+    }
+    if !stale.is_empty() {
+        return Outcome::warn(format!("{summary}; {}", stale.join("; ")))
+            .evidence(evidence)
+            .evidence_all(unknown_mig.iter().map(|id| {
+                Evidence::new(from.as_str(), *id)
+                    .expected("a mig device nvml enumerates (`nvidia-smi -L`)")
+            }))
+            .hint(hints.join("; "))
+            .action(Action::RestartComponent);
     }
     Outcome::pass(summary).evidence(evidence)
 }
@@ -729,6 +950,10 @@ fn allocations(ctx: &Context<'_>) -> Outcome {
     };
     let name = |id: &str| match resolve(id, &gpus) {
         Target::Gpu(i) => format!("{id} ({})", label(gpus[i])),
+        Target::Mig(g, m) => match mig_at(gpus[g], m) {
+            Some(mig) => format!("{id} ({})", mig_label(gpus[g], mig)),
+            None => id.to_string(),
+        },
         _ => id.to_string(),
     };
     let mut by_id: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -778,7 +1003,8 @@ fn allocations(ctx: &Context<'_>) -> Outcome {
     let physical: BTreeSet<String> = held
         .iter()
         .map(|h| match resolve(&h.id, &gpus) {
-            Target::Gpu(i) => format!("gpu{i}"),
+            // MIG devices of one GPU are one physical GPU.
+            Target::Gpu(i) | Target::Mig(i, _) => format!("gpu{i}"),
             _ => match parse_device_id(&h.id).device {
                 DeviceRef::GpuUuid(u) | DeviceRef::MigUuid(u) | DeviceRef::Other(u) => u,
                 DeviceRef::Index(i) => i.to_string(),
@@ -804,6 +1030,7 @@ fn allocations(ctx: &Context<'_>) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::nvml::{CurrentPending, Reading};
 
     #[test]
     fn ids_resolve_to_gpus_by_uuid_index_and_replica() {
@@ -821,6 +1048,51 @@ mod tests {
         assert_eq!(resolve("GPU-b::3", &gpus), Target::Gpu(1));
         assert_eq!(resolve("1", &gpus), Target::Gpu(1));
         assert_eq!(resolve("GPU-c", &gpus), Target::Unknown);
-        assert_eq!(resolve("MIG-x", &gpus), Target::Mig);
+        // No GPU in MIG mode: a MIG id is unknown.
+        assert_eq!(resolve("MIG-x", &gpus), Target::Unknown);
+    }
+
+    #[test]
+    fn mig_ids_resolve_to_their_gpu_when_enumerated() {
+        let on = Reading::Value(CurrentPending {
+            current: true,
+            pending: true,
+        });
+        let mig = |index: u32, uuid: &str| MigDevice {
+            index,
+            uuid: Some(uuid.into()),
+            name: Some("NVIDIA H100 80GB HBM3 MIG 1g.10gb".into()),
+            ..Default::default()
+        };
+        let a = NvmlDevice {
+            index: 0,
+            uuid: Some("GPU-a".into()),
+            ..Default::default()
+        };
+        let b = NvmlDevice {
+            index: 1,
+            uuid: Some("GPU-b".into()),
+            mig_mode: on.clone(),
+            mig_devices: Reading::Value(vec![mig(0, "MIG-b0"), mig(2, "MIG-b2")]),
+            ..Default::default()
+        };
+        let gpus = vec![&a, &b];
+        assert_eq!(resolve("MIG-b2", &gpus), Target::Mig(1, 1));
+        assert_eq!(resolve("MIG-b2::1", &gpus), Target::Mig(1, 1));
+        assert_eq!(resolve("MIG-gone", &gpus), Target::Unknown);
+        assert_eq!(
+            mig_label(&b, mig_at(&b, 1).unwrap()),
+            "gpu 1 (?) mig 2 (1g.10gb)"
+        );
+        // MIG on but not enumerated (an older capture): a MIG id cannot be placed, nor called
+        // unknown.
+        let c = NvmlDevice {
+            index: 2,
+            mig_mode: on,
+            ..Default::default()
+        };
+        let gpus = vec![&a, &b, &c];
+        assert_eq!(resolve("MIG-b0", &gpus), Target::Mig(1, 0));
+        assert_eq!(resolve("MIG-gone", &gpus), Target::MigUnattributed);
     }
 }
