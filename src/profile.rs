@@ -86,6 +86,13 @@ pub struct Profile {
     pub nccl_ring_busbw_warn_gbps: Option<f64>,
     #[serde(default)]
     pub nccl_ring_busbw_fail_gbps: Option<f64>,
+    /// Multi-node all_reduce bus bandwidth at large sizes, GB/s (busbw as nccl-tests prints it
+    /// for the whole run): below `warn` warns, below `fail` fails (`fail` unset: 0.9 × `warn`).
+    /// Unset: derived from `rdma_ports` × `rdma_rate_gbps` (checks/nccl.rs `thresholds`).
+    #[serde(default)]
+    pub nccl_multinode_busbw_warn_gbps: Option<f64>,
+    #[serde(default)]
+    pub nccl_multinode_busbw_fail_gbps: Option<f64>,
     /// Not yet validated on hardware: counts and link states only, no bandwidth thresholds.
     #[serde(default)]
     pub provisional: bool,
@@ -118,6 +125,8 @@ pub const FILE_KEYS: &[&str] = &[
     "nccl_nvls",
     "nccl_ring_busbw_warn_gbps",
     "nccl_ring_busbw_fail_gbps",
+    "nccl_multinode_busbw_warn_gbps",
+    "nccl_multinode_busbw_fail_gbps",
     "provisional",
     "sources",
 ];
@@ -202,6 +211,10 @@ fn hgx_a100(name: &str, gpu_names: &[&str], memory: &str) -> Profile {
         nccl_nvls: None,
         nccl_ring_busbw_warn_gbps: None,
         nccl_ring_busbw_fail_gbps: None,
+        // "we measure 192GB/s AllReduce BusBW" across nodes with 8 × HDR 200 Gb/s
+        // (`NVIDIA/nccl#812`, profiles.md §3); fail at 0.9 × that (nccl.md §12, derived).
+        nccl_multinode_busbw_warn_gbps: Some(192.0),
+        nccl_multinode_busbw_fail_gbps: Some(172.8),
         provisional: false,
         sources: strings(&[
             "pci.ids https://pci-ids.ucw.cz/read/PC/10de",
@@ -209,6 +222,7 @@ fn hgx_a100(name: &str, gpu_names: &[&str], memory: &str) -> Profile {
             "NVIDIA/nccl-tests#100, #244, #149",
             "facebookresearch/gcm gcm/tests/data/health_checks/DGX_A100.json",
             "Azure/azurehpc-health-checks conf/nd96asr_v4.conf (fail < 228)",
+            "NVIDIA/nccl#812 (multi-node 192 GB/s busbw, 8 x HDR)",
             "microsoft/superbench-results v0.4.0 baseline (235)",
         ]),
     }
@@ -262,6 +276,10 @@ pub fn builtins() -> Vec<Profile> {
             // (derived, §4 profile suggestion).
             nccl_ring_busbw_warn_gbps: Some(370.0),
             nccl_ring_busbw_fail_gbps: Some(333.0),
+            // Multi-node: no published figure; derived from the 8 NDR ports (profiles.md §4:
+            // 8 × 46–49 ≈ 370–390 GB/s) in checks/nccl.rs `thresholds`.
+            nccl_multinode_busbw_warn_gbps: None,
+            nccl_multinode_busbw_fail_gbps: None,
             provisional: false,
             sources: strings(&[
                 "pci.ids https://pci-ids.ucw.cz/read/PC/10de",
@@ -310,6 +328,10 @@ pub fn builtins() -> Vec<Profile> {
             nccl_nvls: Some(true),
             nccl_ring_busbw_warn_gbps: Some(370.0),
             nccl_ring_busbw_fail_gbps: Some(333.0),
+            // Multi-node: no published figure; derived from the 8 NDR ports (profiles.md §4:
+            // 8 × 46–49 ≈ 370–390 GB/s) in checks/nccl.rs `thresholds`.
+            nccl_multinode_busbw_warn_gbps: None,
+            nccl_multinode_busbw_fail_gbps: None,
             provisional: false,
             sources: strings(&[
                 "pci.ids https://pci-ids.ucw.cz/read/PC/10de",
@@ -356,6 +378,8 @@ pub fn builtins() -> Vec<Profile> {
             nccl_nvls: None,
             nccl_ring_busbw_warn_gbps: None,
             nccl_ring_busbw_fail_gbps: None,
+            nccl_multinode_busbw_warn_gbps: None,
+            nccl_multinode_busbw_fail_gbps: None,
             provisional: true,
             sources: strings(&[
                 "pci.ids https://pci-ids.ucw.cz/read/PC/10de",
@@ -395,6 +419,8 @@ pub fn builtins() -> Vec<Profile> {
             nccl_nvls: None,
             nccl_ring_busbw_warn_gbps: None,
             nccl_ring_busbw_fail_gbps: None,
+            nccl_multinode_busbw_warn_gbps: None,
+            nccl_multinode_busbw_fail_gbps: None,
             provisional: false,
             sources: strings(&["definition (one GPU, no peers); no measured values"]),
         },
@@ -900,6 +926,8 @@ mod tests {
             nccl_nvls: Some(false),
             nccl_ring_busbw_warn_gbps: Some(0.0),
             nccl_ring_busbw_fail_gbps: Some(0.0),
+            nccl_multinode_busbw_warn_gbps: Some(0.0),
+            nccl_multinode_busbw_fail_gbps: Some(0.0),
             provisional: false,
             sources: vec![String::new()],
         };

@@ -131,7 +131,7 @@ pub fn checks() -> Vec<CheckDef> {
             title: "bus bandwidth at large sizes meets the profile",
             explain: Explain {
                 reads: "the busbw of result rows of 1 GiB and more (the sweep average is shown, never judged); the run's shape (ranks, nodes from device lines); the profile's nccl_busbw_* (NVLS) or nccl_ring_busbw_* thresholds, and for multi-node runs its RDMA ports and rate",
-                expects: "single node: peak busbw ≥ the profile's warn figure (hgx-h100: 480 with NVLS, 370 ring); N nodes: ≥ NICs × 0.92 × rate/8 (derived), failing below 0.9 × that",
+                expects: "single node: peak busbw ≥ the profile's warn figure (hgx-h100: 480 with NVLS, 370 ring); N nodes: ≥ the profile's nccl_multinode_busbw_* (hgx-a100: 192, NVIDIA/nccl#812), else ≥ NICs × 0.92 × rate/8 (derived), failing below 0.9 × that",
                 why: "the sweep average mixes latency-bound small sizes in and reads far below peak; the large-size peak is what training all-reduces see, and it is where a downtrained PCIe link, a missing NVLink or a slow NIC shows",
                 fix: "read the transport findings first (socket fallback, no GPUDirect, SHM, no NVLS); else check driver.pcie_link, nvlink.links_active and the rdma layer; rerun with --nccl-quick to confirm",
             },
@@ -1209,7 +1209,27 @@ fn thresholds(profile: &Profile, run: &NcclRun) -> Result<(f64, f64, String), St
             )
         });
     }
-    // Multi-node: inter-node traffic is bounded by the NICs (nccl.md §12, derived).
+    // Multi-node: the profile's own expectation when it states one (a published figure, or a
+    // site's measured baseline in a profile file)...
+    let stated = match (
+        profile.nccl_multinode_busbw_warn_gbps,
+        profile.nccl_multinode_busbw_fail_gbps,
+    ) {
+        (Some(w), f) => Some((w, f.unwrap_or(w * MULTI_NODE_FAIL_SHARE))),
+        (None, Some(f)) => Some((f, f)),
+        (None, None) => None,
+    };
+    if let Some((warn, fail)) = stated {
+        return Ok((
+            warn,
+            fail,
+            format!(
+                "{nodes} nodes, profile {} multi-node expectation",
+                profile.name
+            ),
+        ));
+    }
+    // ... else inter-node traffic is bounded by the NICs (nccl.md §12, derived).
     let (Some(ports), Some(rate)) = (profile.rdma_ports, profile.rdma_rate_gbps) else {
         return Err(format!(
             "profile {} states no rdma ports and rate: no {nodes}-node expectation",
@@ -1679,6 +1699,65 @@ hgx-h100-01:41234:41262 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1
         assert_eq!(status(&report, "nccl.wrong_results").0, Status::Fail);
         assert!(evidence_text(&report, "nccl.wrong_results").contains(nodes));
         assert!(evidence_text(&report, "nccl.run_completed").contains(nodes));
+    }
+
+    /// Two nodes: judged by the profile's stated multi-node figure when it has one (hgx-a100:
+    /// 192 GB/s, `NVIDIA/nccl#812`, fail at 172.8), else by the figure derived from its NICs
+    /// (hgx-h100: 8 × 400 Gb/s / 8 × 0.92 = 368, fail at 331.2) — never by single-node figures.
+    #[test]
+    fn multi_node_runs_are_judged_by_the_profiles_multi_node_expectation() {
+        let two_nodes =
+            |busbw: f64| format!("{}{}{}", two_node_header(), row(8 << 30, busbw, 0), FOOTER);
+        for (profile, busbw, expected, label) in [
+            (
+                "hgx-a100-80gb",
+                195.0,
+                Status::Pass,
+                "multi-node expectation",
+            ),
+            (
+                "hgx-a100-80gb",
+                185.0,
+                Status::Warn,
+                "multi-node expectation",
+            ),
+            (
+                "hgx-a100-80gb",
+                170.0,
+                Status::Fail,
+                "multi-node expectation",
+            ),
+            (
+                "hgx-h100",
+                370.0,
+                Status::Pass,
+                "derived from 8 x 400 Gb/s nics",
+            ),
+            (
+                "hgx-h100",
+                360.0,
+                Status::Warn,
+                "derived from 8 x 400 Gb/s nics",
+            ),
+            (
+                "hgx-h100",
+                330.0,
+                Status::Fail,
+                "derived from 8 x 400 Gb/s nics",
+            ),
+        ] {
+            let report = judge(&two_nodes(busbw), Some(profile));
+            let (s, summary) = status(&report, "nccl.bus_bandwidth");
+            assert_eq!(s, expected, "{profile} at {busbw}: {summary}");
+            assert!(summary.contains(label), "{profile} at {busbw}: {summary}");
+            assert!(summary.contains("2 nodes"), "{summary}");
+        }
+        let report = judge(&two_nodes(185.0), Some("hgx-a100-80gb"));
+        let (_, summary) = status(&report, "nccl.bus_bandwidth");
+        assert!(
+            summary.contains("expected 192 GB/s") && summary.contains("fails below 173"),
+            "{summary}"
+        );
     }
 
     #[test]
