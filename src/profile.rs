@@ -67,8 +67,8 @@ pub struct Profile {
     pub gpudirect_rdma: Option<bool>,
     /// SR-IOV VFs expected enabled on the node, summed over its PFs (`sriov_numvfs`; the
     /// `numVfs` of each SriovNetworkNodePolicy times the PFs it selects): fewer fails
-    /// `sriov.vfs_enabled`, naming each PF's count. `None` = judged only by what the kubelet
-    /// advertises; `Some(0)` = none expected.
+    /// `sriov.vfs_enabled`, naming each network PF's count. `None` or `Some(0)` = no
+    /// expectation: judged only by what the kubelet advertises.
     #[serde(default)]
     pub sriov_vfs: Option<u32>,
     /// Single-node all_reduce bus bandwidth at large sizes, GB/s: below `warn` warns, below
@@ -643,6 +643,18 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Profile, ProfileError> {
         merged.insert(key.clone(), value.get_ref().clone());
     }
 
+    // A stated multi-node figure belongs to the base's NICs (hgx-a100's 192 GB/s is 8 × HDR):
+    // a file that changes the NICs without restating it gets the figure derived from its own.
+    let changes_nics = doc.contains_key("rdma_ports") || doc.contains_key("rdma_rate_gbps");
+    for key in [
+        "nccl_multinode_busbw_warn_gbps",
+        "nccl_multinode_busbw_fail_gbps",
+    ] {
+        if changes_nics && !doc.contains_key(key) {
+            merged.remove(key);
+        }
+    }
+
     if !doc.contains_key("name") {
         let stem = path
             .file_stem()
@@ -959,6 +971,21 @@ mod tests {
         assert_eq!(p.nvlinks_per_gpu, h100.nvlinks_per_gpu);
         assert_eq!(p.nccl_busbw_fail_gbps, h100.nccl_busbw_fail_gbps);
         assert_eq!(p.sources, h100.sources);
+    }
+
+    #[test]
+    fn a_file_that_changes_the_nics_does_not_inherit_the_multi_node_figure() {
+        let file = |text: &str| parse_file(Path::new("p.toml"), text).unwrap();
+        let kept = file("base = \"hgx-a100-80gb\"\ngpu_count = 8\n");
+        assert_eq!(kept.nccl_multinode_busbw_warn_gbps, Some(192.0));
+        let four_nics = file("base = \"hgx-a100-80gb\"\nrdma_ports = 4\n");
+        assert_eq!(four_nics.nccl_multinode_busbw_warn_gbps, None);
+        assert_eq!(four_nics.nccl_multinode_busbw_fail_gbps, None);
+        let restated = file(
+            "base = \"hgx-a100-80gb\"\nrdma_rate_gbps = 400\nnccl_multinode_busbw_warn_gbps = 370.0\n",
+        );
+        assert_eq!(restated.nccl_multinode_busbw_warn_gbps, Some(370.0));
+        assert_eq!(restated.nccl_multinode_busbw_fail_gbps, None);
     }
 
     #[test]

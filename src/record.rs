@@ -344,12 +344,13 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         "first_failing_layer": replayed.first_failure.as_ref().map(|f| f.layer.id()),
         "codes": replayed.findings().map(|(_, c)| c.code.clone()).collect::<std::collections::BTreeSet<_>>(),
     });
-    write_json(&manifest_path, &manifest)?;
     // The replayed report names the capture's own path (`source.root`), often after the node.
     let mut report_value = serde_json::to_value(&replayed).unwrap_or_default();
     if options.redact {
         redactor.redact_value(&mut report_value);
+        manifest["redaction"]["replaced"] = json!(redactor.counts());
     }
+    write_json(&manifest_path, &manifest)?;
     write_json(&capture.join(REPORT_JSON), &report_value)?;
 
     if staging.is_some() {

@@ -771,12 +771,42 @@ fn pcie_gpus_reporting_every_link_down_skip_the_layer() {
             link["remote_type"] = json!("not_supported");
         }
     });
+    // On an NVSwitch baseboard (the fixture's four NVSwitches are still on PCI) every link down
+    // is a fabric that never came up, whatever the GPUs are called: judged, not skipped.
+    assert_check(
+        &node.run_all(),
+        "nvlink.links_active",
+        Status::Fail,
+        &["gpu 0 (0000:18:00.0) has 0 of 12 nvlinks active"],
+    );
+    // PCIe cards: no NVSwitch on PCI.
+    for bdf in [
+        "0000:05:00.0",
+        "0000:06:00.0",
+        "0000:07:00.0",
+        "0000:08:00.0",
+    ] {
+        node.remove(&format!("sys/bus/pci/devices/{bdf}"));
+    }
     let report = node.run_all();
     let nvlink = layer(&report, Layer::Nvlink);
     assert_eq!(nvlink.status, Status::Skip, "{nvlink:#?}");
-    let why = "no nvlink on these gpus: 96 link(s) reported, none active";
+    let why = "no nvlink on these gpus: 96 link(s) reported, none active and no nvswitch";
     assert_check(&report, "nvlink.links_active", Status::Skip, &[why]);
     assert_check(&report, "nvlink.error_counters", Status::Skip, &[why]);
+    // A GPU that reports fabric state sits on an NVSwitch baseboard too.
+    node.edit_gpus(|d| {
+        if d["index"] == 3 {
+            d["fabric"] = json!({"value": {"state": "not_started", "status": "success", "clique_id": 0, "cluster_uuid": null, "health_mask": 0}});
+        }
+    });
+    assert_check(
+        &node.run_all(),
+        "nvlink.links_active",
+        Status::Fail,
+        &["0 of 12 nvlinks active"],
+    );
+    node.edit_gpus(|d| d["fabric"] = json!("not_supported"));
 
     // With a profile that expects NVLink, the same answers are links down.
     let report = node.run_with(RunOptions {

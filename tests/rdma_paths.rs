@@ -539,7 +539,7 @@ fn fewer_vfs_than_the_profile_expects_fail_naming_each_pf() {
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
         c.summary.starts_with(
-            "8 vf(s) enabled, profile lab expects 16 (sriov_numvfs/totalvfs 0000:19:00.0 1/8,"
+            "8 network vf(s) enabled, profile lab expects 16 (sriov_numvfs/totalvfs 0000:19:00.0 1/8,"
         ),
         "{}",
         c.summary
@@ -573,11 +573,73 @@ fn a_node_the_profile_expects_vfs_on_fails_even_with_nothing_advertised() {
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
         c.summary
-            .starts_with("0 vf(s) enabled, profile lab expects 8"),
+            .starts_with("0 network vf(s) enabled, profile lab expects 8"),
         "{}",
         c.summary
     );
     // sriov_vfs = 0 is no expectation.
     let report = node.run_layer(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(0))));
     assert_eq!(report.layer(Layer::Sriov).unwrap().status, Status::Skip);
+}
+
+/// SR-IOV PFs of classes no other layer judges (an NVMe drive here; QAT and FEC cards alike)
+/// are still found, so a device-plugin resource naming their VFs names VFs that exist.
+#[test]
+fn vfs_of_a_pf_of_another_class_exist_for_the_sriov_layer() {
+    let node = Node::copy(SRIOV);
+    let pf = "sys/devices/pci0000:00/0000:00:1d.0/0000:70:00.0";
+    let vf = "sys/devices/pci0000:00/0000:00:1d.0/0000:70:00.1";
+    for dir in [pf, vf] {
+        node.write(&format!("{dir}/class"), "0x010802\n");
+        node.write(&format!("{dir}/vendor"), "0x8086\n");
+        node.write(&format!("{dir}/device"), "0x0b60\n");
+    }
+    node.write(&format!("{pf}/sriov_totalvfs"), "4\n");
+    node.write(&format!("{pf}/sriov_numvfs"), "1\n");
+    node.link(&format!("{pf}/virtfn0"), "../0000:70:00.1");
+    node.link(&format!("{vf}/physfn"), "../0000:70:00.0");
+    node.link(&format!("{vf}/driver"), "../../../../bus/pci/drivers/nvme");
+    for bdf in ["0000:70:00.0", "0000:70:00.1"] {
+        node.link(
+            &format!("sys/bus/pci/devices/{bdf}"),
+            format!("../../../devices/pci0000:00/0000:00:1d.0/{bdf}"),
+        );
+    }
+    node.edit_json(".gpudoctor/pod-resources.json", |doc| {
+        doc["allocatable"]["value"]["devices"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+                "resource_name": "intel.com/nvme_vf",
+                "device_ids": ["0000:70:00.1"],
+            }));
+    });
+    let report = node.run_layer(Layer::Sriov, None);
+    let c = check(&report, "sriov.vfs_enabled");
+    assert_eq!(c.status, Status::Pass, "{c:#?}");
+    assert!(!c.summary.contains("do not exist"), "{}", c.summary);
+}
+
+/// `sriov_vfs` counts network VFs: VFs a vGPU host enables on its GPUs do not make up for
+/// missing NIC VFs.
+#[test]
+fn gpu_vfs_do_not_count_toward_the_profiles_network_vfs() {
+    let node = Node::copy(SRIOV);
+    let gpu = node.path("sys/bus/pci/devices/0000:18:00.0");
+    assert_eq!(
+        fs::read_to_string(gpu.join("class")).unwrap().trim(),
+        "0x030200"
+    );
+    node.write("sys/bus/pci/devices/0000:18:00.0/sriov_totalvfs", "16\n");
+    node.write("sys/bus/pci/devices/0000:18:00.0/sriov_numvfs", "16\n");
+    let report = node.run_layer(Layer::Sriov, Some(h100_with(|p| p.sriov_vfs = Some(16))));
+    let c = check(&report, "sriov.vfs_enabled");
+    assert_eq!(c.status, Status::Fail, "{c:#?}");
+    assert!(
+        c.summary
+            .starts_with("8 network vf(s) enabled, profile lab expects 16"),
+        "{}",
+        c.summary
+    );
+    assert!(!c.summary.contains("0000:18:00.0"), "{}", c.summary);
 }

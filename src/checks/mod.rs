@@ -269,11 +269,15 @@ impl<'a> Context<'a> {
     /// SR-IOV PFs and their VFs, for the PCI functions on this node.
     pub fn sriov(&self) -> &crate::facts::sriov::SriovFacts {
         self.sriov.get_or_init(|| {
+            // Every function, judged or not: SR-IOV PFs come in other classes too (NVMe, QAT,
+            // FEC accelerators the SR-IOV device plugin advertises). Their NUMA node was not
+            // read; VF locality only matters for NICs and GPUs, which are judged.
             let functions: Vec<(String, Option<u32>)> = match self.pci() {
                 Ok(pci) => pci
                     .functions
                     .iter()
                     .map(|f| (f.bdf.clone(), f.numa_node))
+                    .chain(pci.unjudged.iter().map(|f| (f.bdf.clone(), None)))
                     .collect(),
                 Err(_) => Vec::new(),
             };

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use super::gpu_health::{field, gpu_label, usable_devices};
 use super::{CheckDef, Context, Explain, Outcome};
 use crate::facts::nvml::{FabricState, NvLink, NvmlDevice, Reading};
+use crate::facts::pci::VENDOR_NVIDIA;
 use crate::report::{Action, Evidence, Layer};
 
 /// Errors on one link (replay + recovery + CRC, cumulative since the driver loaded) above which
@@ -25,7 +26,7 @@ pub fn checks() -> Vec<CheckDef> {
             title: "every expected NVLink is active",
             explain: Explain {
                 reads: "NVML nvmlDeviceGetNvLinkState per GPU and link; the profile's NVLinks per GPU",
-                expects: "the profile's count of active links on every GPU (HGX H100: 18, A100: 12), or without a profile the most common count across the GPUs; without a profile, links reported but none active on any GPU (PCIe GPUs without a bridge) is no NVLink: skip",
+                expects: "the profile's count of active links on every GPU (HGX H100: 18, A100: 12), or without a profile the most common count across the GPUs; without a profile, links reported but none active on any GPU, no NVSwitch on PCI and no fabric state (PCIe GPUs without a bridge) is no NVLink: skip",
                 why: "a GPU with links down falls back to fewer lanes or to PCIe: all-reduce slows for the whole job, or NCCL hangs on a half-trained fabric",
                 fix: "drain the node and reset the GPUs or reboot; if the same link stays down, it is the GPU baseboard or NVSwitch tray: hardware inspection",
             },
@@ -86,9 +87,22 @@ fn expected_links(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<(u32, St
 
 /// `Some(reason)` when no GPU has an active link and no profile expects any: a node without
 /// NVLink. A PCIe A100 without a bridge answers every link, all down (NVIDIA/NVSentinel#1481):
-/// that is no NVLink, not every link broken. A profile that expects links judges them.
+/// that is no NVLink, not every link broken. A profile that expects links judges them, and so
+/// does an NVSwitch system — an NVSwitch on PCI (NVIDIA, class 0x0680) or a GPU that reports
+/// fabric state (Hopper and later on NVSwitch baseboards, gpu-health.md §7) — where every link
+/// down is a fabric that never came up (fabric manager stopped, baseboard fault), not a PCIe
+/// card, whatever its GPU model is called (A800, H800, H20 match no built-in profile).
 fn no_active_nvlink(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<String> {
     if ctx.profile().and_then(|p| p.nvlinks_per_gpu).is_some() {
+        return None;
+    }
+    let nvswitch_on_pci = ctx.pci().as_ref().is_ok_and(|pci| {
+        pci.functions
+            .iter()
+            .any(|f| f.vendor == VENDOR_NVIDIA && f.class >> 8 == 0x0680)
+    });
+    let fabric_reported = devices.iter().any(|d| d.fabric.value().is_some());
+    if nvswitch_on_pci || fabric_reported {
         return None;
     }
     let reported: usize = devices
@@ -103,7 +117,7 @@ fn no_active_nvlink(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<String
         .any(|l| l.active);
     (reported > 0 && !active).then(|| {
         format!(
-            "no nvlink on these gpus: {reported} link(s) reported, none active (pcie gpus without an nvlink bridge); pass --profile to judge them"
+            "no nvlink on these gpus: {reported} link(s) reported, none active and no nvswitch (pcie gpus without an nvlink bridge); if these gpus have a bridge, pass --profile to judge them"
         )
     })
 }

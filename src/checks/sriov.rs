@@ -147,19 +147,34 @@ fn vfs_enabled(ctx: &Context<'_>) -> Outcome {
     let existing: BTreeSet<&str> = facts.vfs().map(|(_, vf)| vf.bdf.as_str()).collect();
     let mut fails = Vec::new();
     let mut evidence = Vec::new();
-    let enabled: u32 = facts.pfs.iter().map(|pf| pf.num_vfs).sum();
+    // `sriov_vfs` counts network VFs (a SriovNetworkNodePolicy's numVfs): a vGPU host's GPU
+    // VFs or an NVMe drive's must not make up for missing NIC VFs.
+    let network: BTreeSet<&str> = match ctx.pci() {
+        Ok(pci) => pci
+            .functions
+            .iter()
+            .filter(|f| f.class >> 16 == 0x02)
+            .map(|f| f.bdf.as_str())
+            .collect(),
+        Err(_) => BTreeSet::new(),
+    };
+    let network_pfs: Vec<_> = facts
+        .pfs
+        .iter()
+        .filter(|pf| network.contains(pf.bdf.as_str()))
+        .collect();
+    let enabled: u32 = network_pfs.iter().map(|pf| pf.num_vfs).sum();
     if let Some((want, name)) = expected
         && enabled < want
     {
-        let per_pf: Vec<String> = facts
-            .pfs
+        let per_pf: Vec<String> = network_pfs
             .iter()
             .map(|pf| format!("{} {}/{}", pf.bdf, pf.num_vfs, pf.total_vfs))
             .collect();
         fails.push(format!(
-            "{enabled} vf(s) enabled, profile {name} expects {want} ({})",
+            "{enabled} network vf(s) enabled, profile {name} expects {want} ({})",
             if per_pf.is_empty() {
-                "no sr-iov capable function".to_string()
+                "no sr-iov capable network function".to_string()
             } else {
                 format!("sriov_numvfs/totalvfs {}", per_pf.join(", "))
             }
