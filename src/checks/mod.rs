@@ -269,15 +269,23 @@ impl<'a> Context<'a> {
     /// SR-IOV PFs and their VFs, for the PCI functions on this node.
     pub fn sriov(&self) -> &crate::facts::sriov::SriovFacts {
         self.sriov.get_or_init(|| {
-            // Every function, judged or not: SR-IOV PFs come in other classes too (NVMe, QAT,
-            // FEC accelerators the SR-IOV device plugin advertises). Their NUMA node was not
-            // read; VF locality only matters for NICs and GPUs, which are judged.
+            // The judged functions, and of the rest the classes SR-IOV PFs come in that the
+            // SR-IOV device plugin advertises (its `accelerator` type and NVMe): mass storage
+            // 0x01, co-processors 0x0b (QAT), processing accelerators 0x12 (FEC) — not the
+            // uncore's thousands of system functions (0x08, 0x11), which would cost a probe
+            // each (docs/performance.md). Their NUMA node was not read; VF locality only
+            // matters for NICs and GPUs, which are judged.
             let functions: Vec<(String, Option<u32>)> = match self.pci() {
                 Ok(pci) => pci
                     .functions
                     .iter()
                     .map(|f| (f.bdf.clone(), f.numa_node))
-                    .chain(pci.unjudged.iter().map(|f| (f.bdf.clone(), None)))
+                    .chain(
+                        pci.unjudged
+                            .iter()
+                            .filter(|f| matches!(f.class >> 16, 0x01 | 0x0b | 0x12))
+                            .map(|f| (f.bdf.clone(), None)),
+                    )
                     .collect(),
                 Err(_) => Vec::new(),
             };
