@@ -15,37 +15,13 @@ mod common;
 
 use std::fs;
 
-use common::node::{HEALTHY, NVML_JSON, Node, check, evidence, layer};
+use common::node::{HEALTHY, NVML_JSON, Node, assert_check, assert_evidence, check, layer};
 use gpudoctor::engine::RunOptions;
 use gpudoctor::report::{Layer, Report, Status};
 use serde_json::{Value, json};
 
 const POD_RESOURCES: &str = ".gpudoctor/pod-resources.json";
 const CONTAINERD: &str = "etc/containerd/config.toml";
-
-/// Assert status and that the summary holds every `parts`; show the whole result otherwise.
-#[track_caller]
-fn assert_check(report: &Report, code: &str, status: Status, parts: &[&str]) {
-    let c = check(report, code);
-    let show = || format!("{code}: {:?} {:?}\n{}", c.status, c.summary, evidence(c));
-    assert_eq!(c.status, status, "{}", show());
-    for part in parts {
-        assert!(
-            c.summary.contains(part),
-            "summary lacks {part:?}\n{}",
-            show()
-        );
-    }
-}
-
-#[track_caller]
-fn assert_evidence(report: &Report, code: &str, parts: &[&str]) {
-    let c = check(report, code);
-    let all = evidence(c);
-    for part in parts {
-        assert!(all.contains(part), "{code} evidence lacks {part:?}:\n{all}");
-    }
-}
 
 #[test]
 fn the_unedited_copy_is_healthy() {

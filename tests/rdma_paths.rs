@@ -8,7 +8,7 @@ mod common;
 
 use std::fs;
 
-use common::node::{HEALTHY, Node, check, evidence};
+use common::node::{HEALTHY, Node, assert_check, assert_evidence, check, evidence};
 use gpudoctor::profile::{self, Profile};
 use gpudoctor::report::{Layer, Status};
 
@@ -41,15 +41,13 @@ fn error_counters_above_zero_warn_with_their_values() {
     node.write(&format!("{ports}/symbol_error"), "17\n");
     node.write(&format!("{ports}/link_downed"), "2\n");
     let report = node.run_layer(Layer::Rdma, None);
-    let c = check(&report, "rdma.error_counters");
-    assert_eq!(c.status, Status::Warn, "{c:#?}");
-    assert!(
-        c.summary.contains("mlx5_3 port 1")
-            && c.summary.contains("symbol_error 17")
-            && c.summary.contains("link_downed 2"),
-        "{}",
-        c.summary
+    assert_check(
+        &report,
+        "rdma.error_counters",
+        Status::Warn,
+        &["mlx5_3 port 1", "symbol_error 17", "link_downed 2"],
     );
+    let c = check(&report, "rdma.error_counters");
     // Only the port that ticked is named.
     assert!(!c.summary.contains("mlx5_2"), "{}", c.summary);
     assert!(
@@ -83,16 +81,17 @@ fn mtu_differing_across_roce_ports_warns() {
     let node = Node::copy(HEALTHY);
     node.write("sys/class/net/enp105s0f1np1/mtu", "1500\n");
     let report = node.run_layer(Layer::Rdma, None);
-    let c = check(&report, "rdma.roce_config");
-    assert_eq!(c.status, Status::Warn, "{c:#?}");
-    assert!(
-        c.summary
-            .contains("Ethernet rdma netdevs use different mtus")
-            && c.summary.contains("mtu 1500 on enp105s0f1np1")
-            && c.summary.contains("mtu 9000 on enp105s0f0np0"),
-        "{}",
-        c.summary
+    assert_check(
+        &report,
+        "rdma.roce_config",
+        Status::Warn,
+        &[
+            "Ethernet rdma netdevs use different mtus",
+            "mtu 1500 on enp105s0f1np1",
+            "mtu 9000 on enp105s0f0np0",
+        ],
     );
+    let c = check(&report, "rdma.roce_config");
     // IPoIB (4092) and Ethernet (9000) differ by design and are never compared.
     assert!(!c.summary.contains("4092"), "{}", c.summary);
 }
@@ -125,38 +124,29 @@ fn verbs_fail_when_a_uverbs_device_node_is_missing() {
     let node = Node::copy(HEALTHY);
     node.remove("dev/infiniband/uverbs9");
     let report = node.run_layer(Layer::Rdma, None);
-    let c = check(&report, "rdma.verbs");
-    assert_eq!(c.status, Status::Fail, "{c:#?}");
-    assert!(
-        c.summary
-            .contains("9 /dev/infiniband/uverbs node(s) for 10 rdma device(s)"),
-        "{}",
-        c.summary
+    assert_check(
+        &report,
+        "rdma.verbs",
+        Status::Fail,
+        &["9 /dev/infiniband/uverbs node(s) for 10 rdma device(s)"],
     );
-    assert!(
-        evidence(c).contains("expected 10 uverbs nodes"),
-        "{}",
-        evidence(c)
-    );
+    assert_evidence(&report, "rdma.verbs", &["expected 10 uverbs nodes"]);
 }
 
 #[test]
 fn fewer_ports_than_the_profile_expects_fail() {
     let node = Node::copy(HEALTHY);
     let report = node.run_layer(Layer::Rdma, Some(h100_with(|p| p.rdma_ports = Some(9))));
-    let c = check(&report, "rdma.devices");
-    assert_eq!(c.status, Status::Fail, "{c:#?}");
-    assert!(
-        c.summary
-            .contains("8 InfiniBand port(s), profile lab expects 9"),
-        "{}",
-        c.summary
+    assert_check(
+        &report,
+        "rdma.devices",
+        Status::Fail,
+        &["8 InfiniBand port(s), profile lab expects 9"],
     );
-    assert!(
-        evidence(c)
-            .contains("2 Ethernet, 8 InfiniBand (expected 9 InfiniBand ports (profile lab))"),
-        "{}",
-        evidence(c)
+    assert_evidence(
+        &report,
+        "rdma.devices",
+        &["2 Ethernet, 8 InfiniBand (expected 9 InfiniBand ports (profile lab))"],
     );
 }
 
@@ -189,19 +179,14 @@ fn a_link_layer_other_than_the_profiles_fails() {
     let port = format!("{}/ports/1", node.ib_dir("mlx5_4"));
     node.write(&format!("{port}/link_layer"), "Ethernet\n");
     let report = node.run_layer(Layer::Rdma, Some(profile::builtin("hgx-h100").unwrap()));
+    assert_check(
+        &report,
+        "rdma.devices",
+        Status::Fail,
+        &["7 InfiniBand port(s), profile hgx-h100 expects 8"],
+    );
+    assert_evidence(&report, "rdma.devices", &["3 Ethernet, 7 InfiniBand"]);
     let c = check(&report, "rdma.devices");
-    assert_eq!(c.status, Status::Fail, "{c:#?}");
-    assert!(
-        c.summary
-            .contains("7 InfiniBand port(s), profile hgx-h100 expects 8"),
-        "{}",
-        c.summary
-    );
-    assert!(
-        evidence(c).contains("3 Ethernet, 7 InfiniBand"),
-        "{}",
-        evidence(c)
-    );
     assert!(c.hint.as_deref().unwrap().contains("LINK_TYPE"));
 }
 
@@ -214,21 +199,21 @@ fn without_a_profile_a_port_slower_than_the_others_fails_naming_both() {
     node.write(&format!("{port}/rate"), "200 Gb/sec (4X HDR)\n");
     let report = node.run_layer(Layer::Rdma, None);
     assert_eq!(report.profile, None, "no profile must be in force");
+    assert_check(
+        &report,
+        "rdma.port_rate",
+        Status::Fail,
+        &[
+            "mlx5_5 port 1",
+            "at 200 gb/s, the fastest InfiniBand port runs 400 gb/s",
+        ],
+    );
+    assert_evidence(
+        &report,
+        "rdma.port_rate",
+        &["200 Gb/sec (4X HDR) (expected 400 Gb/sec (the fastest InfiniBand port))"],
+    );
     let c = check(&report, "rdma.port_rate");
-    assert_eq!(c.status, Status::Fail, "{c:#?}");
-    assert!(
-        c.summary.contains("mlx5_5 port 1")
-            && c.summary
-                .contains("at 200 gb/s, the fastest InfiniBand port runs 400 gb/s"),
-        "{}",
-        c.summary
-    );
-    assert!(
-        evidence(c)
-            .contains("200 Gb/sec (4X HDR) (expected 400 Gb/sec (the fastest InfiniBand port))"),
-        "{}",
-        evidence(c)
-    );
     // The RoCE ports (200 GbE) are compared with each other, not with the InfiniBand ones.
     assert!(!c.summary.contains("mlx5_8"), "{}", c.summary);
 }
@@ -493,17 +478,16 @@ fn vf_resources_without_a_multus_config_fail() {
         "{\"name\": \"k8s-pod-network\"}\n",
     );
     let report = node.run_layer(Layer::Sriov, None);
-    let c = check(&report, "sriov.multus");
-    assert_eq!(c.status, Status::Fail, "{c:#?}");
-    assert!(
-        c.summary.contains("multus is not configured"),
-        "{}",
-        c.summary
+    assert_check(
+        &report,
+        "sriov.multus",
+        Status::Fail,
+        &["multus is not configured"],
     );
-    assert!(
-        evidence(c).contains("etc/cni/net.d: 10-calico.conflist (expected a multus config"),
-        "{}",
-        evidence(c)
+    assert_evidence(
+        &report,
+        "sriov.multus",
+        &["etc/cni/net.d: 10-calico.conflist (expected a multus config"],
     );
 }
 
@@ -516,18 +500,16 @@ fn device_plugin_resources_naming_vfs_that_do_not_exist_fail() {
         t.replace(&format!("\"{vf}\""), "\"0000:19:07.7\"")
     });
     let report = node.run_layer(Layer::Sriov, None);
-    let c = check(&report, "sriov.vfs_enabled");
-    assert_eq!(c.status, Status::Fail, "{c:#?}");
-    assert!(
-        c.summary
-            .contains("nvidia.com/rdma_vf names 1 vf(s) that do not exist: 0000:19:07.7"),
-        "{}",
-        c.summary
+    assert_check(
+        &report,
+        "sriov.vfs_enabled",
+        Status::Fail,
+        &["nvidia.com/rdma_vf names 1 vf(s) that do not exist: 0000:19:07.7"],
     );
-    assert!(
-        evidence(c).contains("pod-resources allocatable: nvidia.com/rdma_vf: 0000:19:07.7"),
-        "{}",
-        evidence(c)
+    assert_evidence(
+        &report,
+        "sriov.vfs_enabled",
+        &["pod-resources allocatable: nvidia.com/rdma_vf: 0000:19:07.7"],
     );
 }
 

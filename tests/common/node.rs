@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use gpudoctor::engine::{self, RunOptions};
 use gpudoctor::profile::Profile;
-use gpudoctor::report::{CheckResult, Layer, LayerReport, Report};
+use gpudoctor::report::{CheckResult, Layer, LayerReport, Report, Status};
 use gpudoctor::source::{self, SourceOptions};
 use serde_json::Value;
 
@@ -175,4 +175,28 @@ pub fn evidence(c: &CheckResult) -> String {
             )
         })
         .collect()
+}
+
+/// Assert status and that the summary holds every `parts`; show the whole result otherwise.
+#[track_caller]
+pub fn assert_check(report: &Report, code: &str, status: Status, parts: &[&str]) {
+    let c = check(report, code);
+    let show = || format!("{code}: {:?} {:?}\n{}", c.status, c.summary, evidence(c));
+    assert_eq!(c.status, status, "{}", show());
+    for part in parts {
+        assert!(
+            c.summary.contains(part),
+            "summary lacks {part:?}\n{}",
+            show()
+        );
+    }
+}
+
+#[track_caller]
+pub fn assert_evidence(report: &Report, code: &str, parts: &[&str]) {
+    let c = check(report, code);
+    let all = evidence(c);
+    for part in parts {
+        assert!(all.contains(part), "{code} evidence lacks {part:?}:\n{all}");
+    }
 }
