@@ -25,7 +25,7 @@ pub fn checks() -> Vec<CheckDef> {
             title: "advertised VF resources have VFs behind them",
             explain: Explain {
                 reads: "/sys/bus/pci/devices/*/sriov_{totalvfs,numvfs}, virtfn* links; kubelet pod-resources allocatable and the device-plugin checkpoint; the profile's sriov_vfs",
-                expects: "at least the profile's sriov_vfs VFs enabled in total (when it sets one); every SR-IOV resource the kubelet advertises names VFs that exist; no VF resource registered with zero devices",
+                expects: "at least the profile's sriov_vfs VFs enabled in total on network PFs (when it sets one; GPU and storage VFs do not count); every SR-IOV resource the kubelet advertises names VFs that exist; no VF resource registered with zero devices",
                 why: "a resource with no VFs behind it (the PF was never configured: sriov_numvfs 0) leaves Pods that request it Pending, or scheduled without their secondary network",
                 fix: "enable the VFs (`echo N > /sys/bus/pci/devices/<pf>/sriov_numvfs`, or the SriovNetworkNodePolicy of the sriov-network-operator) and restart the sriov device plugin pod",
             },
