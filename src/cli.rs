@@ -71,7 +71,8 @@ pub enum Command {
         "  gpudoctor render last.json --format prometheus --textfile-dir /var/lib/node_exporter/textfile\n",
         "  gpudoctor check --format json | gpudoctor render - --format markdown\n",
         "\n",
-        "Exit codes: 0 rendered, 2 the file is not a gpudoctor JSON report, 4 internal error"
+        "Exit codes: 0 rendered, 2 the file is not a gpudoctor JSON report (or a pipe not closed\n",
+        "within --timeout), 4 internal error (a --textfile-dir file could not be written)"
     ))]
     Render(RenderArgs),
     /// Print the JSON Schema of `check --format json` (docs/report.schema.json).
@@ -369,6 +370,11 @@ pub struct RenderArgs {
     /// Also write the Prometheus text to DIR/gpudoctor.prom, atomically.
     #[arg(long, value_name = "DIR")]
     pub textfile_dir: Option<PathBuf>,
+
+    /// Longest to wait for a pipe or FIFO given as REPORT.json to be written and closed
+    /// (`render <(ssh node gpudoctor check --format json)`), in seconds; a file is read at once.
+    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub timeout: u64,
 }
 
 fn parse_layer(s: &str) -> Result<Layer, String> {

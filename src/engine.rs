@@ -188,12 +188,13 @@ pub fn summarize(checks: &[CheckResult]) -> Status {
 }
 
 /// 1 when a layer failed (or warned under --strict), 3 when something could not be evaluated
-/// and nothing failed, else 0.
+/// and nothing failed or when no layer ran a check at all (every layer deselected: nothing was
+/// judged, so nothing may be called healthy), else 0.
 pub fn exit_code(layers: &[LayerReport], strict: bool) -> i32 {
     let statuses = || layers.iter().map(|l| l.status);
     if statuses().any(|s| s == Status::Fail) || (strict && statuses().any(|s| s == Status::Warn)) {
         exit::FAILED
-    } else if statuses().any(|s| s == Status::Error) {
+    } else if statuses().any(|s| s == Status::Error) || layers.iter().all(|l| l.checks.is_empty()) {
         exit::INCONCLUSIVE
     } else {
         exit::HEALTHY
@@ -333,5 +334,41 @@ mod tests {
             strict.layer(Layer::Rdma).unwrap().reason.as_deref(),
             Some("not selected by --only")
         );
+    }
+
+    #[test]
+    fn a_run_in_which_no_layer_ran_is_inconclusive() {
+        // `--only driver --skip driver`: every layer deselected, no check ran. Before, this was
+        // exit 0 and NPD read it as "all layers pass".
+        let (_d, src) = source();
+        let registry = [def("driver.a", Layer::Driver, |_| Outcome::pass("ok"))];
+        let report = run_with(
+            &src,
+            &registry,
+            &RunOptions {
+                only: vec![Layer::Driver],
+                skip: vec![Layer::Driver],
+                ..Default::default()
+            },
+        );
+        assert!(report.nothing_ran());
+        assert_eq!(report.exit_code, 3);
+        // One layer that ran and passed is a verdict; so is one whose checks all skipped.
+        let one = run_with(
+            &src,
+            &registry,
+            &RunOptions {
+                only: vec![Layer::Driver],
+                ..Default::default()
+            },
+        );
+        assert!(!one.nothing_ran());
+        assert_eq!(one.exit_code, 0);
+        let skipped = run_with(
+            &src,
+            &[def("driver.a", Layer::Driver, |_| Outcome::skip("n/a"))],
+            &RunOptions::default(),
+        );
+        assert_eq!(skipped.exit_code, 0);
     }
 }

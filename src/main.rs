@@ -21,10 +21,12 @@ fn main() -> ExitCode {
     let mut code = match run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("gpudoctor: internal error: {err:#}");
+            // The error may name a path or quote a file from the node.
+            let err = render::sanitize::text(&format!("{err:#}")).into_owned();
+            eprintln!("gpudoctor: internal error: {err}");
             if npd {
                 let line = render::npd::fit(
-                    &format!("gpudoctor: internal error: {err:#}"),
+                    &format!("gpudoctor: internal error: {err}"),
                     render::npd::MAX_MESSAGE_BYTES,
                 );
                 let _ = emit(&format!("{line}\n"));
@@ -63,7 +65,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 Ok(exit::HEALTHY)
             }
             None => {
-                eprintln!("gpudoctor: no check has the code `{code}`");
+                eprintln!(
+                    "gpudoctor: no check has the code `{}`",
+                    render::sanitize::text(&code)
+                );
                 let near = explain::nearest_codes(&code);
                 if !near.is_empty() {
                     eprintln!("  did you mean: {}", near.join(", "));
@@ -89,6 +94,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
 }
 
 fn record(args: &RecordArgs) -> anyhow::Result<i32> {
+    if let Some(code) = check_kernel_log(args.probes.kernel_log.as_deref()) {
+        return Ok(code);
+    }
     let options = record::RecordOptions {
         root: args.root.clone(),
         out: args.out.clone(),
@@ -160,21 +168,19 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         );
         return Ok(exit::USAGE);
     }
-    if let Some(path) = &args.probes.kernel_log
-        && !path.is_file()
-    {
-        eprintln!(
-            "gpudoctor: --kernel-log {} is not a readable file",
-            path.display()
-        );
-        return Ok(exit::USAGE);
+    if let Some(code) = check_kernel_log(args.probes.kernel_log.as_deref()) {
+        return Ok(code);
     }
     let mut options = args.run_options();
     if let Some(arg) = &args.profile {
         match profile::load(arg) {
             Ok(p) => options.profile = Some(p),
             Err(err) => {
-                eprintln!("gpudoctor: --profile {arg}: {err}");
+                // A TOML error quotes the offending line of the file.
+                eprintln!(
+                    "gpudoctor: --profile {}",
+                    render::sanitize::text(&format!("{arg}: {err}"))
+                );
                 return Ok(exit::USAGE);
             }
         }
@@ -184,7 +190,36 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     if unpacked.is_some() {
         report.source.root = args.root.display().to_string();
     }
-    deliver(&report, args)
+    deliver(report, args)
+}
+
+/// `--kernel-log` names what the source reads without blocking (`source::rooted::
+/// read_named_file`): a saved file, a character device read to its current end (`/dev/kmsg`), or
+/// a pipe or FIFO read until its writer closes it, at most `--timeout` (`<(journalctl -k)`).
+/// Anything else, or nothing at that path, is a usage error said before the run. Only the
+/// file's type is looked at here; opening it is the probe's (a FIFO's writer may come later).
+fn check_kernel_log(path: Option<&std::path::Path>) -> Option<i32> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let path = path?;
+    let why = match std::fs::metadata(path) {
+        Ok(meta) => {
+            let kind = meta.file_type();
+            if kind.is_file() || kind.is_fifo() || kind.is_char_device() {
+                return None;
+            }
+            if kind.is_dir() {
+                "is a directory".to_string()
+            } else {
+                "is a socket or block device".to_string()
+            }
+        }
+        Err(err) => format!("cannot be read: {err}"),
+    };
+    eprintln!(
+        "gpudoctor: --kernel-log {} {why}; pass a saved kernel log (`dmesg > kmsg.txt`), /dev/kmsg or a pipe such as <(journalctl -k)",
+        render::sanitize::text(&path.display().to_string())
+    );
+    Some(exit::USAGE)
 }
 
 /// `--textfile-dir` must name an existing directory and `--save-report` a file in one: say so
@@ -235,79 +270,125 @@ fn render_as(report: &gpudoctor::report::Report, format: ReportFormat) -> String
 }
 
 /// Write the files asked for (Prometheus textfile, saved JSON report), then print the report —
-/// or, with `--npd`, the one-line message. A file that cannot be written is said on stderr; it
-/// makes the exit code 4, except under `--npd`, where the node's verdict is what NPD needs.
-fn deliver(report: &gpudoctor::report::Report, args: &CheckArgs) -> anyhow::Result<i32> {
-    let written = write_outputs(
-        report,
+/// or, with `--npd`, the one-line message. A file that cannot be written is said on stderr, once,
+/// and makes the run an internal error (exit 4) everywhere at once: the process, the report on
+/// stdout and the files that were written carry the same exit code. Under `--npd` the node's
+/// verdict stays what every output says: it is what NPD needs.
+fn deliver(mut report: gpudoctor::report::Report, args: &CheckArgs) -> anyhow::Result<i32> {
+    write_outputs(
+        &mut report,
         args.textfile_dir.as_deref(),
         args.save_report.as_deref(),
+        args.npd,
     );
     let text = if args.npd {
-        format!("{}\n", render::npd::message(report))
+        format!("{}\n", render::npd::message(&report))
     } else {
-        render_as(report, args.format)
+        render_as(&report, args.format)
     };
     emit(&text).context("writing the report")?;
-    match written {
-        Err(err) if !args.npd => Err(err),
-        _ => Ok(report.exit_code),
+    Ok(report.exit_code)
+}
+
+/// A file written beside stdout.
+#[derive(Debug, Clone, Copy)]
+enum Extra<'a> {
+    /// `--textfile-dir`: the Prometheus text as DIR/gpudoctor.prom.
+    Textfile(&'a std::path::Path),
+    /// `--save-report`: the JSON report.
+    Saved(&'a std::path::Path),
+}
+
+impl Extra<'_> {
+    fn write(self, report: &gpudoctor::report::Report) -> Result<(), String> {
+        let (path, result) = match self {
+            Extra::Textfile(dir) => (
+                dir.join(gpudoctor::output::TEXTFILE_NAME),
+                gpudoctor::output::write_textfile(dir, &render::prometheus::render(report))
+                    .map(|_| ()),
+            ),
+            Extra::Saved(file) => (
+                file.to_path_buf(),
+                gpudoctor::output::write_atomically(file, render::json::render(report).as_bytes()),
+            ),
+        };
+        result.map_err(|err| format!("cannot write {}: {err}", path.display()))
     }
 }
 
+/// Write the extra files; `false` when one could not be written (said on stderr). Unless
+/// `keep_verdict`, a failure turns the report's exit code into 4 and rewrites the files already
+/// written, so that no file says another exit code than the process ends with.
 fn write_outputs(
-    report: &gpudoctor::report::Report,
+    report: &mut gpudoctor::report::Report,
     textfile_dir: Option<&std::path::Path>,
     save_report: Option<&std::path::Path>,
-) -> anyhow::Result<()> {
-    let mut failed = None;
-    if let Some(dir) = textfile_dir
-        && let Err(err) =
-            gpudoctor::output::write_textfile(dir, &render::prometheus::render(report))
-    {
-        eprintln!(
-            "gpudoctor: cannot write {}: {err}",
-            dir.join(gpudoctor::output::TEXTFILE_NAME).display()
-        );
-        failed = Some(anyhow::anyhow!("writing the prometheus textfile: {err}"));
+    keep_verdict: bool,
+) -> bool {
+    let extras: Vec<Extra> = textfile_dir
+        .map(Extra::Textfile)
+        .into_iter()
+        .chain(save_report.map(Extra::Saved))
+        .collect();
+    let mut written = Vec::new();
+    let mut all = true;
+    for extra in extras {
+        match extra.write(report) {
+            Ok(()) => written.push(extra),
+            Err(why) => {
+                eprintln!("gpudoctor: {}", render::sanitize::text(&why));
+                all = false;
+                if !keep_verdict && report.exit_code != exit::INTERNAL {
+                    report.exit_code = exit::INTERNAL;
+                    for done in &written {
+                        if let Err(why) = done.write(report) {
+                            eprintln!("gpudoctor: {}", render::sanitize::text(&why));
+                        }
+                    }
+                }
+            }
+        }
     }
-    if let Some(file) = save_report
-        && let Err(err) =
-            gpudoctor::output::write_atomically(file, render::json::render(report).as_bytes())
-    {
-        eprintln!("gpudoctor: cannot write {}: {err}", file.display());
-        failed = Some(anyhow::anyhow!("saving the report: {err}"));
-    }
-    match failed {
-        Some(err) => Err(err),
-        None => Ok(()),
-    }
+    all
 }
 
 /// Longest saved report `render` reads: far above any real one (a few hundred KiB).
 const MAX_REPORT_BYTES: u64 = 64 << 20;
 
-/// `gpudoctor render REPORT.json`: a saved report in another format.
+/// `gpudoctor render REPORT.json`: a saved report in another format. A named file is read the
+/// way `--kernel-log` is (`source::rooted::read_named_file`): opened without blocking, a FIFO or
+/// pipe read until its writer closes it but at most `--timeout`, so a FIFO nobody writes cannot
+/// hang it. `-` is the shell's own pipe and is read to its end, as `cat -` would.
 fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
     use std::io::Read as _;
     if let Some(code) = check_outputs(args.textfile_dir.as_deref(), None) {
         return Ok(code);
     }
-    let name = args.report.display().to_string();
-    let mut text = String::new();
-    let read = if name == "-" {
+    let name = render::sanitize::text(&args.report.display().to_string()).into_owned();
+    let read = if args.report.as_os_str() == "-" {
+        let mut bytes = Vec::new();
         io::stdin()
             .lock()
             .take(MAX_REPORT_BYTES)
-            .read_to_string(&mut text)
+            .read_to_end(&mut bytes)
+            .map(|_| String::from_utf8_lossy(&bytes).into_owned())
+            .map_err(|err| err.to_string())
     } else {
-        std::fs::File::open(&args.report)
-            .and_then(|f| f.take(MAX_REPORT_BYTES).read_to_string(&mut text))
+        source::rooted::read_named_file(
+            &args.report,
+            &name,
+            MAX_REPORT_BYTES,
+            std::time::Duration::from_secs(args.timeout),
+        )
+        .map_err(|err| err.to_string())
     };
-    if let Err(err) = read {
-        eprintln!("gpudoctor: cannot read {name}: {err}");
-        return Ok(exit::USAGE);
-    }
+    let text = match read {
+        Ok(text) => text,
+        Err(err) => {
+            eprintln!("gpudoctor: cannot read {}", render::sanitize::text(&err));
+            return Ok(exit::USAGE);
+        }
+    };
     let report: gpudoctor::report::Report = match serde_json::from_str(&text) {
         Ok(r) => r,
         Err(err) => {
@@ -324,9 +405,16 @@ fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
             gpudoctor::report::SCHEMA_VERSION
         );
     }
-    write_outputs(&report, args.textfile_dir.as_deref(), None)?;
+    // `render`'s own exit code says whether it rendered; the report keeps the exit code it was
+    // saved with, in the textfile too.
+    let mut report = report;
+    let written = write_outputs(&mut report, args.textfile_dir.as_deref(), None, true);
     emit(&render_as(&report, args.format)).context("writing the report")?;
-    Ok(exit::HEALTHY)
+    Ok(if written {
+        exit::HEALTHY
+    } else {
+        exit::INTERNAL
+    })
 }
 
 /// `gpudoctor topo`: the relationship matrix from sysfs (NVLink from NVML when it answers).

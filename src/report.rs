@@ -382,6 +382,12 @@ impl Report {
             .flat_map(|l| l.checks.iter().map(move |c| (l, c)))
             .filter(|(_, c)| c.status.is_finding())
     }
+
+    /// No layer ran a check (`--only driver --skip driver`): nothing was judged, so the run is
+    /// inconclusive (exit 3), never "healthy".
+    pub fn nothing_ran(&self) -> bool {
+        self.layers.iter().all(|l| l.checks.is_empty())
+    }
 }
 
 /// The JSON Schema (draft 2020-12) of [`Report`], as `docs/report.schema.json` holds it.

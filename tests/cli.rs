@@ -237,3 +237,146 @@ fn a_closed_pipe_is_not_a_crash() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn a_run_in_which_no_layer_ran_is_inconclusive_and_npd_says_unknown() {
+    // `--only driver --skip driver` ran nothing; it used to exit 0 and NPD said "all layers pass".
+    let select = ["--only", "driver", "--skip", "driver"];
+    let mut args = vec!["check", "--root", HEALTHY, "--format", "json"];
+    args.extend(select);
+    let out = gpudoctor(&args);
+    assert_eq!(out.status.code(), Some(3));
+    let report = json(&out);
+    assert_eq!(report["exit_code"], 3);
+    assert!(
+        report["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["checks"].as_array().unwrap().is_empty())
+    );
+
+    let mut args = vec!["check", "--root", HEALTHY];
+    args.extend(select);
+    let table = gpudoctor(&args);
+    assert_eq!(table.status.code(), Some(3));
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("inconclusive: no layer ran"), "{text}");
+
+    let mut args = vec!["check", "--root", HEALTHY, "--npd"];
+    args.extend(select);
+    let npd = gpudoctor(&args);
+    assert_eq!(npd.status.code(), Some(2), "NPD's unknown");
+    let line = String::from_utf8_lossy(&npd.stdout);
+    assert!(
+        line.contains("inconclusive") && !line.contains("pass"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_report_that_cannot_be_saved_is_one_exit_code_in_the_json_the_textfile_and_the_process() {
+    // /proc is a directory nobody, root included, can create a file in: --save-report passes
+    // the up-front check and fails when written. It used to print `"exit_code": 0` and exit 4.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let out = gpudoctor(&[
+        "check",
+        "--root",
+        HEALTHY,
+        "--format",
+        "json",
+        "--textfile-dir",
+        dir,
+        "--save-report",
+        "/proc/gpudoctor-last.json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(
+        json(&out)["exit_code"],
+        4,
+        "the JSON says what the process exits with"
+    );
+    let prom = std::fs::read_to_string(tmp.path().join("gpudoctor.prom")).unwrap();
+    assert!(
+        prom.lines().any(|l| l == "gpudoctor_exit_code 4"),
+        "the textfile written before the failure was rewritten: {prom}"
+    );
+    assert_eq!(
+        stderr
+            .matches("cannot write /proc/gpudoctor-last.json")
+            .count(),
+        1,
+        "said once: {stderr}"
+    );
+    assert!(!stderr.contains("internal error:"), "{stderr}");
+
+    // Under --npd the node's verdict is what every output carries: healthy, NPD's OK.
+    let npd = gpudoctor(&[
+        "check",
+        "--root",
+        HEALTHY,
+        "--npd",
+        "--textfile-dir",
+        dir,
+        "--save-report",
+        "/proc/gpudoctor-last.json",
+    ]);
+    assert_eq!(npd.status.code(), Some(0));
+    let prom = std::fs::read_to_string(tmp.path().join("gpudoctor.prom")).unwrap();
+    assert!(prom.lines().any(|l| l == "gpudoctor_exit_code 0"), "{prom}");
+}
+
+#[test]
+fn render_of_a_fifo_nobody_writes_ends_at_its_timeout() {
+    use std::process::{Command, Stdio};
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("report.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        .args(["render", fifo.to_str().unwrap(), "--timeout", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("render still blocked on a fifo after 15 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("report.fifo") && stderr.contains("1 s"),
+        "{stderr}"
+    );
+
+    // A pipe whose writer finishes is read whole: `render <(cat last.json)`.
+    let saved = tmp.path().join("last.json");
+    let report = gpudoctor(&["check", "--root", HEALTHY, "--format", "json"]);
+    std::fs::write(&saved, &report.stdout).unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec {} render <(sleep 0.2; cat {}) --format json",
+            env!("CARGO_BIN_EXE_gpudoctor"),
+            saved.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, report.stdout);
+}

@@ -4,7 +4,8 @@
 //! text in a ticket system that does not render it.
 //!
 //! Everything shown comes from the report; text from the node (kernel-log lines, file contents)
-//! goes into code spans or is escaped, so it cannot turn into markup.
+//! goes into code spans or is escaped, so it cannot turn into markup; control characters in it
+//! are shown escaped first (`sanitize.rs`), so it cannot drive a terminal either.
 
 use std::fmt::Write;
 
@@ -88,6 +89,7 @@ fn cell(text: &str) -> String {
 
 /// One line that says how the run went, as the first line of the ticket says it.
 pub fn verdict(report: &Report) -> String {
+    let report = &*super::sanitize::report(report);
     if let Some(first) = &report.first_failure {
         return format!(
             "**FAIL** at the `{}` layer: {} — {}",
@@ -104,6 +106,10 @@ pub fn verdict(report: &Report) -> String {
     };
     let (warns, errors) = (count(Status::Warn), count(Status::Error));
     match report.exit_code {
+        3 if errors == 0 && report.nothing_ran() => {
+            "**inconclusive**: no layer ran (every layer deselected by --only/--skip)".to_string()
+        }
+        4 => "**internal error**: an output file could not be written".to_string(),
         0 if warns == 0 => "**healthy**: no layer failed".to_string(),
         0 => format!("**healthy with {warns} warning(s)**: no layer failed"),
         3 => format!("**inconclusive**: {errors} check(s) could not be evaluated, none failed"),
@@ -116,6 +122,7 @@ fn exit_meaning(code: i32) -> &'static str {
         0 => "healthy",
         1 => "a layer failed",
         3 => "inconclusive",
+        4 => "internal error",
         _ => "see `gpudoctor check --help`",
     }
 }
@@ -161,6 +168,9 @@ fn ordered_findings(report: &Report) -> Vec<(&LayerReport, &CheckResult)> {
 }
 
 pub fn render(report: &Report) -> String {
+    // Node text first made terminal-safe (a ticket is read in terminals too), then escaped
+    // for Markdown below.
+    let report = &*super::sanitize::report(report);
     let mut out = String::new();
     let node = &report.node;
     let host = node.hostname.as_deref().unwrap_or("unknown node");

@@ -1,9 +1,12 @@
 //! Renderers turn a [`Report`](crate::report::Report) into text. They see nothing else: no
-//! source, no facts, so a saved report renders the same as a fresh one.
+//! source, no facts, so a saved report renders the same as a fresh one. The human formats
+//! (table, Markdown, NPD line, topology table) take node text through [`sanitize`] first; JSON
+//! and Prometheus keep their own escaping.
 
 pub mod json;
 pub mod markdown;
 pub mod npd;
 pub mod prometheus;
+pub mod sanitize;
 pub mod table;
 pub mod topo;

@@ -28,6 +28,7 @@ pub fn exit_code(report_exit: i32) -> i32 {
 
 /// The one line NPD shows as the condition's message.
 pub fn message(report: &Report) -> String {
+    let report = &*super::sanitize::report(report);
     let line = match report.exit_code {
         exit::HEALTHY => {
             let warns: Vec<&str> = report
@@ -56,6 +57,9 @@ pub fn message(report: &Report) -> String {
                 "inconclusive: {}: {} {}",
                 layer.id, check.code, check.summary
             ),
+            None if report.nothing_ran() => {
+                "gpudoctor: inconclusive, no layer ran (--only/--skip)".to_string()
+            }
             None => "gpudoctor: inconclusive".to_string(),
         },
     };

@@ -8,6 +8,12 @@
 //! checks measured (`report::FigureName`: XID counts, NCCL peak bus bandwidth, RDMA port rates).
 //! A family with no sample is left out, so an absent figure is "not measured", never 0. A
 //! figure's labels are exactly its name's catalogue labels (`FigureName::labels`).
+//!
+//! Label values are node text (a host name, a device name). The format escapes only `\`, `"`
+//! and newline in them and passes any other character through, so a value first goes through
+//! `sanitize.rs`: an escape sequence planted on the node shows as `\x1b` text, and the file stays
+//! safe to `curl` to a terminal and parseable by the strict OpenMetrics grammars, which refuse
+//! control characters.
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -64,9 +70,9 @@ fn escape_help(text: &str) -> String {
 }
 
 fn escape_label_value(text: &str) -> String {
-    text.replace('\\', "\\\\")
+    super::sanitize::text(text)
+        .replace('\\', "\\\\")
         .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// A label name as the format allows it: `[a-zA-Z_][a-zA-Z0-9_]*`, not starting with `__`
@@ -148,7 +154,7 @@ pub fn render(report: &Report) -> String {
     Family::gauge(
         &mut out,
         "exit_code",
-        "Exit code of the last run (0 healthy, 1 a layer failed, 3 inconclusive).",
+        "Exit code of the last run (0 healthy, 1 a layer failed, 3 inconclusive, 4 an output file could not be written).",
     )
     .sample(&[], f64::from(report.exit_code));
     if let Some(ts) = report
@@ -268,7 +274,11 @@ mod tests {
 
     #[test]
     fn escapes_and_names() {
-        assert_eq!(escape_label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        assert_eq!(escape_label_value("a\"b\\c"), "a\\\"b\\\\c");
+        // A newline (and any other control) is shown as its escape, whose backslash the
+        // format then escapes: the value reads `a\nd`, never a line break.
+        assert_eq!(escape_label_value("a\nd"), "a\\\\nd");
+        assert_eq!(escape_label_value("h\x1b]0;t\x07"), "h\\\\x1b]0;t\\\\x07");
         assert_eq!(escape_help("x\\y\nz"), "x\\\\y\\nz");
         assert_eq!(label_name("link-layer"), "link_layer");
         assert_eq!(label_name("9port"), "_port");

@@ -58,6 +58,8 @@ fn mark(status: Status) -> &'static str {
 }
 
 pub fn render(report: &Report, style: Style) -> String {
+    // Node text (host names, kernel-log lines, device names) cannot reach the terminal raw.
+    let report = &*super::sanitize::report(report);
     let mut out = String::new();
     let node = &report.node;
     let _ = writeln!(
@@ -152,6 +154,11 @@ pub fn render(report: &Report, style: Style) -> String {
                 String::new()
             };
             match (report.exit_code, errors, warns) {
+                (3, 0, _) if report.nothing_ran() => {
+                    "inconclusive: no layer ran (every layer deselected by --only/--skip); exit 3"
+                        .to_string()
+                }
+                (4, _, _) => "internal error: an output file could not be written (stderr says which); exit 4".to_string(),
                 (0, _, 0) => format!("healthy: no layer failed{skipped}; exit 0"),
                 (0, _, w) => {
                     format!("healthy with {w} warning(s): no layer failed{skipped}; exit 0")

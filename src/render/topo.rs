@@ -3,7 +3,8 @@
 //! computed from sysfs, so it works when the driver does not — or the same as one JSON document.
 //!
 //! Like the other renderers it only formats what it is given: the facts and the matrix come
-//! from `facts/topology.rs`.
+//! from `facts/topology.rs`. The table takes the names it prints (device names, PCI addresses,
+//! CPU lists) through `sanitize.rs` first: sysfs entry names are whatever the tree holds.
 
 use std::fmt::Write;
 
@@ -112,6 +113,7 @@ fn paint(color: bool, link: Link, text: &str) -> String {
 /// The matrix as text: columns padded with spaces (not tabs, so a paste keeps its shape,
 /// topology.md §2 hazards), colour only when `color`.
 pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
+    let matrix = &sanitized(matrix);
     let mut out = String::new();
     let entries: Vec<_> = matrix.gpus.iter().chain(&matrix.nics).collect();
     if entries.is_empty() {
@@ -225,6 +227,23 @@ pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
     out
 }
 
+/// The matrix with every name that came from sysfs made terminal-safe, before widths are
+/// measured (an escape is wider than the character it stands for).
+fn sanitized(matrix: &Matrix) -> Matrix {
+    let clean = |s: &mut String| *s = super::sanitize::text(s).into_owned();
+    let mut matrix = matrix.clone();
+    for entry in matrix.gpus.iter_mut().chain(matrix.nics.iter_mut()) {
+        clean(&mut entry.label);
+        clean(&mut entry.name);
+        clean(&mut entry.bdf);
+        if let Some(cpus) = &mut entry.cpu_affinity {
+            clean(cpus);
+        }
+    }
+    clean(&mut matrix.nvlink);
+    matrix
+}
+
 fn pad(text: &str, width: usize, last: bool) -> String {
     if last {
         return text.to_string();
@@ -274,5 +293,43 @@ fn write_problems(out: &mut String, topo: &Topology) {
             "{n} sysfs entr{} could not be read or resolved (listed under `problems` in --format json)",
             if n == 1 { "y" } else { "ies" }
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::topology::MatrixEntry;
+
+    #[test]
+    fn names_from_sysfs_are_shown_escaped_and_columns_stay_aligned() {
+        let entry = |label: &str, name: &str, bdf: &str| MatrixEntry {
+            label: label.into(),
+            name: name.into(),
+            bdf: bdf.into(),
+            numa_node: Some(0),
+            numa_source: NumaSource::NumaNode,
+            cpu_affinity: Some("0-7\x1b[2J".into()),
+        };
+        let matrix = Matrix {
+            gpus: vec![entry("GPU0", "0000:18:00.0", "0000:18:00.0\x1b]0;t\x07")],
+            nics: vec![entry("NIC0", "mlx5_\u{9b}0\u{202e}", "0000:19:00.0\r")],
+            cells: vec![vec![Link::X, Link::Pix], vec![Link::Pix, Link::X]],
+            nvlink: "not asked".into(),
+        };
+        for color in [false, true] {
+            let text = render_table(&Topology::default(), &matrix, color);
+            for raw in ['\x07', '\r', '\u{9b}', '\u{202e}'] {
+                assert!(!text.contains(raw), "{raw:?} in {text:?}");
+            }
+            // The only ESC bytes left are gpudoctor's own colour codes.
+            assert_eq!(text.contains('\x1b'), color, "{}", text.escape_debug());
+            assert!(text.contains("0000:18:00.0\\x1b]0;t\\x07"), "{text}");
+            assert!(
+                text.contains("NIC0: mlx5_\\u{9b}0\\u{202e} (0000:19:00.0\\r)"),
+                "{text}"
+            );
+            assert!(text.contains("0-7\\x1b[2J"), "{text}");
+        }
     }
 }

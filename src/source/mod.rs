@@ -55,8 +55,9 @@ pub enum SourceKind {
 pub struct SourceOptions {
     /// `--nvml-lib`: load this NVML library instead of `libnvidia-ml.so.1`.
     pub nvml_lib: Option<PathBuf>,
-    /// `--kernel-log FILE`: read the kernel log from this file (a saved `dmesg`) instead of
-    /// `/dev/kmsg` under the root. The one path the user names outside the root.
+    /// `--kernel-log FILE`: read the kernel log from this file (a saved `dmesg`, `/dev/kmsg`,
+    /// a pipe such as `<(journalctl -k)`) instead of `dev/kmsg` under the root, or instead of a
+    /// capture's `kmsg.txt`. The one path the user names outside the root.
     pub kernel_log: Option<PathBuf>,
     /// Longest any one probe may take.
     pub probe_timeout: Duration,
@@ -177,11 +178,7 @@ impl Source for HostSource {
     }
     fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
         if let Some(path) = &self.options.kernel_log {
-            // Never a plain open: a FIFO without a writer would block it forever.
-            let shown = path.display().to_string();
-            let wait = self.options.probe_timeout;
-            return rooted::read_named_file(path, &shown, rooted::DEFAULT_READ_CAP, wait)
-                .map(|text| Some((text, shown)));
+            return named_kernel_log(path, self.options.probe_timeout);
         }
         match self.fs.read_records_nonblocking(DEV_KMSG) {
             Ok(text) => Ok(Some((text, DEV_KMSG.to_string()))),
@@ -223,11 +220,22 @@ impl Source for HostSource {
     }
 }
 
+/// `--kernel-log PATH`, read the one way that cannot block: a regular file whole (capped), a
+/// character device to its current end (`/dev/kmsg`: the records so far, `O_NONBLOCK` read until
+/// `EAGAIN`), a pipe or FIFO until its writer closes it, at most `wait` (`--timeout`).
+fn named_kernel_log(path: &Path, wait: Duration) -> Result<Option<(String, String)>, FsError> {
+    let shown = path.display().to_string();
+    rooted::read_named_file(path, &shown, rooted::DEFAULT_READ_CAP, wait)
+        .map(|text| Some((text, shown)))
+}
+
 /// A recorded node: probes answered from `.gpudoctor/`.
 pub struct ReplaySource {
     fs: RootedFs,
     /// `--nccl-log` files given with a capture: judged instead of its own logs.
     nccl_logs: Vec<PathBuf>,
+    /// `--kernel-log` given with a capture, and the probe timeout: read instead of its kmsg.txt.
+    kernel_log: Option<(PathBuf, Duration)>,
 }
 
 impl ReplaySource {
@@ -235,7 +243,15 @@ impl ReplaySource {
         ReplaySource {
             fs: RootedFs::new(root),
             nccl_logs: Vec::new(),
+            kernel_log: None,
         }
+    }
+
+    /// Judge this kernel log instead of the capture's `kmsg.txt` (a probe option given on the
+    /// command line replaces the recorded answer, DESIGN "Sources").
+    pub fn with_kernel_log(mut self, path: Option<PathBuf>, wait: Duration) -> Self {
+        self.kernel_log = path.map(|p| (p, wait));
+        self
     }
 
     /// Judge these NCCL logs instead of the capture's `.gpudoctor/nccl/*.log`.
@@ -275,6 +291,9 @@ impl Source for ReplaySource {
         }
     }
     fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
+        if let Some((path, wait)) = &self.kernel_log {
+            return named_kernel_log(path, *wait);
+        }
         match self.fs.read_to_string(KMSG_TXT) {
             Ok(text) => Ok(Some((text, KMSG_TXT.to_string()))),
             Err(err) if err.is_missing() => Ok(None),
@@ -324,7 +343,11 @@ impl Source for ReplaySource {
 /// Pick replay when the root carries a capture manifest, else the live host.
 pub fn open(root: &Path, options: SourceOptions) -> Box<dyn Source> {
     if root.join(MANIFEST).is_file() {
-        Box::new(ReplaySource::new(root).with_nccl_logs(options.nccl.logs))
+        Box::new(
+            ReplaySource::new(root)
+                .with_nccl_logs(options.nccl.logs)
+                .with_kernel_log(options.kernel_log, options.probe_timeout),
+        )
     } else {
         Box::new(HostSource::new(root, options))
     }

@@ -1,0 +1,227 @@
+//! Text from the node, made safe for a terminal. Everything a human format prints that came
+//! from the node or from a saved report — host names, kernel-log lines, NVML strings, device
+//! and file names, profile names, NCCL lines — passes through [`text`] once, where it enters the
+//! renderer ([`report`] for the report formats, the topology renderer for its entries), so an
+//! escape sequence planted in a file cannot recolour, retitle (OSC 0) or rewrite (CR, bidi
+//! overrides) what the operator reads.
+//!
+//! What is escaped, visibly and reversibly for a reader:
+//! - C0 controls (U+0000–U+001F) except tab, and DEL (U+007F): `\x1b`, `\r`, `\n`, `\x07`;
+//! - C1 controls (U+0080–U+009F), which terminals in 8-bit mode read as CSI/OSC: `\u{9b}`;
+//! - the bidirectional overrides and isolates of Unicode TR9 (U+202A–U+202E, U+2066–U+2069),
+//!   the "Trojan Source" characters (CVE-2021-42574): `\u{202e}`.
+//!
+//! Invalid UTF-8 never reaches here as such: readers decode lossily (U+FFFD) or refuse the file
+//! as not text. JSON and Prometheus output keep their own escaping and do not use this.
+
+use std::borrow::Cow;
+
+use crate::report::Report;
+
+/// Should `c` be shown escaped?
+fn unsafe_char(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}' | '\u{a}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
+        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every control and bidi-override character shown as an escape; borrowed when
+/// there is none (the common case costs one scan).
+pub fn text(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if !unsafe_char(c) {
+            out.push(c);
+            continue;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Bytes from the node shown as text: invalid UTF-8 lossily (U+FFFD), then [`text`].
+pub fn bytes(bytes: &[u8]) -> String {
+    text(&String::from_utf8_lossy(bytes)).into_owned()
+}
+
+fn in_place(value: &mut String) {
+    if let Cow::Owned(clean) = text(value) {
+        *value = clean;
+    }
+}
+
+fn in_place_opt(value: &mut Option<String>) {
+    if let Some(v) = value {
+        in_place(v);
+    }
+}
+
+/// The report with every string in it sanitised, for the human formats. Every string field is
+/// listed here; `every_string_field_is_sanitised` below fails when a new one is not.
+pub fn report(report: &Report) -> Cow<'_, Report> {
+    let mut clean = report.clone();
+    in_place(&mut clean.gpudoctor_version);
+    in_place(&mut clean.source.root);
+    in_place_opt(&mut clean.node.hostname);
+    in_place_opt(&mut clean.node.kernel);
+    in_place_opt(&mut clean.node.driver_version);
+    in_place_opt(&mut clean.profile);
+    in_place_opt(&mut clean.generated_at);
+    for layer in &mut clean.layers {
+        in_place(&mut layer.title);
+        in_place_opt(&mut layer.reason);
+        for check in &mut layer.checks {
+            in_place(&mut check.code);
+            in_place(&mut check.title);
+            in_place(&mut check.summary);
+            in_place_opt(&mut check.hint);
+            for e in &mut check.evidence {
+                in_place(&mut e.source);
+                in_place(&mut e.observed);
+                in_place_opt(&mut e.expected);
+            }
+            for figure in &mut check.figures {
+                let labels = std::mem::take(&mut figure.labels);
+                figure.labels = labels
+                    .into_iter()
+                    .map(|(k, v)| (text(&k).into_owned(), text(&v).into_owned()))
+                    .collect();
+            }
+        }
+    }
+    if let Some(first) = &mut clean.first_failure {
+        in_place(&mut first.code);
+        in_place(&mut first.summary);
+        in_place_opt(&mut first.hint);
+    }
+    if &clean == report {
+        Cow::Borrowed(report)
+    } else {
+        Cow::Owned(clean)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_controls_c1_and_bidi_and_keeps_the_rest() {
+        assert_eq!(text("plain gpu 0 · ×3 °C\ttab"), "plain gpu 0 · ×3 °C\ttab");
+        assert!(matches!(text("plain"), Cow::Borrowed(_)));
+        assert_eq!(text("\x1b[31mred\x1b[0m"), "\\x1b[31mred\\x1b[0m");
+        assert_eq!(text("\x1b]0;title\x07"), "\\x1b]0;title\\x07");
+        assert_eq!(text("a\rb\nc"), "a\\rb\\nc");
+        assert_eq!(text("\u{9b}31m"), "\\u{9b}31m");
+        assert_eq!(text("\u{7f}\u{0}"), "\\x7f\\x00");
+        assert_eq!(text("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(text("\u{2066}x\u{2069}"), "\\u{2066}x\\u{2069}");
+        // Neighbours of the ranges stay: NBSP, LRM, line separator, non-ASCII letters.
+        assert_eq!(text("\u{a0}\u{200e}\u{2028}é"), "\u{a0}\u{200e}\u{2028}é");
+        assert_eq!(bytes(b"host\x9b31m\xff"), "host\u{fffd}31m\u{fffd}");
+    }
+
+    #[test]
+    fn every_string_field_is_sanitised() {
+        use crate::report::*;
+        let check = CheckResult {
+            code: "driver.x".into(),
+            title: "t".into(),
+            status: Status::Fail,
+            summary: "s".into(),
+            evidence: vec![Evidence::new("src", "obs").expected("exp")],
+            hint: Some("h".into()),
+            action: Action::None,
+            figures: vec![Figure::new(FigureName::ALL[0], 1.0).label("gpu", "0")],
+        };
+        let report = Report {
+            schema_version: SCHEMA_VERSION,
+            gpudoctor_version: "v".into(),
+            source: SourceInfo {
+                kind: crate::source::SourceKind::Replay,
+                root: "r".into(),
+            },
+            node: NodeInfo {
+                hostname: Some("h".into()),
+                kernel: Some("k".into()),
+                driver_version: Some("d".into()),
+            },
+            profile: Some("p".into()),
+            generated_at: Some("g".into()),
+            layers: vec![LayerReport {
+                id: Layer::Driver,
+                title: "t".into(),
+                status: Status::Fail,
+                reason: Some("r".into()),
+                duration_ms: 0,
+                checks: vec![check],
+            }],
+            first_failure: Some(FirstFailure {
+                layer: Layer::Driver,
+                code: "c".into(),
+                summary: "s".into(),
+                hint: Some("h".into()),
+            }),
+            exit_code: 1,
+            duration_ms: 0,
+        };
+        // Every string that can hold a payload and still be a report, one at a time.
+        let base = serde_json::to_value(&report).unwrap();
+        let payload = "\x1b]0;owned\x07\u{9b}\u{202e}\r";
+        let mut paths = Vec::new();
+        collect_string_paths(&base, String::new(), &mut paths);
+        let mut covered = 0;
+        for path in &paths {
+            let mut v = base.clone();
+            if let Some(serde_json::Value::String(s)) = v.pointer_mut(path) {
+                s.push_str(payload);
+            }
+            let Ok(poisoned) = serde_json::from_value::<Report>(v) else {
+                continue; // an enum: cannot hold text
+            };
+            covered += 1;
+            let clean = super::report(&poisoned);
+            let out = serde_json::to_string(clean.as_ref()).unwrap();
+            for c in ['\x1b', '\x07', '\u{9b}', '\u{202e}', '\r'] {
+                assert!(!out.contains(c), "{path}: {c:?} survives: {out}");
+            }
+        }
+        assert!(covered >= 20, "only {covered} string fields found");
+        // Figure label names are map keys, not string values: poison one directly.
+        let mut keyed = report.clone();
+        keyed.layers[0].checks[0].figures[0]
+            .labels
+            .insert(format!("gpu{payload}"), payload.into());
+        let out = serde_json::to_string(super::report(&keyed).as_ref()).unwrap();
+        assert!(!out.contains('\x1b') && !out.contains('\u{202e}'), "{out}");
+    }
+
+    fn collect_string_paths(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::String(_) => out.push(at),
+            serde_json::Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    collect_string_paths(item, format!("{at}/{i}"), out);
+                }
+            }
+            serde_json::Value::Object(map) => {
+                for (k, item) in map {
+                    collect_string_paths(
+                        item,
+                        format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")),
+                        out,
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Terminal escape sequences from the node never reach a terminal (issue 13, docs/security.md
+//! "Terminal output"). A copy of the healthy fixture gets a payload — CSI colour (`ESC[31m`),
+//! an OSC window-title sequence ended by BEL, a carriage return, the C1 CSI character U+009B and
+//! the right-to-left override U+202E — in every field that reaches the human formats: the host
+//! name, a kernel-log (XID) line, NVML's GPU name and driver version, an InfiniBand device name,
+//! an NCCL log line and a profile name. Every human format (table, Markdown, NPD line, topology
+//! table, `render` of a saved report) must show each payload escaped and none of it raw; the
+//! JSON and Prometheus formats keep their own, lossless escaping.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::Output;
+
+use common::node::Node;
+
+/// The payload after a tag naming where it was planted.
+fn payload(tag: &str) -> String {
+    format!("{tag}\x1b[31m\x1b]0;pwned\x07\r\u{9b}2J\u{202e}")
+}
+
+/// The payload as a human format must show it.
+fn shown(tag: &str) -> String {
+    format!("{tag}\\x1b[31m\\x1b]0;pwned\\x07\\r\\u{{9b}}2J\\u{{202e}}")
+}
+
+/// What survives the NCCL parser today: it counts a line with a C0 control (other than tab and
+/// CR) as unreadable and never shows it; CR, C1 and bidi characters pass its filter.
+fn nccl_payload(tag: &str) -> String {
+    format!("{tag}\r\u{9b}2J\u{202e}")
+}
+
+const RAW: [char; 5] = ['\x1b', '\x07', '\r', '\u{9b}', '\u{202e}'];
+
+fn assert_clean(what: &str, out: &Output) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    for c in RAW {
+        assert!(
+            !text.contains(c),
+            "{what}: a raw {c:?} reaches stdout:\n{}",
+            text.escape_debug()
+        );
+    }
+    assert!(!text.is_empty(), "{what}: no output");
+}
+
+fn assert_shows(what: &str, out: &Output, tags: &[&str]) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    for tag in tags {
+        assert!(
+            text.contains(&shown(tag)),
+            "{what}: the payload planted as {tag} is not shown escaped:\n{text}"
+        );
+    }
+}
+
+/// The healthy fixture with a payload everywhere node text reaches a report.
+fn hostile() -> (Node, std::path::PathBuf, std::path::PathBuf) {
+    let node = Node::healthy();
+    node.write(
+        "proc/sys/kernel/hostname",
+        &format!("{}\n", payload("HOST")),
+    );
+    // An XID 13 (an application's graphics exception: a warning) whose message carries it.
+    let mut kmsg = fs::read_to_string(node.path(".gpudoctor/kmsg.txt")).unwrap_or_default();
+    kmsg.push_str(&format!(
+        "4,9000,51384121704,-;NVRM: Xid (PCI:0000:18:00): 13, pid=1234, name={}, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0)\n",
+        payload("XID")
+    ));
+    node.write(".gpudoctor/kmsg.txt", &kmsg);
+    // NVML: one GPU's name, and the driver version the library reports.
+    node.edit_nvml(|doc| {
+        doc["devices"][3]["name"] = payload("GPUNAME").into();
+        doc["driver_version"] = payload("DRIVER").into();
+    });
+    // An InfiniBand device renamed in sysfs: the class link and the directory it points at.
+    let dir = node.ib_dir("mlx5_0");
+    let renamed = dir.replace(
+        "/infiniband/mlx5_0",
+        &format!("/infiniband/{}", payload("IB")),
+    );
+    fs::rename(node.path(&dir), node.path(&renamed)).unwrap();
+    let target = fs::read_link(node.path("sys/class/infiniband/mlx5_0")).unwrap();
+    node.remove("sys/class/infiniband/mlx5_0");
+    node.link(
+        &format!("sys/class/infiniband/{}", payload("IB")),
+        target.to_string_lossy().replace(
+            "/infiniband/mlx5_0",
+            &format!("/infiniband/{}", payload("IB")),
+        ),
+    );
+    // An NCCL log whose failure line carries it (judged with --nccl-log).
+    let log = node.root.parent().unwrap().join("nccl.log");
+    let failing = common::repo()
+        .join("fixtures/h100-nccl-ib-system-error/.gpudoctor/nccl/all_reduce_perf.log");
+    let text = fs::read_to_string(failing)
+        .unwrap()
+        .replace(
+            "Test NCCL failure common.cu:1057",
+            &format!("Test NCCL failure {} common.cu:1057", payload("NCCLFULL")),
+        )
+        .replace(
+            "with status=transport retry counter exceeded(12)",
+            &format!(
+                "with status=transport retry counter exceeded(12) {}",
+                nccl_payload("NCCL")
+            ),
+        );
+    fs::write(&log, text).unwrap();
+    // A profile file whose name carries it.
+    let profile = node.root.parent().unwrap().join("profile.toml");
+    fs::write(
+        &profile,
+        format!(
+            "base = \"hgx-h100\"\nname = \"{}\"\n",
+            payload("PROFILE")
+                .chars()
+                .map(|c| if c.is_ascii_graphic() {
+                    c.to_string()
+                } else {
+                    format!("\\u{:04X}", c as u32)
+                })
+                .collect::<String>()
+        ),
+    )
+    .unwrap();
+    (node, log, profile)
+}
+
+fn check(root: &Path, log: &Path, profile: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "check",
+        "--root",
+        root.to_str().unwrap(),
+        "--keep-going",
+        "--nccl-log",
+        log.to_str().unwrap(),
+        "--profile",
+        profile.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    common::gpudoctor(&args)
+}
+
+#[test]
+fn no_escape_sequence_from_the_node_reaches_the_human_formats() {
+    let (node, log, profile) = hostile();
+    let root = node.root.as_path();
+
+    let table = check(root, &log, &profile, &["--format", "table"]);
+    assert_clean("table", &table);
+    // The GPU name reaches only pass summaries (JSON) today; it is planted all the same.
+    assert_shows("table", &table, &["HOST", "XID", "DRIVER", "PROFILE"]);
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains("NCCL\\r\\u{9b}2J\\u{202e}"),
+        "table: the NCCL line is not shown escaped"
+    );
+
+    let markdown = check(root, &log, &profile, &["--format", "markdown"]);
+    assert_clean("markdown", &markdown);
+    for tag in ["HOST", "XID", "DRIVER", "PROFILE"] {
+        // Markdown escapes its own metacharacters (`[`, `_`) outside code spans: look for the
+        // control characters' escapes after the tag, not the whole payload verbatim.
+        let text = String::from_utf8_lossy(&markdown.stdout);
+        assert!(
+            text.contains(&format!("{tag}\\x1b")),
+            "markdown: {tag} not shown escaped:\n{text}"
+        );
+    }
+
+    let npd = check(root, &log, &profile, &["--npd"]);
+    assert_clean("npd", &npd);
+
+    // The saved JSON keeps the payload, escaped the JSON way; `render` of it is clean again.
+    let json = check(root, &log, &profile, &["--format", "json"]);
+    let saved = node.root.parent().unwrap().join("report.json");
+    fs::write(&saved, &json.stdout).unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        report["node"]["hostname"],
+        payload("HOST"),
+        "json is lossless"
+    );
+    for format in ["table", "markdown"] {
+        let out = common::gpudoctor(&["render", saved.to_str().unwrap(), "--format", format]);
+        assert_clean(&format!("render --format {format}"), &out);
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("HOST\\x1b"),
+            "render {format}"
+        );
+    }
+
+    let topo = common::gpudoctor(&["topo", "--root", root.to_str().unwrap()]);
+    assert_clean("topo", &topo);
+    assert_shows("topo", &topo, &["IB"]);
+}
+
+#[test]
+fn prometheus_label_values_show_the_payload_escaped_and_parse() {
+    // The exposition format escapes only `\`, `"` and newline in label values and passes any
+    // other character through, raw to whoever `curl`s the metrics (and OpenMetrics grammars
+    // refuse it). Node text in a label value is shown escaped, then escaped the format's way.
+    let (node, log, profile) = hostile();
+    let out = check(&node.root, &log, &profile, &["--format", "prometheus"]);
+    assert_clean("prometheus", &out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let parsed = openmetrics_parser::prometheus::parse_prometheus(&text)
+        .unwrap_or_else(|e| panic!("does not parse: {e:?}\n{text}"));
+    assert!(parsed.families.contains_key("gpudoctor_info"));
+    assert!(
+        text.contains(&shown("HOST").replace('\\', "\\\\")),
+        "{text}"
+    );
+}
