@@ -99,8 +99,9 @@ pub enum Command {
         "  gpudoctor record --root /host --out /tmp/cap     # from a DaemonSet pod\n",
         "  gpudoctor check --root /tmp/node.tar.gz          # replay it anywhere\n",
         "\n",
-        "Host names, serial numbers, GPU/MIG UUIDs, GUIDs, MAC and IP addresses and pod names are\n",
-        "replaced by consistent placeholders unless --no-redact is given."
+        "Host names, serial numbers, GPU/MIG UUIDs, Pod UIDs and names, filesystem UUIDs, GUIDs,\n",
+        "MAC and IP (v4 and v6) addresses are replaced by consistent placeholders, as whole tokens,\n",
+        "unless --no-redact is given; docs/security.md says what and how."
     ))]
     Record(RecordArgs),
     /// List the built-in platform profiles: what each expects, and its sources.
@@ -342,6 +343,12 @@ pub struct RecordArgs {
     /// Keep host names, serials, UUIDs, GUIDs, addresses and pod names as they are.
     #[arg(long)]
     pub no_redact: bool,
+
+    /// Replace the host name even when it is shorter than 4 characters or a common word
+    /// (`gpu`, `worker`), which redaction otherwise keeps and says so: every word equal to it
+    /// is replaced too, and the replay's verdict may change.
+    #[arg(long, conflicts_with = "no_redact")]
+    pub redact_hostname_anyway: bool,
 
     /// Replace an existing, non-empty --out.
     #[arg(long)]

@@ -101,6 +101,7 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
         root: args.root.clone(),
         out: args.out.clone(),
         redact: !args.no_redact,
+        redact_hostname_anyway: args.redact_hostname_anyway,
         force: args.force,
         source: args.source_options(),
         command_line: std::env::args().collect(),
@@ -108,6 +109,9 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
     eprintln!("gpudoctor: recording {} ...", args.root.display());
     match record::record(&options) {
         Ok(summary) => {
+            for note in &summary.redaction_notes {
+                eprintln!("gpudoctor: redaction: {}", render::sanitize::text(note));
+            }
             let redacted: Vec<String> = summary
                 .redacted
                 .iter()

@@ -44,6 +44,9 @@ pub struct RecordOptions {
     /// A directory, or a file ending in `.tar.gz` / `.tgz`.
     pub out: PathBuf,
     pub redact: bool,
+    /// `--redact-hostname-anyway`: replace a host name redaction would refuse (shorter than 4
+    /// characters, a common word), accepting that equal words elsewhere are replaced too.
+    pub redact_hostname_anyway: bool,
     /// Replace an existing, non-empty output.
     pub force: bool,
     pub source: SourceOptions,
@@ -60,6 +63,9 @@ pub struct RecordSummary {
     pub bytes: u64,
     pub unreadable: usize,
     pub redacted: BTreeMap<&'static str, usize>,
+    /// What redaction kept or changed on purpose (a refused host name, a re-encoded checkpoint
+    /// answer), as the manifest's `redaction.notes` says it.
+    pub redaction_notes: Vec<String>,
     /// The replayed capture's report.
     pub report: Report,
 }
@@ -158,12 +164,10 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
     // 2. What to redact: values known from the facts, plus shapes found in any text.
     let mut redactor = Redactor::new();
     if options.redact {
+        // The host name and its short name (`gpu-node-7` of `gpu-node-7.cluster.local`), as
+        // whole tokens; a short or common one is kept and said (redact.rs).
         if let Some(host) = &identity.hostname {
-            redactor.add_literal(Kind::Hostname, host);
-            // Short host name too (`gpu-node-7` of `gpu-node-7.cluster.local`).
-            if let Some((short, _)) = host.split_once('.') {
-                redactor.add_literal(Kind::Hostname, short);
-            }
+            redactor.add_hostname(host, options.redact_hostname_anyway);
         }
         for device in &nvml.devices {
             if let Some(serial) = device.serial.value() {
@@ -183,13 +187,13 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         if let NcclProbe::Runs(runs) = recording.nccl() {
             for run in &runs {
                 for host in run.log.hosts() {
-                    redactor.add_literal(Kind::Hostname, host);
+                    redactor.add_hostname(host, options.redact_hostname_anyway);
                 }
             }
         }
         if let Some(pods) = recording.pod_resources().list_value() {
             for pod in pods {
-                redactor.add_literal(Kind::PodName, &pod.name);
+                redactor.add_pod_name(&pod.name);
             }
         }
         if let Ok(Some((log, _))) = &kernel_log {
@@ -256,6 +260,14 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
     // means nothing where the capture is replayed.
     let mut pods = recording.pod_resources();
     pods.socket = crate::facts::k8s::POD_RESOURCES_SOCKET.to_string();
+    // The kubelet says which strings are pod names: those go whatever they look like.
+    if options.redact
+        && let Some(crate::facts::k8s::RpcAnswer::Value(list)) = &mut pods.list
+    {
+        for pod in list {
+            pod.name = redactor.pod_name(&pod.name);
+        }
+    }
     if let Some(err) = &pods.error {
         unreadable.push(json!({"path": pods.socket, "error": err.message}));
     }
@@ -334,6 +346,7 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         "redaction": {
             "enabled": options.redact,
             "replaced": if options.redact { json!(redactor.counts()) } else { json!({}) },
+            "notes": redactor.notes(),
         },
     });
     let manifest_path = capture.join(MANIFEST);
@@ -349,6 +362,7 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
     if options.redact {
         redactor.redact_value(&mut report_value);
         manifest["redaction"]["replaced"] = json!(redactor.counts());
+        manifest["redaction"]["notes"] = json!(redactor.notes());
     }
     write_json(&manifest_path, &manifest)?;
     write_json(&capture.join(REPORT_JSON), &report_value)?;
@@ -364,6 +378,7 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         bytes: counts.bytes,
         unreadable: manifest["unreadable"].as_array().map_or(0, Vec::len),
         redacted: redactor.counts(),
+        redaction_notes: redactor.notes(),
         report: replayed,
     })
 }
@@ -443,7 +458,7 @@ fn materialize(
             Visited::File | Visited::Special => {
                 let bytes = trace.contents.get(path).cloned().unwrap_or_default();
                 let bytes = match (redactor.as_deref_mut(), String::from_utf8(bytes)) {
-                    (Some(r), Ok(text)) => r.redact(&text).into_bytes(),
+                    (Some(r), Ok(text)) => r.redact_file(path, &text).into_bytes(),
                     (_, Ok(text)) => text.into_bytes(),
                     (_, Err(raw)) => raw.into_bytes(),
                 };

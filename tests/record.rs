@@ -161,6 +161,12 @@ fn round_trip(fixture: &Path) {
             "{name}: the redacted capture replays differently"
         );
         assert_eq!(again["exit_code"], original["exit_code"], "{name}");
+        for field in ["layer", "code"] {
+            assert_eq!(
+                again["first_failure"][field], original["first_failure"][field],
+                "{name}: redaction changed the first failure"
+            );
+        }
 
         // The manifest's expect block is the capture's own verdict.
         let manifest: Value = serde_json::from_str(
@@ -415,4 +421,179 @@ fn record_never_follows_links_out_of_the_root() {
             "{path} not listed: {unreadable:?}"
         );
     }
+}
+
+/// Every `AllocResp` of a capture's kubelet checkpoint, decoded to the text of its strings
+/// (protobuf strings are stored as they are: the UUIDs show in the raw bytes).
+fn alloc_resp_texts(capture: &Path) -> Vec<String> {
+    use base64::Engine as _;
+    let path = capture.join("var/lib/kubelet/device-plugins/kubelet_internal_checkpoint");
+    let doc: Value = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+    doc["Data"]["PodDeviceEntries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(e["AllocResp"].as_str().unwrap())
+                .unwrap();
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn every_kind_of_identifier_is_redacted_and_the_verdict_holds() {
+    // A copy of a fixture with an NCCL run, given what the issue found surviving redaction:
+    // IPv6 addresses (the bootstrap lines of NVIDIA/nccl#529 and Oneflow-Inc/oneflow#3586, with
+    // this node's name), MACs with dashes, Cisco dots and 0x, a partition UUID, a Pod UID in a
+    // cgroup path. The checkpoint's AllocResp answers hold the GPU UUIDs in base64.
+    let node = common::node::Node::copy("h100-nccl-healthy");
+    let cmdline = node
+        .read("proc/cmdline")
+        .replace(" ro ", " resume=PARTUUID=0a1b2c3d-02 ro ");
+    node.write("proc/cmdline", &cmdline);
+    let planted = [
+        "hgx-h100-01:41234:41234 [0] NCCL INFO Bootstrap : Using [0]ip6tnl0:fe80::e866:19ff:fe1e:a688%ip6tnl0<0> [1]veth0:2a02:6b8:fc1d:3606:0:4457:edef:600a<0>",
+        "hgx-h100-01:41234:41234 [0] NCCL INFO NET/Socket : Using [0]eno1:172.18.40.41<0> [1]veth25f2e72:fe80::380d:bfff:fe5b:54d2%veth25f2e72<0>",
+        "hgx-h100-01:41234:41234 [0] NCCL INFO cgroup /kubepods.slice/kubepods-pod599e915e_5142_4dcb_8a89_feac2562f998.slice mac 94-6D-AE-5C-69-00 946d.ae5c.6901 MAC 0x946dae5c6902",
+    ];
+    node.edit(".gpudoctor/nccl/all_reduce_perf.log", |log| {
+        log.replacen(
+            "hgx-h100-01:41234:41234 [0] NCCL INFO cudaDriverVersion",
+            &format!(
+                "{}\nhgx-h100-01:41234:41234 [0] NCCL INFO cudaDriverVersion",
+                planted.join("\n")
+            ),
+            1,
+        )
+    });
+    let secrets = [
+        "fe80::e866:19ff:fe1e:a688",
+        "2a02:6b8:fc1d:3606:0:4457:edef:600a",
+        "172.18.40.41",
+        "fe80::380d:bfff:fe5b:54d2",
+        "599e915e_5142_4dcb_8a89_feac2562f998",
+        "94-6D-AE-5C-69-00",
+        "946d.ae5c.6901",
+        "0x946dae5c6902",
+        "0a1b2c3d-02",
+        "5c1b6a3e-9d0f-4b8e-a2c4-7f1e0d3b9a61",
+        "llama-train-0",
+        "bert-finetune-7f9c5",
+        "hgx-h100-01",
+        "10.0.0.11",
+    ];
+    let gpus: Vec<String> = {
+        let nvml: Value = serde_json::from_str(&node.read(".gpudoctor/nvml.json")).unwrap();
+        nvml["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                d["uuid"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches("GPU-")
+                    .to_string()
+            })
+            .collect()
+    };
+    // The defect: the checkpoint's answers name the GPUs, out of a text scan's sight.
+    let before = alloc_resp_texts(&node.root);
+    assert!(
+        gpus.iter()
+            .any(|u| before.iter().any(|t| t.contains(u.as_str())))
+    );
+
+    let original = replay(&node.root);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("capture");
+    let recorded = record(&node.root, &out, &[]);
+    ok(&recorded, "record");
+    let again = replay(&out);
+    assert_eq!(findings(&again, false), findings(&original, false));
+    assert_eq!(again["exit_code"], original["exit_code"]);
+    assert_eq!(again["first_failure"], original["first_failure"]);
+    for (path, content) in tree(&out) {
+        let text = String::from_utf8_lossy(&content);
+        for secret in secrets
+            .iter()
+            .copied()
+            .chain(gpus.iter().map(String::as_str))
+        {
+            assert!(!text.contains(secret), "{path} still contains {secret}");
+        }
+    }
+    for answer in alloc_resp_texts(&out) {
+        assert!(answer.contains("NVIDIA_VISIBLE_DEVICES"), "{answer:?}");
+        for uuid in &gpus {
+            assert!(
+                !answer.contains(uuid.as_str()),
+                "AllocResp still names {uuid}"
+            );
+        }
+    }
+    let manifest: Value =
+        serde_json::from_str(&fs::read_to_string(out.join(".gpudoctor/manifest.json")).unwrap())
+            .unwrap();
+    let replaced = &manifest["redaction"]["replaced"];
+    for kind in [
+        "ipv6_address",
+        "ipv4_address",
+        "mac_address",
+        "filesystem_uuid",
+        "pod_uid",
+        "pod_name",
+        "gpu_uuid",
+        "hostname",
+    ] {
+        assert!(replaced[kind].as_u64() >= Some(1), "{kind}: {replaced}");
+    }
+    assert!(
+        manifest["redaction"]["notes"]
+            .to_string()
+            .contains("AllocResp"),
+        "{}",
+        manifest["redaction"]
+    );
+}
+
+#[test]
+fn a_short_host_name_is_kept_and_said_unless_asked_for() {
+    // A node named `gpu` used to have `nvidia.com/gpu` rewritten to `nvidia.com/node-0001`
+    // everywhere, and its replay failed the device-plugin layer.
+    let node = common::node::Node::copy("hgx-h100-healthy");
+    node.write("proc/sys/kernel/hostname", "gpu\n");
+    let original = replay(&node.root);
+    let tmp = tempfile::tempdir().unwrap();
+
+    let kept = tmp.path().join("kept");
+    let out = record(&node.root, &kept, &[]);
+    ok(&out, "record");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("host name `gpu` kept") && stderr.contains("--redact-hostname-anyway"),
+        "{stderr}"
+    );
+    let manifest = fs::read_to_string(kept.join(".gpudoctor/manifest.json")).unwrap();
+    assert!(manifest.contains("host name `gpu` kept"), "{manifest}");
+    assert!(
+        fs::read_to_string(kept.join("var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"))
+            .unwrap()
+            .contains("nvidia.com/gpu")
+    );
+    let again = replay(&kept);
+    assert_eq!(findings(&again, false), findings(&original, false));
+    assert_eq!(again["exit_code"], original["exit_code"]);
+
+    let anyway = tmp.path().join("anyway");
+    let out = record(&node.root, &anyway, &["--redact-hostname-anyway"]);
+    ok(&out, "record --redact-hostname-anyway");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("replaced anyway"), "{stderr}");
+    assert_eq!(
+        fs::read_to_string(anyway.join("proc/sys/kernel/hostname")).unwrap(),
+        "node-0001\n"
+    );
 }
