@@ -458,7 +458,10 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
     let topology = match gpudoctor::facts::topology::gather(source.as_ref()) {
         Ok(t) => t,
         Err(err) => {
-            eprintln!("gpudoctor: cannot read the pci tree: {err}");
+            eprintln!(
+                "gpudoctor: cannot read the pci tree: {}",
+                render::sanitize::text(&err.to_string())
+            );
             return Ok(exit::INCONCLUSIVE);
         }
     };
