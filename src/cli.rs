@@ -132,6 +132,104 @@ pub enum Command {
         "Exit codes: 0 printed, 2 usage error, 3 the PCI tree could not be read"
     ))]
     Topo(TopoArgs),
+    /// Compare two nodes, or one node over time: what each layer's facts say and every check's
+    /// verdict, only what differs (captures, saved reports or a live root).
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  gpudoctor diff healthy.tar.gz sick.tar.gz                   # two captures\n",
+        "  gpudoctor diff fixtures/hgx-h100-healthy fixtures/h100-pcie-x8\n",
+        "  gpudoctor diff / last-week.tar.gz                            # this node now and then\n",
+        "  gpudoctor diff a.json b.json --format markdown > ticket.md   # saved reports\n",
+        "\n",
+        "A and B are each a capture directory or .tar.gz (replayed with today's checks), a live\n",
+        "root (walked now), or a JSON report (`check --format json`, --save-report; with\n",
+        "--with-facts its facts are compared too, else only verdicts and measurements).\n",
+        "Identifiers (serials, UUIDs, GUIDs, host names) do not count; --all lists them.\n",
+        "\n",
+        "Exit codes: 0 nothing that matters differs, 1 something does, 2 usage error (an input\n",
+        "that cannot be read), 4 internal error"
+    ))]
+    Diff(DiffArgs),
+    /// Summarise many saved reports (one per node): verdicts by node and layer, fleet-wide
+    /// failures apart from node faults, and nodes whose figures stray from their siblings.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  gpudoctor fleet reports/                          # every *.json under reports/\n",
+        "  gpudoctor fleet node-*.json --format markdown > fleet.md\n",
+        "  gpudoctor fleet reports/ --format json | jq '.outliers[] | {node, figure}'\n",
+        "\n",
+        "Collect the DaemonSet's --save-report files (one per node) into a directory first.\n",
+        "Files that cannot be read or are not reports are skipped with a warning on stderr.\n",
+        "\n",
+        "Exit codes: 0 no check fails and no outlier, 1 a check fails on some node or a node is an\n",
+        "outlier, 2 usage error (no readable report), 4 internal error"
+    ))]
+    Fleet(FleetArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TriageFormat {
+    /// Human-readable (colourless).
+    Table,
+    /// One JSON document.
+    Json,
+    /// A ticket body.
+    Markdown,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The reference: a capture (DIR or .tar.gz), a JSON report, or a live root (`/`).
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+
+    /// The node to compare with it, in any of the same forms.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TriageFormat::Table)]
+    pub format: TriageFormat,
+
+    /// Walk every layer of captures and live roots, even after one failed, so every verdict
+    /// is compared (default: each side stops at its first failing layer, as `check` does).
+    #[arg(long)]
+    pub keep_going: bool,
+
+    /// Judge captures and live roots against this profile (a built-in name or a TOML file).
+    #[arg(long, value_name = "NAME|FILE")]
+    pub profile: Option<String>,
+
+    /// Also list what differs but does not count towards the exit code: identifiers (serials,
+    /// UUIDs, GUIDs, host names), the files facts came from, and checks that moved between
+    /// pass and skip.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Longest any one probe of a live root may take, in seconds [default: 10; kubelet 5].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: Option<u64>,
+}
+
+impl DiffArgs {
+    pub fn source_options(&self) -> SourceOptions {
+        SourceOptions {
+            probe_timeout: Duration::from_secs(self.timeout.unwrap_or(10)),
+            kubelet_timeout: Duration::from_secs(self.timeout.unwrap_or(5)),
+            ..SourceOptions::default()
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// Saved JSON reports, or directories holding them (walked for *.json).
+    #[arg(value_name = "DIR|FILE", required = true)]
+    pub inputs: Vec<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TriageFormat::Table)]
+    pub format: TriageFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -180,6 +278,11 @@ pub struct CheckArgs {
     /// Also save the full JSON report to FILE, atomically (`gpudoctor render FILE` re-renders it).
     #[arg(long, value_name = "FILE", visible_alias = "npd-report")]
     pub save_report: Option<PathBuf>,
+
+    /// Add what each layer's facts said (versions, inventory, links, port states, ...) to the
+    /// JSON report, so `gpudoctor diff` can compare a saved report's facts, not only verdicts.
+    #[arg(long)]
+    pub with_facts: bool,
 
     /// node-problem-detector custom-plugin mode: exit 0 OK, 1 problem, 2 unknown, and one line
     /// of at most 80 bytes on stdout naming the failing layer and check (instead of --format).

@@ -42,12 +42,23 @@ impl RunOptions {
     }
 }
 
+/// The context a run with `options` judges in: the forced profile and Pod interfaces set.
+pub fn context<'a>(source: &'a dyn Source, options: &RunOptions) -> Context<'a> {
+    Context::new(source)
+        .with_profile(options.profile.clone())
+        .with_pod_interfaces(options.pod_interfaces.clone())
+}
+
 /// Run the checks of `registry` against `source`.
 pub fn run_with(source: &dyn Source, registry: &[CheckDef], options: &RunOptions) -> Report {
+    run_in(&context(source, options), registry, options)
+}
+
+/// Run the checks of `registry` in `ctx` (made by [`context`]), which keeps the facts they
+/// read for the caller (`snapshot::take`, for `diff` and `check --with-facts`).
+pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) -> Report {
     let started = Instant::now();
-    let ctx = Context::new(source)
-        .with_profile(options.profile.clone())
-        .with_pod_interfaces(options.pod_interfaces.clone());
+    let source = ctx.source();
     let mut layers = Vec::new();
     let mut blocked_by: Option<Layer> = None;
 
@@ -70,10 +81,7 @@ pub fn run_with(source: &dyn Source, registry: &[CheckDef], options: &RunOptions
             report.reason = Some("not implemented yet".to_string());
         } else {
             let layer_started = Instant::now();
-            report.checks = layer_checks
-                .iter()
-                .map(|def| run_check(def, &ctx))
-                .collect();
+            report.checks = layer_checks.iter().map(|def| run_check(def, ctx)).collect();
             report.duration_ms = layer_started.elapsed().as_millis() as u64;
             report.status = summarize(&report.checks);
             if report.status == Status::Skip {
@@ -128,6 +136,7 @@ pub fn run_with(source: &dyn Source, registry: &[CheckDef], options: &RunOptions
         first_failure,
         exit_code,
         duration_ms: started.elapsed().as_millis() as u64,
+        facts: None,
     }
 }
 

@@ -6,14 +6,18 @@
 
 pub mod checks;
 pub mod cli;
+pub mod diff;
 pub mod engine;
 pub mod explain;
 pub mod facts;
+pub mod fleet;
 pub mod output;
 pub mod profile;
 pub mod record;
 pub mod redact;
 pub mod render;
 pub mod report;
+pub mod saved;
+pub mod snapshot;
 pub mod source;
 pub mod time;

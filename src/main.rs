@@ -8,8 +8,8 @@ use anyhow::Context as _;
 use clap::Parser;
 
 use gpudoctor::cli::{
-    CatalogueFormat, CheckArgs, Cli, Command, ListFormat, RecordArgs, ReportFormat, TopoArgs,
-    TopoFormat,
+    CatalogueFormat, CheckArgs, Cli, Command, DiffArgs, FleetArgs, ListFormat, RecordArgs,
+    ReportFormat, TopoArgs, TopoFormat, TriageFormat,
 };
 use gpudoctor::render::table::Style;
 use gpudoctor::report::exit;
@@ -90,7 +90,73 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             emit(&gpudoctor::report::json_schema())?;
             Ok(exit::HEALTHY)
         }
+        Command::Diff(args) => diff(&args),
+        Command::Fleet(args) => fleet(&args),
     }
+}
+
+/// `gpudoctor diff A B`.
+fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
+    use gpudoctor::diff;
+    let mut options = diff::DiffOptions {
+        keep_going: args.keep_going,
+        profile: None,
+        source: args.source_options(),
+    };
+    if let Some(arg) = &args.profile {
+        match profile::load(arg) {
+            Ok(p) => options.profile = Some(p),
+            Err(err) => {
+                eprintln!("gpudoctor: --profile {arg}: {err}");
+                return Ok(exit::USAGE);
+            }
+        }
+    }
+    let mut sides = Vec::new();
+    for path in [&args.a, &args.b] {
+        match diff::open(path, &options) {
+            Ok(side) => sides.push(side),
+            Err(err) => {
+                eprintln!("gpudoctor: {}", diff::render::clean(&err.to_string()));
+                return Ok(exit::USAGE);
+            }
+        }
+    }
+    let result = diff::compare::compare(&sides[0], &sides[1]);
+    let text = match args.format {
+        TriageFormat::Table => diff::render::table(&result, args.all),
+        TriageFormat::Markdown => diff::render::markdown(&result, args.all),
+        TriageFormat::Json => diff::render::json(&result),
+    };
+    emit(&text).context("writing the diff")?;
+    Ok(result.exit_code)
+}
+
+/// `gpudoctor fleet DIR|FILES...`.
+fn fleet(args: &FleetArgs) -> anyhow::Result<i32> {
+    use gpudoctor::fleet;
+    let loaded = fleet::load(&args.inputs);
+    for skipped in &loaded.skipped {
+        eprintln!(
+            "gpudoctor: warning: skipped {}: {}",
+            gpudoctor::diff::render::clean(&skipped.file),
+            gpudoctor::diff::render::clean(&skipped.why)
+        );
+    }
+    if loaded.nodes.is_empty() {
+        eprintln!(
+            "gpudoctor: no readable report among the inputs; pass the JSON files saved by `gpudoctor check --save-report` or directories holding them"
+        );
+        return Ok(exit::USAGE);
+    }
+    let summary = fleet::summarise(&loaded);
+    let text = match args.format {
+        TriageFormat::Table => fleet::render::table(&summary),
+        TriageFormat::Markdown => fleet::render::markdown(&summary),
+        TriageFormat::Json => fleet::render::json(&summary),
+    };
+    emit(&text).context("writing the fleet summary")?;
+    Ok(summary.exit_code)
 }
 
 fn record(args: &RecordArgs) -> anyhow::Result<i32> {
@@ -189,8 +255,18 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
             }
         }
     }
+    if args.with_facts && args.format != ReportFormat::Json && args.save_report.is_none() {
+        eprintln!(
+            "gpudoctor: --with-facts adds facts to the JSON report: use it with --format json or --save-report"
+        );
+        return Ok(exit::USAGE);
+    }
     let source = source::open(&root, args.source_options());
-    let mut report = engine::run(source.as_ref(), &options);
+    let ctx = engine::context(source.as_ref(), &options);
+    let mut report = engine::run_in(&ctx, &checks::registry(), &options);
+    if args.with_facts {
+        report.facts = Some(gpudoctor::snapshot::take(&ctx));
+    }
     if unpacked.is_some() {
         report.source.root = args.root.display().to_string();
     }

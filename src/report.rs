@@ -368,6 +368,11 @@ pub struct Report {
     pub first_failure: Option<FirstFailure>,
     pub exit_code: i32,
     pub duration_ms: u64,
+    /// What each layer's facts said (`check --with-facts`), for `gpudoctor diff` against a saved
+    /// report: versions, inventory by PCI address, links, NUMA placement, port states, ...
+    /// Absent unless asked for, and in reports from versions that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<crate::snapshot::Facts>,
 }
 
 impl Report {

@@ -31,3 +31,101 @@ pub fn gather(source: &dyn Source) -> NodeIdentity {
         }),
     }
 }
+
+/// The kernel command line, `/proc/cmdline` (`Ok(None)` when the file is not there: a capture
+/// that did not record it).
+pub fn gather_cmdline(source: &dyn Source) -> Result<Option<String>, super::FactError> {
+    match source.read_to_string(super::iommu::PROC_CMDLINE) {
+        Ok(text) => Ok(Some(trimmed(&text).to_string())),
+        Err(err) if err.is_missing() => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// `/proc/cmdline` as `(parameter, value)` pairs in order, split as the kernel splits it
+/// (`lib/cmdline.c` `next_arg()`): words end at unquoted whitespace, a double quote toggles
+/// quoting and is dropped, `key=value` splits at the first `=`; a parameter without `=` has the
+/// value `None`. A parameter given twice keeps both pairs (the kernel applies them in order).
+pub fn parse_cmdline_params(text: &str) -> Vec<(String, Option<String>)> {
+    let mut params = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    let mut started = false;
+    let mut finish = |word: &mut String, started: &mut bool| {
+        if *started {
+            let pair = match word.split_once('=') {
+                Some((k, v)) => (k.to_string(), Some(v.to_string())),
+                None => (word.clone(), None),
+            };
+            params.push(pair);
+        }
+        word.clear();
+        *started = false;
+    };
+    for c in trimmed(text).chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                started = true;
+            }
+            c if c.is_whitespace() && !quoted => finish(&mut word, &mut started),
+            c => {
+                word.push(c);
+                started = true;
+            }
+        }
+    }
+    finish(&mut word, &mut started);
+    params
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_the_command_line_as_the_kernel_does() {
+        let p = parse_cmdline_params(
+            "BOOT_IMAGE=/boot/vmlinuz-5.15.0-105-generic root=UUID=5c1b6a3e ro intel_iommu=on iommu=pt quiet\n",
+        );
+        assert_eq!(
+            p[0],
+            (
+                "BOOT_IMAGE".into(),
+                Some("/boot/vmlinuz-5.15.0-105-generic".into())
+            )
+        );
+        assert_eq!(p[1], ("root".into(), Some("UUID=5c1b6a3e".into())));
+        assert_eq!(p[2], ("ro".into(), None));
+        assert_eq!(p.len(), 6);
+        let q = parse_cmdline_params("dyndbg=\"file drivers/pci/* +p\"  a=\"\" b");
+        assert_eq!(
+            q[0],
+            ("dyndbg".into(), Some("file drivers/pci/* +p".into()))
+        );
+        assert_eq!(q[1], ("a".into(), Some(String::new())));
+        assert_eq!(q[2], ("b".into(), None));
+        assert!(parse_cmdline_params("  \n").is_empty());
+    }
+
+    #[test]
+    fn parses_real_command_lines() {
+        // `cat /proc/cmdline` as pasted in github.com/nguyencanhtrung/kvm-pcie README.md.
+        let acs = "BOOT_IMAGE=/boot/vmlinuz-5.15.0-acso root=UUID=2006ace4-1a9a-4d7f-aa7c-685cae3abe4c ro quiet intel_iommu=on pcie_acs_override=downstream,multifunction vfio-pci.ids=10ee:5000,10ee:5001";
+        let p = parse_cmdline_params(acs);
+        assert_eq!(p.len(), 7);
+        assert_eq!(
+            p[5],
+            (
+                "pcie_acs_override".into(),
+                Some("downstream,multifunction".into())
+            )
+        );
+        assert_eq!(p[6].1.as_deref(), Some("10ee:5000,10ee:5001"));
+        // Xorg.0.log's "Kernel command line:" (an Ubuntu 22.04 desktop, public bug report).
+        let xorg = "BOOT_IMAGE=/boot/vmlinuz-5.15.0-56-generic root=UUID=c212e9d4-a049-4da0-8e34-971cb7414e60 ro quiet splash vt.handoff=7";
+        let q = parse_cmdline_params(xorg);
+        assert_eq!(q.last(), Some(&("vt.handoff".into(), Some("7".into()))));
+        assert_eq!(q[3], ("quiet".into(), None));
+    }
+}

@@ -97,6 +97,19 @@ pub fn gather_module_version(
     }
 }
 
+/// A GPU's `proc/driver/nvidia/gpus/<bdf>/information` as key → value (`Video BIOS` →
+/// `96.00.99.00.01`); `Ok(None)` when the file is not there (driver not loaded, partial capture).
+pub fn gather_information(
+    source: &dyn Source,
+    bdf: &str,
+) -> Result<Option<BTreeMap<String, String>>, FactError> {
+    match source.read_to_string(&format!("{PROC_DRIVER_GPUS}/{bdf}/information")) {
+        Ok(text) => Ok(Some(parse_information(&text))),
+        Err(err) if err.is_missing() => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
 /// Versions of the user-space NVML libraries installed (`libnvidia-ml.so.550.90.07`), with the
 /// path of each, sorted and de-duplicated by version.
 pub fn gather_nvml_library_versions(source: &dyn Source) -> Vec<(String, String)> {
@@ -150,5 +163,17 @@ mod tests {
         assert_eq!(info["Device Minor"], "5");
         assert_eq!(info["Bus Location"], "0000:62:00.0");
         assert_eq!(info["GPU UUID"], "GPU-9221d5d1-b60b-a624-bf14-0a1819cfda3b");
+    }
+
+    #[test]
+    fn reads_the_video_bios_of_real_information_files() {
+        // DataDog/datadog-agent, pkg/gpu/safenvml tests: `sampleGPUInformation` (an AWS A10G).
+        let a10g = "Model: \t\t NVIDIA A10G\nIRQ:   \t\t 42\nGPU UUID: \t GPU-82523fd8-3897-f599-d088-ccd04ae45ec1\nVideo BIOS: \t 94.04.42.00.01\nBus Type: \t PCIe\nDMA Size: \t 47 bits\nDMA Mask: \t 0x7fffffffffff\nBus Location: \t 0000:00:1e.0\nDevice Minor: \t 3\nGPU Excluded: \t No\n";
+        let info = parse_information(a10g);
+        assert_eq!(info["Video BIOS"], "94.04.42.00.01");
+        assert_eq!(info["Model"], "NVIDIA A10G");
+        // An nvnews.net forum post: a card whose VBIOS the driver could not read prints `??`.
+        let unread = "Model: \t\t GeForce 8600M GS\nIRQ:   \t\t 16\nVideo BIOS: \t ??.??.??.??.??\nCard Type: \t PCI-E\n";
+        assert_eq!(parse_information(unread)["Video BIOS"], "??.??.??.??.??");
     }
 }

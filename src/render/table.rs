@@ -221,6 +221,7 @@ mod tests {
             first_failure: None,
             exit_code: 0,
             duration_ms: 0,
+            facts: None,
         };
         let coloured = render(&report, Style { color: true });
         assert!(coloured.contains("\x1b[32m[ ok ]\x1b[0m"), "{coloured}");

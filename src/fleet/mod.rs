@@ -1,0 +1,189 @@
+//! `gpudoctor fleet DIR|FILES…`: many saved reports (the DaemonSet's `--save-report` output,
+//! one per node) read as a whole — a nodes × layers table of verdicts, the checks that fail on
+//! most nodes (a fleet-wide cause such as a bad driver rollout) apart from those failing on a
+//! few (node faults), and the nodes whose measured figures stray from their siblings of the same
+//! profile (`summary`), printed by `render`.
+//!
+//! This module finds and reads the reports: directories are walked (bounded depth and count,
+//! symlinked directories not followed), every file is read bounded in size and time on a few
+//! threads, and a file that cannot be read or is not a report is skipped with a named warning.
+//! Reports of any gpudoctor version are read (`saved`).
+
+pub mod render;
+pub mod summary;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::saved::{self, SavedReport};
+
+pub use summary::{Summary, summarise};
+
+/// Deepest directory level walked below a DIR argument (`reports/<cluster>/<node>/last.json`).
+pub const MAX_DEPTH: usize = 6;
+/// Most files read in one run: far above any fleet, a bound on a mistaken `fleet /`.
+pub const MAX_FILES: usize = 200_000;
+
+/// One node's report.
+#[derive(Debug, Clone)]
+pub struct NodeReport {
+    /// Host name from the report, else the file's name.
+    pub name: String,
+    pub file: String,
+    pub report: SavedReport,
+}
+
+/// A file left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub file: String,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    pub nodes: Vec<NodeReport>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// The files named: files as given, directories walked for `*.json`.
+pub fn find_files(args: &[PathBuf]) -> (Vec<PathBuf>, Vec<Skipped>) {
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    for arg in args {
+        match std::fs::metadata(arg) {
+            Ok(meta) if meta.is_dir() => walk(arg, 0, &mut files, &mut skipped),
+            Ok(_) => files.push(arg.clone()),
+            Err(err) => skipped.push(Skipped {
+                file: arg.display().to_string(),
+                why: format!("cannot read it: {err}"),
+            }),
+        }
+        if files.len() > MAX_FILES {
+            break;
+        }
+    }
+    if files.len() > MAX_FILES {
+        skipped.push(Skipped {
+            file: format!("{} more files", files.len() - MAX_FILES),
+            why: format!("more than {MAX_FILES} files: the rest were not read"),
+        });
+        files.truncate(MAX_FILES);
+    }
+    files.sort();
+    files.dedup();
+    (files, skipped)
+}
+
+fn walk(dir: &Path, depth: usize, files: &mut Vec<PathBuf>, skipped: &mut Vec<Skipped>) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(err) => {
+            skipped.push(Skipped {
+                file: dir.display().to_string(),
+                why: format!("cannot list it: {err}"),
+            });
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        if files.len() > MAX_FILES {
+            return;
+        }
+        let path = entry.path();
+        // The entry itself, not what a link points at: a link to a directory is not walked (no
+        // loops), a link to a file is read like a file.
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            if depth < MAX_DEPTH {
+                walk(&path, depth + 1, files, skipped);
+            }
+        } else if path.extension().is_some_and(|e| e == "json") {
+            files.push(path);
+        }
+    }
+}
+
+/// Read every file, on up to `threads` threads; results in file order.
+pub fn read_all(files: &[PathBuf], threads: usize) -> Vec<Result<SavedReport, String>> {
+    let threads = threads.clamp(1, 16).min(files.len().max(1));
+    let chunk = files.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                let handle = scope.spawn(move || {
+                    part.iter()
+                        .map(|path| {
+                            saved::read_text(path)
+                                .and_then(|text| saved::parse(&text))
+                                .map_err(|e| e.to_string())
+                        })
+                        .collect::<Vec<_>>()
+                });
+                (part.len(), handle)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(n, h)| {
+                h.join()
+                    .unwrap_or_else(|_| vec![Err("reading it crashed".to_string()); n])
+            })
+            .collect()
+    })
+}
+
+/// Find, read and name the reports. Two reports of one host keep the newer (by `generated_at`,
+/// then file name) and skip the other with a warning: a fleet counts nodes, not files.
+pub fn load(args: &[PathBuf]) -> Loaded {
+    let (files, mut skipped) = find_files(args);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut nodes: Vec<NodeReport> = Vec::new();
+    for (path, result) in files.iter().zip(read_all(&files, threads)) {
+        let file = path.display().to_string();
+        match result {
+            Ok(report) => {
+                let name = report
+                    .node
+                    .hostname
+                    .clone()
+                    .filter(|h| !h.trim().is_empty())
+                    .unwrap_or_else(|| {
+                        path.file_stem()
+                            .map(|s| s.to_string_lossy().into_owned())
+                            .unwrap_or_else(|| file.clone())
+                    });
+                nodes.push(NodeReport { name, file, report });
+            }
+            Err(why) => skipped.push(Skipped { file, why }),
+        }
+    }
+    // Newest first within a name, then keep the first of each name.
+    nodes.sort_by(|a, b| {
+        a.name
+            .cmp(&b.name)
+            .then_with(|| b.report.generated_at.cmp(&a.report.generated_at))
+            .then_with(|| b.file.cmp(&a.file))
+    });
+    let mut kept: Vec<NodeReport> = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        match kept.last() {
+            Some(last) if last.name == node.name => skipped.push(Skipped {
+                file: node.file,
+                why: format!(
+                    "an older report of {} than {} (one report per node is summarised)",
+                    node.name, last.file
+                ),
+            }),
+            _ => kept.push(node),
+        }
+    }
+    Loaded {
+        nodes: kept,
+        skipped,
+    }
+}

@@ -1,0 +1,376 @@
+//! What a fleet's reports say together:
+//! - a nodes × layers table of verdicts;
+//! - each check that does not pass somewhere, with the nodes, as **fleet-wide** when it fails
+//!   (or warns, or errors) on more than half of the nodes that ran it — one cause for all, such
+//!   as a driver rollout — or as **node faults** when on fewer;
+//! - **outliers**: within each profile, on every measured figure (NCCL peak bus bandwidth, port
+//!   rates, XID counts, any figure a newer version adds), the nodes whose value lies far from
+//!   the others by the modified z-score of Iglewicz and Hoaglin (1993): `0.6745 (x − median) /
+//!   MAD`, an outlier beyond 3.5. Median and MAD (median absolute deviation) are not dragged by
+//!   the outliers themselves, as mean and standard deviation are; a node 30% below its siblings
+//!   stands out though it passes every absolute threshold.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::{Loaded, Skipped};
+use crate::diff::compare::{RATE_TOLERANCE, figure_key, show_value};
+use crate::report::{FigureName, Layer, Status};
+use crate::saved;
+
+/// The modified z-score beyond which a value is an outlier (Iglewicz and Hoaglin, "How to Detect
+/// and Handle Outliers", ASQC 1993, §3.2: |M| > 3.5).
+pub const OUTLIER_Z: f64 = 3.5;
+/// `0.6745` = Φ⁻¹(0.75): makes the MAD of normal data comparable to its standard deviation.
+const MAD_TO_Z: f64 = 0.6745;
+/// Fewest nodes of a profile with a figure before its median means anything.
+pub const MIN_GROUP: usize = 3;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeRow {
+    pub node: String,
+    pub file: String,
+    pub profile: Option<String>,
+    /// Layer id → status, for every column (`absent` when the report has no such layer).
+    pub layers: BTreeMap<String, String>,
+    pub exit_code: i32,
+    pub gpudoctor_version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generated_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// On more than half of the nodes that ran the check.
+    FleetWide,
+    /// On fewer.
+    Node,
+}
+
+/// A check with one status on some nodes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Spread {
+    pub code: String,
+    pub layer: String,
+    /// `fail`, `warn` or `error`.
+    pub status: String,
+    pub scope: Scope,
+    pub nodes: Vec<String>,
+    /// Nodes that ran the check (its layer was evaluated and it did not skip).
+    pub evaluated: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outlier {
+    pub profile: String,
+    /// `name{labels}`, or `xid_events` (every XID record of the node).
+    pub figure: String,
+    pub node: String,
+    pub value: f64,
+    pub median: f64,
+    pub mad: f64,
+    /// The modified z-score; `None` when the MAD is 0 (more than half the nodes agree exactly,
+    /// and any other value stands out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub z: Option<f64>,
+    /// `low` or `high`.
+    pub direction: &'static str,
+    /// Nodes of the profile with this figure.
+    pub group: usize,
+    /// Value and median as read (`401 GB/s`).
+    pub shown: String,
+    pub median_shown: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub reports: usize,
+    pub skipped: Vec<Skipped>,
+    /// The table's columns: the layer ids in walk order, then any a newer version added.
+    pub columns: Vec<String>,
+    pub nodes: Vec<NodeRow>,
+    /// Fleet-wide first, then node faults; fail before warn before error.
+    pub checks: Vec<Spread>,
+    pub outliers: Vec<Outlier>,
+    /// 1 when a check fails on some node or a node is an outlier, else 0.
+    pub exit_code: i32,
+}
+
+pub fn summarise(loaded: &Loaded) -> Summary {
+    let mut columns: Vec<String> = Layer::ALL.iter().map(|l| l.id().to_string()).collect();
+    for n in &loaded.nodes {
+        for l in &n.report.layers {
+            if !columns.contains(&l.id) {
+                columns.push(l.id.clone());
+            }
+        }
+    }
+    let nodes: Vec<NodeRow> = loaded
+        .nodes
+        .iter()
+        .map(|n| NodeRow {
+            node: n.name.clone(),
+            file: n.file.clone(),
+            profile: n.report.profile.clone(),
+            layers: columns
+                .iter()
+                .map(|c| {
+                    let status = n
+                        .report
+                        .layer(c)
+                        .map(|l| l.status.clone())
+                        .unwrap_or_else(|| "absent".into());
+                    (c.clone(), status)
+                })
+                .collect(),
+            exit_code: n.report.exit_code,
+            gpudoctor_version: n.report.gpudoctor_version.clone(),
+            generated_at: n.report.generated_at.clone(),
+        })
+        .collect();
+    let checks = spreads(loaded);
+    let outliers = outliers(loaded);
+    let failing = checks.iter().any(|c| c.status == Status::Fail.as_str());
+    Summary {
+        reports: loaded.nodes.len(),
+        skipped: loaded.skipped.clone(),
+        columns,
+        nodes,
+        exit_code: i32::from(failing || !outliers.is_empty()),
+        checks,
+        outliers,
+    }
+}
+
+/// One check across the fleet: its layer, how many nodes ran it, and the nodes per status.
+struct Tally<'a> {
+    layer: &'a str,
+    evaluated: usize,
+    by_status: BTreeMap<&'a str, Vec<&'a str>>,
+}
+
+fn spreads(loaded: &Loaded) -> Vec<Spread> {
+    let mut by_code: BTreeMap<&str, Tally<'_>> = BTreeMap::new();
+    for n in &loaded.nodes {
+        for l in n.report.layers.iter().filter(|l| l.evaluated()) {
+            for c in &l.checks {
+                let tally = by_code.entry(c.code.as_str()).or_insert(Tally {
+                    layer: l.id.as_str(),
+                    evaluated: 0,
+                    by_status: BTreeMap::new(),
+                });
+                if c.status != Status::Skip.as_str() && c.status != Status::NotRun.as_str() {
+                    tally.evaluated += 1;
+                }
+                // Findings, and statuses a newer version wrote that this one cannot rank.
+                if saved::status(&c.status).is_none_or(Status::is_finding) {
+                    tally
+                        .by_status
+                        .entry(c.status.as_str())
+                        .or_default()
+                        .push(&n.name);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (code, tally) in by_code {
+        for (status, nodes) in tally.by_status {
+            let scope = if nodes.len() >= 2 && nodes.len() * 2 > tally.evaluated {
+                Scope::FleetWide
+            } else {
+                Scope::Node
+            };
+            out.push(Spread {
+                code: code.to_string(),
+                layer: tally.layer.to_string(),
+                status: status.to_string(),
+                scope,
+                nodes: nodes.iter().map(|s| s.to_string()).collect(),
+                evaluated: tally.evaluated,
+            });
+        }
+    }
+    out.sort_by_cached_key(|s| {
+        let severity = saved::status(&s.status).map_or(0, |x| x.severity());
+        (
+            s.scope,
+            std::cmp::Reverse(severity),
+            s.layer_rank(),
+            s.code.clone(),
+        )
+    });
+    out
+}
+
+impl Spread {
+    fn layer_rank(&self) -> usize {
+        Layer::ALL
+            .iter()
+            .position(|l| l.id() == self.layer)
+            .unwrap_or(Layer::ALL.len())
+    }
+}
+
+/// Each node's figures: `figure key → value`. XID records are summed per node (`xid_events`):
+/// which GPU or XID differs between nodes, the count is what stands out. A node whose XID check
+/// ran and found none counts 0; one whose check did not run has no value.
+fn node_figures(loaded: &Loaded) -> Vec<BTreeMap<String, (String, f64)>> {
+    let xid = FigureName::XidEvents.id();
+    let xid_checks: BTreeSet<&str> = loaded
+        .nodes
+        .iter()
+        .flat_map(|n| n.report.layers.iter().flat_map(|l| &l.checks))
+        .filter(|c| c.figures.iter().any(|f| f.name == xid))
+        .map(|c| c.code.as_str())
+        .collect();
+    loaded
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut m: BTreeMap<String, (String, f64)> = BTreeMap::new();
+            for l in n.report.layers.iter().filter(|l| l.evaluated()) {
+                for c in &l.checks {
+                    let ran = !matches!(
+                        saved::status(&c.status),
+                        Some(Status::Skip | Status::NotRun | Status::Error)
+                    );
+                    if xid_checks.contains(c.code.as_str()) && ran {
+                        m.entry(xid.to_string()).or_insert((xid.to_string(), 0.0));
+                    }
+                    for f in &c.figures {
+                        if f.name == xid {
+                            let e = m.entry(xid.to_string()).or_insert((xid.to_string(), 0.0));
+                            e.1 += f.value;
+                        } else {
+                            m.entry(figure_key(&f.name, &f.labels))
+                                .or_insert((f.name.clone(), f.value));
+                        }
+                    }
+                }
+            }
+            m
+        })
+        .collect()
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+/// Median and MAD of `values`.
+pub fn median_mad(values: &[f64]) -> (f64, f64) {
+    let mut v: Vec<f64> = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let m = median(&v);
+    let mut dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+    dev.sort_by(f64::total_cmp);
+    (m, median(&dev))
+}
+
+/// Is `x` an outlier among values with this median and MAD? Rates also need to be more than
+/// [`RATE_TOLERANCE`] from the median: when nearly every node measures the same, the MAD is tiny
+/// and a 1% wobble would otherwise stand out. Returns the modified z-score (`None` if MAD is 0).
+pub fn judge(name: &str, x: f64, median: f64, mad: f64) -> Option<Option<f64>> {
+    let off = (x - median).abs();
+    if off == 0.0 {
+        return None;
+    }
+    if name.ends_with("_per_second") && off <= RATE_TOLERANCE * median.abs() {
+        return None;
+    }
+    if mad == 0.0 {
+        return Some(None);
+    }
+    let z = MAD_TO_Z * (x - median) / mad;
+    (z.abs() > OUTLIER_Z).then_some(Some(z))
+}
+
+fn outliers(loaded: &Loaded) -> Vec<Outlier> {
+    let figures = node_figures(loaded);
+    // profile → figure key → (figure name, [(node index, value)]).
+    type Values<'a> = (&'a str, Vec<(usize, f64)>);
+    let mut groups: BTreeMap<String, BTreeMap<&str, Values<'_>>> = BTreeMap::new();
+    for (i, n) in loaded.nodes.iter().enumerate() {
+        let profile = n.report.profile.clone().unwrap_or_else(|| "none".into());
+        let group = groups.entry(profile).or_default();
+        for (key, (name, value)) in &figures[i] {
+            group
+                .entry(key.as_str())
+                .or_insert((name.as_str(), Vec::new()))
+                .1
+                .push((i, *value));
+        }
+    }
+    let mut out = Vec::new();
+    for (profile, keys) in &groups {
+        for (key, (name, values)) in keys {
+            if values.len() < MIN_GROUP {
+                continue;
+            }
+            let just: Vec<f64> = values.iter().map(|(_, v)| *v).collect();
+            let (m, mad) = median_mad(&just);
+            for (i, x) in values {
+                if let Some(z) = judge(name, *x, m, mad) {
+                    out.push(Outlier {
+                        profile: profile.clone(),
+                        figure: key.to_string(),
+                        node: loaded.nodes[*i].name.clone(),
+                        value: *x,
+                        median: m,
+                        mad,
+                        z,
+                        direction: if *x < m { "low" } else { "high" },
+                        group: values.len(),
+                        shown: show_value(name, *x),
+                        median_shown: show_value(name, m),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_mad_resist_the_outlier() {
+        let (m, mad) = median_mad(&[480.0, 482.0, 481.0, 483.0, 350.0]);
+        assert_eq!(m, 481.0);
+        assert_eq!(mad, 1.0);
+        // 350 is 131 MADs off: z = 0.6745 × -131.
+        let z = judge("x_bytes_per_second", 350.0, m, mad).unwrap().unwrap();
+        assert!((z - -88.36).abs() < 0.01, "{z}");
+        assert_eq!(judge("x_bytes_per_second", 479.0, m, mad), None);
+        let (m, mad) = median_mad(&[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!((m, mad), (2.5, 1.0));
+    }
+
+    #[test]
+    fn with_most_nodes_equal_any_other_value_stands_out_beyond_the_tolerance() {
+        let (m, mad) = median_mad(&[5e10, 5e10, 5e10, 2.5e10]);
+        assert_eq!(mad, 0.0);
+        assert_eq!(
+            judge("rdma_port_rate_bytes_per_second", 2.5e10, m, mad),
+            Some(None)
+        );
+        // 2% off a rate is within the tolerance even with a zero MAD.
+        assert_eq!(
+            judge("rdma_port_rate_bytes_per_second", 4.9e10, m, mad),
+            None
+        );
+        // Counts have no tolerance: one XID where the others have none.
+        let (m, mad) = median_mad(&[0.0, 0.0, 0.0, 1.0]);
+        assert_eq!(judge("xid_events", 1.0, m, mad), Some(None));
+    }
+}

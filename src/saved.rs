@@ -1,0 +1,228 @@
+//! Saved JSON reports (`check --format json`, `--save-report`) read leniently, for `diff` and
+//! `fleet`, which meet reports of other gpudoctor versions: a layer, status or figure name this
+//! version does not know is kept as text instead of refusing the file, and fields a version did
+//! not write read as absent. Only `schema_version` and `layers` are required — what makes a JSON
+//! document a gpudoctor report.
+//!
+//! Reading never hangs and never reads without bound: files are opened non-blocking (a FIFO
+//! named `*.json` is an error after the wait, not a hang) and read up to [`MAX_REPORT_BYTES`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::{Report, Status};
+use crate::snapshot::Facts;
+use crate::source::rooted;
+
+/// Longest report read: far above any real one (a few hundred KiB with facts).
+pub const MAX_REPORT_BYTES: u64 = 64 << 20;
+
+/// How long a file that turns out to be a pipe may take to deliver.
+pub const READ_WAIT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct SavedReport {
+    pub schema_version: u32,
+    #[serde(default)]
+    pub gpudoctor_version: String,
+    #[serde(default)]
+    pub source: SavedSource,
+    #[serde(default)]
+    pub node: SavedNode,
+    #[serde(default)]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub generated_at: Option<String>,
+    pub layers: Vec<SavedLayer>,
+    #[serde(default)]
+    pub first_failure: Option<SavedFirstFailure>,
+    #[serde(default)]
+    pub exit_code: i32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct SavedSource {
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub root: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct SavedNode {
+    #[serde(default)]
+    pub hostname: Option<String>,
+    #[serde(default)]
+    pub kernel: Option<String>,
+    #[serde(default)]
+    pub driver_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct SavedLayer {
+    pub id: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub checks: Vec<SavedCheck>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct SavedCheck {
+    pub code: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub summary: String,
+    #[serde(default)]
+    pub figures: Vec<SavedFigure>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct SavedFigure {
+    pub name: String,
+    pub value: f64,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct SavedFirstFailure {
+    #[serde(default)]
+    pub layer: String,
+    #[serde(default)]
+    pub code: String,
+    #[serde(default)]
+    pub summary: String,
+}
+
+/// A status by its JSON name; `None` for one this version does not know.
+pub fn status(name: &str) -> Option<Status> {
+    [
+        Status::Pass,
+        Status::Warn,
+        Status::Fail,
+        Status::Skip,
+        Status::Error,
+        Status::NotRun,
+    ]
+    .into_iter()
+    .find(|s| s.as_str() == name)
+}
+
+impl SavedLayer {
+    /// The layer's checks ran (it was neither blocked, deselected nor absent).
+    pub fn evaluated(&self) -> bool {
+        !self.checks.is_empty() && self.status != Status::NotRun.as_str()
+    }
+}
+
+impl SavedReport {
+    /// A report made by this version, in the lenient view (through its JSON, so both views are
+    /// the same by construction).
+    pub fn from_report(report: &Report) -> Self {
+        serde_json::to_value(report)
+            .ok()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default()
+    }
+
+    pub fn layer(&self, id: &str) -> Option<&SavedLayer> {
+        self.layers.iter().find(|l| l.id == id)
+    }
+}
+
+/// Why a file is not a report this version can read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// Could not be read at all (missing, permission, a directory, too large, a pipe that
+    /// never delivered).
+    Unreadable(String),
+    /// Read, but not a gpudoctor JSON report.
+    NotAReport(String),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Unreadable(why) => write!(f, "cannot read it: {why}"),
+            ReadError::NotAReport(why) => write!(f, "not a gpudoctor JSON report: {why}"),
+        }
+    }
+}
+
+/// Read a file's text, bounded in size and time.
+pub fn read_text(path: &Path) -> Result<String, ReadError> {
+    let shown = path.display().to_string();
+    rooted::read_named_file(path, &shown, MAX_REPORT_BYTES, READ_WAIT)
+        .map_err(|e| ReadError::Unreadable(e.to_string()))
+}
+
+/// Parse a report's text leniently.
+pub fn parse(text: &str) -> Result<SavedReport, ReadError> {
+    serde_json::from_str(text).map_err(|e| ReadError::NotAReport(e.to_string()))
+}
+
+/// The `facts` of a report's text (`check --with-facts`): `Ok(None)` when it has none, `Err`
+/// when it has some this version cannot read (a newer vocabulary).
+pub fn parse_facts(text: &str) -> Result<Option<Facts>, String> {
+    #[derive(Deserialize)]
+    struct Only {
+        #[serde(default)]
+        facts: Option<serde_json::Value>,
+    }
+    let only: Only = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    match only.facts {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(value) => serde_json::from_value(value)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_other_versions_write() {
+        // A report of a later version: a layer, status and figure name this one does not know.
+        let newer = r#"{"schema_version": 9, "layers": [
+            {"id": "storage", "status": "degraded", "checks": [
+                {"code": "storage.nvme", "status": "degraded", "summary": "s",
+                 "figures": [{"name": "nvme_bytes_per_second", "value": 3, "labels": {"d": "0"}}]}]},
+            {"id": "driver", "status": "pass", "checks": []}],
+            "future_field": {"x": 1}}"#;
+        let r = parse(newer).unwrap();
+        assert_eq!(r.schema_version, 9);
+        assert_eq!(r.layers[0].checks[0].figures[0].value, 3.0);
+        assert_eq!(status(&r.layers[0].status), None);
+        assert_eq!(status("not_run"), Some(Status::NotRun));
+        assert!(r.node.hostname.is_none());
+        // Not a report: valid JSON of another shape, or not JSON.
+        assert!(matches!(
+            parse(r#"{"name": "x"}"#),
+            Err(ReadError::NotAReport(_))
+        ));
+        assert!(matches!(parse("\u{0}\u{1}"), Err(ReadError::NotAReport(_))));
+        assert!(matches!(parse(""), Err(ReadError::NotAReport(_))));
+    }
+
+    #[test]
+    fn facts_are_optional_and_a_newer_vocabulary_is_an_error() {
+        assert_eq!(parse_facts(r#"{"layers": []}"#), Ok(None));
+        assert_eq!(parse_facts(r#"{"facts": null}"#), Ok(None));
+        let f = parse_facts(
+            r#"{"facts": {"version": 1, "sections": {"node": {"node": {"kernel": "6.8"}}}}}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(f.get("node", "node", "kernel"), Some("6.8"));
+        assert!(parse_facts(r#"{"facts": {"version": 2, "sections": [1, 2]}}"#).is_err());
+    }
+}
