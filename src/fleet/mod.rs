@@ -101,8 +101,20 @@ fn walk(dir: &Path, depth: usize, files: &mut Vec<PathBuf>, skipped: &mut Vec<Sk
             if depth < MAX_DEPTH {
                 walk(&path, depth + 1, files, skipped);
             }
-        } else if path.extension().is_some_and(|e| e == "json") {
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        // A FIFO or socket named `*.json` in a collected directory is not a report: skip it
+        // now rather than wait on it.
+        if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
             files.push(path);
+        } else {
+            skipped.push(Skipped {
+                file: path.display().to_string(),
+                why: "not a regular file".to_string(),
+            });
         }
     }
 }

@@ -1,0 +1,737 @@
+//! `gpudoctor diff`: every failure fixture against the healthy node names the difference that
+//! was injected (the manifest's `made.edit`) and nothing unrelated; a node against itself, a
+//! copy of itself, its packed capture and its own saved report is empty; reports without facts,
+//! usage errors, formats and terminal safety.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use gpudoctor::diff::{self, Diff, DiffOptions, Kind};
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    common::repo().join("fixtures").join(name)
+}
+
+fn run(a: &Path, b: &Path) -> Diff {
+    let options = DiffOptions::default();
+    let a = diff::open(a, &options).unwrap();
+    let b = diff::open(b, &options).unwrap();
+    diff::compare::compare(&a, &b)
+}
+
+/// `section/subject/attribute` of each counted fact or measurement (`-` for a subject present on
+/// one side only).
+fn fact_keys(d: &Diff) -> Vec<String> {
+    d.differences
+        .iter()
+        .filter(|x| x.counted && x.kind != Kind::Verdict)
+        .map(|x| {
+            format!(
+                "{}/{}/{}",
+                x.section,
+                x.subject,
+                x.attribute.as_deref().unwrap_or("-")
+            )
+        })
+        .collect()
+}
+
+/// `*` matches any run of characters.
+fn glob(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, tail)) => {
+            text.starts_with(head)
+                && (0..=text.len() - head.len()).any(|i| {
+                    text.is_char_boundary(head.len() + i) && glob(tail, &text[head.len() + i..])
+                })
+        }
+    }
+}
+
+/// What each fixture's edit changed (its manifest's `made.edit`), as the facts it must show:
+/// `(pattern, how many facts match it)`. Every counted fact must match one pattern.
+const INJECTED: &[(&str, &[(&str, usize)])] = &[
+    (
+        "h100-acs-redirect",
+        &[("topology/gpu 0000:9a:00.0/acs on path", 1)],
+    ),
+    // The stale UUID is an identifier: shown with --all, not counted (the verdict counts).
+    ("h100-cdi-spec-stale", &[]),
+    (
+        "h100-containerd-no-nvidia-runtime",
+        &[
+            ("toolkit/container runtime/cdi", 1),
+            ("toolkit/container runtime/default runtime", 1),
+            ("toolkit/container runtime/nvidia runtimes", 1),
+        ],
+    ),
+    (
+        "h100-device-plugin-not-registered",
+        &[
+            ("device-plugin/checkpoint/nvidia.com/gpu registered", 1),
+            ("device-plugin/kubelet/plugin sockets", 1),
+            ("device-plugin/pod-resources allocatable/nvidia.com/gpu", 1),
+        ],
+    ),
+    (
+        "h100-driver-not-loaded",
+        &[
+            ("node/kernel modules/nvidia*", 5),
+            ("node/node/profile", 1),
+            ("driver/driver/module version", 1),
+            ("driver/gpu 0000:*/driver", 8),
+            ("driver/nvswitch 0000:*/driver", 4),
+            ("driver/nvml/init", 1),
+        ],
+    ),
+    (
+        "h100-fabric-not-started",
+        &[("nvlink/nvml gpu 0000:*/fabric", 8)],
+    ),
+    (
+        "h100-gpu-missing-from-nvml",
+        &[
+            ("driver/nvml gpu 0000:ba:00.0/-", 1),
+            ("nvlink/nvml gpu 0000:ba:00.0/-", 1),
+            ("driver/nvml versions/device count", 1),
+            ("driver/xid events/0000:ba:00.0 xid 79", 1),
+        ],
+    ),
+    (
+        "h100-gpu-unhealthy",
+        &[
+            ("driver/xid events/0000:ab:00.0 xid 92", 1),
+            ("device-plugin/checkpoint/nvidia.com/gpu registered", 1),
+            ("device-plugin/pod-resources allocatable/nvidia.com/gpu", 1),
+        ],
+    ),
+    (
+        "h100-hw-slowdown",
+        &[("driver/nvml gpu 0000:db:00.0/slowdown", 1)],
+    ),
+    ("h100-ib-port-hdr", &[("rdma/port mlx5_5/1/rate", 1)]),
+    (
+        "h100-ib-port-polling",
+        &[
+            ("rdma/port mlx5_3/1/state", 1),
+            ("rdma/port mlx5_3/1/phys state", 1),
+            ("rdma/port mlx5_3/1/rate", 1),
+            ("rdma/port mlx5_3/1/netdev state", 1),
+        ],
+    ),
+    (
+        "h100-kubelet-socket-missing",
+        &[
+            ("device-plugin/kubelet/pod-resources socket", 1),
+            ("device-plugin/pod-resources/answer", 1),
+        ],
+    ),
+    (
+        "h100-mig-device-unhealthy",
+        &[
+            ("driver/nvml gpu 0000:18:00.0/*", 3),
+            ("driver/nvml gpu 0000:2a:00.0/*", 3),
+            ("device-plugin/checkpoint/nvidia.com/*", 3),
+            ("device-plugin/pod-resources allocatable/nvidia.com/*", 3),
+            ("device-plugin/kubelet/plugin sockets", 1),
+        ],
+    ),
+    (
+        "h100-mig-healthy",
+        &[
+            ("driver/nvml gpu 0000:18:00.0/*", 3),
+            ("driver/nvml gpu 0000:2a:00.0/*", 3),
+            ("device-plugin/checkpoint/nvidia.com/*", 3),
+            ("device-plugin/pod-resources allocatable/nvidia.com/*", 3),
+            ("device-plugin/kubelet/plugin sockets", 1),
+        ],
+    ),
+    (
+        "h100-mig-pending",
+        &[("driver/nvml gpu 0000:18:00.0/mig mode", 1)],
+    ),
+    (
+        "h100-nccl-gdr-disabled",
+        &[("nccl/run all_reduce_perf/-", 1)],
+    ),
+    ("h100-nccl-hang", &[("nccl/run all_reduce_perf/-", 1)]),
+    ("h100-nccl-healthy", &[("nccl/run all_reduce_perf/-", 1)]),
+    (
+        "h100-nccl-ib-system-error",
+        &[("nccl/run all_reduce_perf/-", 1)],
+    ),
+    (
+        "h100-nccl-low-bandwidth",
+        &[("nccl/run all_reduce_perf/-", 1)],
+    ),
+    (
+        "h100-nccl-socket-fallback",
+        &[("nccl/run all_reduce_perf/-", 1)],
+    ),
+    (
+        "h100-nccl-wrong-values",
+        &[("nccl/run all_reduce_perf/-", 1)],
+    ),
+    (
+        "h100-nic-aer-fatal",
+        &[("topology/rdma nic 0000:3b:00.0/aer errors", 1)],
+    ),
+    (
+        "h100-nouveau-loaded",
+        &[
+            ("node/kernel modules/nvidia*", 5),
+            ("node/kernel modules/nouveau", 1),
+            ("node/kernel modules/mxm_wmi", 1),
+            ("node/kernel modules/video", 1),
+            ("node/kernel modules/wmi", 1),
+            ("node/node/profile", 1),
+            ("driver/driver/module version", 1),
+            ("driver/gpu 0000:*/driver", 8),
+            ("driver/nvswitch 0000:*/driver", 4),
+            ("driver/nvml/init", 1),
+        ],
+    ),
+    (
+        "h100-numa-node-unknown",
+        &[
+            ("topology/gpu 0000:*/numa node", 8),
+            ("topology/nvswitch 0000:*/numa node", 4),
+            ("topology/rdma nic 0000:*/numa node", 10),
+        ],
+    ),
+    (
+        "h100-nvlink-links-down",
+        &[("nvlink/nvml gpu 0000:3a:00.0/nvlinks", 1)],
+    ),
+    (
+        "h100-nvml-version-mismatch",
+        &[
+            ("driver/driver/nvml libraries", 1),
+            ("driver/nvml/init", 1),
+            ("node/node/profile", 1),
+        ],
+    ),
+    (
+        "h100-operator-toolkit-not-validated",
+        &[("toolkit/gpu operator/validations", 1)],
+    ),
+    (
+        "h100-pcie-x8",
+        &[("topology/gpu 0000:5d:00.0/pcie link width", 1)],
+    ),
+    (
+        "h100-pcie-x8-sysfs",
+        &[("topology/gpu 0000:5d:00.0/pcie link width", 1)],
+    ),
+    (
+        "h100-peermem-missing",
+        &[("node/kernel modules/nvidia_peermem", 1)],
+    ),
+    (
+        "h100-rdma-nics-one-socket",
+        &[
+            ("topology/rdma nic 0000:19:00.0/-", 1),
+            ("topology/rdma nic 0000:2b:00.0/-", 1),
+            ("topology/rdma nic 0000:3b:00.0/-", 1),
+            ("topology/rdma nic 0000:5e:00.0/-", 1),
+            ("topology/rdma nic 0000:69:00.*/numa node", 2),
+            ("rdma/hca mlx5_*/-", 4),
+            ("rdma/port mlx5_*/1/-", 4),
+        ],
+    ),
+    (
+        "h100-roce-no-v2-gid",
+        &[("rdma/port mlx5_8/1/gid types", 1)],
+    ),
+    (
+        "h100-row-remap-failure",
+        &[
+            ("driver/nvml gpu 0000:2a:00.0/remapped rows", 1),
+            ("driver/xid events/0000:2a:00.0 xid 64", 1),
+        ],
+    ),
+    (
+        "h100-row-remap-pending",
+        &[
+            ("driver/nvml gpu 0000:ba:00.0/remapped rows", 1),
+            ("driver/xid events/0000:ba:00.0 xid 63", 1),
+        ],
+    ),
+    (
+        "h100-sriov-healthy",
+        &[
+            ("device-plugin/checkpoint/nvidia.com/rdma_vf registered", 1),
+            (
+                "device-plugin/pod-resources allocatable/nvidia.com/rdma_vf",
+                1,
+            ),
+            ("topology/rdma nic 0000:*.1/-", 8),
+            ("rdma/hca mlx5_1*/-", 8),
+            ("rdma/port mlx5_1*/1/-", 8),
+            ("sriov/pf 0000:*/-", 8),
+        ],
+    ),
+    (
+        "h100-sriov-numvfs-zero",
+        &[
+            ("device-plugin/checkpoint/nvidia.com/rdma_vf registered", 1),
+            ("sriov/pf 0000:*/-", 8),
+        ],
+    ),
+    (
+        "h100-sriov-vf-wrong-socket",
+        &[
+            ("device-plugin/checkpoint/nvidia.com/rdma_vf registered", 1),
+            (
+                "device-plugin/pod-resources allocatable/nvidia.com/rdma_vf",
+                1,
+            ),
+            ("topology/rdma nic 0000:9b:00.*/-", 2),
+            ("topology/rdma nic 0000:ac:00.*/-", 2),
+            ("topology/rdma nic 0000:bb:00.*/-", 2),
+            ("topology/rdma nic 0000:dc:00.*/-", 2),
+            ("rdma/hca mlx5_1*/-", 8),
+            ("rdma/port mlx5_1*/1/-", 8),
+            ("sriov/pf 0000:*/-", 8),
+        ],
+    ),
+    (
+        "h100-time-sliced-healthy",
+        &[
+            ("device-plugin/checkpoint/nvidia.com/gpu registered", 1),
+            ("device-plugin/pod-resources allocatable/nvidia.com/gpu", 1),
+        ],
+    ),
+    (
+        "h100-topology-manager-none",
+        &[
+            ("topology/kubelet config/* policy", 3),
+            ("topology/kubelet config/topology manager scope", 1),
+        ],
+    ),
+    (
+        "h100-xid13-app-error",
+        &[
+            ("driver/xid events/0000:9a:00.0 xid 13", 1),
+            ("driver/xid events/0000:9a:00.0 xid 43", 1),
+        ],
+    ),
+    (
+        "h100-xid48-dbe",
+        &[
+            ("driver/nvml gpu 0000:3a:00.0/remapped rows", 1),
+            ("driver/nvml gpu 0000:3a:00.0/uncorrected ecc", 1),
+            ("driver/xid events/0000:3a:00.0 xid 48", 1),
+            ("driver/xid events/0000:3a:00.0 xid 63", 1),
+        ],
+    ),
+    (
+        "hgx-a100-healthy",
+        &[
+            ("node/node/profile", 1),
+            ("driver/gpu 0000:*/pci id", 8),
+            ("driver/driver gpu 0000:*/vbios", 8),
+            ("driver/nvml gpu 0000:*/model", 8),
+            ("driver/nvswitch 0000:*/pci id", 4),
+            ("topology/gpu 0000:*/pcie max link", 8),
+            ("topology/nvswitch 0000:*/pcie *", 8),
+            ("topology/rdma nic 0000:*/pcie *", 16),
+            ("rdma/hca mlx5_*/firmware", 8),
+            ("rdma/hca mlx5_*/hca type", 8),
+            ("rdma/port mlx5_*/1/rate", 8),
+            ("nvlink/nvml gpu 0000:*/fabric", 8),
+            ("nvlink/nvml gpu 0000:*/nvlinks", 8),
+        ],
+    ),
+    (
+        "no-gpu-on-pci",
+        &[
+            ("node/kernel modules/nvidia*", 5),
+            ("node/node/profile", 1),
+            ("driver/driver/module version", 1),
+            ("driver/nvml/init", 1),
+            ("driver/gpu 0000:*/-", 8),
+            ("driver/nvswitch 0000:*/-", 4),
+            ("topology/gpu 0000:*/-", 8),
+            ("topology/nvswitch 0000:*/-", 4),
+        ],
+    ),
+];
+
+fn manifest(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join(".gpudoctor/manifest.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn every_failure_fixture_names_its_injected_difference_and_nothing_else() {
+    let healthy = fixture("hgx-h100-healthy");
+    let table: BTreeMap<&str, &[(&str, usize)]> = INJECTED.iter().copied().collect();
+    let mut seen = 0;
+    for dir in common::fixtures() {
+        let name = common::name_of(&dir);
+        if name == "hgx-h100-healthy" {
+            continue;
+        }
+        let expected = table
+            .get(name.as_str())
+            .unwrap_or_else(|| panic!("{name}: add its injected difference to INJECTED"));
+        seen += 1;
+        let d = run(&healthy, &dir);
+
+        // Verdicts: exactly the codes its manifest expects to fire (the healthy node has none).
+        let codes: Vec<String> = manifest(&dir)["expect"]["codes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
+        let mut verdicts: Vec<String> = d
+            .differences
+            .iter()
+            .filter(|x| x.counted && x.kind == Kind::Verdict)
+            .map(|x| x.subject.clone())
+            .collect();
+        verdicts.sort();
+        let mut codes = codes;
+        codes.sort();
+        assert_eq!(verdicts, codes, "{name}: changed verdicts");
+
+        // Facts: every counted one is explained by the edit, and each pattern matches as often
+        // as the edit says.
+        let keys = fact_keys(&d);
+        for key in &keys {
+            assert!(
+                expected.iter().any(|(p, n)| *n > 0 && glob(p, key)),
+                "{name}: unrelated difference {key}\nall: {keys:#?}"
+            );
+        }
+        for (pattern, n) in expected.iter() {
+            let matched = keys.iter().filter(|k| glob(pattern, k)).count();
+            assert_eq!(
+                matched, *n,
+                "{name}: {pattern} matched {matched}\nall: {keys:#?}"
+            );
+        }
+        assert_eq!(d.exit_code, 1, "{name}: something that matters differs");
+    }
+    assert_eq!(
+        seen,
+        INJECTED.len(),
+        "INJECTED names a fixture that is gone"
+    );
+}
+
+#[test]
+fn the_done_when_example_prints_the_link_change_and_the_verdict_only() {
+    let out = common::gpudoctor(&["diff", "fixtures/hgx-h100-healthy", "fixtures/h100-pcie-x8"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    common::assert_snapshot("diff-h100-pcie-x8.txt", &text);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "verdict driver.pcie_link: pass → fail — gpu 3 (0000:5d:00.0) pcie link at x8, capable of x16",
+            "gpu 0000:5d:00.0 pcie link width: x16 → x8",
+        ]
+    );
+    let md = common::gpudoctor(&[
+        "diff",
+        "fixtures/hgx-h100-healthy",
+        "fixtures/h100-pcie-x8",
+        "--format",
+        "markdown",
+    ]);
+    common::assert_snapshot(
+        "diff-h100-pcie-x8.md",
+        &String::from_utf8(md.stdout).unwrap(),
+    );
+}
+
+#[test]
+fn a_node_against_itself_its_copy_its_archive_and_its_report_is_empty() {
+    let scratch = tempfile::tempdir().unwrap();
+    for dir in common::fixtures() {
+        let name = common::name_of(&dir);
+        let d = run(&dir, &dir);
+        assert!(d.differences.is_empty(), "{name}: {:?}", d.differences);
+        assert_eq!(d.exit_code, 0);
+    }
+    // A copy elsewhere (what `record --root <capture>` re-recording would give once it exists
+    // on main: issue 14), and the same capture packed as `record --out x.tar.gz` packs it.
+    for name in [
+        "hgx-h100-healthy",
+        "h100-sriov-vf-wrong-socket",
+        "h100-nccl-ib-system-error",
+    ] {
+        let copy = scratch.path().join(name);
+        common::copy_tree(&fixture(name), &copy);
+        let d = run(&fixture(name), &copy);
+        assert!(d.differences.is_empty(), "{name} copy: {:?}", d.differences);
+
+        let packed = scratch.path().join(format!("{name}.tar.gz"));
+        let file = std::fs::File::create(&packed).unwrap();
+        let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+            file,
+            flate2::Compression::fast(),
+        ));
+        tar.follow_symlinks(false);
+        tar.append_dir_all(".", fixture(name)).unwrap();
+        tar.into_inner().unwrap().finish().unwrap();
+        let d = run(&fixture(name), &packed);
+        assert!(
+            d.differences.is_empty(),
+            "{name} packed: {:?}",
+            d.differences
+        );
+        assert_eq!(d.b.kind, diff::InputKind::PackedCapture);
+
+        // Its own report, saved with facts: nothing differs; without facts: verdicts only.
+        for with_facts in [true, false] {
+            let report = scratch.path().join(format!("{name}-{with_facts}.json"));
+            let mut args = vec!["check", "--root", fixture_str(name), "--format", "json"];
+            if with_facts {
+                args.push("--with-facts");
+            }
+            let out = common::gpudoctor(&args);
+            std::fs::write(&report, &out.stdout).unwrap();
+            let d = run(&fixture(name), &report);
+            assert!(
+                d.differences.is_empty(),
+                "{name} report: {:?}",
+                d.differences
+            );
+            assert_eq!(d.b.kind, diff::InputKind::Report);
+            assert_eq!(d.b.has_facts, with_facts);
+            assert_eq!(d.b.note.is_some(), !with_facts);
+        }
+    }
+}
+
+fn fixture_str(name: &str) -> &'static str {
+    Box::leak(format!("fixtures/{name}").into_boxed_str())
+}
+
+#[test]
+fn saved_reports_with_facts_compare_as_their_captures_do() {
+    let scratch = tempfile::tempdir().unwrap();
+    let save = |name: &str| {
+        let path = scratch.path().join(format!("{name}.json"));
+        let out = common::gpudoctor(&[
+            "check",
+            "--root",
+            fixture_str(name),
+            "--save-report",
+            path.to_str().unwrap(),
+            "--with-facts",
+        ]);
+        assert!(path.is_file(), "{}", String::from_utf8_lossy(&out.stderr));
+        path
+    };
+    let (a, b) = (save("hgx-h100-healthy"), save("h100-ib-port-polling"));
+    let from_reports = run(&a, &b);
+    let from_captures = run(
+        &fixture("hgx-h100-healthy"),
+        &fixture("h100-ib-port-polling"),
+    );
+    assert_eq!(from_reports.differences, from_captures.differences);
+
+    // Without facts the reports still give verdicts and the port rates they measured.
+    let bare = |name: &str| {
+        let path = scratch.path().join(format!("{name}-bare.json"));
+        let out = common::gpudoctor(&["check", "--root", fixture_str(name), "--format", "json"]);
+        std::fs::write(&path, out.stdout).unwrap();
+        path
+    };
+    let d = run(&bare("hgx-h100-healthy"), &bare("h100-ib-port-polling"));
+    let subjects: Vec<&str> = d.differences.iter().map(|x| x.subject.as_str()).collect();
+    assert_eq!(
+        subjects,
+        [
+            "rdma.port_state",
+            "rdma_port_rate_bytes_per_second{device=mlx5_3,link_layer=InfiniBand,port=1}"
+        ],
+        "{:?}",
+        d.differences
+    );
+    let rate = &d.differences[1];
+    assert_eq!((rate.a.as_str(), rate.b.as_str()), ("400 Gb/s", "10 Gb/s"));
+}
+
+#[test]
+fn measurements_differ_beyond_the_tolerance() {
+    let d = run(
+        &fixture("h100-nccl-healthy"),
+        &fixture("h100-nccl-low-bandwidth"),
+    );
+    let m: Vec<_> = d
+        .differences
+        .iter()
+        .filter(|x| x.kind == Kind::Measurement)
+        .collect();
+    assert_eq!(m.len(), 1, "{:?}", d.differences);
+    assert_eq!(
+        (m[0].a.as_str(), m[0].b.as_str(), m[0].detail.as_deref()),
+        ("482.6 GB/s", "401.5 GB/s", Some("-16.8%"))
+    );
+}
+
+#[test]
+fn keep_going_compares_the_layers_after_a_failure() {
+    let options = DiffOptions {
+        keep_going: true,
+        ..DiffOptions::default()
+    };
+    let a = diff::open(&fixture("hgx-h100-healthy"), &options).unwrap();
+    let b = diff::open(&fixture("h100-pcie-x8"), &options).unwrap();
+    let d = diff::compare::compare(&a, &b);
+    let verdicts: Vec<&str> = d
+        .differences
+        .iter()
+        .filter(|x| x.kind == Kind::Verdict)
+        .map(|x| x.subject.as_str())
+        .collect();
+    // The topology layer judges the same link from sysfs once it runs.
+    assert_eq!(verdicts, ["driver.pcie_link", "topology.pcie_link"]);
+    assert!(d.b.blocked_by.is_none());
+}
+
+#[test]
+fn identifiers_do_not_count_and_all_lists_them() {
+    let scratch = tempfile::tempdir().unwrap();
+    let other = scratch.path().join("other-node");
+    common::copy_tree(&fixture("hgx-h100-healthy"), &other);
+    // Another host, with control characters a capture could carry into a terminal.
+    std::fs::write(
+        other.join("proc/sys/kernel/hostname"),
+        "gpu-node-7\x1b]0;pwned\x07\n",
+    )
+    .unwrap();
+    std::fs::write(other.join("etc/hostname"), "gpu-node-7\n").unwrap();
+    let other = other.to_str().unwrap();
+    let out = common::gpudoctor(&["diff", "fixtures/hgx-h100-healthy", other]);
+    assert_eq!(out.status.code(), Some(0), "a host name does not count");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text}");
+    assert!(text.contains("gpu-node-7\\x1b]0;pwned\\x07"), "{text}");
+    assert!(text.contains("no difference that matters"), "{text}");
+    let all = common::gpudoctor(&["diff", "fixtures/hgx-h100-healthy", other, "--all"]);
+    let text = String::from_utf8(all.stdout).unwrap();
+    assert!(
+        text.contains("(not counted) node hostname: hgx-h100-01 → gpu-node-7\\x1b]0;pwned\\x07"),
+        "{text}"
+    );
+    // The stale CDI spec's UUID is an identifier, listed with --all.
+    let out = common::gpudoctor(&[
+        "diff",
+        "fixtures/hgx-h100-healthy",
+        "fixtures/h100-cdi-spec-stale",
+        "--all",
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&Value> = v["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "informational")
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert!(ids[0]["b"].as_str().unwrap().contains("GPU-27b04e8b"));
+}
+
+#[test]
+fn inputs_that_cannot_be_compared_are_usage_errors() {
+    let scratch = tempfile::tempdir().unwrap();
+    let garbage = scratch.path().join("garbage.json");
+    std::fs::write(&garbage, "{not json").unwrap();
+    let report = scratch.path().join("report.json");
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        "fixtures/hgx-h100-healthy",
+        "--format",
+        "json",
+    ]);
+    std::fs::write(&report, out.stdout).unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["diff", "fixtures/hgx-h100-healthy", "no/such/dir"],
+            "no/such/dir",
+        ),
+        (
+            vec![
+                "diff",
+                "fixtures/hgx-h100-healthy",
+                garbage.to_str().unwrap(),
+            ],
+            "not a gpudoctor JSON report",
+        ),
+        (
+            vec![
+                "diff",
+                "fixtures/hgx-h100-healthy",
+                report.to_str().unwrap(),
+                "--keep-going",
+            ],
+            "cannot apply",
+        ),
+        (
+            vec![
+                "diff",
+                "fixtures/hgx-h100-healthy",
+                "fixtures/hgx-a100-healthy",
+                "--profile",
+                "no-such-profile",
+            ],
+            "--profile",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = common::gpudoctor(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // --with-facts goes into JSON only.
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        "fixtures/hgx-h100-healthy",
+        "--with-facts",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn json_is_the_same_diff() {
+    let out = common::gpudoctor(&[
+        "diff",
+        "fixtures/hgx-h100-healthy",
+        "fixtures/h100-ib-port-hdr",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["exit_code"], 1);
+    assert_eq!(v["counted"], 2);
+    assert_eq!(v["a"]["kind"], "capture");
+    let d = &v["differences"];
+    assert_eq!(d[0]["kind"], "verdict");
+    assert_eq!(d[0]["subject"], "rdma.port_rate");
+    assert_eq!(d[1]["subject"], "port mlx5_5/1");
+    assert_eq!(d[1]["attribute"], "rate");
+    assert_eq!(d[1]["b"], "200 Gb/sec (4X HDR)");
+}

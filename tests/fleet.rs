@@ -1,0 +1,346 @@
+//! `gpudoctor fleet`: a fleet of reports generated from the fixtures, plus synthetic variations
+//! (one node with low NCCL bus bandwidth, a fleet-wide failing check, a port trained low, a
+//! newer version's report, a duplicate, files that are not reports), names exactly the right
+//! nodes and checks. Speed is benches/fleet.py's job, not a test's.
+
+mod common;
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+/// `check --keep-going --format json` of a fixture, as a DaemonSet would save it.
+fn report(fixture: &str) -> Value {
+    let root = format!("fixtures/{fixture}");
+    let out = common::gpudoctor(&["check", "--root", &root, "--keep-going", "--format", "json"]);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn layer_mut<'a>(r: &'a mut Value, id: &str) -> &'a mut Value {
+    r["layers"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|l| l["id"] == id)
+        .unwrap()
+}
+
+fn layer(r: &Value, id: &str) -> Value {
+    r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["id"] == id)
+        .unwrap()
+        .clone()
+}
+
+/// Scale the peak-busbw figure of a report's NCCL layer.
+fn scale_busbw(r: &mut Value, factor: f64) {
+    for check in layer_mut(r, "nccl")["checks"].as_array_mut().unwrap() {
+        if let Some(figures) = check.get_mut("figures").and_then(Value::as_array_mut) {
+            for f in figures {
+                if f["name"] == "nccl_busbw_peak_bytes_per_second" {
+                    let v = f["value"].as_f64().unwrap();
+                    f["value"] = json!(v * factor);
+                }
+            }
+        }
+    }
+}
+
+fn write(dir: &Path, name: &str, value: &Value) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), serde_json::to_vec_pretty(value).unwrap()).unwrap();
+}
+
+/// Twelve H100 nodes that each ran a healthy NCCL test, with bus bandwidth spread by under a
+/// percent (as repeated runs are), and on top:
+/// - node-01 … node-09: a containerd config without the NVIDIA runtime (a bad rollout): the
+///   toolkit layer of the `h100-containerd-no-nvidia-runtime` fixture's report;
+/// - node-07: the NCCL layer of `h100-nccl-low-bandwidth` (401 GB/s where the rest run 482);
+/// - node-11: the RDMA layer of `h100-ib-port-hdr` (one port at 200 Gb/s among 400);
+/// - node-12: a report of a later gpudoctor (an unknown field, an unknown figure);
+/// - an older report of node-03, a file that is not JSON, JSON that is not a report.
+fn build_fleet(dir: &Path) {
+    let healthy = report("h100-nccl-healthy");
+    let rollout = layer(&report("h100-containerd-no-nvidia-runtime"), "toolkit");
+    let slow = layer(&report("h100-nccl-low-bandwidth"), "nccl");
+    let hdr = layer(&report("h100-ib-port-hdr"), "rdma");
+    for i in 1..=12 {
+        let node = format!("node-{i:02}");
+        let mut r = healthy.clone();
+        r["node"]["hostname"] = json!(node);
+        r["generated_at"] = json!("2026-03-01T10:00:00Z");
+        // ±0.4 %: run-to-run spread.
+        scale_busbw(&mut r, 1.0 + (i as f64 - 6.5) * 0.0007);
+        if i <= 9 {
+            *layer_mut(&mut r, "toolkit") = rollout.clone();
+            r["exit_code"] = json!(1);
+        }
+        if i == 7 {
+            *layer_mut(&mut r, "nccl") = slow.clone();
+            r["exit_code"] = json!(1);
+        }
+        if i == 11 {
+            *layer_mut(&mut r, "rdma") = hdr.clone();
+            r["exit_code"] = json!(1);
+        }
+        if i == 12 {
+            r["gpudoctor_version"] = json!("9.9.0");
+            r["schema_version"] = json!(2);
+            r["a_field_from_the_future"] = json!({"x": [1, 2]});
+            let nccl = layer_mut(&mut r, "nccl");
+            nccl["checks"][0]["figures"] =
+                json!([{"name": "nvlink_bandwidth_bytes_per_second", "value": 4.5e11}]);
+        }
+        let sub = dir
+            .join(if i % 2 == 0 { "rack-a" } else { "rack-b" })
+            .join(&node);
+        write(&sub, "last.json", &r);
+        if i == 3 {
+            let mut old = r.clone();
+            old["generated_at"] = json!("2026-02-01T10:00:00Z");
+            *layer_mut(&mut old, "driver") = json!({"id": "driver", "title": "", "status": "fail", "duration_ms": 0,
+                "checks": [{"code": "driver.nvml_init", "title": "", "status": "fail", "summary": "old", "evidence": [], "action": "none"}]});
+            write(&sub, "last-week.json", &old);
+        }
+    }
+    std::fs::write(
+        dir.join("truncated.json"),
+        b"{\"schema_version\": 1, \"layers\": [",
+    )
+    .unwrap();
+    write(dir, "inventory.json", &json!({"nodes": 12}));
+    std::fs::write(dir.join("README.txt"), "not json, not read").unwrap();
+}
+
+fn summary(dir: &Path) -> (Value, String, i32) {
+    let out = common::gpudoctor(&["fleet", dir.to_str().unwrap(), "--format", "json"]);
+    (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap(),
+    )
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn names_the_fleet_wide_check_the_node_faults_and_the_outliers() {
+    let scratch = tempfile::tempdir().unwrap();
+    build_fleet(scratch.path());
+    let (s, stderr, code) = summary(scratch.path());
+    assert_eq!(code, 1);
+    assert_eq!(s["reports"], 12);
+
+    // Fleet-wide: exactly the rollout's check, on exactly nodes 1-9.
+    let checks = s["checks"].as_array().unwrap();
+    let fleet: Vec<&Value> = checks
+        .iter()
+        .filter(|c| c["scope"] == "fleet_wide")
+        .collect();
+    assert_eq!(fleet.len(), 1, "{fleet:#?}");
+    assert_eq!(fleet[0]["code"], "toolkit.container_runtime");
+    assert_eq!(fleet[0]["status"], "fail");
+    assert_eq!(fleet[0]["evaluated"], 12);
+    let nine: Vec<String> = (1..=9).map(|i| format!("node-{i:02}")).collect();
+    assert_eq!(strings(&fleet[0]["nodes"]), nine);
+
+    // Node faults: the slow node's bandwidth verdict and the HDR port, nothing else.
+    let node: Vec<(String, String, Vec<String>)> = checks
+        .iter()
+        .filter(|c| c["scope"] == "node")
+        .map(|c| {
+            (
+                c["code"].as_str().unwrap().to_string(),
+                c["status"].as_str().unwrap().to_string(),
+                strings(&c["nodes"]),
+            )
+        })
+        .collect();
+    assert_eq!(
+        node,
+        [
+            (
+                "rdma.port_rate".into(),
+                "fail".into(),
+                vec!["node-11".to_string()]
+            ),
+            (
+                "nccl.bus_bandwidth".into(),
+                "fail".into(),
+                vec!["node-07".to_string()]
+            ),
+        ]
+    );
+
+    // Outliers: node-07 on bus bandwidth, node-11 on mlx5_5's rate; the ±0.4 % spread and the
+    // newer report's lone figure are not.
+    let outliers: Vec<(String, String, String)> = s["outliers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["node"].as_str().unwrap().to_string(),
+                o["figure"].as_str().unwrap().to_string(),
+                o["direction"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outliers,
+        [
+            (
+                "node-07".to_string(),
+                "nccl_busbw_peak_bytes_per_second{nodes=1,ranks=8,test=all_reduce}".to_string(),
+                "low".to_string()
+            ),
+            (
+                "node-11".to_string(),
+                "rdma_port_rate_bytes_per_second{device=mlx5_5,link_layer=InfiniBand,port=1}"
+                    .to_string(),
+                "low".to_string()
+            ),
+        ]
+    );
+    let busbw = &s["outliers"][0];
+    assert_eq!(busbw["shown"], "401.5 GB/s");
+    assert!(busbw["z"].as_f64().unwrap() < -3.5, "{busbw}");
+    assert_eq!(busbw["group"], 12);
+
+    // Skipped, each named on stderr: the older node-03, the two files that are not reports.
+    let skipped: Vec<String> = s["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            Path::new(k["file"].as_str().unwrap())
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let mut sorted = skipped.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        ["inventory.json", "last-week.json", "truncated.json"]
+    );
+    for name in &sorted {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains("warning: skipped") && l.contains(name.as_str())),
+            "{stderr}"
+        );
+    }
+    // The table row of every node, and its layers.
+    let rows = s["nodes"].as_array().unwrap();
+    assert_eq!(rows.len(), 12);
+    assert_eq!(rows[6]["node"], "node-07");
+    assert_eq!(rows[6]["layers"]["nccl"], "fail");
+    assert_eq!(
+        rows[2]["layers"]["driver"], "pass",
+        "node-03: the newer report kept"
+    );
+}
+
+#[test]
+fn the_table_and_markdown_name_the_same_things() {
+    let scratch = tempfile::tempdir().unwrap();
+    build_fleet(scratch.path());
+    let dir = scratch.path().to_str().unwrap();
+    for format in ["table", "markdown"] {
+        let out = common::gpudoctor(&["fleet", dir, "--format", format]);
+        assert_eq!(out.status.code(), Some(1));
+        let text = String::from_utf8(out.stdout).unwrap();
+        for needle in [
+            "toolkit.container_runtime fail on 9 of 12 node(s)",
+            "nccl.bus_bandwidth fail on 1 of 12 node(s) that ran it: node-07",
+            "node-07 nccl_busbw_peak_bytes_per_second",
+            "401.5 GB/s low (median 482.",
+            "node-11 rdma_port_rate_bytes_per_second",
+            "200 Gb/s low (median 400 Gb/s of 12 node(s)",
+        ] {
+            assert!(text.contains(needle), "{format}: {needle}\n{text}");
+        }
+    }
+}
+
+#[test]
+fn hundreds_of_reports_of_mixed_versions() {
+    let scratch = tempfile::tempdir().unwrap();
+    let base = report("hgx-h100-healthy");
+    for i in 0..300 {
+        let mut r = base.clone();
+        r["node"]["hostname"] = json!(format!("gpu-{i:03}"));
+        match i % 3 {
+            // An older report: no generated_at, no figures, no profile.
+            0 => {
+                r.as_object_mut().unwrap().remove("generated_at");
+                r["profile"] = Value::Null;
+                for l in r["layers"].as_array_mut().unwrap() {
+                    for c in l["checks"].as_array_mut().unwrap() {
+                        c.as_object_mut().unwrap().remove("figures");
+                    }
+                }
+            }
+            // A newer one: a layer and a status this version does not know.
+            1 => r["layers"].as_array_mut().unwrap().push(json!({
+                "id": "storage", "status": "degraded",
+                "checks": [{"code": "storage.nvme", "status": "degraded", "summary": "x"}]})),
+            _ => {}
+        }
+        write(scratch.path(), &format!("gpu-{i:03}.json"), &r);
+    }
+    let (s, _, code) = summary(scratch.path());
+    assert_eq!(s["reports"], 300);
+    assert_eq!(s["nodes"].as_array().unwrap().len(), 300);
+    assert!(strings(&s["columns"]).contains(&"storage".to_string()));
+    // The unknown status is listed (not understood, so not hidden) as a fleet-wide status on
+    // the 100 nodes that report it.
+    let storage: Vec<&Value> = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["code"] == "storage.nvme")
+        .collect();
+    assert_eq!(storage.len(), 1);
+    assert_eq!(storage[0]["nodes"].as_array().unwrap().len(), 100);
+    assert_eq!(storage[0]["scope"], "fleet_wide");
+    assert!(
+        s["outliers"].as_array().unwrap().is_empty(),
+        "{}",
+        s["outliers"]
+    );
+    assert_eq!(code, 0, "nothing fails, no outlier");
+}
+
+#[test]
+fn no_readable_report_is_a_usage_error_and_a_fifo_is_skipped_not_waited_on() {
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(scratch.path().join("a.json"), "[]").unwrap();
+    let fifo = scratch.path().join("stuck.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let started = std::time::Instant::now();
+    let out = common::gpudoctor(&["fleet", scratch.path().to_str().unwrap()]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stuck.json: not a regular file"), "{err}");
+    assert!(err.contains("a.json: not a gpudoctor JSON report"), "{err}");
+    assert!(err.contains("no readable report"), "{err}");
+    let out = common::gpudoctor(&["fleet", "no/such/dir"]);
+    assert_eq!(out.status.code(), Some(2));
+}
