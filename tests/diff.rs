@@ -735,3 +735,40 @@ fn json_is_the_same_diff() {
     assert_eq!(d[1]["attribute"], "rate");
     assert_eq!(d[1]["b"], "200 Gb/sec (4X HDR)");
 }
+
+#[test]
+fn redacted_captures_compare_by_their_placeholders() {
+    // Record two fixture trees as if they were live nodes (`record` reads `--root` through the
+    // host source; NVML, the kubelet and the kernel log answer as they do here): host names,
+    // GUIDs, MACs and serials are replaced by placeholders in each capture, in the same order,
+    // so two nodes built alike compare equal on them and only the injected port rate differs.
+    let scratch = tempfile::tempdir().unwrap();
+    let record = |fixture: &str, out: &str| {
+        let out = scratch.path().join(out);
+        let run = common::gpudoctor(&[
+            "record",
+            "--root",
+            fixture_str(fixture),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        out
+    };
+    let a = record("hgx-h100-healthy", "a.tar.gz");
+    let b = record("h100-ib-port-hdr", "b.tar.gz");
+    let d = run(&a, &b);
+    let keys: Vec<String> = d
+        .differences
+        .iter()
+        .map(|x| format!("{}/{}", x.subject, x.attribute.as_deref().unwrap_or("-")))
+        .collect();
+    assert_eq!(keys, ["port mlx5_5/1/rate"], "{:#?}", d.differences);
+    assert_ne!(d.a.hostname.as_deref(), Some("hgx-h100-01"), "redacted");
+    assert_eq!(d.a.hostname, d.b.hostname, "same placeholder on both");
+}
