@@ -772,3 +772,34 @@ fn redacted_captures_compare_by_their_placeholders() {
     assert_ne!(d.a.hostname.as_deref(), Some("hgx-h100-01"), "redacted");
     assert_eq!(d.a.hostname, d.b.hostname, "same placeholder on both");
 }
+
+#[test]
+fn a_report_with_facts_validates_against_the_published_schema() {
+    let schema: Value = serde_json::from_str(&gpudoctor::report::json_schema()).unwrap();
+    let validator = jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap();
+    for name in [
+        "hgx-h100-healthy",
+        "h100-driver-not-loaded",
+        "h100-nccl-healthy",
+    ] {
+        let out = common::gpudoctor(&[
+            "check",
+            "--root",
+            fixture_str(name),
+            "--format",
+            "json",
+            "--with-facts",
+            "--keep-going",
+        ]);
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(report["facts"]["sections"]["driver"].is_object(), "{name}");
+        let errors: Vec<String> = validator
+            .iter_errors(&report)
+            .map(|e| format!("{}: {e}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{name}: {errors:#?}");
+    }
+}

@@ -304,6 +304,12 @@ impl<'a> Context<'a> {
         self.nccl.get_or_init(|| self.source.nccl())
     }
 
+    /// The nccl-tests results if the walk already asked for them: never starts a benchmark
+    /// (`snapshot` must not run one the checks did not).
+    pub fn nccl_if_asked(&self) -> Option<&crate::source::NcclProbe> {
+        self.nccl.get()
+    }
+
     /// Judge against this profile instead of choosing one from the GPUs (`--profile`).
     pub fn with_profile(mut self, profile: Option<Profile>) -> Self {
         self.forced_profile = profile;

@@ -163,7 +163,7 @@ pub fn table(diff: &Diff, all: bool) -> String {
 
 /// An inline code span holding `text` verbatim (CommonMark: a fence longer than any run of
 /// backticks inside), with pipes escaped so it can sit in a table cell.
-fn code(text: &str) -> String {
+pub(crate) fn code(text: &str) -> String {
     let text = clean(text).replace('|', "\\|");
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest + 1);

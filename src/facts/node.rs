@@ -46,7 +46,25 @@ pub fn gather_cmdline(source: &dyn Source) -> Result<Option<String>, super::Fact
 /// (`lib/cmdline.c` `next_arg()`): words end at unquoted whitespace, a double quote toggles
 /// quoting and is dropped, `key=value` splits at the first `=`; a parameter without `=` has the
 /// value `None`. A parameter given twice keeps both pairs (the kernel applies them in order).
+/// Everything after a bare `--` is for init, not the kernel (`kernel/params.c` `parse_args()`
+/// stops there; Documentation/admin-guide/kernel-parameters.rst): one last pair `("--", rest)`.
 pub fn parse_cmdline_params(text: &str) -> Vec<(String, Option<String>)> {
+    let mut params = split_cmdline(text);
+    if let Some(at) = params.iter().position(|(k, v)| k == "--" && v.is_none()) {
+        let rest: Vec<String> = params
+            .drain(at..)
+            .skip(1)
+            .map(|(k, v)| match v {
+                Some(v) => format!("{k}={v}"),
+                None => k,
+            })
+            .collect();
+        params.push(("--".to_string(), Some(rest.join(" "))));
+    }
+    params
+}
+
+fn split_cmdline(text: &str) -> Vec<(String, Option<String>)> {
     let mut params = Vec::new();
     let mut word = String::new();
     let mut quoted = false;
@@ -106,6 +124,13 @@ mod tests {
         assert_eq!(q[1], ("a".into(), Some(String::new())));
         assert_eq!(q[2], ("b".into(), None));
         assert!(parse_cmdline_params("  \n").is_empty());
+        // Init's arguments after `--`, as a Firecracker guest's command line has them.
+        let init = parse_cmdline_params("console=ttyS0 nomodule -- --addr 0.0.0.0:2024 --x=1");
+        assert_eq!(init.len(), 3);
+        assert_eq!(
+            init[2],
+            ("--".into(), Some("--addr 0.0.0.0:2024 --x=1".into()))
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::summary::{Outlier, Scope, Spread, Summary};
-use crate::diff::render::clean;
+use crate::diff::render::{clean, code};
 
 pub fn json(summary: &Summary) -> String {
     let mut text = serde_json::to_string_pretty(summary)
@@ -154,16 +154,47 @@ pub fn table(s: &Summary) -> String {
     out
 }
 
-/// A Markdown table cell: pipes escaped, node text cleaned.
+/// Node text in Markdown: a code span, so it cannot turn into markup.
 fn md(text: &str) -> String {
-    clean(text).replace('|', "\\|").replace('`', "\\`")
+    code(text)
+}
+
+fn md_spread(s: &Spread) -> String {
+    let nodes: Vec<String> = s.nodes.iter().map(|n| md(n)).collect();
+    let shown = if nodes.len() > 10 {
+        format!("{} … ({} more)", nodes[..10].join(", "), nodes.len() - 10)
+    } else {
+        nodes.join(", ")
+    };
+    format!(
+        "{} {} on {} of {} node(s) that ran it: {shown}",
+        md(&s.code),
+        s.status,
+        s.nodes.len(),
+        s.evaluated
+    )
+}
+
+fn md_outlier(o: &Outlier) -> String {
+    let z =
+        o.z.map(|z| format!("modified z {z:.1}"))
+            .unwrap_or_else(|| "mad 0: most nodes agree exactly".into());
+    format!(
+        "{} {}: {} {} (median {} of {} node(s), {z})",
+        md(&o.node),
+        md(&o.figure),
+        o.shown,
+        o.direction,
+        o.median_shown,
+        o.group
+    )
 }
 
 pub fn markdown(s: &Summary) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## gpudoctor fleet\n\n{}\n", header(s));
     let mut head = vec!["node".to_string(), "profile".into()];
-    head.extend(s.columns.iter().map(|c| md(c)));
+    head.extend(s.columns.iter().map(|c| clean(c).replace('|', "\\|")));
     head.push("exit".into());
     let _ = writeln!(out, "| {} |", head.join(" | "));
     let _ = writeln!(out, "|{}", "---|".repeat(head.len()));
@@ -189,7 +220,7 @@ pub fn markdown(s: &Summary) -> String {
             let _ = writeln!(out, "none");
         }
         for c in lines {
-            let _ = writeln!(out, "- {}", md(&spread_line(c)));
+            let _ = writeln!(out, "- {}", md_spread(c));
         }
     }
     let _ = writeln!(out, "\n### Outliers\n");
@@ -197,12 +228,7 @@ pub fn markdown(s: &Summary) -> String {
         let _ = writeln!(out, "none");
     }
     for o in &s.outliers {
-        let _ = writeln!(
-            out,
-            "- profile {}: {}",
-            md(&o.profile),
-            md(&outlier_line(o))
-        );
+        let _ = writeln!(out, "- profile {}: {}", md(&o.profile), md_outlier(o));
     }
     if !s.skipped.is_empty() {
         let _ = writeln!(out, "\n### Skipped files\n");

@@ -4,11 +4,18 @@
 
 use super::{Facts, list};
 use crate::checks::Context;
-use crate::source::NcclProbe;
+use crate::source::{NcclProbe, SourceKind};
 
 pub(super) fn nccl(ctx: &Context<'_>, facts: &mut Facts) {
     let s = "nccl";
-    let runs = match ctx.nccl() {
+    // A capture's logs are read whether or not the layer ran (cheap, and the facts of a capture
+    // should not depend on an earlier layer failing); a live benchmark is never started here.
+    let probe = match ctx.nccl_if_asked() {
+        Some(probe) => probe,
+        None if ctx.source().kind() == SourceKind::Replay => ctx.nccl(),
+        None => return,
+    };
+    let runs = match probe {
         NcclProbe::Runs(runs) => runs,
         // Nothing ran: the layer is `skip`, and its verdict already says why.
         _ => return,

@@ -34,6 +34,11 @@ pub(super) fn node(ctx: &Context<'_>, facts: &mut Facts) {
                     .push(value.unwrap_or_else(|| "(set)".into()));
             }
             for (key, values) in seen {
+                let key = if key == "--" {
+                    "-- (init arguments)".into()
+                } else {
+                    key
+                };
                 facts.put(s, subject, &key, values.join(" then "));
             }
         }
