@@ -803,3 +803,48 @@ fn a_report_with_facts_validates_against_the_published_schema() {
         assert!(errors.is_empty(), "{name}: {errors:#?}");
     }
 }
+
+#[test]
+fn a_damaged_capture_is_compared_not_crashed_on() {
+    // Files the facts come from, damaged as a broken node or a mangled attachment would have
+    // them: binary garbage, JSON cut short, a FIFO where a file should be, a file gone.
+    let scratch = tempfile::tempdir().unwrap();
+    let bad = scratch.path().join("bad");
+    common::copy_tree(&fixture("hgx-h100-healthy"), &bad);
+    std::fs::write(
+        bad.join("proc/driver/nvidia/gpus/0000:18:00.0/information"),
+        b"\xff\xfe\x00Video BIOS:\x1b[31m\n",
+    )
+    .unwrap();
+    std::fs::write(bad.join(".gpudoctor/nvml.json"), "{\"devices\": [").unwrap();
+    std::fs::write(bad.join("proc/modules"), b"\x00\x01\x02 garbage\n").unwrap();
+    std::fs::remove_file(bad.join("proc/cmdline")).unwrap();
+    let fifo = std::ffi::CString::new(bad.join("proc/cmdline").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    std::fs::remove_file(bad.join("var/lib/kubelet/config.yaml")).unwrap();
+
+    let started = std::time::Instant::now();
+    let out = common::gpudoctor(&[
+        "diff",
+        "fixtures/hgx-h100-healthy",
+        bad.to_str().unwrap(),
+        "--all",
+    ]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains('\x1b'), "{text}");
+    for needle in [
+        "nvml init: ok → unreadable",
+        "kernel command line (file): absent → unreadable",
+        "kernel modules (list): absent → unreadable",
+    ] {
+        assert!(text.contains(needle), "{needle}\n{text}");
+    }
+}

@@ -1093,12 +1093,49 @@ fn kernel_command_lines_never_panic() {
                     " ",
                     "=",
                     "BOOT_IMAGE=",
+                    "--",
                 ],
                 vec![healthy("proc/cmdline")],
             )
         },
         |t| {
             let _ = iommu::parse_cmdline(t).asks_passthrough();
+            let _ = gpudoctor::facts::node::parse_cmdline_params(t);
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Saved reports (`diff`, `fleet`): any JSON, any version
+
+#[test]
+fn saved_reports_never_panic() {
+    let mut samples = Vec::new();
+    for name in ["hgx-h100-healthy.json", "h100-nccl-low-bandwidth.json"] {
+        let path = repo().join("tests/snapshots").join(name);
+        samples.push(std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}")));
+    }
+    property(
+        "saved report",
+        move || {
+            inputs(
+                &[
+                    "{\"schema_version\": 1, \"layers\": [",
+                    "{\"id\": \"driver\", \"status\": \"pass\", \"checks\": [",
+                    "{\"code\": \"x.y\", \"status\": \"fail\", \"figures\": [",
+                    "{\"name\": \"n\", \"value\": ",
+                    "\"facts\": {\"version\": 1, \"sections\": {",
+                    "]}",
+                    "}",
+                    ",",
+                    "null",
+                ],
+                samples,
+            )
+        },
+        |t| {
+            let _ = gpudoctor::saved::parse(t);
+            let _ = gpudoctor::saved::parse_facts(t);
         },
     );
 }
