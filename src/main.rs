@@ -107,7 +107,10 @@ fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
         match profile::load(arg) {
             Ok(p) => options.profile = Some(p),
             Err(err) => {
-                eprintln!("gpudoctor: --profile {arg}: {err}");
+                eprintln!(
+                    "gpudoctor: --profile {}",
+                    render::sanitize::text(&format!("{arg}: {err}"))
+                );
                 return Ok(exit::USAGE);
             }
         }
@@ -117,7 +120,7 @@ fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
         match diff::open(path, &options) {
             Ok(side) => sides.push(side),
             Err(err) => {
-                eprintln!("gpudoctor: {}", diff::render::clean(&err.to_string()));
+                eprintln!("gpudoctor: {}", render::sanitize::text(&err.to_string()));
                 return Ok(exit::USAGE);
             }
         }
@@ -139,8 +142,8 @@ fn fleet(args: &FleetArgs) -> anyhow::Result<i32> {
     for skipped in &loaded.skipped {
         eprintln!(
             "gpudoctor: warning: skipped {}: {}",
-            gpudoctor::diff::render::clean(&skipped.file),
-            gpudoctor::diff::render::clean(&skipped.why)
+            render::sanitize::text(&skipped.file),
+            render::sanitize::text(&skipped.why)
         );
     }
     if loaded.nodes.is_empty() {

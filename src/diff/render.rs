@@ -11,28 +11,10 @@ use std::fmt::Write;
 
 use super::compare::{ABSENT, Diff, Difference, Kind, SideSummary};
 
-/// Text from a node or a saved report, safe for a terminal: C0 controls but tab, DEL, C1
-/// controls and the bidirectional overrides (CVE-2021-42574) shown escaped.
+/// Text from a node or a saved report, safe for a terminal (the one rule every human format
+/// follows: [`crate::render::sanitize::text`]).
 pub fn clean(text: &str) -> Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        matches!(c,
-            '\u{0}'..='\u{8}' | '\u{a}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
-            | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
-    if !text.chars().any(unsafe_char) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            c if !unsafe_char(c) => out.push(c),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-        }
-    }
-    Cow::Owned(out)
+    crate::render::sanitize::text(text)
 }
 
 pub fn json(diff: &Diff) -> String {
@@ -258,14 +240,6 @@ pub fn markdown(diff: &Diff, all: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_what_could_drive_a_terminal() {
-        assert_eq!(clean("gpu 0"), "gpu 0");
-        assert_eq!(clean("a\x1b[31mb\r"), "a\\x1b[31mb\\r");
-        assert_eq!(clean("x\u{202e}y\u{9b}"), "x\\u{202e}y\\u{9b}");
-        assert_eq!(clean("tab\there"), "tab\there");
-    }
 
     #[test]
     fn code_spans_hold_backticks_and_pipes() {

@@ -102,6 +102,32 @@ pub fn report(report: &Report) -> Cow<'_, Report> {
         in_place(&mut first.summary);
         in_place_opt(&mut first.hint);
     }
+    if let Some(facts) = &mut clean.facts {
+        // Not printed by the human formats today; cleaned all the same, so the contract holds
+        // for whichever renderer shows them.
+        let sections = std::mem::take(&mut facts.sections);
+        facts.sections = sections
+            .into_iter()
+            .map(|(section, subjects)| {
+                let subjects = subjects
+                    .into_iter()
+                    .map(|(subject, attributes)| {
+                        let attributes = attributes
+                            .into_iter()
+                            .map(|(k, v)| (text(&k).into_owned(), text(&v).into_owned()))
+                            .collect();
+                        (text(&subject).into_owned(), attributes)
+                    })
+                    .collect();
+                (text(&section).into_owned(), subjects)
+            })
+            .collect();
+        let unavailable = std::mem::take(&mut facts.unavailable);
+        facts.unavailable = unavailable
+            .into_iter()
+            .map(|(k, v)| (text(&k).into_owned(), text(&v).into_owned()))
+            .collect();
+    }
     if &clean == report {
         Cow::Borrowed(report)
     } else {
@@ -172,6 +198,15 @@ mod tests {
             }),
             exit_code: 1,
             duration_ms: 0,
+            facts: Some({
+                let mut f = crate::snapshot::Facts {
+                    version: crate::snapshot::FACTS_VERSION,
+                    ..Default::default()
+                };
+                f.put("driver", "gpu 0000:18:00.0", "vbios", "96.00.99.00.01");
+                f.unavailable.insert("nvml ".into(), "why".into());
+                f
+            }),
         };
         // Every string that can hold a payload and still be a report, one at a time.
         let base = serde_json::to_value(&report).unwrap();
