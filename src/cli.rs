@@ -319,6 +319,66 @@ pub struct CheckArgs {
 
     #[command(flatten)]
     pub probes: ProbeArgs,
+
+    #[command(flatten)]
+    pub unpack: UnpackArgs,
+}
+
+/// Limits for unpacking a `.tar.gz` capture given as `--root`, checked while streaming; a
+/// capture past one is refused (exit 2) and nothing is left on disk (docs/security.md).
+#[derive(Debug, Clone, Args)]
+pub struct UnpackArgs {
+    /// Most bytes a .tar.gz --root may hold once uncompressed (K, M, G suffixes).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "1G")]
+    pub unpack_max_bytes: u64,
+
+    /// Most entries (files, directories, links) a .tar.gz --root may hold.
+    #[arg(long, value_name = "N", default_value_t = crate::record::unpack::DEFAULT_LIMITS.max_entries)]
+    pub unpack_max_entries: u64,
+
+    /// Largest single file a .tar.gz --root may hold (K, M, G suffixes).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "64M")]
+    pub unpack_max_file_bytes: u64,
+}
+
+impl UnpackArgs {
+    pub fn limits(&self) -> crate::record::UnpackLimits {
+        crate::record::UnpackLimits {
+            max_bytes: self.unpack_max_bytes,
+            max_entries: self.unpack_max_entries,
+            max_file_bytes: self.unpack_max_file_bytes,
+        }
+    }
+}
+
+/// `1G`, `512M`, `64K` (powers of 1024) or plain bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => t.split_at(i),
+        None => (t, ""),
+    };
+    let shift = match unit
+        .trim_end_matches(['i', 'B', 'b'])
+        .to_ascii_uppercase()
+        .as_str()
+    {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => {
+            return Err(format!(
+                "`{s}`: a size is a number with an optional K, M, G or T"
+            ));
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}`: a size is a number with an optional K, M, G or T"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{s}`: too large"))
 }
 
 /// How probes that are not files reach the node: NVML, the kernel log, the kubelet, nccl-tests.
@@ -453,7 +513,8 @@ pub struct RecordArgs {
     #[arg(long, conflicts_with = "no_redact")]
     pub redact_hostname_anyway: bool,
 
-    /// Replace an existing, non-empty --out.
+    /// Replace --out if it is an earlier capture (a directory or .tar.gz with a valid
+    /// .gpudoctor/manifest.json); anything else at --out is never replaced.
     #[arg(long)]
     pub force: bool,
 
@@ -533,6 +594,9 @@ pub struct TopoArgs {
     /// Load this NVML library instead of libnvidia-ml.so.1 (live nodes only).
     #[arg(long, value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub unpack: UnpackArgs,
 }
 
 impl TopoArgs {

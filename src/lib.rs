@@ -12,6 +12,7 @@ pub mod explain;
 pub mod facts;
 pub mod fleet;
 pub mod output;
+pub mod process;
 pub mod profile;
 pub mod record;
 pub mod redact;

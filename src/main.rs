@@ -16,6 +16,12 @@ use gpudoctor::report::exit;
 use gpudoctor::{checks, engine, explain, profile, record, render, source};
 
 fn main() -> ExitCode {
+    // Every child is started through process::Group; SIGINT/SIGTERM/SIGHUP stop them and remove
+    // temporary files before gpudoctor dies of the signal (process/signals.rs).
+    gpudoctor::process::own_all_children();
+    if let Err(err) = gpudoctor::process::signals::install() {
+        eprintln!("gpudoctor: cannot handle signals ({err}); an interrupted run may leave files");
+    }
     let cli = Cli::parse();
     let npd = matches!(&cli.command, Command::Check(args) if args.npd);
     let mut code = match run(cli) {
@@ -42,6 +48,7 @@ fn main() -> ExitCode {
         }
         code = render::npd::exit_code(code);
     }
+    gpudoctor::process::reap_leftovers();
     ExitCode::from(u8::try_from(code).unwrap_or(4))
 }
 
@@ -209,11 +216,8 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
             emit(&format!("{}\n", summary.out.display()))?;
             Ok(exit::HEALTHY)
         }
-        Err(
-            err @ (record::RecordError::OutputExists(_)
-            | record::RecordError::OutputIsRoot(_)
-            | record::RecordError::RootNotDirectory(_)),
-        ) => {
+        // Said here, once; nothing is left at --out or beside it (record/out.rs).
+        Err(err) if err.is_usage() => {
             eprintln!("gpudoctor: {err}");
             Ok(exit::USAGE)
         }
@@ -225,7 +229,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     if let Some(code) = check_outputs(args.textfile_dir.as_deref(), args.save_report.as_deref()) {
         return Ok(code);
     }
-    let (unpacked, root) = match open_root(&args.root) {
+    let (unpacked, root) = match open_root(&args.root, &args.unpack.limits()) {
         Ok(pair) => pair,
         Err(code) => return Ok(code),
     };
@@ -264,7 +268,10 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         );
         return Ok(exit::USAGE);
     }
-    let source = source::open(&root, args.source_options());
+    let source = match source::open(&root, args.source_options()) {
+        Ok(source) => source,
+        Err(err) => return Ok(not_a_capture(&args.root, &err)),
+    };
     let ctx = engine::context(source.as_ref(), &options);
     let mut report = engine::run_in(&ctx, &checks::registry(), &options);
     if args.with_facts {
@@ -505,9 +512,10 @@ fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
 /// directory that lives as long as the returned guard. `Err` is the exit code after a message.
 fn open_root(
     root: &std::path::Path,
-) -> Result<(Option<tempfile::TempDir>, std::path::PathBuf), i32> {
+    limits: &record::UnpackLimits,
+) -> Result<(Option<record::Unpacked>, std::path::PathBuf), i32> {
     if root.is_file() && record::is_packed(root) {
-        return match record::unpack(root) {
+        return match record::unpack(root, limits) {
             Ok(dir) => {
                 let path = dir.path().to_path_buf();
                 Ok((Some(dir), path))
@@ -522,7 +530,7 @@ fn open_root(
 }
 
 fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
-    let (_unpacked, root) = match open_root(&args.root) {
+    let (_unpacked, root) = match open_root(&args.root, &args.unpack.limits()) {
         Ok(pair) => pair,
         Err(code) => return Ok(code),
     };
@@ -533,7 +541,10 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
         );
         return Ok(exit::USAGE);
     }
-    let source = source::open(&root, args.source_options());
+    let source = match source::open(&root, args.source_options()) {
+        Ok(source) => source,
+        Err(err) => return Ok(not_a_capture(&args.root, &err)),
+    };
     let topology = match gpudoctor::facts::topology::gather(source.as_ref()) {
         Ok(t) => t,
         Err(err) => {
@@ -560,6 +571,17 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
     };
     emit(&text).context("writing the topology")?;
     Ok(exit::HEALTHY)
+}
+
+/// A `--root` with the shape of a capture that is not a complete one: a usage error, never read
+/// as a live node. A packed capture is named as given, not by its temporary directory.
+fn not_a_capture(given: &std::path::Path, err: &source::NotACapture) -> i32 {
+    let err = source::NotACapture {
+        root: format!("--root {}", given.display()),
+        why: err.why.clone(),
+    };
+    eprintln!("gpudoctor: {err}");
+    exit::USAGE
 }
 
 /// Write to stdout; a reader that went away (`| head`) ends the output quietly.

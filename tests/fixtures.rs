@@ -20,7 +20,7 @@ fn replay(dir: &Path, options: &RunOptions) -> Report {
     let rel = dir.strip_prefix(common::repo()).unwrap();
     // Relative root, so snapshots do not depend on where the repo is checked out.
     std::env::set_current_dir(common::repo()).unwrap();
-    let source = source::open(rel, source::SourceOptions::default());
+    let source = source::open(rel, source::SourceOptions::default()).expect("a complete capture");
     assert_eq!(
         source.kind(),
         source::SourceKind::Replay,

@@ -16,7 +16,7 @@ use openmetrics_parser::prometheus::parse_prometheus;
 use openmetrics_parser::{PrometheusType, PrometheusValue};
 
 fn replay(dir: &Path, options: &RunOptions) -> Report {
-    let source = source::open(dir, source::SourceOptions::default());
+    let source = source::open(dir, source::SourceOptions::default()).expect("a complete capture");
     engine::run(source.as_ref(), options)
 }
 

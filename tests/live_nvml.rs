@@ -265,7 +265,7 @@ fn every_fixture_reads_the_same_live_as_in_replay() {
             ..Default::default()
         };
         let live_report = engine::run(&host, &options);
-        let replay = source::open(root, SourceOptions::default());
+        let replay = source::open(root, SourceOptions::default()).expect("a complete capture");
         assert_eq!(replay.kind(), SourceKind::Replay, "{name} must replay");
         let replay_report = engine::run(replay.as_ref(), &options);
 

@@ -358,22 +358,62 @@ fn a_packed_capture_replays_directly() {
 }
 
 #[test]
-fn an_occupied_output_is_refused_without_force() {
+fn an_occupied_output_is_refused_and_force_replaces_only_a_capture() {
     let fixture = common::repo().join("fixtures/hgx-h100-healthy");
     let tmp = tempfile::tempdir().unwrap();
+    // A directory that is not a capture: never replaced, --force or not (issue 13, item 8).
     let out = tmp.path().join("cap");
     fs::create_dir_all(&out).unwrap();
     fs::write(out.join("keep-me"), "data").unwrap();
-    let refused = record(&fixture, &out, &[]);
+    for extra in [&[][..], &["--force"][..]] {
+        let refused = record(&fixture, &out, extra);
+        assert_eq!(refused.status.code(), Some(2), "{extra:?}");
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(err.contains("is not a gpudoctor capture"), "{err}");
+        assert_eq!(
+            err.matches("gpudoctor: --out").count(),
+            1,
+            "said once: {err}"
+        );
+        assert_eq!(fs::read_to_string(out.join("keep-me")).unwrap(), "data");
+    }
+    // An earlier capture: refused without --force, replaced with it.
+    let cap = tmp.path().join("cap2");
+    ok(&record(&fixture, &cap, &[]), "first record");
+    fs::write(cap.join("planted"), "x").unwrap();
+    let refused = record(&fixture, &cap, &[]);
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"));
-    assert!(out.join("keep-me").is_file(), "nothing was touched");
-    ok(&record(&fixture, &out, &["--force"]), "with --force");
-    assert!(!out.join("keep-me").exists());
+    assert!(cap.join("planted").is_file(), "nothing was touched");
+    ok(&record(&fixture, &cap, &["--force"]), "with --force");
+    assert!(!cap.join("planted").exists());
+    assert!(cap.join(".gpudoctor/manifest.json").is_file());
+    // Same for a packed capture; a .tar.gz that is not one is never replaced.
+    let packed = tmp.path().join("node.tar.gz");
+    ok(&record(&fixture, &packed, &[]), "packed");
+    assert_eq!(record(&fixture, &packed, &[]).status.code(), Some(2));
+    ok(
+        &record(&fixture, &packed, &["--force"]),
+        "packed with --force",
+    );
+    let other = tmp.path().join("other.tar.gz");
+    fs::write(&other, b"not a capture").unwrap();
+    assert_eq!(
+        record(&fixture, &other, &["--force"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(fs::read(&other).unwrap(), b"not a capture");
     // Never over the root itself.
     let over_root = record(&fixture, &fixture, &["--force"]);
     assert_eq!(over_root.status.code(), Some(2));
     assert!(fixture.join(".gpudoctor/manifest.json").is_file());
+    // No temporary sibling left by any of it.
+    let left: Vec<String> = fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// `record` reads through the same confined source as `check`: a link out of the root (absolute,

@@ -31,7 +31,7 @@ fn errors(validator: &jsonschema::Validator, instance: &Value) -> Vec<String> {
 }
 
 fn replay(dir: &Path, options: &RunOptions) -> Value {
-    let source = source::open(dir, source::SourceOptions::default());
+    let source = source::open(dir, source::SourceOptions::default()).expect("a complete capture");
     let report = engine::run(source.as_ref(), options);
     serde_json::from_str(&render::json::render(&report)).unwrap()
 }

@@ -472,7 +472,30 @@ fn run_completed(ctx: &Context<'_>) -> Outcome {
             .evidence(Evidence::new(origin.clone(), message.clone()))
             .hint("check the path and permissions; run the command by hand to see why it does not start");
     }
-    each_run(ctx, |_, run| naming_nodes(completed_verdict(run), run))
+    each_run(ctx, |_, run| {
+        naming_nodes(completed_verdict(run), run).evidence_all(killed_evidence(run))
+    })
+}
+
+/// What gpudoctor had to kill after the run (left running after the leader exited, or still
+/// there at the timeout): one evidence line each, at most ten (process.rs).
+fn killed_evidence(run: &NcclRun) -> Vec<Evidence> {
+    let killed = run.meta.as_ref().map_or(&[][..], |m| m.killed.as_slice());
+    let mut evidence: Vec<Evidence> = killed
+        .iter()
+        .take(10)
+        .map(|k| {
+            Evidence::new("process killed by gpudoctor", k.describe())
+                .expected("nothing left running after the run")
+        })
+        .collect();
+    if killed.len() > 10 {
+        evidence.push(Evidence::new(
+            "process killed by gpudoctor",
+            format!("and {} more", killed.len() - 10),
+        ));
+    }
+    evidence
 }
 
 fn completed_verdict(run: &NcclRun) -> Outcome {

@@ -116,7 +116,10 @@ pub fn open(path: &Path, options: &DiffOptions) -> Result<Side, OpenError> {
         return read_report(path, name);
     }
     let unpacked = if kind == InputKind::PackedCapture {
-        Some(record::unpack(path).map_err(|e| OpenError(format!("{name}: cannot unpack: {e}")))?)
+        Some(
+            record::unpack(path, &record::UnpackLimits::default())
+                .map_err(|e| OpenError(format!("{name}: cannot unpack: {e}")))?,
+        )
     } else {
         None
     };
@@ -124,7 +127,16 @@ pub fn open(path: &Path, options: &DiffOptions) -> Result<Side, OpenError> {
         .as_ref()
         .map(|d| d.path().to_path_buf())
         .unwrap_or_else(|| path.to_path_buf());
-    let source = source::open(&root, options.source.clone());
+    // A capture cut short (no valid manifest) is an error, never walked as a live node.
+    let source = source::open(&root, options.source.clone()).map_err(|e| {
+        OpenError(
+            source::NotACapture {
+                root: name.clone(),
+                why: e.why,
+            }
+            .to_string(),
+        )
+    })?;
     let run = RunOptions {
         keep_going: options.keep_going,
         profile: options.profile.clone(),

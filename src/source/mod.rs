@@ -193,7 +193,7 @@ impl Source for HostSource {
         }
         // Resolved inside the root like every file, so a link cannot send us elsewhere.
         match self.fs.host_path(POD_RESOURCES_SOCKET) {
-            Ok(path) => podresources::probe(&path, POD_RESOURCES_SOCKET, timeout),
+            Ok(path) => podresources::probe(path.path(), POD_RESOURCES_SOCKET, timeout),
             Err(err) => k8s::socket_error(POD_RESOURCES_SOCKET, &err),
         }
     }
@@ -340,15 +340,66 @@ impl Source for ReplaySource {
     }
 }
 
-/// Pick replay when the root carries a capture manifest, else the live host.
-pub fn open(root: &Path, options: SourceOptions) -> Box<dyn Source> {
-    if root.join(MANIFEST).is_file() {
-        Box::new(
+/// The capture format this gpudoctor writes and reads (`format_version` in the manifest).
+pub const CAPTURE_FORMAT_VERSION: u32 = 1;
+
+/// Why a root that has the shape of a capture cannot be replayed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{root} holds {CAPTURE_DIR}/ but is not a complete capture: {why}; re-record it (`gpudoctor record`), or remove {CAPTURE_DIR}/ to read the directory as a live root"
+)]
+pub struct NotACapture {
+    pub root: String,
+    pub why: String,
+}
+
+/// The manifest of the capture `fs` is rooted at, checked: a JSON object whose
+/// `format_version` this gpudoctor reads. Read like every file (inside the root, capped).
+pub fn capture_manifest(fs: &RootedFs) -> Result<serde_json::Value, String> {
+    let text = match fs.read_to_string(MANIFEST) {
+        Ok(text) => text,
+        Err(err) if err.is_missing() => {
+            return Err(format!(
+                "no {MANIFEST} (a capture is complete only once its manifest is written: cut short?)"
+            ));
+        }
+        Err(err) => return Err(err.to_string()),
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{MANIFEST} does not parse: {e}"))?;
+    match value.get("format_version").and_then(|v| v.as_u64()) {
+        Some(v) if v >= 1 && v <= u64::from(CAPTURE_FORMAT_VERSION) => Ok(value),
+        Some(v) => Err(format!(
+            "{MANIFEST} has format_version {v}; this gpudoctor reads {CAPTURE_FORMAT_VERSION}"
+        )),
+        None => Err(format!("{MANIFEST} has no format_version")),
+    }
+}
+
+/// Pick replay when the root is a capture (it holds `.gpudoctor/`), else the live host. A root
+/// holding `.gpudoctor/` without a valid manifest is an error, never read as a live node: a
+/// capture cut short would otherwise be judged with this machine's NVML.
+pub fn open(root: &Path, options: SourceOptions) -> Result<Box<dyn Source>, NotACapture> {
+    let fs = RootedFs::new(root);
+    match fs.entry_kind(CAPTURE_DIR) {
+        Err(err) if err.is_missing() => return Ok(Box::new(HostSource::new(root, options))),
+        Err(err) => {
+            return Err(NotACapture {
+                root: root.display().to_string(),
+                why: err.to_string(),
+            });
+        }
+        Ok(_) => {}
+    }
+    match capture_manifest(&fs) {
+        Ok(_) => Ok(Box::new(
             ReplaySource::new(root)
                 .with_nccl_logs(options.nccl.logs)
                 .with_kernel_log(options.kernel_log, options.probe_timeout),
-        )
-    } else {
-        Box::new(HostSource::new(root, options))
+        )),
+        Err(why) => Err(NotACapture {
+            root: root.display().to_string(),
+            why,
+        }),
     }
 }

@@ -20,10 +20,13 @@
 //!   expansion) and put in front of the binary, unchanged;
 //! - stdout and stderr are read on their own threads, so neither pipe can fill and block the
 //!   test; both feed one parser in arrival order;
-//! - the run gets its own process group; at the timeout (`--nccl-timeout`, default
-//!   [`DEFAULT_TIMEOUT`]) the whole group gets SIGTERM (mpirun forwards it to remote ranks), then
-//!   SIGKILL after [`KILL_GRACE`]. The output so far is kept and judged (§5: "a hang prints
-//!   nothing after the table header");
+//! - the run is a [`Group`](crate::process::Group): its own process group, gpudoctor its child
+//!   subreaper. At the timeout (`--nccl-timeout`, default [`DEFAULT_TIMEOUT`]), on SIGINT/
+//!   SIGTERM/SIGHUP to gpudoctor, and after the leader exits, the whole group and every
+//!   descendant (in the group or not) get SIGTERM (mpirun forwards it to remote ranks), then
+//!   SIGKILL after [`KILL_GRACE`], and are reaped; what had to be killed is kept in
+//!   [`RunMeta::killed`] and shown as evidence. The output so far is kept and judged (§5: "a
+//!   hang prints nothing after the table header");
 //! - progress goes to a callback (stderr in the CLI): elapsed time and the last size done.
 //!
 //! A capture stores each run's output as `.gpudoctor/nccl/<name>.log` and, beside it, what only
@@ -33,7 +36,6 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -41,8 +43,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::{FsError, RootedFs};
+use super::RootedFs;
 use crate::facts::nccl::{LineSplitter, NcclLog, NcclLogParser, format_size};
+use crate::process::{Exit, Finished, Group, KILL_GRACE, Killed, signals};
 
 /// Where a capture keeps NCCL logs.
 pub const NCCL_DIR: &str = ".gpudoctor/nccl";
@@ -50,8 +53,6 @@ pub const NCCL_DIR: &str = ".gpudoctor/nccl";
 /// (the init and the 8 GiB rows dominate); five minutes leaves room for slow inits and
 /// multi-node launchers while still catching a hang (§13) in bounded time.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
-/// Between SIGTERM and SIGKILL to the process group.
-pub const KILL_GRACE: Duration = Duration::from_secs(3);
 /// After the process exits, how long to wait for pipes held open by leftovers.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// Output kept verbatim for a capture: the head and the tail, each this many bytes.
@@ -164,6 +165,10 @@ pub struct RunMeta {
     /// What gpudoctor set or removed (`NCCL_DEBUG=INFO`, `NCCL_DEBUG_FILE` removed).
     #[serde(default)]
     pub changed: Vec<String>,
+    /// Processes of the run gpudoctor had to kill: left running after the leader exited, or
+    /// still there at the timeout (process.rs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub killed: Vec<Killed>,
 }
 
 /// One judged log.
@@ -401,6 +406,10 @@ impl Progress {
 pub struct RunOutput {
     pub exit: Option<RunExit>,
     pub timed_out: bool,
+    /// gpudoctor got this signal while the run went on, and stopped it.
+    pub interrupted: Option<i32>,
+    /// What was still running after the leader exited or was stopped, and was killed.
+    pub killed: Vec<Killed>,
     pub elapsed: Duration,
     pub log: NcclLog,
     pub transcript: String,
@@ -513,9 +522,7 @@ pub fn run_command(
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group, so the timeout can kill mpirun and every rank it forked.
-        .process_group(0);
+        .stderr(Stdio::piped());
     for (name, value) in env {
         match value {
             Some(v) => command.env(name, v),
@@ -523,20 +530,16 @@ pub fn run_command(
         };
     }
     let started = Instant::now();
-    let mut child = command.spawn()?;
-    let pgid = child.id() as libc::pid_t;
+    // Its own process group under gpudoctor as subreaper (process.rs): whatever it starts,
+    // in the group or not, is stopped and reaped before this returns.
+    let spawned = Group::spawn(&mut command)?;
+    let mut group = Some(spawned.group);
 
     // Bounded: a reader waits when the parser is behind, so memory stays flat.
     let (tx, rx) = mpsc::sync_channel::<Chunk>(64);
     let mut readers = 0;
-    let stdout = child
-        .stdout
-        .take()
-        .map(|s| Box::new(s) as Box<dyn Read + Send>);
-    let stderr = child
-        .stderr
-        .take()
-        .map(|s| Box::new(s) as Box<dyn Read + Send>);
+    let stdout = spawned.stdout.map(|s| Box::new(s) as Box<dyn Read + Send>);
+    let stderr = spawned.stderr.map(|s| Box::new(s) as Box<dyn Read + Send>);
     for (i, pipe) in [stdout, stderr].into_iter().enumerate() {
         let Some(mut pipe) = pipe else { continue };
         let tx = tx.clone();
@@ -566,50 +569,52 @@ pub fn run_command(
     };
     let mut splitters = [LineSplitter::new(), LineSplitter::new()];
     let mut open = readers;
-    let mut exit: Option<RunExit> = None;
     let mut timed_out = false;
-    let mut term_sent: Option<Instant> = None;
-    let mut kill_sent: Option<Instant> = None;
-    let mut exited_at: Option<Instant> = None;
+    let mut interrupted = None;
+    let mut observed_exit: Option<Exit> = None;
+    // Stopping the group runs on its own thread (it waits out the grace) while the output is
+    // still read here.
+    let mut finisher: Option<std::thread::JoinHandle<Finished>> = None;
+    let mut finished: Option<(Finished, Instant)> = None;
     let mut last_progress = Instant::now();
 
     loop {
         let now = Instant::now();
-        if exit.is_none() {
-            match child.try_wait() {
-                Ok(Some(status)) => {
-                    exit = Some(match (status.code(), status.signal()) {
-                        (Some(c), _) => RunExit::Code(c),
-                        (None, Some(s)) => RunExit::Signal(s),
-                        (None, None) => RunExit::Code(-1),
-                    });
-                    exited_at = Some(now);
-                }
-                Ok(None) => {}
-                Err(_) => exited_at = Some(now),
+        if let Some(running) = &group {
+            let stop = if let Some(exit) = running.leader_exited() {
+                observed_exit = Some(exit);
+                true
+            } else if now.duration_since(started) >= timeout {
+                timed_out = true;
+                true
+            } else if let Some(sig) = signals::interrupted() {
+                interrupted = Some(sig);
+                true
+            } else {
+                false
+            };
+            if stop && let Some(running) = group.take() {
+                finisher = Some(std::thread::spawn(move || running.finish(KILL_GRACE)));
             }
         }
-        if exit.is_none() && term_sent.is_none() && now.duration_since(started) >= timeout {
-            timed_out = true;
-            signal_group(pgid, libc::SIGTERM);
-            term_sent = Some(now);
-        }
-        if exit.is_none()
-            && kill_sent.is_none()
-            && term_sent.is_some_and(|t| now.duration_since(t) >= KILL_GRACE)
+        if finisher.as_ref().is_some_and(|h| h.is_finished())
+            && let Some(handle) = finisher.take()
         {
-            signal_group(pgid, libc::SIGKILL);
-            kill_sent = Some(now);
+            let done = handle.join().unwrap_or(Finished {
+                exit: None,
+                killed: Vec::new(),
+            });
+            finished = Some((done, now));
         }
-        if open == 0 && exit.is_some() {
+        if open == 0 && finished.is_some() {
             break;
         }
-        // The process is gone but something it started still holds a pipe: stop reading.
-        if exited_at.is_some_and(|t| now.duration_since(t) >= DRAIN_GRACE) {
-            break;
-        }
-        // SIGKILL sent and still no exit (uninterruptible sleep): give up waiting.
-        if kill_sent.is_some_and(|t| now.duration_since(t) >= KILL_GRACE) {
+        // Everything was killed and reaped but a pipe is still open (a process that survived
+        // SIGKILL, or one that passed the pipe on): stop reading.
+        if finished
+            .as_ref()
+            .is_some_and(|(_, at)| now.duration_since(*at) >= DRAIN_GRACE)
+        {
             break;
         }
         match rx.recv_timeout(Duration::from_millis(100)) {
@@ -636,33 +641,26 @@ pub fn run_command(
     for splitter in &mut splitters {
         splitter.finish(&mut |line, cut| sink.line(line, cut));
     }
-    if exit.is_none()
-        && let Ok(Some(status)) = child.try_wait()
-    {
-        exit = Some(match (status.code(), status.signal()) {
-            (Some(c), _) => RunExit::Code(c),
-            (_, Some(s)) => RunExit::Signal(s),
-            _ => RunExit::Code(-1),
-        });
-    }
+    let (done, _) = finished.unwrap_or((
+        Finished {
+            exit: None,
+            killed: Vec::new(),
+        },
+        Instant::now(),
+    ));
+    let exit = done.exit.or(observed_exit).map(|e| match e {
+        Exit::Code(c) => RunExit::Code(c),
+        Exit::Signal(s) => RunExit::Signal(s),
+    });
     Ok(RunOutput {
         exit,
         timed_out,
+        interrupted,
+        killed: done.killed,
         elapsed: started.elapsed(),
         log: sink.parser.finish(),
         transcript: sink.transcript.finish(),
     })
-}
-
-/// Signal every process of the group the run leads.
-fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
-    if pgid > 0 {
-        // SAFETY: killpg only sends a signal; the group is the one `process_group(0)` made for
-        // the child we have not reaped yet, so its id cannot have been reused.
-        unsafe {
-            libc::killpg(pgid, signal);
-        }
-    }
 }
 
 /// Read a log file as a stream (bounded memory whatever its size).
@@ -760,7 +758,8 @@ pub fn read_capture(fs: &RootedFs) -> NcclProbe {
     let mut runs = Vec::new();
     for name in names {
         let rel = format!("{NCCL_DIR}/{name}");
-        let run = open_rooted(fs, &rel)
+        let run = fs
+            .open_file(&rel)
             .map_err(|e| e.to_string())
             .and_then(|mut f| read_log(&mut f, name.trim_end_matches(".log"), &rel));
         let mut run = match run {
@@ -794,32 +793,6 @@ pub fn read_capture(fs: &RootedFs) -> NcclProbe {
         runs.push(run);
     }
     NcclProbe::Runs(runs)
-}
-
-/// Open a regular file under the root for streaming: resolved inside the root like every read
-/// (links that leave it are refused), never a FIFO or device.
-fn open_rooted(fs: &RootedFs, rel: &str) -> Result<File, FsError> {
-    let resolved = fs.canonical(rel)?;
-    let full = fs.root().join(resolved.trim_start_matches('/'));
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(&full)
-        .map_err(|e| FsError::Io {
-            path: rel.to_string(),
-            message: e.to_string(),
-        })?;
-    let meta = file.metadata().map_err(|e| FsError::Io {
-        path: rel.to_string(),
-        message: e.to_string(),
-    })?;
-    if !meta.is_file() {
-        return Err(FsError::NotAFile {
-            path: rel.to_string(),
-            kind: "not a regular file".to_string(),
-        });
-    }
-    Ok(file)
 }
 
 /// Live: read `--nccl-log` files, or run the test. `gpu_count` is asked only when needed.
@@ -906,6 +879,13 @@ pub fn probe_live(options: &NcclOptions, gpu_count: &dyn Fn() -> Option<u32>) ->
                     },
                     out.elapsed.as_secs()
                 );
+                if !out.killed.is_empty() {
+                    let killed: Vec<String> = out.killed.iter().map(Killed::describe).collect();
+                    eprintln!(
+                        "gpudoctor: nccl {name}: killed what the run left: {}",
+                        killed.join("; ")
+                    );
+                }
             }
             NcclProbe::Runs(vec![NcclRun {
                 name: name.clone(),
@@ -918,6 +898,7 @@ pub fn probe_live(options: &NcclOptions, gpu_count: &dyn Fn() -> Option<u32>) ->
                     elapsed_ms: Some(out.elapsed.as_millis() as u64),
                     env: env.inherited,
                     changed: env.changed,
+                    killed: out.killed,
                 }),
                 log: out.log,
                 transcript: Some(out.transcript),

@@ -12,16 +12,29 @@
 //! - reads are capped in bytes, and only regular files are read (a FIFO or a character device
 //!   would block; files are opened `O_NONBLOCK` so even the open cannot hang);
 //! - non-UTF-8 content is an error naming the path, not garbage handed to a parser.
+//!
+//! Nothing is ever opened by its full path under the root: the root is opened once, and every
+//! component is looked up relative to a descriptor of its directory (`fd.rs`), links are read
+//! through their own descriptors, and a resolved path is reopened with the kernel refusing any
+//! symlink on the way. Another process swapping a directory for a symlink to `/etc` between our
+//! look and our open (`renameat2(RENAME_EXCHANGE)` in a loop) then makes the open fail; it never
+//! reads outside (tests/root_confinement.rs races it).
+
+mod fd;
+mod named;
 
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use thiserror::Error;
+
+use named::read_records;
+pub use named::{read_capped, read_capped_bytes, read_named_file, read_regular_file};
 
 /// Most symlinks followed while resolving one path (Linux `MAXSYMLINKS` is 40).
 pub const MAX_LINK_HOPS: usize = 40;
@@ -110,8 +123,10 @@ pub struct RootedFs {
     trace: Option<Arc<Mutex<Trace>>>,
     /// Directories already resolved, by the root-relative path asked for ([`RootedFs::resolve`]).
     dirs: Arc<Mutex<HashMap<String, Arc<Dir>>>>,
-    /// Descriptors of the directories read last, by resolved path ([`RootedFs::open_at`]).
-    dir_fds: Arc<Mutex<Vec<(String, std::os::fd::OwnedFd)>>>,
+    /// Descriptors of the directories read last, by resolved path ([`RootedFs::dir_fd`]).
+    dir_fds: Arc<Mutex<DirFds>>,
+    /// The root, opened once (`O_PATH`); the errno when it could not be opened.
+    root_fd: Arc<OnceLock<Result<Arc<OwnedFd>, i32>>>,
 }
 
 /// A directory in the memo: the walk state there, its resolved path kept as one string (a
@@ -166,8 +181,15 @@ fn clean(rel: &str) -> Option<&str> {
     .then_some(rel)
 }
 
+/// Open directory descriptors by resolved path, most recently opened last.
+type DirFds = Vec<(String, Arc<OwnedFd>)>;
+
 /// How many directory descriptors [`RootedFs`] keeps open.
 const DIR_FDS: usize = 8;
+
+/// How files are opened for reading: `O_NONBLOCK`, so opening a FIFO never waits for a writer
+/// (`O_NOFOLLOW` and `O_CLOEXEC` are added by `fd.rs`).
+const READ_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_NONBLOCK;
 
 /// Where a walk through the tree stands: the components resolved so far, the links followed,
 /// the last link (named in a dangling-link error), and whether the last component is a directory.
@@ -211,6 +233,59 @@ impl RootedFs {
             trace: None,
             dirs: Arc::default(),
             dir_fds: Arc::default(),
+            root_fd: Arc::default(),
+        }
+    }
+
+    /// The root's descriptor, opened on first use and kept: renaming or replacing the root
+    /// directory afterwards changes nothing for this reader.
+    fn root_fd(&self) -> io::Result<Arc<OwnedFd>> {
+        self.root_fd
+            .get_or_init(|| {
+                fd::open_root(&self.root)
+                    .map(Arc::new)
+                    .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+            })
+            .clone()
+            .map_err(io::Error::from_raw_os_error)
+    }
+
+    /// A descriptor (`O_PATH`) of the resolved, link-free directory `components`: one of the
+    /// last few used, or opened beneath the root with no symlink followed. sysfs attributes are
+    /// read a directory at a time, so the kernel then looks up one component per file, not the
+    /// whole path again (most of a big node's cost).
+    fn dir_fd(&self, components: &[OsString]) -> io::Result<Arc<OwnedFd>> {
+        let root = self.root_fd()?;
+        if components.is_empty() {
+            return Ok(root);
+        }
+        let key = display_components(components);
+        let mut fds = self
+            .dir_fds
+            .lock()
+            .map_err(|_| io::Error::other("directory descriptors poisoned"))?;
+        if let Some((_, found)) = fds.iter().find(|(k, _)| *k == key) {
+            return Ok(found.clone());
+        }
+        let opened = Arc::new(fd::open_beneath(
+            root.as_fd(),
+            components,
+            libc::O_PATH | libc::O_DIRECTORY,
+        )?);
+        if fds.len() >= DIR_FDS {
+            fds.remove(0);
+        }
+        fds.push((key, opened.clone()));
+        Ok(opened)
+    }
+
+    /// Open the resolved, link-free path `components` with `flags`: its directory from
+    /// [`RootedFs::dir_fd`], then the last component `O_NOFOLLOW` (a link that appeared since
+    /// it was resolved is refused, `ELOOP`). An empty path opens the root itself.
+    fn open_resolved(&self, components: &[OsString], flags: libc::c_int) -> io::Result<OwnedFd> {
+        match components.split_last() {
+            None => fd::open_one(self.root_fd()?.as_fd(), OsStr::new("."), flags),
+            Some((last, dir)) => fd::open_one(self.dir_fd(dir)?.as_fd(), last, flags),
         }
     }
 
@@ -315,17 +390,21 @@ impl RootedFs {
     }
 
     /// The fast way to open a file whose directory resolved before: open the last component
-    /// directly (`O_NOFOLLOW`), skipping the `statx` a walk would make. `None` when this does
-    /// not apply or cannot decide (not spelt plainly, the last component is a link, tracing, any
-    /// error other than "not there"): the caller then walks, which gives the exact result.
+    /// directly (`O_NOFOLLOW`) in the directory's descriptor, skipping the look a walk would
+    /// make. `None` when this does not apply or cannot decide (not spelt plainly, the last
+    /// component is a link, tracing, any error other than "not there"): the caller then walks,
+    /// which gives the exact result.
     fn open_in_known_dir(&self, rel: &str) -> Option<Result<File, FsError>> {
         if self.trace.is_some() {
             return None;
         }
         let (dir, name) = clean(rel)?.rsplit_once('/')?;
         let dir = self.dir_of(dir)?;
-        match self.open_at(&dir, name) {
-            Ok(file) => Some(Ok(file)),
+        let opened = self
+            .dir_fd(&dir.components())
+            .and_then(|d| fd::open_one(d.as_fd(), OsStr::new(name), READ_FLAGS));
+        match opened {
+            Ok(file) => Some(Ok(File::from(file))),
             Err(err) if err.kind() == io::ErrorKind::NotFound => Some(Err(match &dir.last_link {
                 Some((link, target)) => FsError::Dangling {
                     path: rel.into(),
@@ -338,49 +417,6 @@ impl RootedFs {
         }
     }
 
-    /// Open `name` (one plain component, not followed if a link) in the resolved directory
-    /// `dir`, relative to a descriptor of that directory: the kernel then looks up one
-    /// component, not the whole path from `/` again (most of a big node's cost). The last few
-    /// directories' descriptors are kept (sysfs attributes are read a directory at a time).
-    fn open_at(&self, dir: &Dir, name: &str) -> io::Result<File> {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        let c_name = std::ffi::CString::new(name)
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let mut fds = self
-            .dir_fds
-            .lock()
-            .map_err(|_| io::Error::other("directory descriptors poisoned"))?;
-        let position = fds.iter().position(|(k, _)| *k == dir.path);
-        let fd = match position {
-            Some(i) => fds[i].1.as_raw_fd(),
-            None => {
-                let dir_file = OpenOptions::new()
-                    .read(true)
-                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
-                    .open(self.root.join(&dir.path))?;
-                if fds.len() >= DIR_FDS {
-                    fds.remove(0);
-                }
-                fds.push((dir.path.clone(), OwnedFd::from(dir_file)));
-                fds.last().map_or(-1, |(_, fd)| fd.as_raw_fd())
-            }
-        };
-        // SAFETY: `fd` is an open directory descriptor owned by `fds`, held locked for the
-        // call; `c_name` is NUL-terminated. The returned descriptor is new and ours to own.
-        let raw = unsafe {
-            libc::openat(
-                fd,
-                c_name.as_ptr(),
-                libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a valid descriptor just returned by openat and owned by nothing else.
-        Ok(File::from(unsafe { OwnedFd::from_raw_fd(raw) }))
-    }
-
     /// Is `resolved` (link-free components) a directory this filesystem resolved before?
     fn known_dir(&self, resolved: &[OsString]) -> bool {
         let key = display_components(resolved);
@@ -388,7 +424,9 @@ impl RootedFs {
             .is_some_and(|dir| dir.hops == 0 && dir.last_link.is_none() && dir.path == key)
     }
 
-    /// Visit `pending` (last element = next component) from `state`.
+    /// Visit `pending` (last element = next component) from `state`. Each component is opened
+    /// `O_PATH|O_NOFOLLOW` relative to its directory's descriptor and looked at through its own
+    /// descriptor (`fstat`, `readlinkat(fd, "")`), so what is judged is what was opened.
     fn walk(
         &self,
         rel: &str,
@@ -402,6 +440,9 @@ impl RootedFs {
             mut last_link,
             mut is_dir,
         } = state;
+        // The descriptor of the directory `resolved` names, when the walk holds it (else opened
+        // from `resolved` when needed: after a `..`, a known directory or a memo state).
+        let mut here: Option<Arc<OwnedFd>> = None;
 
         while let Some(component) = pending.pop() {
             if component == ".." {
@@ -415,19 +456,27 @@ impl RootedFs {
                         target,
                     });
                 }
+                here = None;
                 continue;
             }
-            resolved.push(component);
             let is_last = pending.is_empty();
             // A link target walks the real path again (`../../../devices/pci0000:17/...`):
             // its directories are usually known already.
+            resolved.push(component);
             if !is_last && self.trace.is_none() && self.known_dir(&resolved) {
                 is_dir = true;
+                here = None;
                 continue;
             }
-            let full = self.join(&resolved);
-            let meta = match fs::symlink_metadata(&full) {
-                Ok(meta) => meta,
+            let Some((name, parent)) = resolved.split_last() else {
+                continue;
+            };
+            let dir = match here.take() {
+                Some(dir) => dir,
+                None => self.dir_fd(parent).map_err(|e| FsError::from_io(rel, &e))?,
+            };
+            let entry = match fd::open_one(dir.as_fd(), name, libc::O_PATH) {
+                Ok(entry) => entry,
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {
                     return Err(match last_link {
                         Some((link, target)) => FsError::Dangling {
@@ -440,15 +489,20 @@ impl RootedFs {
                 }
                 Err(err) => return Err(FsError::from_io(rel, &err)),
             };
-            is_dir = meta.is_dir();
+            let st = fd::fstat(entry.as_fd()).map_err(|e| FsError::from_io(rel, &e))?;
+            let is_link = fd::is_link(&st);
+            is_dir = fd::is_dir(&st);
+            let link_text = || {
+                fd::read_link(entry.as_fd(), OsStr::new("")).map_err(|e| FsError::from_io(rel, &e))
+            };
             if self.trace.is_some() {
-                let kind = if meta.file_type().is_symlink() {
-                    fs::read_link(&full)
+                let kind = if is_link {
+                    link_text()
                         .map(|t| Visited::Link(t.to_string_lossy().into_owned()))
                         .ok()
-                } else if meta.is_dir() {
+                } else if is_dir {
                     Some(Visited::Dir)
-                } else if meta.is_file() {
+                } else if fd::is_file(&st) {
                     Some(Visited::File)
                 } else {
                     Some(Visited::Special)
@@ -460,15 +514,16 @@ impl RootedFs {
                     });
                 }
             }
-            if meta.file_type().is_symlink() && (!is_last || follow_last) {
+            if is_link && (!is_last || follow_last) {
                 hops += 1;
                 if hops > MAX_LINK_HOPS {
                     return Err(FsError::Loop { path: rel.into() });
                 }
-                let target = fs::read_link(&full).map_err(|e| FsError::from_io(rel, &e))?;
+                let target = PathBuf::from(link_text()?);
                 let link_name = display_components(&resolved);
                 let target_text = target.to_string_lossy().into_owned();
                 resolved.pop();
+                here = Some(dir);
                 if target.is_absolute() {
                     if !self.root_is_slash {
                         return Err(FsError::EscapesRoot {
@@ -478,26 +533,31 @@ impl RootedFs {
                         });
                     }
                     resolved.clear();
+                    here = None;
                 }
                 push_components(&mut pending, &target);
                 last_link = Some((link_name, target_text));
                 // The root itself, if the target ends there (`..` back to it).
                 is_dir = true;
-            } else if !is_last && !meta.is_dir() {
+            } else if !is_last && !is_dir {
                 return Err(FsError::NotADirectory {
                     path: display_components(&resolved),
                 });
-            } else if !is_last && self.trace.is_none() {
-                // A real directory on the way: asked for by its own path, it resolves to itself.
-                let key = display_components(&resolved);
-                if let Ok(mut dirs) = self.dirs.lock()
-                    && !dirs.contains_key(&key)
-                    && let Some(dir) = Dir::new(&Walk {
-                        resolved: resolved.clone(),
-                        ..Walk::default()
-                    })
-                {
-                    dirs.insert(key, Arc::new(dir));
+            } else if !is_last {
+                here = Some(Arc::new(entry));
+                if self.trace.is_none() {
+                    // A real directory on the way: asked for by its own path, it resolves to
+                    // itself.
+                    let key = display_components(&resolved);
+                    if let Ok(mut dirs) = self.dirs.lock()
+                        && !dirs.contains_key(&key)
+                        && let Some(dir) = Dir::new(&Walk {
+                            resolved: resolved.clone(),
+                            ..Walk::default()
+                        })
+                    {
+                        dirs.insert(key, Arc::new(dir));
+                    }
                 }
             }
         }
@@ -514,10 +574,33 @@ impl RootedFs {
         self.resolve(rel, true).map(|c| display_components(&c))
     }
 
-    /// The real path on this machine that `rel` names, every link resolved inside the root: for
-    /// the one thing that is not read as a file, a unix socket to connect to.
-    pub fn host_path(&self, rel: &str) -> Result<PathBuf, FsError> {
-        self.resolve(rel, true).map(|c| self.join(&c))
+    /// A path on this machine for what `rel` names, every link resolved inside the root: for
+    /// the one thing that is not read as a file, a unix socket to connect to. The socket is
+    /// opened `O_PATH` beneath the root like any file, and the path handed out is that
+    /// descriptor's `/proc/self/fd/N` (a unix socket can be connected through it), so a
+    /// directory swapped for a link after the resolve cannot send the connect elsewhere. The
+    /// returned value keeps the descriptor open. Without `/proc` the resolved path under the
+    /// root is handed out instead (docs/security.md, "Reads").
+    pub fn host_path(&self, rel: &str) -> Result<HostPath, FsError> {
+        let components = self.resolve(rel, true)?;
+        let opened = self
+            .open_resolved(&components, libc::O_PATH)
+            .map_err(|e| FsError::from_io(rel, &e))?;
+        let proc_path = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&opened)
+        ));
+        if proc_path.exists() {
+            return Ok(HostPath {
+                path: proc_path,
+                _fd: Some(opened),
+            });
+        }
+        let mut path = self.root.clone();
+        for c in &components {
+            path.push(c);
+        }
+        Ok(HostPath { path, _fd: None })
     }
 
     pub fn exists(&self, rel: &str) -> bool {
@@ -554,16 +637,10 @@ impl RootedFs {
     fn read_bytes_untraced(&self, rel: &str) -> Result<Vec<u8>, FsError> {
         let mut file = match self.open_in_known_dir(rel) {
             Some(opened) => opened?,
-            None => {
-                let full = self.join(&self.resolve(rel, true)?);
-                OpenOptions::new()
-                    .read(true)
-                    // O_NONBLOCK: opening a FIFO must not wait for a writer. O_NOFOLLOW: the
-                    // path is already resolved; a link appearing now (a race) is refused.
-                    .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-                    .open(&full)
-                    .map_err(|e| FsError::from_io(rel, &e))?
-            }
+            None => File::from(
+                self.open_resolved(&self.resolve(rel, true)?, READ_FLAGS)
+                    .map_err(|e| FsError::from_io(rel, &e))?,
+            ),
         };
         let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
         if !meta.is_file() {
@@ -597,13 +674,49 @@ impl RootedFs {
     /// `read` returns one record and `EAGAIN` means "no more for now" (kernel
     /// `Documentation/ABI/testing/dev-kmsg`). A regular file is read to EOF. Capped like any read.
     pub fn read_records_nonblocking(&self, rel: &str) -> Result<String, FsError> {
-        let full = self.join(&self.resolve(rel, true)?);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-            .open(&full)
-            .map_err(|e| FsError::from_io(rel, &e))?;
+        let mut file = File::from(
+            self.open_resolved(&self.resolve(rel, true)?, READ_FLAGS)
+                .map_err(|e| FsError::from_io(rel, &e))?,
+        );
         read_records(&mut file, rel, self.read_cap)
+    }
+
+    /// Open a regular file under the root for streaming (a capture's NCCL log), resolved and
+    /// opened like every read; never a FIFO or a device. Not traced, not capped.
+    pub fn open_file(&self, rel: &str) -> Result<File, FsError> {
+        let file = File::from(
+            self.open_resolved(&self.resolve(rel, true)?, READ_FLAGS)
+                .map_err(|e| FsError::from_io(rel, &e))?,
+        );
+        let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
+        if !meta.is_file() {
+            return Err(FsError::NotAFile {
+                path: rel.into(),
+                kind: "not a regular file".into(),
+            });
+        }
+        Ok(file)
+    }
+
+    /// What `rel` is, the last component not followed: for `record`, which recreates the
+    /// shape of entries no check opened.
+    pub fn entry_kind(&self, rel: &str) -> Result<Visited, FsError> {
+        let components = self.resolve(rel, false)?;
+        let entry = self
+            .open_resolved(&components, libc::O_PATH)
+            .map_err(|e| FsError::from_io(rel, &e))?;
+        let st = fd::fstat(entry.as_fd()).map_err(|e| FsError::from_io(rel, &e))?;
+        Ok(if fd::is_link(&st) {
+            let target = fd::read_link(entry.as_fd(), OsStr::new(""))
+                .map_err(|e| FsError::from_io(rel, &e))?;
+            Visited::Link(target.to_string_lossy().into_owned())
+        } else if fd::is_dir(&st) {
+            Visited::Dir
+        } else if fd::is_file(&st) {
+            Visited::File
+        } else {
+            Visited::Special
+        })
     }
 
     /// Entry names of a directory, sorted (sysfs order is not stable across kernels).
@@ -631,19 +744,22 @@ impl RootedFs {
         rel: &str,
         keep: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<String>, FsError> {
-        let full = self.join(&self.resolve(rel, true)?);
-        let entries = fs::read_dir(&full).map_err(|e| match e.raw_os_error() {
+        let not_listed = |e: io::Error| match e.raw_os_error() {
             Some(libc::ENOTDIR) => FsError::NotADirectory { path: rel.into() },
             _ => FsError::from_io(rel, &e),
-        })?;
-        let mut names = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| FsError::from_io(rel, &e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if keep(&name) {
-                names.push(name);
-            }
-        }
+        };
+        let dir = self
+            .open_resolved(
+                &self.resolve(rel, true)?,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK,
+            )
+            .map_err(not_listed)?;
+        let mut names: Vec<String> = fd::list(&dir)
+            .map_err(not_listed)?
+            .into_iter()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|n| keep(n))
+            .collect();
         names.sort();
         Ok(names)
     }
@@ -651,205 +767,35 @@ impl RootedFs {
     /// The target text of a symlink, not followed (a `driver` link's target often does not exist
     /// in captures; its basename is all that matters, sysfs.md §1).
     pub fn read_link(&self, rel: &str) -> Result<String, FsError> {
-        let full = self.join(&self.resolve(rel, false)?);
-        fs::read_link(&full)
+        let components = self.resolve(rel, false)?;
+        let not_a_link = || FsError::Io {
+            path: rel.into(),
+            message: "not a symlink".into(),
+        };
+        let Some((name, dir)) = components.split_last() else {
+            return Err(not_a_link());
+        };
+        let dir = self.dir_fd(dir).map_err(|e| FsError::from_io(rel, &e))?;
+        fd::read_link(dir.as_fd(), name)
             .map(|t| t.to_string_lossy().into_owned())
             .map_err(|e| match e.raw_os_error() {
-                Some(libc::EINVAL) => FsError::Io {
-                    path: rel.into(),
-                    message: "not a symlink".into(),
-                },
+                Some(libc::EINVAL) => not_a_link(),
                 _ => FsError::from_io(rel, &e),
             })
     }
-
-    fn join(&self, components: &[OsString]) -> PathBuf {
-        let mut path = self.root.clone();
-        for c in components {
-            path.push(c);
-        }
-        path
-    }
 }
 
-/// Read a non-blocking record device or pipe to its current end: `EAGAIN` ends the read, as does
-/// EOF. Lossy UTF-8, at most `cap` bytes.
-fn read_records(file: &mut File, rel: &str, cap: u64) -> Result<String, FsError> {
-    let mut out = String::new();
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                out.push_str(&String::from_utf8_lossy(&buf[..n]));
-                if out.len() as u64 > cap {
-                    return Err(FsError::TooLarge {
-                        path: rel.into(),
-                        cap,
-                    });
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            // EPIPE: records were overwritten while reading; the next read continues.
-            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(FsError::from_io(rel, &e)),
-        }
-    }
-    Ok(out)
+/// A path to connect to, from [`RootedFs::host_path`]; holds the descriptor it names open.
+#[derive(Debug)]
+pub struct HostPath {
+    path: PathBuf,
+    _fd: Option<OwnedFd>,
 }
 
-/// A regular file outside any root (a side file the user did not name, like the run record
-/// beside an `--nccl-log`), as text, at most `cap` bytes. Anything else — a FIFO, a device, a
-/// directory — is refused without blocking (the open is `O_NONBLOCK`).
-pub fn read_regular_file(path: &Path, shown: &str, cap: u64) -> Result<String, FsError> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| FsError::from_io(shown, &e))?;
-    let meta = file.metadata().map_err(|e| FsError::from_io(shown, &e))?;
-    if !meta.is_file() {
-        return Err(FsError::NotAFile {
-            path: shown.into(),
-            kind: "not a regular file".into(),
-        });
+impl HostPath {
+    pub fn path(&self) -> &Path {
+        &self.path
     }
-    read_capped(&mut file, shown, cap)
-}
-
-/// Read a file the user named on the command line, outside any root (`--kernel-log`), without
-/// ever blocking past `wait`:
-/// - a regular file: to its end, as UTF-8 text without NUL bytes, at most `cap` bytes;
-/// - a character device (`--kernel-log /dev/kmsg`): its records to the current end;
-/// - a pipe or FIFO (`--kernel-log <(dmesg)`): until the writer closes it; a writer that never
-///   comes or never finishes is an error after `wait`, not a hang.
-///
-/// The open itself is `O_NONBLOCK`: a plain `open` of a FIFO waits for a writer forever.
-/// `shown` names the file in errors.
-pub fn read_named_file(
-    path: &Path,
-    shown: &str,
-    cap: u64,
-    wait: std::time::Duration,
-) -> Result<String, FsError> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| FsError::from_io(shown, &e))?;
-    let meta = file.metadata().map_err(|e| FsError::from_io(shown, &e))?;
-    let kind = meta.file_type();
-    if meta.is_file() {
-        return read_capped(&mut file, shown, cap);
-    }
-    if kind.is_char_device() {
-        return read_records(&mut file, shown, cap);
-    }
-    if !kind.is_fifo() {
-        return Err(FsError::NotAFile {
-            path: shown.into(),
-            kind: if meta.is_dir() {
-                "a directory"
-            } else {
-                "a socket or block device"
-            }
-            .into(),
-        });
-    }
-    read_pipe(&mut file, shown, cap, wait)
-}
-
-/// A pipe or FIFO opened `O_NONBLOCK`, read until EOF after its writer closed it, at most `wait`.
-/// Before any writer has opened a FIFO, `read` returns EOF at once although a writer may still
-/// come, so reads happen only when `poll` says there is data or a hang-up.
-fn read_pipe(
-    file: &mut File,
-    shown: &str,
-    cap: u64,
-    wait: std::time::Duration,
-) -> Result<String, FsError> {
-    use std::os::fd::AsRawFd;
-    let deadline = std::time::Instant::now() + wait;
-    let mut bytes = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(FsError::Io {
-                path: shown.into(),
-                message: format!(
-                    "a pipe whose writer did not finish within {} s (read {} bytes)",
-                    wait.as_secs(),
-                    bytes.len()
-                ),
-            });
-        }
-        let mut poll = libc::pollfd {
-            fd: file.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let millis = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: one valid pollfd for a descriptor this function holds open.
-        let ready = unsafe { libc::poll(&mut poll, 1, millis) };
-        if ready < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(FsError::from_io(shown, &err));
-        }
-        if ready == 0 {
-            continue; // the deadline check above ends it
-        }
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                bytes.extend_from_slice(&buf[..n]);
-                if bytes.len() as u64 > cap {
-                    return Err(FsError::TooLarge {
-                        path: shown.into(),
-                        cap,
-                    });
-                }
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(FsError::from_io(shown, &e)),
-        }
-    }
-    if bytes.contains(&0) {
-        return Err(FsError::NotText { path: shown.into() });
-    }
-    String::from_utf8(bytes).map_err(|_| FsError::NotText { path: shown.into() })
-}
-
-/// Read at most `cap` bytes; more is an error rather than a silent truncation.
-pub fn read_capped_bytes(file: &mut File, rel: &str, cap: u64) -> Result<Vec<u8>, FsError> {
-    let mut bytes = Vec::new();
-    file.take(cap + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| FsError::from_io(rel, &e))?;
-    if bytes.len() as u64 > cap {
-        return Err(FsError::TooLarge {
-            path: rel.into(),
-            cap,
-        });
-    }
-    Ok(bytes)
-}
-
-/// [`read_capped_bytes`] as UTF-8 text without NUL bytes.
-pub fn read_capped(file: &mut File, rel: &str, cap: u64) -> Result<String, FsError> {
-    let bytes = read_capped_bytes(file, rel, cap)?;
-    if bytes.contains(&0) {
-        return Err(FsError::NotText { path: rel.into() });
-    }
-    String::from_utf8(bytes).map_err(|_| FsError::NotText { path: rel.into() })
 }
 
 /// Push the normal components of `path` so that the first is popped first.
@@ -874,157 +820,4 @@ fn display_components(components: &[OsString]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::symlink;
-
-    fn tree() -> (tempfile::TempDir, RootedFs) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        fs::create_dir_all(root.join("sys/devices/pci0000:00/0000:00:01.0")).unwrap();
-        fs::create_dir_all(root.join("sys/bus/pci/devices")).unwrap();
-        fs::write(
-            root.join("sys/devices/pci0000:00/0000:00:01.0/vendor"),
-            "0x10de\n",
-        )
-        .unwrap();
-        symlink(
-            "../../../devices/pci0000:00/0000:00:01.0",
-            root.join("sys/bus/pci/devices/0000:00:01.0"),
-        )
-        .unwrap();
-        symlink(
-            "../../../bus/pci",
-            root.join("sys/devices/pci0000:00/0000:00:01.0/subsystem"),
-        )
-        .unwrap();
-        let fs = RootedFs::new(root);
-        (dir, fs)
-    }
-
-    #[test]
-    fn follows_relative_links_inside_the_root() {
-        let (_d, fs) = tree();
-        assert_eq!(
-            fs.read_to_string("sys/bus/pci/devices/0000:00:01.0/vendor")
-                .unwrap(),
-            "0x10de\n"
-        );
-        assert_eq!(
-            fs.canonical("/sys/bus/pci/devices/0000:00:01.0").unwrap(),
-            "sys/devices/pci0000:00/0000:00:01.0"
-        );
-        // Through the subsystem loop and back again: still resolves, bounded.
-        assert!(
-            fs.exists("sys/bus/pci/devices/0000:00:01.0/subsystem/devices/0000:00:01.0/vendor")
-        );
-    }
-
-    #[test]
-    fn refuses_absolute_and_escaping_links() {
-        let (dir, fs) = tree();
-        symlink("/etc/hostname", dir.path().join("abs")).unwrap();
-        symlink(
-            "../../../../../../../../etc/hostname",
-            dir.path().join("sys/up"),
-        )
-        .unwrap();
-        assert!(matches!(
-            fs.read_to_string("abs"),
-            Err(FsError::EscapesRoot { .. })
-        ));
-        assert!(matches!(
-            fs.read_to_string("sys/up"),
-            Err(FsError::EscapesRoot { .. })
-        ));
-        assert!(matches!(
-            fs.read_to_string("../etc/hostname"),
-            Err(FsError::EscapesRoot { .. })
-        ));
-    }
-
-    #[test]
-    fn loops_and_dangling_links_are_errors() {
-        let (dir, fs) = tree();
-        symlink("b", dir.path().join("a")).unwrap();
-        symlink("a", dir.path().join("b")).unwrap();
-        symlink("nowhere", dir.path().join("dangling")).unwrap();
-        assert!(matches!(fs.read_to_string("a"), Err(FsError::Loop { .. })));
-        let err = fs.read_to_string("dangling").unwrap_err();
-        assert!(matches!(err, FsError::Dangling { .. }), "{err}");
-        assert_eq!(fs.read_link("dangling").unwrap(), "nowhere");
-    }
-
-    #[test]
-    fn caps_and_rejects_non_text() {
-        let (dir, mut fs) = tree();
-        fs.read_cap = 4;
-        fs::write(dir.path().join("big"), "12345").unwrap();
-        fs::write(dir.path().join("bin"), [0u8, 1, 2]).unwrap();
-        assert!(matches!(
-            fs.read_to_string("big"),
-            Err(FsError::TooLarge { .. })
-        ));
-        fs.read_cap = 100;
-        assert!(matches!(
-            fs.read_to_string("bin"),
-            Err(FsError::NotText { .. })
-        ));
-        assert!(matches!(
-            fs.read_to_string("sys"),
-            Err(FsError::NotAFile { .. })
-        ));
-    }
-
-    #[test]
-    fn the_directory_memo_changes_no_answer() {
-        let (dir, _) = tree();
-        let root = dir.path();
-        symlink("b", root.join("a")).unwrap();
-        symlink("a", root.join("b")).unwrap();
-        symlink("nowhere", root.join("sys/bus/pci/devices/0000:00:02.0")).unwrap();
-        symlink("/etc", root.join("sys/abs")).unwrap();
-        fs::write(root.join("sys/file"), "x").unwrap();
-        let paths = [
-            "sys/bus/pci/devices/0000:00:01.0/vendor",
-            "sys/bus/pci/devices/0000:00:01.0/missing",
-            "sys/bus/pci/devices/0000:00:01.0/subsystem/devices/0000:00:01.0/vendor",
-            "sys/devices/pci0000:00/0000:00:01.0/vendor",
-            "sys/bus/pci/devices/0000:00:02.0/vendor",
-            "sys/bus/pci/devices/0000:00:02.0",
-            "sys/abs/hostname",
-            "sys/file/below",
-            "a/x",
-            "sys/../sys/file",
-            "nope/x",
-        ];
-        // Tracing turns the memo off: the plain walk, fresh for every path.
-        let plain = |p: &str| {
-            let fs = RootedFs::new(root).with_trace(Arc::default());
-            (fs.resolve(p, true), fs.read_to_string(p), fs.read_link(p))
-        };
-        let memo = RootedFs::new(root);
-        for round in 0..2 {
-            for p in paths.iter().chain(paths.iter().rev()) {
-                let got = (
-                    memo.resolve(p, true),
-                    memo.read_to_string(p),
-                    memo.read_link(p),
-                );
-                assert_eq!(got, plain(p), "{p} (round {round})");
-            }
-        }
-    }
-
-    #[test]
-    fn fifo_is_refused_without_blocking() {
-        let (dir, fs) = tree();
-        let path = std::ffi::CString::new(dir.path().join("fifo").to_str().unwrap()).unwrap();
-        // SAFETY: plain libc call with a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
-        assert!(matches!(
-            fs.read_to_string("fifo"),
-            Err(FsError::NotAFile { .. })
-        ));
-    }
-}
+mod tests;

@@ -6,12 +6,22 @@
 //! How it knows what the checks read: the host source runs with a [`Trace`] that the rooted
 //! reader fills with every path component it visits and every byte it reads, so each new layer
 //! is captured without touching this module. Redaction (on by default) is `redact.rs`.
+//!
+//! Where it writes: `out.rs` (a temporary sibling of `--out`, renamed into place when complete,
+//! never through a symlink, `--force` only over an earlier capture). Reading a packed capture
+//! back: `unpack.rs` (bounded).
+
+mod out;
+pub mod unpack;
+
+pub use unpack::{UnpackError, UnpackLimits, Unpacked, unpack};
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::sync::RwLockReadGuard;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
@@ -22,6 +32,7 @@ use crate::engine::{self, RunOptions};
 use crate::facts::k8s::PodResourcesFacts;
 use crate::facts::node;
 use crate::facts::nvml::NvmlFacts;
+use crate::process::signals::{self, Interrupted};
 use crate::redact::{Kind, Redactor};
 use crate::report::Report;
 use crate::source::nccl::{NCCL_DIR, NcclProbe};
@@ -35,7 +46,7 @@ use crate::source::{
 pub const REPORT_JSON: &str = ".gpudoctor/report.json";
 
 /// Capture format written into `manifest.json`.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = source::CAPTURE_FORMAT_VERSION;
 
 #[derive(Debug, Clone)]
 pub struct RecordOptions {
@@ -47,7 +58,7 @@ pub struct RecordOptions {
     /// `--redact-hostname-anyway`: replace a host name redaction would refuse (shorter than 4
     /// characters, a common word), accepting that equal words elsewhere are replaced too.
     pub redact_hostname_anyway: bool,
-    /// Replace an existing, non-empty output.
+    /// Replace an earlier capture at `out` (never anything else).
     pub force: bool,
     pub source: SourceOptions,
     /// The command line, for the manifest.
@@ -70,23 +81,49 @@ pub struct RecordSummary {
     pub report: Report,
 }
 
+/// Why a record did not produce a capture. Every variant but [`RecordError::Io`] is the
+/// user's to fix (exit 2); in every case nothing is left at `--out` or beside it.
 #[derive(Debug, Error)]
 pub enum RecordError {
     #[error("--root {0} is not a directory")]
     RootNotDirectory(PathBuf),
-    #[error("{0} exists and is not empty; pass --force to replace it")]
+    #[error("--out {0} is an earlier capture; pass --force to replace it")]
     OutputExists(PathBuf),
+    #[error("--out {}: {why}", path.display())]
+    OutputNotACapture { path: PathBuf, why: String },
     #[error("--out {0} would overwrite the root being recorded; choose another path")]
     OutputIsRoot(PathBuf),
+    #[error("cannot write the capture at --out {}: {source}; nothing was written", path.display())]
+    Output { path: PathBuf, source: io::Error },
+    #[error(
+        "--out {0} changed while recording (another record, or something created there); nothing was written, the other is left as it is"
+    )]
+    OutputChanged(PathBuf),
+    #[error("{0}")]
+    Interrupted(#[from] Interrupted),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
 }
 
+impl RecordError {
+    /// A usage error (exit 2): said once, nothing left behind.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, RecordError::Io { .. })
+    }
+}
+
+/// A write into the capture being built: a failure is the output's (full, read-only).
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
-    move |source| RecordError::Io {
+    move |source| RecordError::Output {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// Held while writing one entry of the capture: a signal stops further writes before the
+/// temporary tree is removed (process/signals.rs).
+fn hold() -> Result<RwLockReadGuard<'static, bool>, RecordError> {
+    Ok(signals::hold_writes()?)
 }
 
 /// Is `out` a packed capture (`.tar.gz` / `.tgz`)?
@@ -138,6 +175,9 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         return Err(RecordError::RootNotDirectory(options.root.clone()));
     }
     check_output(options)?;
+    // Before the run: --out is looked at and its temporary sibling created, so that an
+    // unwritable --out is said now (out.rs).
+    let output = out::Output::prepare(&options.out, options.force)?;
 
     // 1. Run every layer against the live node, tracing what the checks read.
     let trace = Arc::new(Mutex::new(Trace::default()));
@@ -203,17 +243,8 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         }
     }
 
-    // 3. Write the tree (into a staging directory when packing).
-    let staging = if is_packed(&options.out) {
-        Some(tempfile::tempdir().map_err(io_err(&options.out))?)
-    } else {
-        None
-    };
-    let capture: PathBuf = match &staging {
-        Some(dir) => dir.path().to_path_buf(),
-        None => options.out.clone(),
-    };
-    fs::create_dir_all(&capture).map_err(io_err(&capture))?;
+    // 3. Write the tree into the temporary sibling.
+    let capture: PathBuf = output.tree().to_path_buf();
     let mut counts = materialize(
         &trace,
         &options.root,
@@ -351,7 +382,7 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
     });
     let manifest_path = capture.join(MANIFEST);
     write_json(&manifest_path, &manifest)?;
-    let replayed = replay(&capture);
+    let replayed = replay(&capture)?;
     manifest["expect"] = json!({
         "exit_code": replayed.exit_code,
         "first_failing_layer": replayed.first_failure.as_ref().map(|f| f.layer.id()),
@@ -364,12 +395,10 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
         manifest["redaction"]["replaced"] = json!(redactor.counts());
         manifest["redaction"]["notes"] = json!(redactor.notes());
     }
-    write_json(&manifest_path, &manifest)?;
     write_json(&capture.join(REPORT_JSON), &report_value)?;
-
-    if staging.is_some() {
-        pack(&capture, &options.out)?;
-    }
+    // The manifest last: it is what makes the tree a capture.
+    write_json(&manifest_path, &manifest)?;
+    output.publish()?;
     Ok(RecordSummary {
         out: options.out.clone(),
         files: counts.files,
@@ -384,41 +413,29 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
 }
 
 /// Replay a capture directory with default options, every layer.
-fn replay(capture: &Path) -> Report {
-    let source = source::open(capture, SourceOptions::default());
-    engine::run(
+fn replay(capture: &Path) -> Result<Report, RecordError> {
+    let source =
+        source::open(capture, SourceOptions::default()).map_err(|err| RecordError::Io {
+            path: capture.to_path_buf(),
+            source: io::Error::other(err.to_string()),
+        })?;
+    Ok(engine::run(
         source.as_ref(),
         &RunOptions {
             keep_going: false,
             ..RunOptions::default()
         },
-    )
+    ))
 }
 
+/// `--out` must not be the root being recorded, or above it. What `--out` holds is judged by
+/// `out.rs`.
 fn check_output(options: &RecordOptions) -> Result<(), RecordError> {
     let out = &options.out;
     if let (Ok(out_real), Ok(root_real)) = (out.canonicalize(), options.root.canonicalize())
         && (out_real == root_real || root_real.starts_with(&out_real))
     {
         return Err(RecordError::OutputIsRoot(out.clone()));
-    }
-    let occupied = if out.is_dir() {
-        fs::read_dir(out)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(true)
-    } else {
-        out.symlink_metadata().is_ok()
-    };
-    if occupied && !options.force {
-        return Err(RecordError::OutputExists(out.clone()));
-    }
-    if occupied {
-        let removed = if out.is_dir() {
-            fs::remove_dir_all(out)
-        } else {
-            fs::remove_file(out)
-        };
-        removed.map_err(io_err(out))?;
     }
     Ok(())
 }
@@ -451,6 +468,7 @@ fn materialize(
         let target = capture.join(path);
         match kind {
             Visited::Dir => {
+                let _writing = hold()?;
                 fs::create_dir_all(&target).map_err(io_err(&target))?;
                 counts.dirs += 1;
             }
@@ -467,6 +485,8 @@ fn materialize(
         }
     }
     // Entries of listed directories that no check opened: recreate their shape, not content.
+    // Looked at through the rooted reader: never by a path that could lead out of the root.
+    let live = RootedFs::new(root);
     for (dir, names) in &trace.listings {
         for name in names {
             let path = if dir.is_empty() {
@@ -481,18 +501,16 @@ fn materialize(
             if target.symlink_metadata().is_ok() {
                 continue;
             }
-            let live = root.join(&path);
-            match live.symlink_metadata() {
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    if let Ok(link_target) = fs::read_link(&live) {
-                        make_link(&path, &link_target.to_string_lossy(), &target, &mut counts)?;
-                    }
+            match live.entry_kind(&path) {
+                Ok(Visited::Link(link_target)) => {
+                    make_link(&path, &link_target, &target, &mut counts)?;
                 }
-                Ok(meta) if meta.is_dir() => {
+                Ok(Visited::Dir) => {
+                    let _writing = hold()?;
                     fs::create_dir_all(&target).map_err(io_err(&target))?;
                     counts.dirs += 1;
                 }
-                Ok(_) => write_file(&target, b"", &mut counts)?,
+                Ok(Visited::File | Visited::Special) => write_file(&target, b"", &mut counts)?,
                 Err(_) => {}
             }
         }
@@ -511,6 +529,7 @@ fn make_link(
     if target.symlink_metadata().is_ok() {
         return Ok(());
     }
+    let _writing = hold()?;
     if let Some(parent) = target.parent() {
         fs::create_dir_all(parent).map_err(io_err(parent))?;
     }
@@ -529,6 +548,7 @@ fn write_file(target: &Path, bytes: &[u8], counts: &mut Counts) -> Result<(), Re
     if target.symlink_metadata().is_ok() {
         return Ok(());
     }
+    let _writing = hold()?;
     if let Some(parent) = target.parent() {
         fs::create_dir_all(parent).map_err(io_err(parent))?;
     }
@@ -550,6 +570,7 @@ fn write_text(
         None => text.to_string(),
     };
     let target = capture.join(rel);
+    let _writing = hold()?;
     if let Some(parent) = target.parent() {
         fs::create_dir_all(parent).map_err(io_err(parent))?;
     }
@@ -562,6 +583,7 @@ fn write_text(
 fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), RecordError> {
     let mut text = serde_json::to_string_pretty(value).unwrap_or_else(|_| "{}".into());
     text.push('\n');
+    let _writing = hold()?;
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(io_err(parent))?;
     }
@@ -601,35 +623,18 @@ pub fn nvidia_kernel_lines(text: &str) -> String {
     out
 }
 
-/// Pack a capture directory into a `.tar.gz` whose entries are root-relative.
-fn pack(capture: &Path, out: &Path) -> Result<(), RecordError> {
-    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent).map_err(io_err(parent))?;
-    }
-    let file = fs::File::create(out).map_err(io_err(out))?;
+/// Pack a capture directory into a `.tar.gz` (written to `file`) whose entries are
+/// root-relative.
+fn pack(capture: &Path, file: &mut fs::File) -> io::Result<()> {
+    let _writing = signals::hold_writes().map_err(io::Error::other)?;
     let encoder = flate2::write::GzEncoder::new(file, flate2::Compression::default());
     let mut builder = tar::Builder::new(encoder);
     // Store links as links; never follow them while packing.
     builder.follow_symlinks(false);
-    builder
-        .append_dir_all(".", capture)
-        .map_err(io_err(capture))?;
-    let encoder = builder.into_inner().map_err(io_err(out))?;
-    encoder.finish().map_err(io_err(out))?;
+    builder.append_dir_all(".", capture)?;
+    let encoder = builder.into_inner()?;
+    encoder.finish()?;
     Ok(())
-}
-
-/// Unpack a `.tar.gz` capture into a new temporary directory (kept alive by the caller).
-/// Entries that would land outside the directory are refused by the tar crate; links that
-/// point out are refused later by the rooted reader.
-pub fn unpack(archive: &Path) -> Result<tempfile::TempDir, RecordError> {
-    let dir = tempfile::tempdir().map_err(io_err(archive))?;
-    let file = fs::File::open(archive).map_err(io_err(archive))?;
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    tar.set_preserve_permissions(false);
-    tar.set_overwrite(true);
-    tar.unpack(dir.path()).map_err(io_err(archive))?;
-    Ok(dir)
 }
 
 /// Kept for callers of `record::rfc3339`; the helper lives in [`crate::time`] now.

@@ -1,0 +1,240 @@
+//! Descriptor primitives of the rooted reader: every lookup is one component relative to a
+//! directory descriptor, never a path from `/` that the kernel would walk again (and that another
+//! process could change between a check and the open, DESIGN.md "Sources").
+//!
+//! - [`open_beneath`] opens an already resolved, link-free root-relative path: with `openat2(2)`
+//!   and `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` (Linux 5.6) the kernel refuses any symlink on
+//!   the way and any step above the root; where `openat2` is missing (`ENOSYS`, or `EPERM` from a
+//!   seccomp profile that predates it) a component-by-component `openat(O_PATH|O_NOFOLLOW)` walk
+//!   does the same. Either way a directory swapped for a symlink after it was resolved makes
+//!   the open fail (`ELOOP`/`ENOTDIR`); it never leads outside.
+//! - [`open_one`] opens one component with `O_NOFOLLOW`, [`read_link`] reads a link through its
+//!   own `O_PATH` descriptor (`readlinkat(fd, "")`, Linux 2.6.39), [`list`] reads a directory
+//!   from its descriptor (`getdents64`).
+//!
+//! `GPUDOCTOR_NO_OPENAT2=1` forces the fallback walk, so that kernels without `openat2` are
+//! tested on kernels with it (tests/root_confinement.rs).
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+fn cstring(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn owned(raw: libc::c_int) -> io::Result<OwnedFd> {
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a descriptor a successful open call just returned; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// The root itself, by the path the user gave (trusted: `--root /host` may be a link).
+pub fn open_root(path: &Path) -> io::Result<OwnedFd> {
+    let path = cstring(path.as_os_str().as_bytes())?;
+    // SAFETY: a NUL-terminated path; the result is checked by `owned`.
+    owned(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })
+}
+
+/// Open one component `name` of the directory `dir`, never following it if it is a link.
+pub fn open_one(dir: BorrowedFd<'_>, name: &OsStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let name = cstring(name.as_bytes())?;
+    // SAFETY: `dir` is an open descriptor borrowed for the call; `name` is NUL-terminated.
+    owned(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    })
+}
+
+/// `struct open_how` (include/uapi/linux/openat2.h); libc's is non-exhaustive.
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+/// `openat2` state: 0 unknown, 1 usable, 2 missing (or disabled).
+static OPENAT2: AtomicU8 = AtomicU8::new(0);
+
+fn openat2_usable() -> bool {
+    match OPENAT2.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let off = std::env::var_os("GPUDOCTOR_NO_OPENAT2").is_some_and(|v| v == "1");
+            OPENAT2.store(if off { 2 } else { 1 }, Ordering::Relaxed);
+            !off
+        }
+    }
+}
+
+/// Open the link-free root-relative path `components` (no `..`, resolved by the caller) with
+/// `flags`, relative to `root`. No symlink is followed, the last component included, and
+/// nothing above `root` is reached. An empty path opens the root itself.
+pub fn open_beneath(
+    root: BorrowedFd<'_>,
+    components: &[OsString],
+    flags: libc::c_int,
+) -> io::Result<OwnedFd> {
+    let Some((last, dirs)) = components.split_last() else {
+        return open_one(root, OsStr::new("."), flags);
+    };
+    if openat2_usable() {
+        let mut path = Vec::new();
+        for (i, c) in components.iter().enumerate() {
+            if i > 0 {
+                path.push(b'/');
+            }
+            path.extend_from_slice(c.as_bytes());
+        }
+        let path = cstring(&path)?;
+        let how = OpenHow {
+            flags: (flags | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
+            mode: 0,
+            resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        // SAFETY: openat2 with a borrowed directory descriptor, a NUL-terminated path and an
+        // `open_how` of the size passed; the result is checked by `owned`.
+        let raw = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                root.as_raw_fd(),
+                path.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        let result = owned(libc::c_int::try_from(raw).unwrap_or(-1));
+        match &result {
+            // No openat2 (before 5.6), or a seccomp filter that does not know it.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
+                OPENAT2.store(2, Ordering::Relaxed);
+            }
+            _ => return result,
+        }
+    }
+    let mut dir: Option<OwnedFd> = None;
+    for c in dirs {
+        let at = dir.as_ref().map_or(root, |d| borrow(d));
+        dir = Some(open_one(at, c, libc::O_PATH | libc::O_DIRECTORY)?);
+    }
+    let at = dir.as_ref().map_or(root, |d| borrow(d));
+    open_one(at, last, flags)
+}
+
+fn borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
+    use std::os::fd::AsFd;
+    fd.as_fd()
+}
+
+/// `fstat` of an open descriptor (an `O_PATH` one included).
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: an all-zero `stat` is a valid value for the kernel to overwrite.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open for the call and `st` is a valid out pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+pub fn is_dir(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+
+pub fn is_link(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFLNK
+}
+
+pub fn is_file(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFREG
+}
+
+/// The target of the symlink `name` in `dir` (an empty `name`: the link `dir` itself refers
+/// to, opened `O_PATH|O_NOFOLLOW`).
+pub fn read_link(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OsString> {
+    let name = cstring(name.as_bytes())?;
+    let mut buf = vec![0u8; 256];
+    loop {
+        // SAFETY: `dir` is open, `name` NUL-terminated and `buf` writable for its length.
+        let n = unsafe {
+            libc::readlinkat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = n as usize;
+        if n < buf.len() {
+            buf.truncate(n);
+            return Ok(OsString::from_vec(buf));
+        }
+        if buf.len() >= 64 * 1024 {
+            return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+        }
+        buf.resize(buf.len() * 4, 0);
+    }
+}
+
+/// The entry names of an open directory, without `.` and `..`, in directory order.
+pub fn list(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
+    let mut names = Vec::new();
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        // SAFETY: getdents64 writes at most `buf.len()` bytes into `buf` for an open directory.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                dir.as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if n == 0 {
+            return Ok(names);
+        }
+        // struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+        let mut at = 0usize;
+        let end = n as usize;
+        while at + 19 <= end {
+            let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+            if reclen == 0 || at + reclen > end {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            let raw = &buf[at + 19..at + reclen];
+            let name = &raw[..raw.iter().position(|b| *b == 0).unwrap_or(raw.len())];
+            if name != b"." && name != b".." {
+                names.push(OsString::from_vec(name.to_vec()));
+            }
+            at += reclen;
+        }
+    }
+}

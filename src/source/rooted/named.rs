@@ -1,0 +1,190 @@
+//! Readers shared by the rooted reader and the files a user names outside any root
+//! (`--kernel-log`, the run record beside an `--nccl-log`): capped reads, record devices read to
+//! their current end, pipes read with a deadline. None of them can block past its bound.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+use super::FsError;
+
+/// Read a non-blocking record device or pipe to its current end: `EAGAIN` ends the read, as does
+/// EOF. Lossy UTF-8, at most `cap` bytes.
+pub(super) fn read_records(file: &mut File, rel: &str, cap: u64) -> Result<String, FsError> {
+    let mut out = String::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                out.push_str(&String::from_utf8_lossy(&buf[..n]));
+                if out.len() as u64 > cap {
+                    return Err(FsError::TooLarge {
+                        path: rel.into(),
+                        cap,
+                    });
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            // EPIPE: records were overwritten while reading; the next read continues.
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(FsError::from_io(rel, &e)),
+        }
+    }
+    Ok(out)
+}
+
+/// A regular file outside any root (a side file the user did not name, like the run record
+/// beside an `--nccl-log`), as text, at most `cap` bytes. Anything else — a FIFO, a device, a
+/// directory — is refused without blocking (the open is `O_NONBLOCK`).
+pub fn read_regular_file(path: &Path, shown: &str, cap: u64) -> Result<String, FsError> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| FsError::from_io(shown, &e))?;
+    let meta = file.metadata().map_err(|e| FsError::from_io(shown, &e))?;
+    if !meta.is_file() {
+        return Err(FsError::NotAFile {
+            path: shown.into(),
+            kind: "not a regular file".into(),
+        });
+    }
+    read_capped(&mut file, shown, cap)
+}
+
+/// Read a file the user named on the command line, outside any root (`--kernel-log`), without
+/// ever blocking past `wait`:
+/// - a regular file: to its end, as UTF-8 text without NUL bytes, at most `cap` bytes;
+/// - a character device (`--kernel-log /dev/kmsg`): its records to the current end;
+/// - a pipe or FIFO (`--kernel-log <(dmesg)`): until the writer closes it; a writer that never
+///   comes or never finishes is an error after `wait`, not a hang.
+///
+/// The open itself is `O_NONBLOCK`: a plain `open` of a FIFO waits for a writer forever.
+/// `shown` names the file in errors.
+pub fn read_named_file(
+    path: &Path,
+    shown: &str,
+    cap: u64,
+    wait: std::time::Duration,
+) -> Result<String, FsError> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| FsError::from_io(shown, &e))?;
+    let meta = file.metadata().map_err(|e| FsError::from_io(shown, &e))?;
+    let kind = meta.file_type();
+    if meta.is_file() {
+        return read_capped(&mut file, shown, cap);
+    }
+    if kind.is_char_device() {
+        return read_records(&mut file, shown, cap);
+    }
+    if !kind.is_fifo() {
+        return Err(FsError::NotAFile {
+            path: shown.into(),
+            kind: if meta.is_dir() {
+                "a directory"
+            } else {
+                "a socket or block device"
+            }
+            .into(),
+        });
+    }
+    read_pipe(&mut file, shown, cap, wait)
+}
+
+/// A pipe or FIFO opened `O_NONBLOCK`, read until EOF after its writer closed it, at most `wait`.
+/// Before any writer has opened a FIFO, `read` returns EOF at once although a writer may still
+/// come, so reads happen only when `poll` says there is data or a hang-up.
+fn read_pipe(
+    file: &mut File,
+    shown: &str,
+    cap: u64,
+    wait: std::time::Duration,
+) -> Result<String, FsError> {
+    use std::os::fd::AsRawFd;
+    let deadline = std::time::Instant::now() + wait;
+    let mut bytes = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(FsError::Io {
+                path: shown.into(),
+                message: format!(
+                    "a pipe whose writer did not finish within {} s (read {} bytes)",
+                    wait.as_secs(),
+                    bytes.len()
+                ),
+            });
+        }
+        let mut poll = libc::pollfd {
+            fd: file.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let millis = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd for a descriptor this function holds open.
+        let ready = unsafe { libc::poll(&mut poll, 1, millis) };
+        if ready < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(FsError::from_io(shown, &err));
+        }
+        if ready == 0 {
+            continue; // the deadline check above ends it
+        }
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                bytes.extend_from_slice(&buf[..n]);
+                if bytes.len() as u64 > cap {
+                    return Err(FsError::TooLarge {
+                        path: shown.into(),
+                        cap,
+                    });
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(FsError::from_io(shown, &e)),
+        }
+    }
+    if bytes.contains(&0) {
+        return Err(FsError::NotText { path: shown.into() });
+    }
+    String::from_utf8(bytes).map_err(|_| FsError::NotText { path: shown.into() })
+}
+
+/// Read at most `cap` bytes; more is an error rather than a silent truncation.
+pub fn read_capped_bytes(file: &mut File, rel: &str, cap: u64) -> Result<Vec<u8>, FsError> {
+    let mut bytes = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| FsError::from_io(rel, &e))?;
+    if bytes.len() as u64 > cap {
+        return Err(FsError::TooLarge {
+            path: rel.into(),
+            cap,
+        });
+    }
+    Ok(bytes)
+}
+
+/// [`read_capped_bytes`] as UTF-8 text without NUL bytes.
+pub fn read_capped(file: &mut File, rel: &str, cap: u64) -> Result<String, FsError> {
+    let bytes = read_capped_bytes(file, rel, cap)?;
+    if bytes.contains(&0) {
+        return Err(FsError::NotText { path: rel.into() });
+    }
+    String::from_utf8(bytes).map_err(|_| FsError::NotText { path: rel.into() })
+}

@@ -1,0 +1,153 @@
+//! Unit tests of the rooted reader: answers, errors, the memo, and confinement.
+
+use super::*;
+use std::fs;
+use std::os::unix::fs::symlink;
+
+fn tree() -> (tempfile::TempDir, RootedFs) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    fs::create_dir_all(root.join("sys/devices/pci0000:00/0000:00:01.0")).unwrap();
+    fs::create_dir_all(root.join("sys/bus/pci/devices")).unwrap();
+    fs::write(
+        root.join("sys/devices/pci0000:00/0000:00:01.0/vendor"),
+        "0x10de\n",
+    )
+    .unwrap();
+    symlink(
+        "../../../devices/pci0000:00/0000:00:01.0",
+        root.join("sys/bus/pci/devices/0000:00:01.0"),
+    )
+    .unwrap();
+    symlink(
+        "../../../bus/pci",
+        root.join("sys/devices/pci0000:00/0000:00:01.0/subsystem"),
+    )
+    .unwrap();
+    let fs = RootedFs::new(root);
+    (dir, fs)
+}
+
+#[test]
+fn follows_relative_links_inside_the_root() {
+    let (_d, fs) = tree();
+    assert_eq!(
+        fs.read_to_string("sys/bus/pci/devices/0000:00:01.0/vendor")
+            .unwrap(),
+        "0x10de\n"
+    );
+    assert_eq!(
+        fs.canonical("/sys/bus/pci/devices/0000:00:01.0").unwrap(),
+        "sys/devices/pci0000:00/0000:00:01.0"
+    );
+    // Through the subsystem loop and back again: still resolves, bounded.
+    assert!(fs.exists("sys/bus/pci/devices/0000:00:01.0/subsystem/devices/0000:00:01.0/vendor"));
+}
+
+#[test]
+fn refuses_absolute_and_escaping_links() {
+    let (dir, fs) = tree();
+    symlink("/etc/hostname", dir.path().join("abs")).unwrap();
+    symlink(
+        "../../../../../../../../etc/hostname",
+        dir.path().join("sys/up"),
+    )
+    .unwrap();
+    assert!(matches!(
+        fs.read_to_string("abs"),
+        Err(FsError::EscapesRoot { .. })
+    ));
+    assert!(matches!(
+        fs.read_to_string("sys/up"),
+        Err(FsError::EscapesRoot { .. })
+    ));
+    assert!(matches!(
+        fs.read_to_string("../etc/hostname"),
+        Err(FsError::EscapesRoot { .. })
+    ));
+}
+
+#[test]
+fn loops_and_dangling_links_are_errors() {
+    let (dir, fs) = tree();
+    symlink("b", dir.path().join("a")).unwrap();
+    symlink("a", dir.path().join("b")).unwrap();
+    symlink("nowhere", dir.path().join("dangling")).unwrap();
+    assert!(matches!(fs.read_to_string("a"), Err(FsError::Loop { .. })));
+    let err = fs.read_to_string("dangling").unwrap_err();
+    assert!(matches!(err, FsError::Dangling { .. }), "{err}");
+    assert_eq!(fs.read_link("dangling").unwrap(), "nowhere");
+}
+
+#[test]
+fn caps_and_rejects_non_text() {
+    let (dir, mut fs) = tree();
+    fs.read_cap = 4;
+    fs::write(dir.path().join("big"), "12345").unwrap();
+    fs::write(dir.path().join("bin"), [0u8, 1, 2]).unwrap();
+    assert!(matches!(
+        fs.read_to_string("big"),
+        Err(FsError::TooLarge { .. })
+    ));
+    fs.read_cap = 100;
+    assert!(matches!(
+        fs.read_to_string("bin"),
+        Err(FsError::NotText { .. })
+    ));
+    assert!(matches!(
+        fs.read_to_string("sys"),
+        Err(FsError::NotAFile { .. })
+    ));
+}
+
+#[test]
+fn the_directory_memo_changes_no_answer() {
+    let (dir, _) = tree();
+    let root = dir.path();
+    symlink("b", root.join("a")).unwrap();
+    symlink("a", root.join("b")).unwrap();
+    symlink("nowhere", root.join("sys/bus/pci/devices/0000:00:02.0")).unwrap();
+    symlink("/etc", root.join("sys/abs")).unwrap();
+    fs::write(root.join("sys/file"), "x").unwrap();
+    let paths = [
+        "sys/bus/pci/devices/0000:00:01.0/vendor",
+        "sys/bus/pci/devices/0000:00:01.0/missing",
+        "sys/bus/pci/devices/0000:00:01.0/subsystem/devices/0000:00:01.0/vendor",
+        "sys/devices/pci0000:00/0000:00:01.0/vendor",
+        "sys/bus/pci/devices/0000:00:02.0/vendor",
+        "sys/bus/pci/devices/0000:00:02.0",
+        "sys/abs/hostname",
+        "sys/file/below",
+        "a/x",
+        "sys/../sys/file",
+        "nope/x",
+    ];
+    // Tracing turns the memo off: the plain walk, fresh for every path.
+    let plain = |p: &str| {
+        let fs = RootedFs::new(root).with_trace(Arc::default());
+        (fs.resolve(p, true), fs.read_to_string(p), fs.read_link(p))
+    };
+    let memo = RootedFs::new(root);
+    for round in 0..2 {
+        for p in paths.iter().chain(paths.iter().rev()) {
+            let got = (
+                memo.resolve(p, true),
+                memo.read_to_string(p),
+                memo.read_link(p),
+            );
+            assert_eq!(got, plain(p), "{p} (round {round})");
+        }
+    }
+}
+
+#[test]
+fn fifo_is_refused_without_blocking() {
+    let (dir, fs) = tree();
+    let path = std::ffi::CString::new(dir.path().join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: plain libc call with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    assert!(matches!(
+        fs.read_to_string("fifo"),
+        Err(FsError::NotAFile { .. })
+    ));
+}
