@@ -48,6 +48,8 @@ fn main() -> ExitCode {
         }
         code = render::npd::exit_code(code);
     }
+    // After SIGINT/SIGTERM/SIGHUP the signal watcher ends the process, not this return.
+    gpudoctor::process::signals::wait_if_interrupted();
     gpudoctor::process::reap_leftovers();
     ExitCode::from(u8::try_from(code).unwrap_or(4))
 }
@@ -586,6 +588,10 @@ fn not_a_capture(given: &std::path::Path, err: &source::NotACapture) -> i32 {
 
 /// Write to stdout; a reader that went away (`| head`) ends the output quietly.
 fn emit(text: &str) -> anyhow::Result<()> {
+    // A run stopped by a signal has no report worth printing: what it started was killed.
+    if gpudoctor::process::signals::interrupted().is_some() {
+        return Ok(());
+    }
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),

@@ -167,3 +167,168 @@ fn bad_nvml_json_and_binary_files_are_named_errors() {
         "{module}"
     );
 }
+
+/// `renameat2(a, b, RENAME_EXCHANGE)`: both names stay, their inodes swap atomically.
+fn exchange(a: &std::ffi::CStr, b: &std::ffi::CStr) {
+    // SAFETY: two NUL-terminated paths; the call only renames.
+    unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        );
+    }
+}
+
+/// A thread swapping the directory `dir` and the symlink `link` in a loop until dropped.
+struct Swapper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Swapper {
+    fn start(dir: &Path, link: &Path) -> Swapper {
+        use std::os::unix::ffi::OsStrExt;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let a = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+        let b = std::ffi::CString::new(link.as_os_str().as_bytes()).unwrap();
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                exchange(&a, &b);
+                swaps += 1;
+            }
+            // Leave the directory where it started.
+            if swaps % 2 == 1 {
+                exchange(&a, &b);
+            }
+            swaps
+        });
+        Swapper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+const SENTINEL: &str = "SENTINEL-OUTSIDE-THE-ROOT";
+
+/// `outer/secret/` (outside) and `outer/node/sys/dir/` (inside) hold the same names; the
+/// outside ones carry the sentinel. `outer/node/sys/swap` is a symlink to the outside.
+fn race_tree(outer: &Path, absolute: bool) -> (std::path::PathBuf, std::path::PathBuf) {
+    let root = outer.join("node");
+    write(&outer.join("secret/data"), &format!("{SENTINEL}\n"));
+    write(&outer.join("secret/only-outside"), SENTINEL);
+    symlink("/etc/hostname", outer.join("secret/link")).unwrap();
+    write(&root.join("sys/dir/data"), "inside\n");
+    write(&root.join("sys/dir/only-inside"), "inside\n");
+    symlink("data", root.join("sys/dir/link")).unwrap();
+    let target = if absolute {
+        outer.join("secret")
+    } else {
+        Path::new("../../secret").to_path_buf()
+    };
+    symlink(target, root.join("sys/swap")).unwrap();
+    (root.clone(), root.join("sys"))
+}
+
+/// Issue 13, item 2: a directory swapped for a symlink to outside the root
+/// (`renameat2(RENAME_EXCHANGE)` in a loop) between the reader's look and its open made 106 of
+/// 252 replays read outside. Many reads race the swapper here, fresh readers (every component
+/// walked) and a long-lived one (its directory memo and descriptors); not one may return the
+/// sentinel or list the outside directory. Some reads must see the swap (and be refused), or
+/// the test did not race at all.
+#[test]
+fn a_directory_swapped_for_a_symlink_never_leads_a_read_outside() {
+    for absolute in [false, true] {
+        let outer = tempfile::tempdir().unwrap();
+        let (root, sys) = race_tree(outer.path(), absolute);
+        let swapper = Swapper::start(&sys.join("dir"), &sys.join("swap"));
+        let long_lived = gpudoctor::source::RootedFs::new(&root);
+        let (mut inside, mut refused) = (0u32, 0u32);
+        let started = std::time::Instant::now();
+        let mut rounds = 0u32;
+        while started.elapsed() < std::time::Duration::from_secs(2) || rounds < 2000 {
+            rounds += 1;
+            let fresh = gpudoctor::source::RootedFs::new(&root);
+            for fs in [&fresh, &long_lived] {
+                match fs.read_to_string("sys/dir/data") {
+                    Ok(text) => {
+                        assert!(!text.contains(SENTINEL), "read outside the root: {text}");
+                        inside += 1;
+                    }
+                    Err(_) => refused += 1,
+                }
+                if let Ok(names) = fs.read_dir("sys/dir") {
+                    assert!(
+                        !names.iter().any(|n| n == "only-outside"),
+                        "listed outside the root: {names:?}"
+                    );
+                }
+                if let Ok(target) = fs.read_link("sys/dir/link") {
+                    assert_eq!(target, "data", "read a link outside the root");
+                }
+                if let Ok(bytes) = fs.read_bytes("sys/swap/data") {
+                    assert!(!String::from_utf8_lossy(&bytes).contains(SENTINEL));
+                }
+            }
+        }
+        let swaps = swapper.stop();
+        assert!(swaps > 100, "the swapper hardly ran: {swaps}");
+        assert!(
+            inside > 0 && refused > 0,
+            "no race happened: {inside} reads inside, {refused} refused in {rounds} rounds"
+        );
+    }
+}
+
+/// The same race through the binary, as in the report: replays of a capture whose PCI device
+/// directory is swapped with a link to a bait tree outside, with `openat2` and with the
+/// component walk that replaces it on kernels before 5.6 (`GPUDOCTOR_NO_OPENAT2=1`).
+#[test]
+fn replays_racing_a_swapped_directory_never_list_outside_the_root() {
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("node");
+    capture(&root);
+    let devices = root.join("sys/bus/pci/devices");
+    let function = devices.join("0000:18:00.0");
+    write(&function.join("vendor"), "0x15b3\n");
+    write(&function.join("device"), "0x1021\n");
+    write(&function.join("class"), "0x020700\n");
+    // Outside: one more function, a GPU, under a name the inside tree does not have.
+    let bait = outer.path().join("bait-devices");
+    write(&bait.join("0000:99:00.0/vendor"), "0x10de\n");
+    write(&bait.join("0000:99:00.0/device"), "0x2330\n");
+    write(&bait.join("0000:99:00.0/class"), "0x030200\n");
+    symlink("../../../../bait-devices", root.join("sys/bus/pci/swap")).unwrap();
+    let swapper = Swapper::start(&devices, &root.join("sys/bus/pci/swap"));
+    let mut refused = 0;
+    for run in 0..120 {
+        let fallback = if run % 2 == 0 { "1" } else { "0" };
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+            .args(["check", "--only", "driver", "--format", "json", "--root"])
+            .arg(&root)
+            .env("GPUDOCTOR_NO_OPENAT2", fallback)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.contains("0000:99:00.0"),
+            "run {run} (GPUDOCTOR_NO_OPENAT2={fallback}) read outside the root: {text}"
+        );
+        if text.contains("leaves the root") {
+            refused += 1;
+        }
+    }
+    swapper.stop();
+    assert!(refused > 0, "no run saw the swap");
+}

@@ -153,6 +153,22 @@ fn watch(read_end: libc::c_int) {
     }
 }
 
+/// After a signal, the main thread must not finish on its own (its exit code would hide the
+/// signal, and the watcher may still be removing files): wait for the watcher to end the
+/// process. Returns at once when no signal came.
+pub fn wait_if_interrupted() {
+    let Some(sig) = interrupted() else {
+        return;
+    };
+    // The watcher is bounded (two grace periods and a sweep); this bound is only a backstop.
+    let deadline = Instant::now() + super::KILL_GRACE * 4 + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: _exit ends the process without running anything more.
+    unsafe { libc::_exit(128 + sig) }
+}
+
 fn remove_temps() {
     let temps = match TEMPS.lock() {
         Ok(t) => t.clone(),

@@ -171,6 +171,28 @@ impl Source for RecordingSource {
 }
 
 pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
+    let mut tree = None;
+    record_into(options, &mut tree).map_err(|err| match (err, tree) {
+        // A write into the temporary capture failed: say it about --out, where it was asked.
+        (RecordError::Output { path, source }, Some(tree)) if path.starts_with(&tree) => {
+            let inner = path
+                .strip_prefix(&tree)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            RecordError::Output {
+                path: options.out.clone(),
+                source: io::Error::new(source.kind(), format!("{source} (writing {inner})")),
+            }
+        }
+        (err, _) => err,
+    })
+}
+
+fn record_into(
+    options: &RecordOptions,
+    tree: &mut Option<PathBuf>,
+) -> Result<RecordSummary, RecordError> {
     if !options.root.is_dir() {
         return Err(RecordError::RootNotDirectory(options.root.clone()));
     }
@@ -178,6 +200,7 @@ pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
     // Before the run: --out is looked at and its temporary sibling created, so that an
     // unwritable --out is said now (out.rs).
     let output = out::Output::prepare(&options.out, options.force)?;
+    *tree = Some(output.tree().to_path_buf());
 
     // 1. Run every layer against the live node, tracing what the checks read.
     let trace = Arc::new(Mutex::new(Trace::default()));

@@ -85,6 +85,12 @@ fn openat2_usable() -> bool {
     }
 }
 
+/// Use `openat2` (when the kernel has it) or always the fallback walk: tests compare the two.
+#[cfg(test)]
+pub fn use_openat2(on: bool) {
+    OPENAT2.store(if on { 1 } else { 2 }, Ordering::SeqCst);
+}
+
 /// Open the link-free root-relative path `components` (no `..`, resolved by the caller) with
 /// `flags`, relative to `root`. No symlink is followed, the last component included, and
 /// nothing above `root` is reached. An empty path opens the root itself.

@@ -140,6 +140,71 @@ fn the_directory_memo_changes_no_answer() {
     }
 }
 
+/// The `openat2` path and the component walk that replaces it on older kernels give the same
+/// answers and errors (the static switch is process-wide; both settings are correct answers
+/// for any other test running meanwhile).
+#[test]
+fn openat2_and_the_fallback_walk_agree() {
+    let (dir, _) = tree();
+    let root = dir.path();
+    symlink("b", root.join("a")).unwrap();
+    symlink("a", root.join("b")).unwrap();
+    symlink("/etc", root.join("sys/abs")).unwrap();
+    symlink("../..", root.join("sys/bus/up")).unwrap();
+    fs::write(root.join("sys/file"), "x").unwrap();
+    let paths = [
+        "sys/bus/pci/devices/0000:00:01.0/vendor",
+        "sys/bus/pci/devices/0000:00:01.0/subsystem/devices",
+        "sys/bus/up/sys/file",
+        "sys/bus/up/../etc",
+        "sys/abs/hostname",
+        "sys/file/below",
+        "a/x",
+        "nope",
+        "sys",
+    ];
+    let answers = |on: bool| {
+        fd::use_openat2(on);
+        let fs = RootedFs::new(root);
+        paths
+            .iter()
+            .map(|p| {
+                (
+                    fs.resolve(p, true),
+                    fs.read_to_string(p),
+                    fs.read_dir(p),
+                    fs.read_link(p),
+                    fs.entry_kind(p),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let with = answers(true);
+    let without = answers(false);
+    fd::use_openat2(true);
+    assert_eq!(with, without);
+}
+
+#[test]
+fn the_kubelet_socket_is_connected_through_its_descriptor() {
+    let (dir, fs) = tree();
+    let sock = dir.path().join("sys/kubelet.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    symlink("sys", dir.path().join("linked")).unwrap();
+    let path = fs.host_path("linked/kubelet.sock").unwrap();
+    assert!(
+        path.path().starts_with("/proc/self/fd/"),
+        "{:?}",
+        path.path()
+    );
+    std::os::unix::net::UnixStream::connect(path.path()).unwrap();
+    symlink("/etc", dir.path().join("out")).unwrap();
+    assert!(matches!(
+        fs.host_path("out/x.sock"),
+        Err(FsError::EscapesRoot { .. })
+    ));
+}
+
 #[test]
 fn fifo_is_refused_without_blocking() {
     let (dir, fs) = tree();
