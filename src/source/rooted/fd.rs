@@ -91,26 +91,15 @@ pub fn use_openat2(on: bool) {
     OPENAT2.store(if on { 1 } else { 2 }, Ordering::SeqCst);
 }
 
-/// Open the link-free root-relative path `components` (no `..`, resolved by the caller) with
-/// `flags`, relative to `root`. No symlink is followed, the last component included, and
-/// nothing above `root` is reached. An empty path opens the root itself.
-pub fn open_beneath(
-    root: BorrowedFd<'_>,
-    components: &[OsString],
-    flags: libc::c_int,
-) -> io::Result<OwnedFd> {
-    let Some((last, dirs)) = components.split_last() else {
+/// Open the link-free root-relative path `path` (components joined by `/`, no `..`, resolved by
+/// the caller) with `flags`, relative to `root`. No symlink is followed, the last component
+/// included, and nothing above `root` is reached. An empty path opens the root itself.
+pub fn open_beneath(root: BorrowedFd<'_>, path: &OsStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    if path.is_empty() {
         return open_one(root, OsStr::new("."), flags);
-    };
+    }
     if openat2_usable() {
-        let mut path = Vec::new();
-        for (i, c) in components.iter().enumerate() {
-            if i > 0 {
-                path.push(b'/');
-            }
-            path.extend_from_slice(c.as_bytes());
-        }
-        let path = cstring(&path)?;
+        let c_path = cstring(path.as_bytes())?;
         let how = OpenHow {
             flags: (flags | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
             mode: 0,
@@ -122,7 +111,7 @@ pub fn open_beneath(
             libc::syscall(
                 libc::SYS_openat2,
                 root.as_raw_fd(),
-                path.as_ptr(),
+                c_path.as_ptr(),
                 &how as *const OpenHow,
                 std::mem::size_of::<OpenHow>(),
             )
@@ -136,13 +125,17 @@ pub fn open_beneath(
             _ => return result,
         }
     }
+    let mut parts = path.as_bytes().split(|b| *b == b'/').peekable();
     let mut dir: Option<OwnedFd> = None;
-    for c in dirs {
+    while let Some(part) = parts.next() {
         let at = dir.as_ref().map_or(root, |d| borrow(d));
-        dir = Some(open_one(at, c, libc::O_PATH | libc::O_DIRECTORY)?);
+        let name = OsStr::from_bytes(part);
+        if parts.peek().is_none() {
+            return open_one(at, name, flags);
+        }
+        dir = Some(open_one(at, name, libc::O_PATH | libc::O_DIRECTORY)?);
     }
-    let at = dir.as_ref().map_or(root, |d| borrow(d));
-    open_one(at, last, flags)
+    open_one(root, OsStr::new("."), flags)
 }
 
 fn borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
@@ -156,6 +149,26 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `fd` is open for the call and `st` is a valid out pointer.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`: one component, a link not followed.
+pub fn stat_one(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<libc::stat> {
+    let name = cstring(name.as_bytes())?;
+    // SAFETY: an all-zero `stat` is a valid value for the kernel to overwrite.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `dir` is open for the call, `name` NUL-terminated, `st` a valid out pointer.
+    if unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    } < 0
+    {
         return Err(io::Error::last_os_error());
     }
     Ok(st)

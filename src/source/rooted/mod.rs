@@ -182,10 +182,10 @@ fn clean(rel: &str) -> Option<&str> {
 }
 
 /// Open directory descriptors by resolved path, most recently opened last.
-type DirFds = Vec<(String, Arc<OwnedFd>)>;
+type DirFds = Vec<(OsString, Arc<OwnedFd>)>;
 
 /// How many directory descriptors [`RootedFs`] keeps open.
-const DIR_FDS: usize = 8;
+const DIR_FDS: usize = 32;
 
 /// How files are opened for reading: `O_NONBLOCK`, so opening a FIFO never waits for a writer
 /// (`O_NOFOLLOW` and `O_CLOEXEC` are added by `fd.rs`).
@@ -254,29 +254,41 @@ impl RootedFs {
     /// last few used, or opened beneath the root with no symlink followed. sysfs attributes are
     /// read a directory at a time, so the kernel then looks up one component per file, not the
     /// whole path again (most of a big node's cost).
-    fn dir_fd(&self, components: &[OsString]) -> io::Result<Arc<OwnedFd>> {
+    ///
+    /// `path` is the components joined by `/` (empty for the root), as bytes: a non-UTF-8 name
+    /// is its own key, never its lossy spelling.
+    fn dir_fd(&self, path: &OsStr) -> io::Result<Arc<OwnedFd>> {
         let root = self.root_fd()?;
-        if components.is_empty() {
+        if path.is_empty() {
             return Ok(root);
         }
-        let key = display_components(components);
-        let mut fds = self
+        let fds = self
             .dir_fds
             .lock()
             .map_err(|_| io::Error::other("directory descriptors poisoned"))?;
-        if let Some((_, found)) = fds.iter().find(|(k, _)| *k == key) {
+        if let Some((_, found)) = fds.iter().find(|(k, _)| k.as_os_str() == path) {
             return Ok(found.clone());
         }
+        drop(fds);
         let opened = Arc::new(fd::open_beneath(
             root.as_fd(),
-            components,
+            path,
             libc::O_PATH | libc::O_DIRECTORY,
         )?);
-        if fds.len() >= DIR_FDS {
-            fds.remove(0);
-        }
-        fds.push((key, opened.clone()));
+        self.remember_dir_fd(path.to_os_string(), opened.clone());
         Ok(opened)
+    }
+
+    /// Keep `fd`, the directory at the resolved path `path`, among the last few used.
+    fn remember_dir_fd(&self, path: OsString, fd: Arc<OwnedFd>) {
+        if let Ok(mut fds) = self.dir_fds.lock()
+            && !fds.iter().any(|(k, _)| *k == path)
+        {
+            if fds.len() >= DIR_FDS {
+                fds.remove(0);
+            }
+            fds.push((path, fd));
+        }
     }
 
     /// Open the resolved, link-free path `components` with `flags`: its directory from
@@ -285,7 +297,7 @@ impl RootedFs {
     fn open_resolved(&self, components: &[OsString], flags: libc::c_int) -> io::Result<OwnedFd> {
         match components.split_last() {
             None => fd::open_one(self.root_fd()?.as_fd(), OsStr::new("."), flags),
-            Some((last, dir)) => fd::open_one(self.dir_fd(dir)?.as_fd(), last, flags),
+            Some((last, dir)) => fd::open_one(self.dir_fd(&join_os(dir))?.as_fd(), last, flags),
         }
     }
 
@@ -401,7 +413,7 @@ impl RootedFs {
         let (dir, name) = clean(rel)?.rsplit_once('/')?;
         let dir = self.dir_of(dir)?;
         let opened = self
-            .dir_fd(&dir.components())
+            .dir_fd(OsStr::new(&dir.path))
             .and_then(|d| fd::open_one(d.as_fd(), OsStr::new(name), READ_FLAGS));
         match opened {
             Ok(file) => Some(Ok(File::from(file))),
@@ -468,15 +480,20 @@ impl RootedFs {
                 here = None;
                 continue;
             }
-            let Some((name, parent)) = resolved.split_last() else {
+            let Some(name) = resolved.last() else {
                 continue;
             };
-            let dir = match here.take() {
+            // Looked at relative to its directory's descriptor (`fstatat`, not followed): the
+            // one the walk holds, or one of the last few used (sysfs resolves many links into
+            // one directory), or that directory opened beneath the root now.
+            let parent = match here.take() {
                 Some(dir) => dir,
-                None => self.dir_fd(parent).map_err(|e| FsError::from_io(rel, &e))?,
+                None => self
+                    .dir_fd(&join_os(&resolved[..resolved.len() - 1]))
+                    .map_err(|e| FsError::from_io(rel, &e))?,
             };
-            let entry = match fd::open_one(dir.as_fd(), name, libc::O_PATH) {
-                Ok(entry) => entry,
+            let st = match fd::stat_one(parent.as_fd(), name) {
+                Ok(st) => st,
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {
                     return Err(match last_link {
                         Some((link, target)) => FsError::Dangling {
@@ -489,12 +506,11 @@ impl RootedFs {
                 }
                 Err(err) => return Err(FsError::from_io(rel, &err)),
             };
-            let st = fd::fstat(entry.as_fd()).map_err(|e| FsError::from_io(rel, &e))?;
             let is_link = fd::is_link(&st);
             is_dir = fd::is_dir(&st);
-            let link_text = || {
-                fd::read_link(entry.as_fd(), OsStr::new("")).map_err(|e| FsError::from_io(rel, &e))
-            };
+            // By its name in the directory's descriptor: whatever it reads is a link in there.
+            let link_text =
+                || fd::read_link(parent.as_fd(), name).map_err(|e| FsError::from_io(rel, &e));
             if self.trace.is_some() {
                 let kind = if is_link {
                     link_text()
@@ -523,7 +539,7 @@ impl RootedFs {
                 let link_name = display_components(&resolved);
                 let target_text = target.to_string_lossy().into_owned();
                 resolved.pop();
-                here = Some(dir);
+                here = Some(parent);
                 if target.is_absolute() {
                     if !self.root_is_slash {
                         return Err(FsError::EscapesRoot {
@@ -544,7 +560,11 @@ impl RootedFs {
                     path: display_components(&resolved),
                 });
             } else if !is_last {
-                here = Some(Arc::new(entry));
+                // Opened as a directory, not followed: a link swapped in since the look fails.
+                here = Some(Arc::new(
+                    fd::open_one(parent.as_fd(), name, libc::O_PATH | libc::O_DIRECTORY)
+                        .map_err(|e| FsError::from_io(rel, &e))?,
+                ));
                 if self.trace.is_none() {
                     // A real directory on the way: asked for by its own path, it resolves to
                     // itself.
@@ -775,7 +795,9 @@ impl RootedFs {
         let Some((name, dir)) = components.split_last() else {
             return Err(not_a_link());
         };
-        let dir = self.dir_fd(dir).map_err(|e| FsError::from_io(rel, &e))?;
+        let dir = self
+            .dir_fd(&join_os(dir))
+            .map_err(|e| FsError::from_io(rel, &e))?;
         fd::read_link(dir.as_fd(), name)
             .map(|t| t.to_string_lossy().into_owned())
             .map_err(|e| match e.raw_os_error() {
@@ -809,6 +831,18 @@ fn push_components(pending: &mut Vec<OsString>, path: &Path) {
         })
         .collect();
     pending.extend(parts.into_iter().rev());
+}
+
+/// Components joined by `/`, byte for byte.
+fn join_os(components: &[OsString]) -> OsString {
+    let mut path = OsString::new();
+    for (i, c) in components.iter().enumerate() {
+        if i > 0 {
+            path.push("/");
+        }
+        path.push(c);
+    }
+    path
 }
 
 fn display_components(components: &[OsString]) -> String {

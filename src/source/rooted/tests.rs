@@ -216,3 +216,27 @@ fn fifo_is_refused_without_blocking() {
         Err(FsError::NotAFile { .. })
     ));
 }
+
+/// Two directories whose names differ only in invalid UTF-8 (both spelt `\u{fffd}` lossily) are
+/// two directories: the descriptor cache keys on the bytes.
+#[test]
+fn non_utf8_directory_names_are_not_confused() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    for (byte, text) in [(0xffu8, "ff"), (0xfe, "fe")] {
+        let bytes = [byte];
+        let name = std::ffi::OsStr::from_bytes(&bytes);
+        fs::create_dir_all(dir.path().join("d").join(name).join("e")).unwrap();
+        fs::write(dir.path().join("d").join(name).join("e/x"), text).unwrap();
+        symlink(
+            std::path::Path::new(name).join("e"),
+            dir.path().join("d").join(format!("to-{text}")),
+        )
+        .unwrap();
+    }
+    let fs = RootedFs::new(dir.path());
+    for _ in 0..2 {
+        assert_eq!(fs.read_to_string("d/to-ff/x").unwrap(), "ff");
+        assert_eq!(fs.read_to_string("d/to-fe/x").unwrap(), "fe");
+    }
+}
