@@ -220,7 +220,8 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
         }
         // Said here, once; nothing is left at --out or beside it (record/out.rs).
         Err(err) if err.is_usage() => {
-            eprintln!("gpudoctor: {err}");
+            // It may name a file of the node (the one a full disk stopped).
+            eprintln!("gpudoctor: {}", render::sanitize::text(&err.to_string()));
             Ok(exit::USAGE)
         }
         Err(err) => Err(err.into()),
@@ -523,7 +524,9 @@ fn open_root(
                 Ok((Some(dir), path))
             }
             Err(err) => {
-                eprintln!("gpudoctor: --root {}: cannot unpack: {err}", root.display());
+                // An entry's name comes from the archive.
+                let err = format!("--root {}: cannot unpack: {err}", root.display());
+                eprintln!("gpudoctor: {}", render::sanitize::text(&err));
                 Err(exit::USAGE)
             }
         };
@@ -582,7 +585,7 @@ fn not_a_capture(given: &std::path::Path, err: &source::NotACapture) -> i32 {
         root: format!("--root {}", given.display()),
         why: err.why.clone(),
     };
-    eprintln!("gpudoctor: {err}");
+    eprintln!("gpudoctor: {}", render::sanitize::text(&err.to_string()));
     exit::USAGE
 }
 

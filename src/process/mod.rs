@@ -128,7 +128,11 @@ pub fn reap_leftovers() {
         let killed = kill_all_descendants(KILL_GRACE);
         if !killed.is_empty() {
             let names: Vec<String> = killed.iter().map(Killed::describe).collect();
-            eprintln!("gpudoctor: killed before exiting: {}", names.join("; "));
+            let names = names.join("; ");
+            eprintln!(
+                "gpudoctor: killed before exiting: {}",
+                crate::render::sanitize::text(&names)
+            );
         }
     }
 }

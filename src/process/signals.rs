@@ -138,7 +138,12 @@ fn watch(read_end: libc::c_int) {
     let killed = super::kill_all_descendants(super::KILL_GRACE);
     if !killed.is_empty() {
         let names: Vec<String> = killed.iter().map(|k| k.describe()).collect();
-        eprintln!("gpudoctor: killed {}", names.join("; "));
+        // Command lines are the benchmark's to choose: shown escaped.
+        let names = names.join("; ");
+        eprintln!(
+            "gpudoctor: killed {}",
+            crate::render::sanitize::text(&names)
+        );
     }
     // 3. Temporary trees, with every writer stopped for good.
     let mut closing = WRITES.write().unwrap_or_else(|e| e.into_inner());

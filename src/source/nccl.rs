@@ -881,9 +881,10 @@ pub fn probe_live(options: &NcclOptions, gpu_count: &dyn Fn() -> Option<u32>) ->
                 );
                 if !out.killed.is_empty() {
                     let killed: Vec<String> = out.killed.iter().map(Killed::describe).collect();
+                    let killed = killed.join("; ");
                     eprintln!(
                         "gpudoctor: nccl {name}: killed what the run left: {}",
-                        killed.join("; ")
+                        crate::render::sanitize::text(&killed)
                     );
                 }
             }
