@@ -405,7 +405,9 @@ fn record_into(
     });
     let manifest_path = capture.join(MANIFEST);
     write_json(&manifest_path, &manifest)?;
-    let replayed = replay(&capture)?;
+    let mut replayed = replay(&capture)?;
+    // Replayed in the temporary sibling; the capture will be at --out.
+    replayed.source.root = options.out.display().to_string();
     manifest["expect"] = json!({
         "exit_code": replayed.exit_code,
         "first_failing_layer": replayed.first_failure.as_ref().map(|f| f.layer.id()),
