@@ -49,13 +49,16 @@ pub fn list_markdown() -> String {
                 "\n### `{}` — {}\n\n- **Reads**: {}\n- **Expects**: {}\n- **Why**: {}\n- **Fix**: {}\n",
                 c.code, c.title, c.explain.reads, c.explain.expects, c.explain.why, c.explain.fix
             );
+            if let Some(policy) = crate::checks::nvml_errors::policy(c.code) {
+                let _ = writeln!(out, "- **NVML errors**: {policy}");
+            }
         }
     }
     out
 }
 
 pub fn explain(check: &CheckDef) -> String {
-    format!(
+    let mut text = format!(
         "{code} ({layer} layer)\n  {title}\n\nReads:    {reads}\nExpects:  {expects}\nWhy:      {why}\nFix:      {fix}\n",
         code = check.code,
         layer = check.layer.id(),
@@ -64,7 +67,11 @@ pub fn explain(check: &CheckDef) -> String {
         expects = check.explain.expects,
         why = check.explain.why,
         fix = check.explain.fix,
-    )
+    );
+    if let Some(policy) = crate::checks::nvml_errors::policy(check.code) {
+        let _ = writeln!(text, "NVML:     {policy}");
+    }
+    text
 }
 
 /// Up to three registered codes closest to `code`: substring matches first, then by edit distance.

@@ -265,13 +265,17 @@ pub enum FigureName {
     /// Signalling rate of an RDMA port (`rdma` layer), as `/sys/class/infiniband/*/ports/*/rate`
     /// gives it, in bytes per second (400 Gb/s = 5e10).
     RdmaPortRateBytesPerSecond,
+    /// Time the live NVML probe spent on one GPU (`driver.nvml_init`), in seconds: a GPU that
+    /// answers slowly (no persistence mode) or not at all (the budget) shows here.
+    NvmlProbeSeconds,
 }
 
 impl FigureName {
-    pub const ALL: [FigureName; 3] = [
+    pub const ALL: [FigureName; 4] = [
         FigureName::XidEvents,
         FigureName::NcclBusbwPeakBytesPerSecond,
         FigureName::RdmaPortRateBytesPerSecond,
+        FigureName::NvmlProbeSeconds,
     ];
 
     /// The name as it appears in JSON and after `gpudoctor_` in Prometheus.
@@ -280,6 +284,7 @@ impl FigureName {
             FigureName::XidEvents => "xid_events",
             FigureName::NcclBusbwPeakBytesPerSecond => "nccl_busbw_peak_bytes_per_second",
             FigureName::RdmaPortRateBytesPerSecond => "rdma_port_rate_bytes_per_second",
+            FigureName::NvmlProbeSeconds => "nvml_probe_seconds",
         }
     }
 
@@ -295,6 +300,9 @@ impl FigureName {
             FigureName::RdmaPortRateBytesPerSecond => {
                 "Signalling rate of an RDMA port as the kernel reports it, in bytes per second."
             }
+            FigureName::NvmlProbeSeconds => {
+                "Time the live NVML probe spent on one GPU (its handle and every reading), in seconds; the budget when it did not answer."
+            }
         }
     }
 
@@ -306,6 +314,7 @@ impl FigureName {
             FigureName::XidEvents => &["gpu", "xid", "severity"],
             FigureName::NcclBusbwPeakBytesPerSecond => &["test", "nodes", "ranks"],
             FigureName::RdmaPortRateBytesPerSecond => &["device", "port", "link_layer"],
+            FigureName::NvmlProbeSeconds => &["gpu", "index"],
         }
     }
 }

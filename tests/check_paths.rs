@@ -796,7 +796,9 @@ fn pcie_gpus_reporting_every_link_down_skip_the_layer() {
         &["gpu 0 (0000:18:00.0) has 0 of 12 nvlinks active (down: link 0, 1, 2"],
     );
 
-    // One GPU with a bridge up: the others' links are judged as down.
+    // One GPU with a link up to an end NVML cannot name (no remote bus id): PCIe boards are
+    // judged per bridge, not against a link count, so that link is the finding, not the other
+    // GPUs' unused links.
     node.edit_gpus(|d| {
         if d["index"] == 0 {
             d["nvlinks"]["value"][0]["active"] = json!(true);
@@ -805,8 +807,8 @@ fn pcie_gpus_reporting_every_link_down_skip_the_layer() {
     assert_check(
         &node.run_all(),
         "nvlink.links_active",
-        Status::Fail,
-        &["gpu 1 (0000:2a:00.0) has 0 of 12 nvlinks active"],
+        Status::Warn,
+        &["gpu 0 (0000:18:00.0) has 1 active nvlink(s) to an end nvml does not name as a gpu here"],
     );
 }
 

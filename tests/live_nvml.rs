@@ -86,6 +86,8 @@ fn as_live_can_answer(mut facts: NvmlFacts) -> NvmlFacts {
         if let Some(err) = &mut device.error {
             fold(&mut err.kind);
         }
+        // Time spent is the live probe's own measure; a capture's is of another run.
+        device.probe_ms = None;
         if let gpudoctor::facts::nvml::Reading::Value(migs) = &mut device.mig_devices {
             for err in migs.iter_mut().filter_map(|m| m.error.as_mut()) {
                 fold(&mut err.kind);
@@ -95,9 +97,9 @@ fn as_live_can_answer(mut facts: NvmlFacts) -> NvmlFacts {
     facts
 }
 
-/// Facts as JSON with every error text blanked: live texts come from nvml-wrapper, recorded
-/// ones from wherever the fixture got them. `NvmlError` is `{"kind", "message"}`,
-/// `Reading::Error` is `{"error": text}`.
+/// Facts as JSON with every error text and every probe time blanked: live texts come from
+/// nvml-wrapper, recorded ones from wherever the fixture got them. `NvmlError` is
+/// `{"kind", "message"}` (in `Reading::Error` too, `{"error": {"kind", "message"}}`).
 fn without_messages(facts: &NvmlFacts) -> Value {
     fn blank(value: &mut Value) {
         match value {
@@ -105,6 +107,7 @@ fn without_messages(facts: &NvmlFacts) -> Value {
                 if map.contains_key("kind") && map.get("message").is_some_and(Value::is_string) {
                     map.insert("message".into(), Value::from(""));
                 }
+                map.remove("probe_ms");
                 if map.len() == 1 {
                     if let Some(Value::String(text)) = map.get_mut("error") {
                         text.clear();
@@ -214,6 +217,13 @@ fn comparable(report: &Report, kernel_log: Option<&Path>) -> Value {
     for layer in value["layers"].as_array_mut().unwrap() {
         layer["duration_ms"] = json!(0);
         for check in layer["checks"].as_array_mut().unwrap() {
+            // NVML time per GPU is measured live only.
+            if let Some(figures) = check.get_mut("figures").and_then(Value::as_array_mut) {
+                figures.retain(|f| f["name"] != "nvml_probe_seconds");
+                if figures.is_empty() {
+                    check.as_object_mut().unwrap().remove("figures");
+                }
+            }
             for evidence in check["evidence"].as_array_mut().unwrap() {
                 if evidence["source"] == "nvml.init" {
                     evidence["observed"] = json!("");
@@ -390,6 +400,10 @@ fn queries_a_gpu_does_not_support_stay_not_supported() {
 fn every_reading_round_trips() {
     let mut facts = healthy_json();
     let link = |n: u32, active: bool, remote: &str| {
+        if !active {
+            // Only the state is asked of a down link.
+            return json!({"link": n, "active": false});
+        }
         json!({
             "link": n, "active": active, "version": {"value": 4},
             "remote_pci_bus_id": remote, "remote_type": {"value": "nvswitch"},
@@ -416,7 +430,7 @@ fn every_reading_round_trips() {
         "pcie_max_width": {"value": 16},
         "pcie_replay_counter": {"value": 12},
         "mig_mode": {"value": {"current": false, "pending": true}},
-        "nvlinks": {"value": [link(0, true, "0000:05:00.0"), link(1, false, "0000:9A:00.0"), link(2, true, "0000:06:00.0")]},
+        "nvlinks": {"value": [link(0, true, "0000:05:00.0"), link(1, false, ""), link(2, true, "0000:9A:00.0")]},
         "fabric": {"value": {"state": "completed", "status": "success", "clique_id": 32766,
                               "cluster_uuid": "0123456789abcdef0123456789abcdef", "health_mask": 5}}
     });
@@ -442,7 +456,7 @@ fn every_reading_round_trips() {
 
     // The remote bus id is normalised on the way back, as for the gpu's own.
     let mut expected = facts.clone();
-    expected["devices"][0]["nvlinks"]["value"][1]["remote_pci_bus_id"] = json!("0000:9a:00.0");
+    expected["devices"][0]["nvlinks"]["value"][2]["remote_pci_bus_id"] = json!("0000:9a:00.0");
     let held = nvml_lock();
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("nvml.json");
@@ -516,6 +530,264 @@ fn mig_devices_round_trip() {
         live.devices[0].mig_devices,
         gpudoctor::facts::nvml::Reading::NotSupported
     );
+}
+
+/// Error kinds per reading: each failed reading comes back with the kind the library answered
+/// (not just "unknown"), and a GPU lost after its handle answers `gpu_is_lost` from its first
+/// reading on, every later one recorded as lost without being asked.
+#[test]
+fn reading_error_kinds_round_trip() {
+    let mut facts = healthy_json();
+    let err = |kind: &str| json!({"error": {"kind": kind, "message": "x"}});
+    facts["devices"][1]["temperature_c"] = err("no_permission");
+    facts["devices"][1]["ecc_errors"] = err("timeout");
+    facts["devices"][1]["power_usage_mw"] = err("irq_issue");
+    facts["devices"][1]["clock_event_reasons"] = err("argument_version_mismatch");
+    facts["devices"][1]["remapped_rows"] = err("not_ready");
+    // GPU 2: lost after its handle; every reading after the first answers GPU_IS_LOST.
+    let lost = facts["devices"][2].as_object_mut().unwrap();
+    for (key, value) in lost.iter_mut() {
+        if !["index", "pci_bus_id", "uuid", "name", "error"].contains(&key.as_str()) {
+            *value = err("gpu_is_lost");
+        }
+    }
+    lost.insert("mig_devices".into(), err("gpu_is_lost"));
+    let live = probe_injected("reading error kinds", &facts);
+    let kind = |r: &gpudoctor::facts::nvml::Reading<u32>| r.error().map(|e| e.kind);
+    assert_eq!(
+        kind(&live.devices[1].temperature_c),
+        Some(NvmlErrorKind::NoPermission)
+    );
+    let gone = &live.devices[2];
+    let (at, e) = gone.lost_at().expect("gpu 2 is lost");
+    assert_eq!(at, "serial");
+    assert_eq!(e.kind, NvmlErrorKind::GpuIsLost);
+    assert!(
+        gone.temperature_c
+            .error()
+            .unwrap()
+            .message
+            .contains("not asked"),
+        "{:?}",
+        gone.temperature_c
+    );
+}
+
+/// The fabric through every struct version the probe knows: v3 (health summary and mask), v2
+/// (mask only: the driver refuses v3 with ARGUMENT_VERSION_MISMATCH), and v1 when the V call
+/// answers NOT_SUPPORTED; an unknown status code kept by number. NVLink 5 counters as field
+/// values where the DL counters are not supported; row remapping under MIG from the field
+/// values; utilisation not supported under MIG.
+#[test]
+fn newer_readings_round_trip() {
+    let mut facts = healthy_json();
+    let v = |x: Value| json!({"value": x});
+    facts["devices"][0]["fabric"] = v(json!({"state": "completed", "status": "success",
+        "clique_id": 32766, "cluster_uuid": "3143b15bc2cd192b28cc9b5473fb5b93",
+        "health_mask": 0xa9, "health_summary": "limited_capacity"}));
+    facts["devices"][1]["fabric"] = v(json!({"state": "completed", "status": "42",
+        "clique_id": 0, "cluster_uuid": null, "health_mask": 0xaa, "health_summary": null}));
+    facts["devices"][2]["fabric"] = v(json!({"state": "completed", "status": "success",
+        "clique_id": 0, "cluster_uuid": null, "health_mask": null, "health_summary": null}));
+    facts["devices"][3]["fabric"] = v(json!({"state": "completed", "status": "success",
+        "clique_id": 0, "cluster_uuid": null, "health_mask": 0, "health_summary": 7}));
+    // GPU 4: NVLink 5 (Blackwell): DL counters not supported, field values instead.
+    for link in facts["devices"][4]["nvlinks"]["value"]
+        .as_array_mut()
+        .unwrap()
+    {
+        for dl in [
+            "replay_errors",
+            "recovery_errors",
+            "crc_flit_errors",
+            "crc_data_errors",
+        ] {
+            link[dl] = json!("not_supported");
+        }
+        let n = link["link"].as_u64().unwrap();
+        link["rcv_errors"] = v(json!(n));
+        link["malformed_packet_errors"] = v(json!(0));
+        link["buffer_overrun_errors"] = v(json!(0));
+        link["local_link_integrity_errors"] = v(json!(1));
+        link["link_recovery_failed"] = v(json!(0));
+        link["symbol_errors"] = v(json!(n * 3));
+        link["effective_errors"] = json!("not_supported");
+    }
+    // GPU 5: MIG on; the direct row-remap call refuses, the field values answer.
+    facts["devices"][5]["mig_mode"] = v(json!({"current": true, "pending": true}));
+    facts["devices"][5]["mig_devices"] = v(json!([]));
+    facts["devices"][5]["remapped_rows"] =
+        v(json!({"correctable": 2, "uncorrectable": 1, "pending": true, "failure": false}));
+    facts["devices"][5]["utilization_gpu_pct"] = json!("not_supported");
+    let live = probe_injected("newer readings", &facts);
+    let summary = live.devices[0].fabric.value().unwrap().health_summary;
+    assert_eq!(
+        summary,
+        Some(gpudoctor::facts::nvml::HealthSummary::LimitedCapacity)
+    );
+    assert_eq!(
+        live.devices[1].fabric.value().unwrap().status.as_deref(),
+        Some("42")
+    );
+    assert_eq!(live.devices[2].fabric.value().unwrap().health_mask, None);
+    let link = &live.devices[4].nvlinks.value().unwrap()[3];
+    assert_eq!(link.symbol_errors.value(), Some(&9));
+    assert_eq!(
+        link.replay_errors,
+        gpudoctor::facts::nvml::Reading::NotSupported
+    );
+    assert!(live.devices[5].remapped_rows.value().unwrap().pending);
+}
+
+/// A driver without the newer symbols (the stand-in built with `--features old-driver`): the
+/// fabric comes from the v1 call (no health mask or summary) and the clock-event reasons from
+/// the pre-R535 `nvmlDeviceGetCurrentClocksThrottleReasons`.
+#[test]
+fn an_old_driver_takes_the_fallbacks() {
+    let mut facts = healthy_json();
+    facts["devices"][0]["fabric"] = json!({"value": {"state": "completed", "status": "success",
+        "clique_id": 5, "cluster_uuid": null, "health_mask": 0xaa, "health_summary": "healthy"}});
+    facts["devices"][0]["clock_event_reasons"] = json!({"value": 0x88});
+    let held = nvml_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("nvml.json");
+    std::fs::write(&json_path, facts.to_string()).unwrap();
+    use_json(&held, &json_path);
+    let host = HostSource::new(
+        dir.path(),
+        SourceOptions {
+            nvml_lib: Some(common::fake_nvml_old_driver_lib().to_path_buf()),
+            probe_timeout: Duration::from_secs(30),
+            ..SourceOptions::default()
+        },
+    );
+    let live = host.nvml();
+    let mut expected = facts.clone();
+    for d in expected["devices"].as_array_mut().unwrap() {
+        if let Some(f) = d["fabric"].get_mut("value") {
+            f["health_mask"] = Value::Null;
+            f["health_summary"] = Value::Null;
+        }
+    }
+    let expected = parse_nvml_json(&expected.to_string()).unwrap();
+    assert_same(
+        "old driver",
+        &without_messages(&expected),
+        &without_messages(&live),
+    );
+    assert_eq!(live.devices[0].clock_event_reasons.value(), Some(&0x88));
+}
+
+/// GPUs that take seconds per handle (no persistence mode) are probed at once, each under the
+/// budget: eight GPUs at 1.5 s each finish within a 5 s budget that a one-after-the-other walk
+/// (12 s) would blow.
+#[test]
+fn slow_handles_are_probed_side_by_side() {
+    let held = nvml_lock();
+    let json = common::repo()
+        .join("fixtures/hgx-h100-healthy")
+        .join(NVML_JSON);
+    use_json(&held, &json);
+    // SAFETY: the NVML lock is held (see `use_json`).
+    unsafe { std::env::set_var("GPUDOCTOR_FAKE_NVML_SLOW_HANDLE_MS", "1500") };
+    let dir = tempfile::tempdir().unwrap();
+    let host = HostSource::new(
+        dir.path(),
+        SourceOptions {
+            nvml_lib: Some(fake_lib().to_path_buf()),
+            probe_timeout: Duration::from_secs(5),
+            ..SourceOptions::default()
+        },
+    );
+    let started = std::time::Instant::now();
+    let live = host.nvml();
+    let took = started.elapsed();
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("GPUDOCTOR_FAKE_NVML_SLOW_HANDLE_MS") };
+    assert_eq!(live.devices.len(), 8);
+    for d in &live.devices {
+        assert!(d.error.is_none(), "gpu {}: {:?}", d.index, d.error);
+        assert!(
+            d.probe_ms.unwrap() >= 1500,
+            "gpu {}: {:?}",
+            d.index,
+            d.probe_ms
+        );
+    }
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}
+
+/// One GPU whose every call hangs (`GPUDOCTOR_FAKE_NVML_HANG_DEVICE=3:600`) costs the budget,
+/// not the run: `check` ends within two budgets (init, then the GPUs), driver.gpu_count names
+/// GPU 3 as not answering (an `error`, not a fallen-off-the-bus `fail`), and the other seven are
+/// judged. Run as a child process so the hung worker thread dies with it.
+#[test]
+fn a_hung_gpu_costs_the_budget_and_is_named() {
+    let _held = nvml_lock();
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    common::copy_tree(&fixture, &root);
+    let json = dir.path().join("nvml.json");
+    std::fs::copy(root.join(NVML_JSON), &json).unwrap();
+    std::fs::remove_dir_all(root.join(".gpudoctor")).unwrap();
+    let budget = 3u64;
+    let started = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        .args([
+            "check",
+            "--keep-going",
+            "--only",
+            "driver",
+            "--format",
+            "json",
+            "--root",
+        ])
+        .arg(&root)
+        .arg("--nvml-lib")
+        .arg(fake_lib())
+        .args(["--timeout", &budget.to_string()])
+        .env(ENV_JSON, &json)
+        .env("GPUDOCTOR_FAKE_NVML_HANG_DEVICE", "3:600")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gpudoctor runs");
+    let limit = Duration::from_secs(2 * budget + 20);
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("gpudoctor did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(budget),
+        "took {took:?}: it did not wait"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not a report ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let checks = report["layers"][0]["checks"].as_array().unwrap();
+    let check = |code: &str| checks.iter().find(|c| c["code"] == code).unwrap().clone();
+    let count = check("driver.gpu_count");
+    assert_eq!(count["status"], "error", "{count}");
+    let summary = count["summary"].as_str().unwrap();
+    assert!(summary.contains("gpu(s) 3 did not answer"), "{summary}");
+    assert!(!summary.contains("fallen off"), "{summary}");
+    let persistence = check("driver.persistence_mode");
+    assert_eq!(persistence["summary"], "persistence mode on for 7 gpu(s)");
+    // Its time is the budget; the others' is their own.
+    let figures = check("driver.nvml_init")["figures"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(figures.len(), 8, "{figures:?}");
 }
 
 #[test]

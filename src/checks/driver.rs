@@ -6,12 +6,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{CheckDef, Context, Explain, Outcome};
+use super::{CheckDef, Context, Explain, Outcome, gpu_health};
 use crate::facts::FactError;
 use crate::facts::nvidia::{self, PROC_DRIVER_GPUS};
 use crate::facts::nvml::{NvmlErrorKind, NvmlFacts};
 use crate::facts::pci::{PCI_DEVICES, PciFunction};
-use crate::report::{Action, Evidence, Layer};
+use crate::report::{Action, Evidence, Figure, FigureName, Layer};
 
 pub fn checks() -> Vec<CheckDef> {
     vec![
@@ -92,10 +92,10 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Driver,
             title: "every GPU on PCI is known to NVML",
             explain: Explain {
-                reads: "/sys/bus/pci/devices (NVIDIA display functions), NVML device list and per-device errors, /proc/driver/nvidia/gpus/*/information (GPU Excluded), the kernel log",
-                expects: "the same set of PCI addresses on both sides and no device NVML reports lost",
+                reads: "/sys/bus/pci/devices (NVIDIA display functions), NVML device list, per-device handle errors and every reading's error kind, /proc/driver/nvidia/gpus/*/information (GPU Excluded), the kernel log",
+                expects: "the same set of PCI addresses on both sides, no device NVML reports lost (at its handle or any reading), every handle opened and answered within the per-GPU budget",
                 why: "a GPU on the bus that NVML cannot use has usually fallen off the bus (XID 79) or needs a reset; the device plugin then advertises fewer GPUs and 8-GPU jobs never schedule",
-                fix: "read `dmesg | grep -iE 'xid|fallen off'`; try `nvidia-smi -r -i <index>` on an idle GPU, otherwise drain and reboot; a GPU that falls off again needs a reseat or RMA",
+                fix: "read `dmesg | grep -iE 'xid|fallen off'`; try `nvidia-smi -r -i <index>` on an idle GPU, otherwise drain and reboot; a GPU that falls off again needs a reseat or RMA. A refused handle is not a fault: run gpudoctor outside the job's device cgroup (as root, or as the privileged DaemonSet); a GPU that does not answer in time is wedged or initialising without persistence mode",
             },
             run: gpu_count,
         },
@@ -377,6 +377,18 @@ fn nvml_init(ctx: &Context<'_>) -> Outcome {
     let nvml = ctx.nvml();
     let Some(err) = &nvml.init_error else {
         let version = nvml.driver_version.as_deref().unwrap_or("unknown");
+        // NVML time per GPU, measured by the live probe (absent from hand-built captures).
+        let figures = nvml.devices.iter().filter_map(|d| {
+            let ms = d.probe_ms?;
+            Some(
+                Figure::new(FigureName::NvmlProbeSeconds, ms as f64 / 1000.0)
+                    .label(
+                        "gpu",
+                        d.pci_bus_id.clone().unwrap_or_else(|| "unknown".into()),
+                    )
+                    .label("index", d.index.to_string()),
+            )
+        });
         return Outcome::pass(format!(
             "nvml {} initialised: driver {version}, {} device(s)",
             nvml.nvml_version.as_deref().unwrap_or("?"),
@@ -385,7 +397,8 @@ fn nvml_init(ctx: &Context<'_>) -> Outcome {
         .evidence(Evidence::new(
             "nvml.device_count",
             nvml.device_count.to_string(),
-        ));
+        ))
+        .figures(figures);
     };
     let evidence = Evidence::new("nvml.init", format!("{}: {}", err.kind.name(), err.message))
         .expected("success");
@@ -400,7 +413,7 @@ fn nvml_init(ctx: &Context<'_>) -> Outcome {
         NvmlErrorKind::LibRmVersionMismatch => outcome(Outcome::fail("nvml library and nvidia kernel module versions differ (driver upgraded without reboot?)"))
             .hint("reboot the node, or drain it and reload the modules (`rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia`)")
             .action(Action::RebootNode),
-        NvmlErrorKind::NoPermission => outcome(Outcome::error("nvml: no permission to open the gpus"))
+        NvmlErrorKind::NoPermission | NvmlErrorKind::OperatingSystem => outcome(Outcome::error(format!("nvml: no permission to open the gpus ({})", err.kind.describe())))
             .hint("run gpudoctor as root (or in a privileged pod with /dev mounted)"),
         NvmlErrorKind::GpuIsLost => outcome(Outcome::fail("nvml cannot initialise: a gpu is lost (fallen off the bus)"))
             .hint("read `dmesg | grep -iE 'xid|fallen off'`; drain and reboot; a recurrence needs a reseat or RMA")
@@ -408,14 +421,14 @@ fn nvml_init(ctx: &Context<'_>) -> Outcome {
         NvmlErrorKind::ResetRequired => outcome(Outcome::fail("nvml cannot initialise: gpu reset required"))
             .hint("drain the node, then `nvidia-smi -r` on the idle gpus or reboot")
             .action(Action::ResetGpu),
-        NvmlErrorKind::InsufficientPower | NvmlErrorKind::CorruptedInforom => {
+        NvmlErrorKind::InsufficientPower | NvmlErrorKind::CorruptedInforom | NvmlErrorKind::IrqIssue => {
             outcome(Outcome::fail(format!("nvml cannot initialise: {}", err.kind.describe())))
                 .hint("check the gpu's power cables and the baseboard; a corrupted inforom needs an RMA")
                 .action(Action::HardwareInspection)
         }
         NvmlErrorKind::Timeout => outcome(Outcome::error(format!("nvml did not answer: {}", err.message)))
             .hint("a hung nvml usually means a wedged gpu: read `dmesg | grep -i xid`; raise --timeout if the node is only slow"),
-        NvmlErrorKind::NotRecorded | NvmlErrorKind::Unreadable | NvmlErrorKind::Unknown => {
+        _ => {
             outcome(Outcome::error(format!("nvml answer unavailable: {}", err.message)))
                 .hint("run `nvidia-smi` on the node to see the error directly; record the node again if this is a capture")
         }
@@ -488,34 +501,81 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
 
     let mut fails: Vec<String> = Vec::new();
     let mut evidence: Vec<Evidence> = Vec::new();
-    for device in nvml.devices.iter().filter(|d| d.error.is_some()) {
+    // Handles refused (permission) or not answered (timeout): not faults of the GPU, and their
+    // bus ids are unknown, so the PCI addresses NVML lacks may be theirs.
+    let mut refused: Vec<u32> = Vec::new();
+    let mut timed_out: Vec<u32> = Vec::new();
+    let mut unnamed = 0usize;
+    for device in &nvml.devices {
+        let field = format!("nvml.devices[{}]", device.index);
         if let Some(err) = &device.error {
+            let observed = format!("{}: {}", err.kind.name(), err.message);
+            if err.kind.is_permission() {
+                refused.push(device.index);
+                evidence.push(
+                    Evidence::new(field, observed).expected("a handle this process may open"),
+                );
+            } else if err.kind == NvmlErrorKind::Timeout {
+                timed_out.push(device.index);
+                evidence.push(
+                    Evidence::new(field, observed).expected("an answer within the nvml budget"),
+                );
+            } else {
+                fails.push(format!(
+                    "nvml device {}: {}",
+                    device.index,
+                    err.kind.describe()
+                ));
+                evidence.push(Evidence::new(field, &err.message).expected("a usable handle"));
+                continue;
+            }
+            unnamed += usize::from(device.pci_bus_id.is_none());
+        } else if let Some((at, err)) = device.lost_at() {
+            // Lost after its handle was had: every later call answers GPU_IS_LOST (XID 79).
             fails.push(format!(
-                "nvml device {}: {}",
-                device.index,
-                err.kind.describe()
+                "{} is lost: nvml answered gpu_is_lost ({at})",
+                gpu_health::gpu_label(device)
             ));
             evidence.push(
-                Evidence::new(format!("nvml.devices[{}]", device.index), &err.message)
-                    .expected("a usable handle"),
+                Evidence::new(
+                    format!("{field}.{at}"),
+                    format!("{}: {}", err.kind.name(), err.message),
+                )
+                .expected("an answer from the gpu"),
             );
+            if let Some(bdf) = &device.pci_bus_id {
+                evidence.extend(kernel_log_mentions(ctx, bdf));
+            }
         }
     }
     let missing: Vec<&String> = on_pci
         .difference(&in_nvml)
         .filter(|b| !excluded.contains(*b))
         .collect();
-    // A device whose handle failed has no bus id; the pci addresses nvml lacks name it.
-    for bdf in &missing {
-        fails.push(format!("gpu {bdf} is on pci but unknown to nvml"));
-        evidence.push(
-            Evidence::new(
-                format!("{PCI_DEVICES}/{bdf}"),
-                "present on pci, absent from nvml",
-            )
-            .expected("known to nvml"),
-        );
-        evidence.extend(kernel_log_mentions(ctx, bdf));
+    if missing.len() <= unnamed {
+        // Each is one of the refused or unanswered handles above.
+        for bdf in &missing {
+            evidence.push(
+                Evidence::new(
+                    format!("{PCI_DEVICES}/{bdf}"),
+                    "present on pci, no handle from nvml",
+                )
+                .expected("known to nvml"),
+            );
+        }
+    } else {
+        // A device whose handle failed has no bus id; the pci addresses nvml lacks name it.
+        for bdf in &missing {
+            fails.push(format!("gpu {bdf} is on pci but unknown to nvml"));
+            evidence.push(
+                Evidence::new(
+                    format!("{PCI_DEVICES}/{bdf}"),
+                    "present on pci, absent from nvml",
+                )
+                .expected("known to nvml"),
+            );
+            evidence.extend(kernel_log_mentions(ctx, bdf));
+        }
     }
     if let Some(p) = ctx.profile()
         && let Some(want) = p.gpu_count
@@ -532,11 +592,42 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
         );
     }
     let count_text = format!("{} on pci, {} in nvml", on_pci.len(), nvml.device_count);
+    let mut not_judged = Vec::new();
+    if !refused.is_empty() {
+        not_judged.push(format!(
+            "nvml may not open gpu(s) {}: no_permission ({})",
+            join_indexes(&refused),
+            permission_cause(ctx)
+        ));
+    }
+    if !timed_out.is_empty() {
+        not_judged.push(format!(
+            "gpu(s) {} did not answer nvml within its budget",
+            join_indexes(&timed_out)
+        ));
+    }
     if !fails.is_empty() {
+        fails.extend(not_judged);
         return Outcome::fail(format!("{} ({count_text}); it may have fallen off the bus", fails.join("; ")))
             .evidence_all(evidence)
             .hint("read the kernel log (`dmesg | grep -iE 'xid|fallen off'`); reset an idle gpu with `nvidia-smi -r -i <index>` or drain and reboot; a gpu that falls off again needs a reseat or RMA")
             .action(Action::RebootNode);
+    }
+    if !not_judged.is_empty() {
+        let mut hints = Vec::new();
+        if !refused.is_empty() {
+            hints.push(if in_pod(ctx) {
+                "inside a pod the container may open only the gpus it was given: run gpudoctor as the privileged DaemonSet (deploy/) with the host's /dev, or compare with `nvidia-smi -L` on the node"
+            } else {
+                "this process's device cgroup (a Slurm job with ConstrainDevices, a systemd unit's DevicePolicy) or /dev/nvidia* permissions refuse the gpu: run gpudoctor as root outside the job's cgroup and compare with `nvidia-smi -L`"
+            });
+        }
+        if !timed_out.is_empty() {
+            hints.push("a gpu that does not answer is wedged or initialising without persistence mode: read `dmesg | grep -i xid`, enable nvidia-persistenced, and raise --timeout if the node is only slow");
+        }
+        return Outcome::error(format!("{} ({count_text})", not_judged.join("; ")))
+            .evidence_all(evidence)
+            .hint(hints.join("; "));
     }
     let extra: Vec<&String> = in_nvml.difference(&on_pci).collect();
     let mut outcome = if extra.is_empty() {
@@ -616,6 +707,31 @@ fn driver_version_match(ctx: &Context<'_>) -> Outcome {
                 .hint("the driver was upgraded without a reboot: reboot the node (or drain it and reload the nvidia modules)")
                 .action(Action::RebootNode),
         },
+    }
+}
+
+fn join_indexes(indexes: &[u32]) -> String {
+    indexes
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Inside a Pod (the kubelet sets `KUBERNETES_SERVICE_HOST` in every container).
+fn in_pod(ctx: &Context<'_>) -> bool {
+    ctx.env().contains_key("KUBERNETES_SERVICE_HOST")
+}
+
+/// Why NVML counts a GPU it then refuses (nvml.h: `nvmlDeviceGetCount_v2` counts devices that
+/// `nvmlDeviceGetHandleByIndex_v2` answers with NO_PERMISSION): the device cgroup lets this
+/// process open only some /dev/nvidiaN (NVIDIA/nvidia-docker#393: a cgroup denying 2 of 4 GPUs
+/// gives "nvml: Insufficient Permissions").
+fn permission_cause(ctx: &Context<'_>) -> &'static str {
+    if in_pod(ctx) {
+        "an unprivileged container sees only the gpus allocated to it"
+    } else {
+        "the device cgroup or /dev/nvidia* permissions refuse this process"
     }
 }
 

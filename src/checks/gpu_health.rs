@@ -6,7 +6,7 @@
 //! §5 (PCIe), §10 (what DCGM, gpud, gcm and Azure NHC do).
 
 use super::{CheckDef, Context, Explain, Outcome};
-use crate::facts::nvml::{NvmlDevice, Reading};
+use crate::facts::nvml::{NvmlDevice, NvmlError, NvmlErrorKind, Reading};
 use crate::report::{Action, Evidence, Layer};
 
 /// Clock-event reason bits (nvml.h `nvmlClocksEventReason*`, gpu-health.md §3).
@@ -113,13 +113,19 @@ pub fn checks() -> Vec<CheckDef> {
     ]
 }
 
-/// Devices NVML could open, or the finished outcome when there are none to judge.
+/// Devices NVML could open and that are not lost, or the finished outcome when there are none
+/// to judge. A GPU whose handle failed, or that answered `GPU_IS_LOST` to any reading, is
+/// judged by driver.gpu_count alone (docs/checks.md, "NVML errors").
 pub(crate) fn usable_devices<'c>(ctx: &'c Context<'_>) -> Result<Vec<&'c NvmlDevice>, Outcome> {
     let nvml = ctx.nvml();
     if nvml.init_error.is_some() {
         return Err(Outcome::skip("nvml unavailable (see driver.nvml_init)"));
     }
-    let devices: Vec<&NvmlDevice> = nvml.devices.iter().filter(|d| d.error.is_none()).collect();
+    let devices: Vec<&NvmlDevice> = nvml
+        .devices
+        .iter()
+        .filter(|d| d.error.is_none() && d.lost_at().is_none())
+        .collect();
     if devices.is_empty() {
         return Err(Outcome::skip("no gpu nvml can query"));
     }
@@ -140,40 +146,104 @@ pub(crate) fn field(d: &NvmlDevice, name: &str) -> String {
 }
 
 /// Collect per-GPU problems; when every GPU answered "not supported", skip with `unsupported`.
-struct PerGpu {
-    fails: Vec<String>,
-    warns: Vec<String>,
-    evidence: Vec<Evidence>,
-    judged: usize,
+/// A reading that failed with an error is `unread`: the check is `error` for it, unless
+/// another GPU fails or warns (docs/checks.md, "NVML errors").
+pub(crate) struct PerGpu {
+    pub fails: Vec<String>,
+    pub warns: Vec<String>,
+    pub evidence: Vec<Evidence>,
+    pub judged: usize,
+    unread: Vec<(String, String, NvmlError)>,
 }
 
 impl PerGpu {
-    fn new() -> Self {
+    pub fn new() -> Self {
         PerGpu {
             fails: Vec::new(),
             warns: Vec::new(),
             evidence: Vec::new(),
             judged: 0,
+            unread: Vec::new(),
         }
     }
 
-    fn finish(self, ok: String, unsupported: &str, hint: &str, action: Action) -> Outcome {
-        if !self.fails.is_empty() {
-            let mut summary = self.fails.join("; ");
-            if !self.warns.is_empty() {
-                summary.push_str("; ");
-                summary.push_str(&self.warns.join("; "));
+    /// The value of a reading; an error is noted as unread, "not supported" is just `None`.
+    pub fn read<'r, T>(&mut self, d: &NvmlDevice, name: &str, r: &'r Reading<T>) -> Option<&'r T> {
+        match r {
+            Reading::Value(v) => Some(v),
+            Reading::NotSupported => None,
+            Reading::Error(err) => {
+                self.unread
+                    .push((gpu_label(d), field(d, name), err.clone()));
+                None
             }
-            return Outcome::fail(summary)
+        }
+    }
+
+    fn unread_text(&self) -> String {
+        let parts: Vec<String> = self
+            .unread
+            .iter()
+            .map(|(gpu, field, err)| {
+                let name = field.rsplit_once('.').map(|(_, f)| f).unwrap_or(field);
+                format!("{gpu} {name}: {}", err.kind.name())
+            })
+            .collect();
+        format!("could not read {}", parts.join(", "))
+    }
+
+    fn unread_evidence(&self) -> Vec<Evidence> {
+        self.unread
+            .iter()
+            .map(|(_, field, err)| {
+                Evidence::new(
+                    field.as_str(),
+                    format!("{}: {}", err.kind.name(), err.message),
+                )
+                .expected("a value or not supported")
+            })
+            .collect()
+    }
+
+    fn unread_hint(&self) -> &'static str {
+        let kinds: Vec<NvmlErrorKind> = self.unread.iter().map(|(_, _, e)| e.kind).collect();
+        if kinds.iter().all(|k| k.is_permission()) {
+            "run gpudoctor as root (or as the privileged DaemonSet) so nvml may read every gpu; compare with `nvidia-smi -q -i <index>`"
+        } else if kinds.iter().all(|k| *k == NvmlErrorKind::Timeout) {
+            "nvml did not answer in time: read `dmesg | grep -i xid`, enable persistence mode, raise --timeout if the node is only slow"
+        } else {
+            "run `nvidia-smi -q -i <index>` to see the error directly; if it repeats, read `dmesg | grep -i xid` and reset the gpu"
+        }
+    }
+
+    pub fn finish(self, ok: String, unsupported: &str, hint: &str, action: Action) -> Outcome {
+        if !self.fails.is_empty() || !self.warns.is_empty() {
+            let mut parts = self.fails.clone();
+            parts.extend(self.warns.iter().cloned());
+            if !self.unread.is_empty() {
+                parts.push(self.unread_text());
+            }
+            let outcome = if self.fails.is_empty() {
+                Outcome::warn(parts.join("; "))
+            } else {
+                Outcome::fail(parts.join("; "))
+            };
+            let unread = self.unread_evidence();
+            return outcome
                 .evidence_all(self.evidence)
+                .evidence_all(unread)
                 .hint(hint)
                 .action(action);
         }
-        if !self.warns.is_empty() {
-            return Outcome::warn(self.warns.join("; "))
-                .evidence_all(self.evidence)
-                .hint(hint)
-                .action(action);
+        if !self.unread.is_empty() {
+            let judged = if self.judged == 0 {
+                String::new()
+            } else {
+                format!("; judged without it: {ok}")
+            };
+            return Outcome::error(format!("{}{judged}", self.unread_text()))
+                .evidence_all(self.unread_evidence())
+                .hint(self.unread_hint());
         }
         if self.judged == 0 {
             return Outcome::skip(unsupported);
@@ -189,7 +259,7 @@ fn ecc_errors(ctx: &Context<'_>) -> Outcome {
     };
     let mut acc = PerGpu::new();
     for d in &devices {
-        if let Some(mode) = d.ecc_mode.value() {
+        if let Some(mode) = acc.read(d, "ecc_mode", &d.ecc_mode) {
             if mode.current != mode.pending {
                 acc.warns.push(format!(
                     "{} ecc mode change pending (reset needed)",
@@ -207,7 +277,7 @@ fn ecc_errors(ctx: &Context<'_>) -> Outcome {
                 continue;
             }
         }
-        let Some(counts) = d.ecc_errors.value() else {
+        let Some(counts) = acc.read(d, "ecc_errors", &d.ecc_errors) else {
             continue;
         };
         acc.judged += 1;
@@ -246,7 +316,7 @@ fn retired_pages(ctx: &Context<'_>) -> Outcome {
     };
     let mut acc = PerGpu::new();
     for d in &devices {
-        let Some(pages) = d.retired_pages.value() else {
+        let Some(pages) = acc.read(d, "retired_pages", &d.retired_pages) else {
             continue;
         };
         acc.judged += 1;
@@ -288,8 +358,16 @@ fn row_remap(ctx: &Context<'_>) -> Outcome {
     };
     let mut acc = PerGpu::new();
     let mut any_failure = false;
+    // nvml.h: nvmlDeviceGetRemappedRows is NOT_SUPPORTED while MIG is on, and the probe's
+    // field-value fallback may not answer either (gpu-health.md §4): said plainly, not skipped
+    // as "pre-ampere".
+    let mut under_mig: Vec<u32> = Vec::new();
     for d in &devices {
-        let Some(rows) = d.remapped_rows.value() else {
+        if d.remapped_rows == Reading::NotSupported && d.mig_on() {
+            under_mig.push(d.index);
+            continue;
+        }
+        let Some(rows) = acc.read(d, "remapped_rows", &d.remapped_rows) else {
             continue;
         };
         acc.judged += 1;
@@ -323,12 +401,28 @@ fn row_remap(ctx: &Context<'_>) -> Outcome {
             Action::ResetGpu,
         )
     };
-    acc.finish(
-        format!("no row remap pending or failed on {} gpu(s)", devices.len()),
-        "row remapping not reported (pre-ampere gpu, or mig instances active)",
+    let mig_text = (!under_mig.is_empty()).then(|| {
+        format!(
+            "row remapping cannot be read while mig is on (gpu {}): nvml answers not supported; xid 63/64 in the kernel log (driver.xid_events) still report remaps, `nvidia-smi -q -d ROW_REMAPPER` after disabling mig shows the state",
+            under_mig.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        )
+    });
+    let judged = acc.judged;
+    let mut outcome = acc.finish(
+        format!("no row remap pending or failed on {judged} gpu(s)"),
+        mig_text
+            .as_deref()
+            .unwrap_or("row remapping not reported (pre-ampere gpu)"),
         hint,
         action,
-    )
+    );
+    if let Some(text) = mig_text
+        && judged > 0
+        && outcome.status != crate::report::Status::Skip
+    {
+        outcome.summary.push_str(&format!("; {text}"));
+    }
+    outcome
 }
 
 fn thermal(ctx: &Context<'_>) -> Outcome {
@@ -339,9 +433,11 @@ fn thermal(ctx: &Context<'_>) -> Outcome {
     let mut acc = PerGpu::new();
     let mut hottest = 0u32;
     for d in &devices {
-        let (Some(&temp), Some(&slowdown)) =
-            (d.temperature_c.value(), d.temperature_slowdown_c.value())
-        else {
+        let temp = acc.read(d, "temperature_c", &d.temperature_c).copied();
+        let slowdown = acc
+            .read(d, "temperature_slowdown_c", &d.temperature_slowdown_c)
+            .copied();
+        let (Some(temp), Some(slowdown)) = (temp, slowdown) else {
             continue;
         };
         acc.judged += 1;
@@ -395,7 +491,7 @@ fn clock_slowdown(ctx: &Context<'_>) -> Outcome {
     };
     let mut acc = PerGpu::new();
     for d in &devices {
-        let Some(&bits) = d.clock_event_reasons.value() else {
+        let Some(&bits) = acc.read(d, "clock_event_reasons", &d.clock_event_reasons) else {
             continue;
         };
         acc.judged += 1;
@@ -440,11 +536,14 @@ fn pcie_link(ctx: &Context<'_>) -> Outcome {
     let mut acc = PerGpu::new();
     let mut notes = Vec::new();
     for d in &devices {
-        let read = |r: &Reading<u32>| r.value().copied();
-        let (Some(cur_w), Some(max_w)) = (read(&d.pcie_current_width), read(&d.pcie_max_width))
-        else {
+        let cur_w = acc
+            .read(d, "pcie_current_width", &d.pcie_current_width)
+            .copied();
+        let max_w = acc.read(d, "pcie_max_width", &d.pcie_max_width).copied();
+        let (Some(cur_w), Some(max_w)) = (cur_w, max_w) else {
             continue;
         };
+        let read = |r: &Reading<u32>| r.value().copied();
         acc.judged += 1;
         let cur_g = read(&d.pcie_current_gen);
         let max_g = read(&d.pcie_max_gen);
@@ -496,7 +595,16 @@ fn pcie_link(ctx: &Context<'_>) -> Outcome {
         if let (Some(cur), Some(max)) = (cur_g, max_g)
             && cur < max
         {
-            let busy = d.utilization_gpu_pct.value().copied().unwrap_or(0);
+            // Unknown utilisation is not idle: a MIG parent answers NOT_SUPPORTED (nvitop#5),
+            // so the generation is noted, not judged.
+            let Some(busy) = d.utilization_gpu_pct.value().copied() else {
+                let why = if d.mig_on() { "mig on" } else { "not reported" };
+                notes.push(format!(
+                    "gpu {} at gen{cur}, utilisation unknown ({why}): not judged",
+                    d.index
+                ));
+                continue;
+            };
             if busy >= BUSY_UTILIZATION_PCT {
                 acc.fails.push(format!(
                     "{} pcie at gen{cur} while {busy}% busy, capable of gen{max}",
@@ -522,9 +630,18 @@ fn pcie_link(ctx: &Context<'_>) -> Outcome {
     );
     if !notes.is_empty() && outcome.status == crate::report::Status::Pass {
         // Idle GPUs drop the link generation to save power: noted, not judged (gpu-health.md §5).
-        outcome
-            .summary
-            .push_str(&format!("; {} (power saving, expected)", notes.join(", ")));
+        let (idle, unknown): (Vec<String>, Vec<String>) =
+            notes.into_iter().partition(|n| n.ends_with("while idle"));
+        if !idle.is_empty() {
+            outcome
+                .summary
+                .push_str(&format!("; {} (power saving, expected)", idle.join(", ")));
+        }
+        if !unknown.is_empty() {
+            outcome
+                .summary
+                .push_str(&format!("; {}", unknown.join(", ")));
+        }
     }
     outcome
 }
@@ -537,7 +654,7 @@ fn mig_pending(ctx: &Context<'_>) -> Outcome {
     let mut acc = PerGpu::new();
     let mut enabled = 0;
     for d in &devices {
-        let Some(mode) = d.mig_mode.value() else {
+        let Some(mode) = acc.read(d, "mig_mode", &d.mig_mode) else {
             continue;
         };
         acc.judged += 1;

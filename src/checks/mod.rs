@@ -10,6 +10,7 @@ pub mod driver;
 pub mod gpu_health;
 pub mod nccl;
 pub mod nvlink;
+pub mod nvml_errors;
 pub mod rdma;
 pub mod sriov;
 pub mod toolkit;

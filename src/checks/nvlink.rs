@@ -1,15 +1,26 @@
 //! NVLink layer: is the GPU-to-GPU fabric whole? Every expected link active, error counters
-//! quiet, and on NVSwitch systems the fabric trained by the fabric manager.
+//! quiet, and on NVSwitch systems the fabric trained and healthy.
 //!
-//! Sources: reference/gpu-health.md §6 (links per SKU, counters, thresholds) and §7 (fabric
-//! state). GPUs without NVLink make the layer `skip`, never `fail` (a PCIe A100 reports every
-//! link down, NVIDIA/NVSentinel#1481).
+//! Judged by platform (reference/gpu-health.md §6, §7):
+//! - NVSwitch systems (HGX/DGX, NVL): every GPU has the profile's link count, or without a
+//!   profile the most common count;
+//! - PCIe boards (no NVSwitch on PCI, fabric state "not supported", no link to a switch):
+//!   without an active link they have no NVLink and the layer skips (a PCIe A100 reports every
+//!   link down, NVIDIA/NVSentinel#1481; H100 PCIe/NVL answer the fabric query with state
+//!   NOT_SUPPORTED, leptonai/gpud PR #1147); with NVLink bridges each bridged group is judged
+//!   on its own: the links between two GPUs are up on both ends and alike across the node's
+//!   bridges. The links a bridge leaves unused stay down by design (6 of 18 on H100 NVL,
+//!   Azure/azurehpc-health-checks#162), so they are never counted as down.
+
+mod bridges;
 
 use std::collections::BTreeMap;
 
-use super::gpu_health::{field, gpu_label, usable_devices};
+use super::gpu_health::{PerGpu, field, gpu_label, usable_devices};
 use super::{CheckDef, Context, Explain, Outcome};
-use crate::facts::nvml::{FabricState, NvLink, NvmlDevice, Reading};
+use crate::facts::nvml::{
+    FabricState, HealthBit, HealthMask, HealthSummary, NvLink, NvmlDevice, Reading, RemoteType,
+};
 use crate::facts::pci::VENDOR_NVIDIA;
 use crate::report::{Action, Evidence, Layer};
 
@@ -25,8 +36,8 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Nvlink,
             title: "every expected NVLink is active",
             explain: Explain {
-                reads: "NVML nvmlDeviceGetNvLinkState per GPU and link; the profile's NVLinks per GPU",
-                expects: "the profile's count of active links on every GPU (HGX H100: 18, A100: 12), or without a profile the most common count across the GPUs; without a profile, links reported but none active on any GPU, no NVSwitch on PCI and no fabric state (PCIe GPUs without a bridge) is no NVLink: skip",
+                reads: "NVML nvmlDeviceGetNvLinkState, nvmlDeviceGetNvLinkRemotePciInfo_v2 and nvmlDeviceGetNvLinkRemoteDeviceType per GPU and active link; NVSwitch functions on PCI; the fabric state; the profile's NVLinks per GPU",
+                expects: "NVSwitch systems: the profile's count of active links on every GPU (HGX H100: 18, A100: 12), or without a profile the most common count across the GPUs. PCIe boards (no NVSwitch, fabric state not supported): no active link is no NVLink (skip); with NVLink bridges, the links between two GPUs are active on both ends and every bridged pair (or 4-way group) has the same count; links a bridge leaves unused are not counted as down",
                 why: "a GPU with links down falls back to fewer lanes or to PCIe: all-reduce slows for the whole job, or NCCL hangs on a half-trained fabric",
                 fix: "drain the node and reset the GPUs or reboot; if the same link stays down, it is the GPU baseboard or NVSwitch tray: hardware inspection",
             },
@@ -37,7 +48,7 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Nvlink,
             title: "NVLink error counters are quiet",
             explain: Explain {
-                reads: "NVML nvmlDeviceGetNvLinkErrorCounter (DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA) per link",
+                reads: "NVML nvmlDeviceGetNvLinkErrorCounter (DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA) per active link; on NVLink 5 (Blackwell), where those are not supported, the field values NVML_FI_DEV_NVLINK_COUNT_{RCV_ERRORS, MALFORMED_PACKET_ERRORS, BUFFER_OVERRUN_ERRORS, LOCAL_LINK_INTEGRITY_ERRORS, LINK_RECOVERY_FAILED_EVENTS, SYMBOL_ERRORS, EFFECTIVE_ERRORS} per link",
                 expects: "fewer than 100 errors per link since the driver loaded",
                 why: "replays and CRC errors mean a marginal link: bandwidth drops and XID 74 follows",
                 fix: "watch `nvidia-smi nvlink -e` over a few minutes; if a link's counters keep rising, reset the GPU; repeated on the same link: hardware inspection",
@@ -49,8 +60,8 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Nvlink,
             title: "the NVSwitch fabric is trained",
             explain: Explain {
-                reads: "NVML nvmlDeviceGetGpuFabricInfoV (state, status) per GPU (Hopper and later)",
-                expects: "state COMPLETED with status SUCCESS on every GPU that reports fabric info",
+                reads: "NVML nvmlDeviceGetGpuFabricInfoV (v3 struct: state, status, health mask, health summary; v2, then the v1 nvmlDeviceGetGpuFabricInfo on older drivers) per GPU (Hopper and later)",
+                expects: "state COMPLETED with status SUCCESS on every GPU that reports fabric info; health summary not unhealthy or limited capacity (fail); no route-unhealthy or incorrect-configuration field in the health mask (fail); degraded bandwidth or a recovery in progress warns",
                 why: "until the fabric manager trains the NVSwitch links, CUDA fails with cudaErrorSystemNotReady (802) and NCCL cannot use NVLink",
                 fix: "`systemctl status nvidia-fabricmanager` (or the GPU Operator driver pod's fabric manager); its version must equal the driver's; read /var/log/fabricmanager.log and restart it",
             },
@@ -66,43 +77,50 @@ fn links_of(d: &NvmlDevice) -> Option<&Vec<NvLink>> {
     }
 }
 
-/// The expected link count: the profile's, else the most common total across GPUs.
-fn expected_links(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<(u32, String)> {
+/// Why this node counts as an NVSwitch system, or `None` for a PCIe board: an NVSwitch on PCI
+/// (NVIDIA, class 0x0680), a GPU that reports a fabric state other than "not supported"
+/// (Hopper and later on NVSwitch baseboards; PCIe boards answer NOT_SUPPORTED, gpu-health.md
+/// §7), a link whose far end is a switch, or a profile that says so. On such a system every
+/// link down is a fabric that never came up (fabric manager stopped, baseboard fault), whatever
+/// the GPU model is called (A800, H800, H20 match no built-in profile).
+fn nvswitch_system(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<String> {
     if let Some(p) = ctx.profile()
-        && let Some(n) = p.nvlinks_per_gpu
+        && p.nvswitch == Some(true)
     {
-        return Some((n, format!("profile {}", p.name)));
+        return Some(format!("profile {}", p.name));
     }
-    let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
-    for d in devices {
-        if let Some(links) = links_of(d) {
-            *counts.entry(links.len()).or_default() += 1;
-        }
-    }
-    counts
-        .into_iter()
-        .max_by_key(|(len, n)| (*n, *len))
-        .map(|(len, _)| (len as u32, "the most common count across gpus".to_string()))
-}
-
-/// `Some(reason)` when no GPU has an active link and no profile expects any: a node without
-/// NVLink. A PCIe A100 without a bridge answers every link, all down (NVIDIA/NVSentinel#1481):
-/// that is no NVLink, not every link broken. A profile that expects links judges them, and so
-/// does an NVSwitch system — an NVSwitch on PCI (NVIDIA, class 0x0680) or a GPU that reports
-/// fabric state (Hopper and later on NVSwitch baseboards, gpu-health.md §7) — where every link
-/// down is a fabric that never came up (fabric manager stopped, baseboard fault), not a PCIe
-/// card, whatever its GPU model is called (A800, H800, H20 match no built-in profile).
-fn no_active_nvlink(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<String> {
-    if ctx.profile().and_then(|p| p.nvlinks_per_gpu).is_some() {
-        return None;
-    }
-    let nvswitch_on_pci = ctx.pci().as_ref().is_ok_and(|pci| {
+    let on_pci = ctx.pci().as_ref().is_ok_and(|pci| {
         pci.functions
             .iter()
             .any(|f| f.vendor == VENDOR_NVIDIA && f.class >> 8 == 0x0680)
     });
-    let fabric_reported = devices.iter().any(|d| d.fabric.value().is_some());
-    if nvswitch_on_pci || fabric_reported {
+    if on_pci {
+        return Some("nvswitch on pci".into());
+    }
+    let fabric = devices.iter().any(|d| {
+        d.fabric
+            .value()
+            .is_some_and(|f| f.state != FabricState::NotSupported)
+    });
+    if fabric {
+        return Some("gpu fabric state reported".into());
+    }
+    let to_switch = devices
+        .iter()
+        .filter_map(|d| links_of(d))
+        .flatten()
+        .any(|l| l.remote_type.value() == Some(&RemoteType::Nvswitch));
+    to_switch.then(|| "links to an nvswitch".into())
+}
+
+/// `Some(reason)` when no GPU has an active link and nothing expects one: a node without
+/// NVLink (PCIe GPUs without a bridge). A profile that expects links judges them, and so does
+/// an NVSwitch system.
+fn no_active_nvlink(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<String> {
+    if ctx.profile().and_then(|p| p.nvlinks_per_gpu).is_some() {
+        return None;
+    }
+    if nvswitch_system(ctx, devices).is_some() {
         return None;
     }
     let reported: usize = devices
@@ -122,38 +140,64 @@ fn no_active_nvlink(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<String
     })
 }
 
+/// The expected link count on an NVSwitch system: the profile's, else the most common total.
+fn expected_links(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<(u32, String)> {
+    if let Some(p) = ctx.profile()
+        && let Some(n) = p.nvlinks_per_gpu
+    {
+        return Some((n, format!("profile {}", p.name)));
+    }
+    let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
+    for d in devices {
+        if let Some(links) = links_of(d) {
+            *counts.entry(links.len()).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(len, n)| (*n, *len))
+        .map(|(len, _)| (len as u32, "the most common count across gpus".to_string()))
+}
+
 fn links_active(ctx: &Context<'_>) -> Outcome {
     let devices = match usable_devices(ctx) {
         Ok(d) => d,
         Err(o) => return o,
     };
-    let with_links: Vec<&NvmlDevice> = devices
-        .iter()
-        .copied()
-        .filter(|d| links_of(d).is_some())
-        .collect();
-    let Some((expected, from)) = expected_links(ctx, &devices) else {
-        return Outcome::skip("no nvlink on these gpus");
-    };
-    if expected == 0 {
-        return Outcome::skip(format!("no nvlink expected ({from})"));
+    let mut acc = PerGpu::new();
+    for d in &devices {
+        acc.read(d, "nvlinks", &d.nvlinks);
+    }
+    let profile_count = ctx.profile().and_then(|p| p.nvlinks_per_gpu);
+    if profile_count == Some(0) {
+        let name = ctx.profile().map(|p| p.name.clone()).unwrap_or_default();
+        return Outcome::skip(format!("no nvlink expected (profile {name})"));
     }
     if let Some(why) = no_active_nvlink(ctx, &devices) {
         return Outcome::skip(why);
     }
-    if with_links.is_empty() {
-        if ctx.profile().and_then(|p| p.nvlinks_per_gpu).is_some() {
+    if profile_count.is_none() && nvswitch_system(ctx, &devices).is_none() {
+        if devices.iter().all(|d| links_of(d).is_none()) {
+            return acc.finish(String::new(), "no nvlink on these gpus", "", Action::None);
+        }
+        return bridges::judge(&devices, acc);
+    }
+    let Some((expected, from)) = expected_links(ctx, &devices) else {
+        return acc.finish(String::new(), "no nvlink on these gpus", "", Action::None);
+    };
+    let with_links = devices.iter().filter(|d| links_of(d).is_some()).count();
+    if with_links == 0 {
+        if profile_count.is_some() {
             return Outcome::fail(format!("no gpu reports nvlink, {from} expects {expected} per gpu"))
                 .evidence(Evidence::new("nvml.devices[*].nvlinks", "not supported").expected(format!("{expected} links ({from})")))
                 .hint("the gpus may not be the sxm parts the profile describes; check `nvidia-smi nvlink -s` and pass --profile if the platform was misdetected")
                 .action(Action::HardwareInspection);
         }
-        return Outcome::skip("no nvlink on these gpus");
+        return acc.finish(String::new(), "no nvlink on these gpus", "", Action::None);
     }
-    let mut problems = Vec::new();
-    let mut evidence = Vec::new();
     for d in &devices {
-        let links = links_of(d).map(Vec::as_slice).unwrap_or_default();
+        let Some(links) = links_of(d) else { continue };
+        acc.judged += 1;
         let active = links.iter().filter(|l| l.active).count() as u32;
         if active >= expected {
             continue;
@@ -168,11 +212,11 @@ fn links_active(ctx: &Context<'_>) -> Outcome {
         } else {
             format!(" (down: link {})", down.join(", "))
         };
-        problems.push(format!(
+        acc.fails.push(format!(
             "{} has {active} of {expected} nvlinks active{down_text}",
             gpu_label(d)
         ));
-        evidence.push(
+        acc.evidence.push(
             Evidence::new(
                 field(d, "nvlinks"),
                 format!("{active} active of {} reported{down_text}", links.len()),
@@ -180,12 +224,15 @@ fn links_active(ctx: &Context<'_>) -> Outcome {
             .expected(format!("{expected} active ({from})")),
         );
     }
-    if problems.is_empty() {
-        return Outcome::pass(format!(
-            "{expected} nvlinks active on each of {} gpu(s)",
-            with_links.len()
-        ))
-        .evidence(
+    let passed = acc.fails.is_empty();
+    let outcome = acc.finish(
+        format!("{expected} nvlinks active on each of {with_links} gpu(s)"),
+        "no nvlink on these gpus",
+        "drain the node and reset the gpus (`nvidia-smi -r`) or reboot; a link that stays down is the baseboard or nvswitch tray: hardware inspection; confirm with `nvidia-smi nvlink -s`",
+        Action::HardwareInspection,
+    );
+    if passed && outcome.status == crate::report::Status::Pass {
+        return outcome.evidence(
             Evidence::new(
                 "nvml.devices[*].nvlinks",
                 format!("{expected} active per gpu"),
@@ -193,10 +240,7 @@ fn links_active(ctx: &Context<'_>) -> Outcome {
             .expected(from),
         );
     }
-    Outcome::fail(problems.join("; "))
-        .evidence_all(evidence)
-        .hint("drain the node and reset the gpus (`nvidia-smi -r`) or reboot; a link that stays down is the baseboard or nvswitch tray: hardware inspection; confirm with `nvidia-smi nvlink -s`")
-        .action(Action::HardwareInspection)
+    outcome
 }
 
 fn error_counters(ctx: &Context<'_>) -> Outcome {
@@ -207,22 +251,20 @@ fn error_counters(ctx: &Context<'_>) -> Outcome {
     if let Some(why) = no_active_nvlink(ctx, &devices) {
         return Outcome::skip(why);
     }
+    let mut acc = PerGpu::new();
     let mut judged = 0;
-    let mut noisy = Vec::new();
-    let mut evidence = Vec::new();
     for d in &devices {
-        let Some(links) = links_of(d) else { continue };
-        for link in links {
-            let counters = [
-                ("replay", &link.replay_errors),
-                ("recovery", &link.recovery_errors),
-                ("crc flit", &link.crc_flit_errors),
-                ("crc data", &link.crc_data_errors),
-            ];
-            let known: Vec<(&str, u64)> = counters
-                .iter()
-                .filter_map(|(n, r)| r.value().map(|v| (*n, *v)))
-                .collect();
+        let Some(links) = acc.read(d, "nvlinks", &d.nvlinks) else {
+            continue;
+        };
+        for link in links.iter().filter(|l| l.active) {
+            let mut known: Vec<(&str, u64)> = Vec::new();
+            for (name, reading) in link.error_counters() {
+                let at = format!("nvlinks[{}].{name}", link.link);
+                if let Some(v) = acc.read(d, &at, reading) {
+                    known.push((name, *v));
+                }
+            }
             if known.is_empty() {
                 continue;
             }
@@ -230,12 +272,12 @@ fn error_counters(ctx: &Context<'_>) -> Outcome {
             let total: u64 = known.iter().map(|(_, v)| v).sum();
             if total >= NVLINK_ERRORS_WARN {
                 let detail: Vec<String> = known.iter().map(|(n, v)| format!("{n} {v}")).collect();
-                noisy.push(format!(
+                acc.warns.push(format!(
                     "{} link {}: {total} errors",
                     gpu_label(d),
                     link.link
                 ));
-                evidence.push(
+                acc.evidence.push(
                     Evidence::new(
                         format!("{}[{}]", field(d, "nvlinks"), link.link),
                         detail.join(", "),
@@ -245,18 +287,13 @@ fn error_counters(ctx: &Context<'_>) -> Outcome {
             }
         }
     }
-    if judged == 0 {
-        return Outcome::skip("no nvlink error counters reported");
-    }
-    if noisy.is_empty() {
-        return Outcome::pass(format!(
-            "nvlink error counters below {NVLINK_ERRORS_WARN} on {judged} link(s)"
-        ));
-    }
-    Outcome::warn(noisy.join("; "))
-        .evidence_all(evidence)
-        .hint("watch `nvidia-smi nvlink -e -i <gpu>` for a few minutes; counters that keep rising mean a marginal link: reset the gpu, then hardware inspection if it repeats")
-        .action(Action::HardwareInspection)
+    acc.judged = judged;
+    acc.finish(
+        format!("nvlink error counters below {NVLINK_ERRORS_WARN} on {judged} link(s)"),
+        "no nvlink error counters reported",
+        "watch `nvidia-smi nvlink -e -i <gpu>` (`nvidia-smi nvlink -c` on nvlink 5) for a few minutes; counters that keep rising mean a marginal link: reset the gpu, then hardware inspection if it repeats",
+        Action::HardwareInspection,
+    )
 }
 
 fn fabric_state(ctx: &Context<'_>) -> Outcome {
@@ -264,50 +301,101 @@ fn fabric_state(ctx: &Context<'_>) -> Outcome {
         Ok(d) => d,
         Err(o) => return o,
     };
-    let mut judged = 0;
-    let mut problems = Vec::new();
-    let mut evidence = Vec::new();
+    let mut acc = PerGpu::new();
+    let mut untrained = false;
+    let mut unhealthy = false;
     for d in &devices {
-        let Some(info) = d.fabric.value() else {
+        let Some(info) = acc.read(d, "fabric", &d.fabric) else {
             continue;
         };
         if info.state == FabricState::NotSupported {
             continue;
         }
-        judged += 1;
+        acc.judged += 1;
         let status = info.status.as_deref().unwrap_or("none");
-        let problem = match info.state {
+        let label = gpu_label(d);
+        let training = match info.state {
             FabricState::Completed if status == "success" => None,
             FabricState::Completed => Some(format!(
-                "{} fabric training completed with error {status}",
-                gpu_label(d)
+                "{label} fabric training completed with error {status}"
             )),
-            FabricState::InProgress => Some(format!(
-                "{} fabric training still in progress",
-                gpu_label(d)
-            )),
-            FabricState::NotStarted => Some(format!("{} fabric not started", gpu_label(d))),
+            FabricState::InProgress => Some(format!("{label} fabric training still in progress")),
+            FabricState::NotStarted => Some(format!("{label} fabric not started")),
             FabricState::NotSupported => None,
         };
-        if let Some(problem) = problem {
-            problems.push(problem);
-            evidence.push(
-                Evidence::new(
-                    field(d, "fabric"),
-                    format!("state {:?}, status {status}", info.state).to_lowercase(),
-                )
-                .expected("state completed, status success"),
-            );
+        let mask = info.health_mask.map(HealthMask);
+        let mut observed = format!("state {:?}, status {status}", info.state).to_lowercase();
+        if let Some(summary) = info.health_summary {
+            observed.push_str(&format!(", health {}", summary.name()));
         }
+        if let Some(mask) = mask.filter(|m| m.0 != 0) {
+            observed.push_str(&format!(", health mask {}", mask.describe()));
+        }
+        if let Some(problem) = training {
+            untrained = true;
+            acc.fails.push(problem);
+            acc.evidence.push(
+                Evidence::new(field(d, "fabric"), observed)
+                    .expected("state completed, status success"),
+            );
+            continue;
+        }
+        // Trained: what the driver says of the fabric's health (v3: summary and mask; v2:
+        // mask only; v1: neither).
+        let mut fails = Vec::new();
+        let mut warns = Vec::new();
+        match info.health_summary {
+            Some(HealthSummary::Unhealthy) => fails.push("fabric unhealthy".to_string()),
+            Some(HealthSummary::LimitedCapacity) => {
+                fails.push("fabric at limited capacity".to_string())
+            }
+            Some(HealthSummary::Other(raw)) => warns.push(format!("fabric health summary {raw}")),
+            _ => {}
+        }
+        if let Some(mask) = mask {
+            for (bit, name) in mask.set() {
+                match bit {
+                    HealthBit::RouteUnhealthy => fails.push(name.to_string()),
+                    HealthBit::DegradedBandwidth
+                    | HealthBit::RouteRecovery
+                    | HealthBit::AccessTimeoutRecovery => warns.push(name.to_string()),
+                }
+            }
+            fails.extend(mask.incorrect_configuration());
+        }
+        if fails.is_empty() && warns.is_empty() {
+            continue;
+        }
+        unhealthy = true;
+        let mut parts = fails.clone();
+        parts.extend(warns);
+        let line = format!("{label} {}", parts.join(", "));
+        if fails.is_empty() {
+            acc.warns.push(line);
+        } else {
+            acc.fails.push(line);
+        }
+        acc.evidence.push(
+            Evidence::new(field(d, "fabric"), observed)
+                .expected("health summary healthy, no health mask field set"),
+        );
     }
-    if judged == 0 {
-        return Outcome::skip("gpus report no fabric state (pcie sku or pre-hopper)");
-    }
-    if problems.is_empty() {
-        return Outcome::pass(format!("nvswitch fabric trained on {judged} gpu(s)"));
-    }
-    Outcome::fail(problems.join("; "))
-        .evidence_all(evidence)
-        .hint("check the fabric manager: `systemctl status nvidia-fabricmanager` (or the gpu operator driver pod); its version must equal the driver's; read /var/log/fabricmanager.log, then restart it")
-        .action(Action::RestartComponent)
+    let (hint, action) = if unhealthy && !untrained {
+        (
+            "read the fabric manager log (/var/log/fabricmanager.log) and `nvidia-smi -q | grep -A10 Fabric`; drain the node and reset the gpus or reboot; a fabric that stays degraded needs the nvswitch tray or gpu baseboard inspected",
+            Action::HardwareInspection,
+        )
+    } else {
+        (
+            "check the fabric manager: `systemctl status nvidia-fabricmanager` (or the gpu operator driver pod); its version must equal the driver's; read /var/log/fabricmanager.log, then restart it",
+            Action::RestartComponent,
+        )
+    };
+    let judged = acc.judged;
+    acc.finish(
+        format!("nvswitch fabric trained on {judged} gpu(s)"),
+        "gpus report no fabric state (pcie sku or pre-hopper)",
+        hint,
+        action,
+    )
 }

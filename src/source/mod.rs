@@ -145,6 +145,9 @@ pub trait Source: Send + Sync {
 pub struct HostSource {
     fs: RootedFs,
     options: SourceOptions,
+    /// One NVML snapshot per run, shared by every layer (the `nccl` probe's GPU count too):
+    /// NVML is asked once, and every check judges the same answer.
+    nvml: std::sync::OnceLock<NvmlFacts>,
 }
 
 impl HostSource {
@@ -152,6 +155,7 @@ impl HostSource {
         HostSource {
             fs: RootedFs::new(root),
             options,
+            nvml: std::sync::OnceLock::new(),
         }
     }
 
@@ -174,7 +178,11 @@ impl Source for HostSource {
         &self.fs
     }
     fn nvml(&self) -> NvmlFacts {
-        nvml_live::probe(self.options.nvml_lib.clone(), self.options.probe_timeout)
+        self.nvml
+            .get_or_init(|| {
+                nvml_live::probe(self.options.nvml_lib.clone(), self.options.probe_timeout)
+            })
+            .clone()
     }
     fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
         if let Some(path) = &self.options.kernel_log {

@@ -33,12 +33,28 @@ pub const FAKE_NVML_JSON: &str = "GPUDOCTOR_FAKE_NVML_JSON";
 /// directory so it never waits on the lock of the `cargo test` that runs this.
 pub fn fake_nvml_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| build_fake_nvml("target/fake-nvml", &[]))
+}
+
+/// The same stand-in built as an old driver (`--features old-driver`): without
+/// `nvmlDeviceGetGpuFabricInfoV` and `nvmlDeviceGetCurrentClocksEventReasons`, so the probe's
+/// fallbacks run. Its own target directory, so both builds can sit side by side.
+pub fn fake_nvml_old_driver_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
+        build_fake_nvml("target/fake-nvml-old-driver", &["--features", "old-driver"])
+    })
+}
+
+fn build_fake_nvml(target_dir: &str, extra: &[&str]) -> PathBuf {
+    {
         let repo = repo();
-        let target = repo.join("target/fake-nvml");
+        let target = repo.join(target_dir);
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let out = Command::new(cargo)
-            .args(["build", "-p", "fake-nvml", "--locked", "--target-dir"])
+            .args(["build", "-p", "fake-nvml", "--locked"])
+            .args(extra)
+            .arg("--target-dir")
             .arg(&target)
             .current_dir(&repo)
             .output()
@@ -53,7 +69,7 @@ pub fn fake_nvml_lib() -> &'static Path {
             .join(format!("{DLL_PREFIX}nvidia_ml_fake{DLL_SUFFIX}"));
         assert!(lib.is_file(), "{} was not built", lib.display());
         lib
-    })
+    }
 }
 
 pub fn repo() -> PathBuf {

@@ -28,7 +28,15 @@ pub const ERROR_LIB_RM_VERSION_MISMATCH: NvmlReturn = 18;
 pub const ERROR_IN_USE: NvmlReturn = 19;
 pub const ERROR_MEMORY: NvmlReturn = 20;
 pub const ERROR_NO_DATA: NvmlReturn = 21;
+pub const ERROR_VGPU_ECC_NOT_SUPPORTED: NvmlReturn = 22;
+pub const ERROR_INSUFFICIENT_RESOURCES: NvmlReturn = 23;
+pub const ERROR_FREQ_NOT_SUPPORTED: NvmlReturn = 24;
 pub const ERROR_ARGUMENT_VERSION_MISMATCH: NvmlReturn = 25;
+pub const ERROR_DEPRECATED: NvmlReturn = 26;
+pub const ERROR_NOT_READY: NvmlReturn = 27;
+pub const ERROR_GPU_NOT_FOUND: NvmlReturn = 28;
+pub const ERROR_INVALID_STATE: NvmlReturn = 29;
+pub const ERROR_RESET_TYPE_NOT_SUPPORTED: NvmlReturn = 30;
 pub const ERROR_UNKNOWN: NvmlReturn = 999;
 
 /// `nvmlEnableState_t`.
@@ -131,6 +139,43 @@ pub struct GpuFabricInfoV2 {
     pub health_mask: c_uint,
 }
 
+/// `nvmlValue_t`: the union of `nvmlFieldValue_t` (8 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union Value {
+    pub d_val: f64,
+    pub ull_val: c_ulonglong,
+}
+
+/// `nvmlFieldValue_t` (`nvmlDeviceGetFieldValues`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FieldValue {
+    pub field_id: c_uint,
+    pub scope_id: c_uint,
+    pub timestamp: i64,
+    pub latency_usec: i64,
+    pub value_type: c_uint,
+    pub nvml_return: NvmlReturn,
+    pub value: Value,
+}
+
+/// `NVML_VALUE_TYPE_UNSIGNED_LONG_LONG`.
+pub const VALUE_TYPE_UNSIGNED_LONG_LONG: c_uint = 3;
+
+/// Field ids (nvml.h `NVML_FI_DEV_*`, as nvml-wrapper-sys 0.10 declares them).
+pub const FI_DEV_REMAPPED_COR: c_uint = 142;
+pub const FI_DEV_REMAPPED_UNC: c_uint = 143;
+pub const FI_DEV_REMAPPED_PENDING: c_uint = 144;
+pub const FI_DEV_REMAPPED_FAILURE: c_uint = 145;
+pub const FI_DEV_NVLINK_COUNT_MALFORMED_PACKET_ERRORS: c_uint = 206;
+pub const FI_DEV_NVLINK_COUNT_BUFFER_OVERRUN_ERRORS: c_uint = 207;
+pub const FI_DEV_NVLINK_COUNT_RCV_ERRORS: c_uint = 208;
+pub const FI_DEV_NVLINK_COUNT_LOCAL_LINK_INTEGRITY_ERRORS: c_uint = 211;
+pub const FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS: c_uint = 214;
+pub const FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS: c_uint = 219;
+pub const FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS: c_uint = 221;
+
 /// `nvmlMemory_v2_t` (`nvmlDeviceGetMemoryInfo_v2`), bytes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -177,36 +222,63 @@ pub fn error_string(code: NvmlReturn) -> &'static std::ffi::CStr {
         ERROR_IN_USE => c"In use by another client",
         ERROR_MEMORY => c"Insufficient Memory",
         ERROR_NO_DATA => c"No data",
+        ERROR_VGPU_ECC_NOT_SUPPORTED => c"vGPU ECC not supported",
+        ERROR_INSUFFICIENT_RESOURCES => c"Insufficient resources",
+        ERROR_FREQ_NOT_SUPPORTED => c"Frequency not supported",
         ERROR_ARGUMENT_VERSION_MISMATCH => c"Argument version mismatch",
+        ERROR_DEPRECATED => c"Deprecated",
+        ERROR_NOT_READY => c"Not ready",
+        ERROR_GPU_NOT_FOUND => c"GPU not found",
+        ERROR_INVALID_STATE => c"Invalid state",
+        ERROR_RESET_TYPE_NOT_SUPPORTED => c"Reset type not supported",
         _ => c"Unknown Error",
     }
 }
 
-/// The return code an `nvml.json` error kind (or fabric `status` name) stands for. The kinds
-/// are gpudoctor's `NvmlErrorKind` names; a few raw NVML names are accepted as well for fabric
-/// `status`. Kinds that only gpudoctor knows (`not_recorded`, `unreadable`) and anything else
-/// answer `NVML_ERROR_UNKNOWN`.
+/// The return code an `nvml.json` error kind (or fabric `status`) stands for: every
+/// `nvmlReturn_t` by gpudoctor's snake_case name (`NvmlErrorKind`), or a decimal number (how
+/// gpudoctor records a status code nvml.h does not list). Kinds only gpudoctor knows
+/// (`not_recorded`, `unreadable`) and anything else answer `NVML_ERROR_UNKNOWN`.
 pub fn code_for_kind(kind: &str) -> NvmlReturn {
+    if let Ok(code) = kind.parse::<NvmlReturn>() {
+        return code;
+    }
     match kind {
         "success" => SUCCESS,
         "uninitialized" => ERROR_UNINITIALIZED,
         "invalid_argument" => ERROR_INVALID_ARGUMENT,
         "not_supported" => ERROR_NOT_SUPPORTED,
         "no_permission" => ERROR_NO_PERMISSION,
+        "already_initialized" => ERROR_ALREADY_INITIALIZED,
         "not_found" => ERROR_NOT_FOUND,
+        "insufficient_size" => ERROR_INSUFFICIENT_SIZE,
         "insufficient_power" => ERROR_INSUFFICIENT_POWER,
         "driver_not_loaded" => ERROR_DRIVER_NOT_LOADED,
         // NVML_ERROR_TIMEOUT maps back to gpudoctor's `timeout`, so a recorded probe timeout
         // round-trips without making the test wait out a real hang.
         "timeout" => ERROR_TIMEOUT,
+        "irq_issue" => ERROR_IRQ_ISSUE,
         // A loaded library cannot be "not found"; NVML does return this code (for libcuda, from
         // nvmlSystemGetCudaDriverVersion) and nvml-wrapper maps it to LibraryNotFound.
         "library_not_found" => ERROR_LIBRARY_NOT_FOUND,
+        "function_not_found" => ERROR_FUNCTION_NOT_FOUND,
         "corrupted_inforom" => ERROR_CORRUPTED_INFOROM,
         "gpu_is_lost" => ERROR_GPU_IS_LOST,
         "reset_required" => ERROR_RESET_REQUIRED,
         "operating_system" => ERROR_OPERATING_SYSTEM,
         "lib_rm_version_mismatch" => ERROR_LIB_RM_VERSION_MISMATCH,
+        "in_use" => ERROR_IN_USE,
+        "memory" => ERROR_MEMORY,
+        "no_data" => ERROR_NO_DATA,
+        "vgpu_ecc_not_supported" => ERROR_VGPU_ECC_NOT_SUPPORTED,
+        "insufficient_resources" => ERROR_INSUFFICIENT_RESOURCES,
+        "freq_not_supported" => ERROR_FREQ_NOT_SUPPORTED,
+        "argument_version_mismatch" => ERROR_ARGUMENT_VERSION_MISMATCH,
+        "deprecated" => ERROR_DEPRECATED,
+        "not_ready" => ERROR_NOT_READY,
+        "gpu_not_found" => ERROR_GPU_NOT_FOUND,
+        "invalid_state" => ERROR_INVALID_STATE,
+        "reset_type_not_supported" => ERROR_RESET_TYPE_NOT_SUPPORTED,
         _ => ERROR_UNKNOWN,
     }
 }
@@ -235,6 +307,9 @@ mod tests {
         assert_eq!(size_of::<MemoryV2>(), 40);
         assert_eq!(offset_of!(MemoryV2, total), 8);
         assert_eq!(MEMORY_V2, 40 | (2 << 24));
+        // fieldId 4 + scopeId 4 + timestamp 8 + latency 8 + valueType 4 + nvmlReturn 4 + value 8.
+        assert_eq!(size_of::<FieldValue>(), 40);
+        assert_eq!(offset_of!(FieldValue, value), 32);
     }
 
     #[test]
@@ -242,6 +317,8 @@ mod tests {
         assert_eq!(code_for_kind("gpu_is_lost"), 15);
         assert_eq!(code_for_kind("lib_rm_version_mismatch"), 18);
         assert_eq!(code_for_kind("not_recorded"), ERROR_UNKNOWN);
+        assert_eq!(code_for_kind("irq_issue"), 11);
+        assert_eq!(code_for_kind("42"), 42);
         assert_eq!(error_string(999).to_str().unwrap(), "Unknown Error");
     }
 }

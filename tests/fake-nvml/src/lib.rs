@@ -6,19 +6,35 @@
 //! How `nvml.json` becomes NVML answers:
 //! - `init_error.kind` → `nvmlInit*` returns that code (`not_recorded`, `unreadable` → UNKNOWN);
 //! - a device with `error` → `nvmlDeviceGetHandleByIndex` returns its code;
-//! - a reading `"not_supported"` → NOT_SUPPORTED; `{"error": ..}` → UNKNOWN; an absent optional
-//!   string (`uuid`, `pci_bus_id`, ...) → NOT_SUPPORTED;
+//! - a reading `"not_supported"` → NOT_SUPPORTED; `{"error": {"kind": K}}` → K's code (an
+//!   older capture's `{"error": "text"}` → UNKNOWN); an absent optional string (`uuid`,
+//!   `pci_bus_id`, ...) → NOT_SUPPORTED;
 //! - NVLink: a link index the list lacks → INVALID_ARGUMENT (how the real library ends the
 //!   walk); `nvlinks: "not_supported"` → NOT_SUPPORTED for every link;
-//! - fabric with no `health_mask` → `nvmlDeviceGetGpuFabricInfoV` answers
-//!   ARGUMENT_VERSION_MISMATCH (a pre-v3 driver), so the caller falls back to the v1 call;
+//! - fabric with `health_summary` → `nvmlDeviceGetGpuFabricInfoV` fills the v3 struct; with a
+//!   `health_mask` but no summary it refuses v3 with ARGUMENT_VERSION_MISMATCH and fills v2 (a
+//!   driver before the v3 struct); with neither it answers NOT_SUPPORTED, and only the v1
+//!   `nvmlDeviceGetGpuFabricInfo` answers (the fallback gpudoctor must take);
+//! - `remapped_rows` on a GPU with MIG on → `nvmlDeviceGetRemappedRows` NOT_SUPPORTED (nvml.h),
+//!   the field values `NVML_FI_DEV_REMAPPED_*` answer instead; NVLink 5 counters
+//!   (`rcv_errors`, `symbol_errors`, ...) answer as `NVML_FI_DEV_NVLINK_COUNT_*` field values
+//!   with `scopeId` = link;
 //! - `mig_devices` with a list → `nvmlDeviceGetMaxMigDeviceCount` says 7 (A100/H100, or more
 //!   when an index needs it), an index the list lacks answers NOT_FOUND (the gaps real NVML
 //!   leaves), a MIG device with `error` answers that kind's code; `"not_supported"` or absent →
 //!   NOT_SUPPORTED from the max count (what gpudoctor records when it did not enumerate).
 //!
 //! - `GPUDOCTOR_FAKE_NVML_HANG_SECS=N` → every `nvmlInit*` sleeps N seconds first: a driver
-//!   stuck in init (a GPU fallen off the bus, a wedged GSP), for the NVML timeout tests.
+//!   stuck in init (a GPU fallen off the bus, a wedged GSP), for the NVML timeout tests;
+//! - `GPUDOCTOR_FAKE_NVML_HANG_DEVICE=INDEX:SECS` → every call on GPU INDEX (its handle and
+//!   every query) sleeps SECS seconds first: one wedged GPU among healthy ones;
+//! - `GPUDOCTOR_FAKE_NVML_SLOW_HANDLE_MS=N` → every `nvmlDeviceGetHandleByIndex*` sleeps N ms:
+//!   GPUs initialising without persistence mode;
+//! - built with `--features old-driver`: without the symbols newer drivers added
+//!   (`nvmlDeviceGetGpuFabricInfoV`, `nvmlDeviceGetCurrentClocksEventReasons`), so gpudoctor's
+//!   fallbacks to the older calls run.
+//!
+//! Sleeps happen before the library's lock is taken, so one slow GPU never stalls the others.
 //!
 //! Nothing may unwind into C: every entry point runs inside `catch_unwind` and a panic becomes
 //! `NVML_ERROR_UNKNOWN`. Device handles are `index + 1` as a pointer, MIG device handles
@@ -29,6 +45,8 @@
 // Every entry point's safety contract is nvml.h's: the pointers are valid for the documented
 // types and buffer sizes. A `# Safety` section on each of ~40 functions would only repeat it.
 #![allow(clippy::missing_safety_doc)]
+// The old-driver build leaves the newer structs and constants unused.
+#![cfg_attr(feature = "old-driver", allow(dead_code))]
 
 mod ffi;
 mod model;
@@ -44,6 +62,34 @@ use model::{Device, FabricInfo, FabricState, Facts, MigDevice, NvLink, Reading, 
 pub const ENV_JSON: &str = "GPUDOCTOR_FAKE_NVML_JSON";
 /// Seconds every `nvmlInit*` sleeps before it answers (unset: none).
 pub const ENV_HANG_SECS: &str = "GPUDOCTOR_FAKE_NVML_HANG_SECS";
+/// `INDEX:SECS`: every call on GPU INDEX sleeps SECS seconds first.
+pub const ENV_HANG_DEVICE: &str = "GPUDOCTOR_FAKE_NVML_HANG_DEVICE";
+/// Milliseconds every `nvmlDeviceGetHandleByIndex*` sleeps.
+pub const ENV_SLOW_HANDLE_MS: &str = "GPUDOCTOR_FAKE_NVML_SLOW_HANDLE_MS";
+
+/// Sleep as `GPUDOCTOR_FAKE_NVML_HANG_DEVICE` says for a call on GPU `index`. Outside any lock.
+fn hang_if_told(index: u32) {
+    let Ok(spec) = std::env::var(ENV_HANG_DEVICE) else {
+        return;
+    };
+    let Some((gpu, secs)) = spec.split_once(':') else {
+        return;
+    };
+    if gpu.trim().parse::<u32>().ok() == Some(index)
+        && let Ok(secs) = secs.trim().parse::<u64>()
+    {
+        std::thread::sleep(std::time::Duration::from_secs(secs));
+    }
+}
+
+fn slow_handle() {
+    if let Some(ms) = std::env::var(ENV_SLOW_HANDLE_MS)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
 
 /// `nvmlDevice_t`: an opaque pointer; here `index + 1`.
 type Handle = *mut c_void;
@@ -152,15 +198,20 @@ fn mig_parts(handle: Handle) -> Option<(u32, u32)> {
 }
 
 fn with_device(handle: Handle, body: impl FnOnce(&Device) -> Answer) -> Answer {
+    let index = handle
+        .addr()
+        .checked_sub(1)
+        .and_then(|i| u32::try_from(i).ok());
+    if mig_parts(handle).is_none()
+        && let Some(index) = index
+    {
+        hang_if_told(index);
+    }
     with_facts(|facts| {
         if mig_parts(handle).is_some() {
             return Err(ERROR_INVALID_ARGUMENT);
         }
-        let index = handle
-            .addr()
-            .checked_sub(1)
-            .and_then(|i| u32::try_from(i).ok())
-            .ok_or(ERROR_INVALID_ARGUMENT)?;
+        let index = index.ok_or(ERROR_INVALID_ARGUMENT)?;
         let device = device_at(facts, index)
             .filter(|d| d.error.is_none())
             .ok_or(ERROR_INVALID_ARGUMENT)?;
@@ -189,7 +240,7 @@ fn with_link(handle: Handle, link: c_uint, body: impl FnOnce(&NvLink) -> Answer)
             body(found.ok_or(ERROR_INVALID_ARGUMENT)?)
         }
         Reading::NotSupported => Err(ERROR_NOT_SUPPORTED),
-        Reading::Error(_) => Err(ERROR_UNKNOWN),
+        Reading::Error(e) => Err(nonzero(code_for_kind(e.kind()))),
     })
 }
 
@@ -197,7 +248,7 @@ fn read<T: Clone>(reading: &Reading<T>) -> Result<T, NvmlReturn> {
     match reading {
         Reading::Value(v) => Ok(v.clone()),
         Reading::NotSupported => Err(ERROR_NOT_SUPPORTED),
-        Reading::Error(_) => Err(ERROR_UNKNOWN),
+        Reading::Error(e) => Err(nonzero(code_for_kind(e.kind()))),
     }
 }
 
@@ -412,6 +463,8 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
     index: c_uint,
     device: *mut Handle,
 ) -> NvmlReturn {
+    slow_handle();
+    hang_if_told(index);
     guard(|| {
         with_facts(|f| {
             if index >= f.device_count {
@@ -661,6 +714,10 @@ pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
 ) -> NvmlReturn {
     guard(|| {
         with_device(device, |d| {
+            // nvml.h: NOT_SUPPORTED "if MIG is enabled"; the field values still answer.
+            if matches!(&d.mig_mode, Reading::Value(m) if m.current) {
+                return Err(ERROR_NOT_SUPPORTED);
+            }
             let rows = read(&d.remapped_rows)?;
             // SAFETY: four out-pointers for one unsigned int each.
             unsafe {
@@ -719,6 +776,7 @@ device_u32!(nvmlDeviceGetEnforcedPowerLimit, |d: &Device| read(
     &d.power_limit_mw
 ));
 
+#[cfg(not(feature = "old-driver"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksEventReasons(
     device: Handle,
@@ -739,8 +797,13 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
     device: Handle,
     reasons: *mut c_ulonglong,
 ) -> NvmlReturn {
-    // SAFETY: same contract as nvmlDeviceGetCurrentClocksEventReasons.
-    unsafe { nvmlDeviceGetCurrentClocksEventReasons(device, reasons) }
+    guard(|| {
+        with_device(device, |d| {
+            let value = read(&d.clock_event_reasons)?;
+            // SAFETY: `reasons` is an out-pointer for one unsigned long long.
+            unsafe { put(reasons, value) }
+        })
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -825,7 +888,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
             let list = match &d.mig_devices {
                 Reading::Value(list) => list,
                 Reading::NotSupported => return Err(ERROR_NOT_SUPPORTED),
-                Reading::Error(_) => return Err(ERROR_UNKNOWN),
+                Reading::Error(e) => return Err(nonzero(code_for_kind(e.kind()))),
             };
             let found = list
                 .iter()
@@ -1070,7 +1133,10 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfo(
     })
 }
 
-/// The versioned call: the caller sets `version` (v2 or v3) and gets that struct back.
+/// The versioned call: the caller sets `version` (v2 or v3) and gets that struct back, as far
+/// as the recorded answer goes (see the module doc: summary → v3, mask only → v2, neither →
+/// NOT_SUPPORTED so only the v1 call answers).
+#[cfg(not(feature = "old-driver"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
     device: Handle,
@@ -1079,9 +1145,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
     guard(|| {
         with_device(device, |d| {
             let fabric = read(&d.fabric)?;
-            // No health mask recorded: behave like a driver without the v2+ struct, so the
-            // caller falls back to nvmlDeviceGetGpuFabricInfo.
-            let health_mask = fabric.health_mask.ok_or(ERROR_ARGUMENT_VERSION_MISMATCH)?;
+            let health_mask = fabric.health_mask.ok_or(ERROR_NOT_SUPPORTED)?;
             let f = fabric_fields(&fabric);
             if info.is_null() {
                 return Err(ERROR_INVALID_ARGUMENT);
@@ -1090,6 +1154,9 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
             let version = unsafe { info.cast::<c_uint>().read() };
             match version {
                 GPU_FABRIC_INFO_V3 => {
+                    let summary = fabric
+                        .health_summary
+                        .ok_or(ERROR_ARGUMENT_VERSION_MISMATCH)?;
                     let out = GpuFabricInfoV3 {
                         version,
                         cluster_uuid: f.cluster_uuid,
@@ -1097,7 +1164,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
                         clique_id: f.clique_id,
                         state: f.state,
                         health_mask,
-                        health_summary: 0,
+                        health_summary: summary.raw(),
                     };
                     // SAFETY: the caller announced a v3 struct.
                     unsafe { put(info, out) }
@@ -1116,6 +1183,71 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
                 }
                 _ => Err(ERROR_ARGUMENT_VERSION_MISMATCH),
             }
+        })
+    })
+}
+
+// --- field values -------------------------------------------------------------------------------
+
+/// One field value: the row-remap fields and the NVLink 5 counters (scopeId = link); any other
+/// id NOT_SUPPORTED, as a driver answers a field its GPU lacks.
+fn field_value(d: &Device, field: c_uint, scope: c_uint) -> Result<u64, NvmlReturn> {
+    let rows = || read(&d.remapped_rows);
+    let link = |get: fn(&NvLink) -> &Reading<u64>| -> Result<u64, NvmlReturn> {
+        match &d.nvlinks {
+            Reading::Value(links) => {
+                let l = links
+                    .iter()
+                    .find(|l| l.link == scope)
+                    .ok_or(ERROR_INVALID_ARGUMENT)?;
+                read(get(l))
+            }
+            Reading::NotSupported => Err(ERROR_NOT_SUPPORTED),
+            Reading::Error(e) => Err(nonzero(code_for_kind(e.kind()))),
+        }
+    };
+    match field {
+        FI_DEV_REMAPPED_COR => rows().map(|r| u64::from(r.correctable)),
+        FI_DEV_REMAPPED_UNC => rows().map(|r| u64::from(r.uncorrectable)),
+        FI_DEV_REMAPPED_PENDING => rows().map(|r| u64::from(r.pending)),
+        FI_DEV_REMAPPED_FAILURE => rows().map(|r| u64::from(r.failure)),
+        FI_DEV_NVLINK_COUNT_RCV_ERRORS => link(|l| &l.rcv_errors),
+        FI_DEV_NVLINK_COUNT_MALFORMED_PACKET_ERRORS => link(|l| &l.malformed_packet_errors),
+        FI_DEV_NVLINK_COUNT_BUFFER_OVERRUN_ERRORS => link(|l| &l.buffer_overrun_errors),
+        FI_DEV_NVLINK_COUNT_LOCAL_LINK_INTEGRITY_ERRORS => link(|l| &l.local_link_integrity_errors),
+        FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS => link(|l| &l.link_recovery_failed),
+        FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS => link(|l| &l.symbol_errors),
+        FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS => link(|l| &l.effective_errors),
+        _ => Err(ERROR_NOT_SUPPORTED),
+    }
+}
+
+/// `nvmlDeviceGetFieldValues`: each entry gets its own `nvmlReturn` (nvml.h).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
+    device: Handle,
+    values_count: c_int,
+    values: *mut FieldValue,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let count = usize::try_from(values_count).map_err(|_| ERROR_INVALID_ARGUMENT)?;
+            if values.is_null() || count == 0 {
+                return Err(ERROR_INVALID_ARGUMENT);
+            }
+            for i in 0..count {
+                // SAFETY: the caller passes `values_count` initialised entries (nvml.h).
+                let entry = unsafe { &mut *values.add(i) };
+                match field_value(d, entry.field_id, entry.scope_id) {
+                    Ok(v) => {
+                        entry.nvml_return = SUCCESS;
+                        entry.value_type = VALUE_TYPE_UNSIGNED_LONG_LONG;
+                        entry.value = Value { ull_val: v };
+                    }
+                    Err(code) => entry.nvml_return = code,
+                }
+            }
+            Ok(())
         })
     })
 }

@@ -7,7 +7,8 @@
 
 use serde::Deserialize;
 
-/// `{"value": x}` | `"not_supported"` | `{"error": "text"}`.
+/// `{"value": x}` | `"not_supported"` | `{"error": {"kind": .., "message": ..}}` | an older
+/// capture's `{"error": "text"}`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reading<T> {
@@ -15,8 +16,25 @@ pub enum Reading<T> {
     /// Also what an absent field reads as.
     #[default]
     NotSupported,
-    // The text is gpudoctor's; the fake answers NVML_ERROR_UNKNOWN whatever it says.
-    Error(#[allow(dead_code)] String),
+    Error(ReadingError),
+}
+
+/// A failed reading: its kind answers that kind's code; an older capture's bare text answers
+/// NVML_ERROR_UNKNOWN, as gpudoctor reads it (kind `unknown`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ReadingError {
+    Text(#[allow(dead_code)] String),
+    Full(ErrorInfo),
+}
+
+impl ReadingError {
+    pub fn kind(&self) -> &str {
+        match self {
+            ReadingError::Text(_) => "unknown",
+            ReadingError::Full(info) => &info.kind,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -175,6 +193,21 @@ pub struct NvLink {
     pub crc_flit_errors: Reading<u64>,
     #[serde(default)]
     pub crc_data_errors: Reading<u64>,
+    // NVLink 5 field values (`NVML_FI_DEV_NVLINK_COUNT_*`, scopeId = link).
+    #[serde(default)]
+    pub rcv_errors: Reading<u64>,
+    #[serde(default)]
+    pub malformed_packet_errors: Reading<u64>,
+    #[serde(default)]
+    pub buffer_overrun_errors: Reading<u64>,
+    #[serde(default)]
+    pub local_link_integrity_errors: Reading<u64>,
+    #[serde(default)]
+    pub link_recovery_failed: Reading<u64>,
+    #[serde(default)]
+    pub symbol_errors: Reading<u64>,
+    #[serde(default)]
+    pub effective_errors: Reading<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -188,6 +221,34 @@ pub struct FabricInfo {
     pub cluster_uuid: Option<String>,
     #[serde(default)]
     pub health_mask: Option<u32>,
+    /// `healthSummary` of the v3 struct by name, or a number past nvml.h's list; absent: a
+    /// driver with only the v2 struct.
+    #[serde(default)]
+    pub health_summary: Option<HealthSummary>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthSummary {
+    NotSupported,
+    Healthy,
+    Unhealthy,
+    LimitedCapacity,
+    #[serde(untagged)]
+    Other(u8),
+}
+
+impl HealthSummary {
+    /// `NVML_GPU_FABRIC_HEALTH_SUMMARY_*` (nvml.h).
+    pub fn raw(self) -> u8 {
+        match self {
+            HealthSummary::NotSupported => 0,
+            HealthSummary::Healthy => 1,
+            HealthSummary::Unhealthy => 2,
+            HealthSummary::LimitedCapacity => 3,
+            HealthSummary::Other(raw) => raw,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

@@ -6,21 +6,36 @@
 //! - per-call errors are data: one lost GPU must not hide the other seven, so a device whose
 //!   handle could not be had is kept, with its error.
 
+mod error;
+mod fabric;
+
 use serde::{Deserialize, Serialize};
 
-/// The answer of one NVML query: a value, "not supported on this GPU", or another error.
+pub use error::{NvmlError, NvmlErrorKind, return_name};
+pub use fabric::{FabricInfo, FabricState, HealthBit, HealthMask, HealthSummary};
+
+/// The answer of one NVML query: a value, "not supported on this GPU", or another error with
+/// its kind (`{"error": {"kind": "gpu_is_lost", "message": ".."}}`; older captures'
+/// `{"error": "text"}` read as kind `unknown`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reading<T> {
     Value(T),
     NotSupported,
-    Error(String),
+    Error(NvmlError),
 }
 
 impl<T> Reading<T> {
     pub fn value(&self) -> Option<&T> {
         match self {
             Reading::Value(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn error(&self) -> Option<&NvmlError> {
+        match self {
+            Reading::Error(e) => Some(e),
             _ => None,
         }
     }
@@ -32,69 +47,6 @@ impl<T> Default for Reading<T> {
     fn default() -> Self {
         Reading::NotSupported
     }
-}
-
-/// NVML return codes that carry a diagnosis (`nvmlReturn_t` in nvml.h), plus the states that
-/// only gpudoctor knows (`not_recorded`: a capture without `nvml.json`; `timeout`: the probe hung).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NvmlErrorKind {
-    /// `NVML_ERROR_LIBRARY_NOT_FOUND` (12) or the shared object failed to load.
-    LibraryNotFound,
-    /// `NVML_ERROR_DRIVER_NOT_LOADED` (9).
-    DriverNotLoaded,
-    /// `NVML_ERROR_LIB_RM_VERSION_MISMATCH` (18): user-space library ≠ kernel module.
-    LibRmVersionMismatch,
-    /// `NVML_ERROR_NO_PERMISSION` (4).
-    NoPermission,
-    /// `NVML_ERROR_GPU_IS_LOST` (15): fallen off the bus.
-    GpuIsLost,
-    /// `NVML_ERROR_RESET_REQUIRED` (16).
-    ResetRequired,
-    /// `NVML_ERROR_INSUFFICIENT_POWER` (8).
-    InsufficientPower,
-    /// `NVML_ERROR_CORRUPTED_INFOROM` (14).
-    CorruptedInforom,
-    /// The probe did not answer within the time budget.
-    Timeout,
-    /// The capture holds no NVML answer.
-    NotRecorded,
-    /// The recorded answer could not be read or parsed.
-    Unreadable,
-    Unknown,
-}
-
-impl NvmlErrorKind {
-    /// The snake_case name used in `nvml.json` (`lib_rm_version_mismatch`).
-    pub fn name(self) -> String {
-        serde_json::to_value(self)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_else(|| "unknown".into())
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            NvmlErrorKind::LibraryNotFound => "nvml library not found",
-            NvmlErrorKind::DriverNotLoaded => "nvidia driver not loaded",
-            NvmlErrorKind::LibRmVersionMismatch => "nvml library and kernel module versions differ",
-            NvmlErrorKind::NoPermission => "no permission to use the gpu",
-            NvmlErrorKind::GpuIsLost => "gpu is lost",
-            NvmlErrorKind::ResetRequired => "gpu reset required",
-            NvmlErrorKind::InsufficientPower => "insufficient power",
-            NvmlErrorKind::CorruptedInforom => "corrupted inforom",
-            NvmlErrorKind::Timeout => "nvml did not answer in time",
-            NvmlErrorKind::NotRecorded => "no nvml answer recorded",
-            NvmlErrorKind::Unreadable => "recorded nvml answer unreadable",
-            NvmlErrorKind::Unknown => "unknown nvml error",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NvmlError {
-    pub kind: NvmlErrorKind,
-    pub message: String,
 }
 
 /// Everything gpudoctor asks NVML, in one snapshot.
@@ -136,6 +88,10 @@ pub struct NvmlDevice {
     /// The handle could not be had (`GPU_IS_LOST`, `NO_PERMISSION` ...): only `index` is known.
     #[serde(default)]
     pub error: Option<NvmlError>,
+    /// Milliseconds the live probe spent on this GPU (handle and every reading), or the budget
+    /// when it gave up on it. Absent in replayed fixtures that were not recorded live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_ms: Option<u64>,
 
     // --- memory health (gpu-health.md §4)
     /// `nvmlDeviceGetEccMode(current, pending)`.
@@ -252,6 +208,80 @@ impl MigDevice {
 }
 
 impl NvmlDevice {
+    /// Every reading that failed with an error (not "not supported"), by field name: the
+    /// device's own readings, each link's and each MIG device's.
+    pub fn reading_errors<'a>(&'a self) -> Vec<(String, &'a NvmlError)> {
+        let mut out: Vec<(String, &'a NvmlError)> = Vec::new();
+        let mut add = |name: &str, err: Option<&'a NvmlError>| {
+            if let Some(err) = err {
+                out.push((name.to_string(), err));
+            }
+        };
+        add("serial", self.serial.error());
+        add("minor_number", self.minor_number.error());
+        add("persistence_mode", self.persistence_mode.error());
+        add("ecc_mode", self.ecc_mode.error());
+        add("ecc_errors", self.ecc_errors.error());
+        add("retired_pages", self.retired_pages.error());
+        add("remapped_rows", self.remapped_rows.error());
+        add("temperature_c", self.temperature_c.error());
+        add(
+            "temperature_slowdown_c",
+            self.temperature_slowdown_c.error(),
+        );
+        add(
+            "temperature_shutdown_c",
+            self.temperature_shutdown_c.error(),
+        );
+        add("power_usage_mw", self.power_usage_mw.error());
+        add("power_limit_mw", self.power_limit_mw.error());
+        add("clock_event_reasons", self.clock_event_reasons.error());
+        add("utilization_gpu_pct", self.utilization_gpu_pct.error());
+        add("pcie_current_gen", self.pcie_current_gen.error());
+        add("pcie_max_gen", self.pcie_max_gen.error());
+        add("pcie_current_width", self.pcie_current_width.error());
+        add("pcie_max_width", self.pcie_max_width.error());
+        add("pcie_replay_counter", self.pcie_replay_counter.error());
+        add("mig_mode", self.mig_mode.error());
+        add("mig_devices", self.mig_devices.error());
+        add("nvlinks", self.nvlinks.error());
+        add("fabric", self.fabric.error());
+        if let Reading::Value(links) = &self.nvlinks {
+            for link in links {
+                add(
+                    &format!("nvlinks[{}].version", link.link),
+                    link.version.error(),
+                );
+                add(
+                    &format!("nvlinks[{}].remote_type", link.link),
+                    link.remote_type.error(),
+                );
+                for (name, reading) in link.error_counters() {
+                    add(&format!("nvlinks[{}].{name}", link.link), reading.error());
+                }
+            }
+        }
+        if let Reading::Value(migs) = &self.mig_devices {
+            for mig in migs {
+                add(&format!("mig_devices[{}]", mig.index), mig.error.as_ref());
+            }
+        }
+        out
+    }
+
+    /// The first reading that answered `GPU_IS_LOST`: the GPU fell off the bus after its
+    /// handle was had (an XID 79 while gpudoctor ran, or before and the handle was cached).
+    pub fn lost_at(&self) -> Option<(String, &NvmlError)> {
+        self.reading_errors()
+            .into_iter()
+            .find(|(_, e)| e.kind == NvmlErrorKind::GpuIsLost)
+    }
+
+    /// MIG is currently on (the mode says so).
+    pub fn mig_on(&self) -> bool {
+        self.mig_mode.value().is_some_and(|m| m.current)
+    }
+
     /// MIG is, or may be, on: the mode says so, or could not be read.
     pub fn mig_possible(&self) -> bool {
         match &self.mig_mode {
@@ -339,44 +369,51 @@ pub struct NvLink {
     pub crc_flit_errors: Reading<u64>,
     #[serde(default)]
     pub crc_data_errors: Reading<u64>,
+    /// NVLink 5 (Blackwell and later), where the DL counters above answer NOT_SUPPORTED (the
+    /// GB100 driver lists no DL replay/recovery/CRC counter, open-gpu-kernel-modules
+    /// `kernel_nvlink_gb100.c` `knvlinkGetSupportedCounters_GB100`): the error counts NVML gives
+    /// as field values `NVML_FI_DEV_NVLINK_COUNT_*` with `scopeId` = link (nvml.h
+    /// `nvmlFieldValue_t`; ids from nvml-wrapper-sys 0.10). Not asked on earlier GPUs.
+    #[serde(default)]
+    pub rcv_errors: Reading<u64>,
+    #[serde(default)]
+    pub malformed_packet_errors: Reading<u64>,
+    #[serde(default)]
+    pub buffer_overrun_errors: Reading<u64>,
+    #[serde(default)]
+    pub local_link_integrity_errors: Reading<u64>,
+    #[serde(default)]
+    pub link_recovery_failed: Reading<u64>,
+    #[serde(default)]
+    pub symbol_errors: Reading<u64>,
+    #[serde(default)]
+    pub effective_errors: Reading<u64>,
 }
 
-/// `nvmlGpuFabricInfoV_t` (nvml.h; gpu-health.md §7).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FabricInfo {
-    pub state: FabricState,
-    /// The `nvmlReturn_t` in `status`, by name (`success`, ...); meaningful only when completed.
-    #[serde(default)]
-    pub status: Option<String>,
-    #[serde(default)]
-    pub clique_id: Option<u32>,
-    #[serde(default)]
-    pub cluster_uuid: Option<String>,
-    #[serde(default)]
-    pub health_mask: Option<u32>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FabricState {
-    /// `NVML_GPU_FABRIC_STATE_NOT_SUPPORTED` (0).
-    NotSupported,
-    /// `NOT_STARTED` (1): fabric manager has not trained the links.
-    NotStarted,
-    /// `IN_PROGRESS` (2).
-    InProgress,
-    /// `COMPLETED` (3): check `status`.
-    Completed,
+impl NvLink {
+    /// Every error counter by name, DL (up to Hopper) and NVLink 5 field values alike.
+    pub fn error_counters(&self) -> [(&'static str, &Reading<u64>); 11] {
+        [
+            ("replay", &self.replay_errors),
+            ("recovery", &self.recovery_errors),
+            ("crc flit", &self.crc_flit_errors),
+            ("crc data", &self.crc_data_errors),
+            ("rcv errors", &self.rcv_errors),
+            ("malformed packets", &self.malformed_packet_errors),
+            ("buffer overruns", &self.buffer_overrun_errors),
+            ("link integrity", &self.local_link_integrity_errors),
+            ("failed recoveries", &self.link_recovery_failed),
+            ("symbol errors", &self.symbol_errors),
+            ("effective errors", &self.effective_errors),
+        ]
+    }
 }
 
 impl NvmlFacts {
     /// A snapshot that says only why NVML could not be used.
     pub fn failed(kind: NvmlErrorKind, message: impl Into<String>) -> Self {
         NvmlFacts {
-            init_error: Some(NvmlError {
-                kind,
-                message: message.into(),
-            }),
+            init_error: Some(NvmlError::new(kind, message)),
             ..NvmlFacts::default()
         }
     }
