@@ -391,6 +391,53 @@ pub fn builtins() -> Vec<Profile> {
             ]),
         },
         Profile {
+            name: "pcie-h100-nvl".to_string(),
+            description: "H100 NVL PCIe cards (provisional): no NVSwitch, NVLink bridges optional"
+                .to_string(),
+            // `10de:2321`, `NVIDIA H100 NVL`: `nvidia-smi --query-gpu=name,pci.device_id` prints
+            // `NVIDIA H100 NVL, 0x232110DE` (akash-network/provider-configs#91); pci.ids lists
+            // 10de:2321 (GH100). Not the SXM part (`NVIDIA H100 80GB HBM3`, hgx-h100).
+            gpu_names: strings(&["NVIDIA H100 NVL"]),
+            gpu_names_exclude: Vec::new(),
+            // PCIe servers hold 1 to 8 cards (Azure NC H100 v5: 1 or 2): no count expected.
+            gpu_count: None,
+            // No primary public source for the slot generation in the reference: not checked.
+            gpu_pcie_gen: None,
+            gpu_pcie_width: None,
+            // Bridges are optional: with none every link is down (no NVLink, skip); with
+            // bridges 12 of 18 links are active per GPU and 6 unused by design
+            // (Azure/azurehpc-health-checks#162; `NV12`, NVIDIA/nccl-tests#178). Judged per
+            // bridge by the nvlink layer, so no single count is expected here.
+            nvlinks_per_gpu: None,
+            // PCIe cards: no NVSwitch, no fabric manager; the fabric query answers state
+            // NOT_SUPPORTED (leptonai/gpud PR #1147, #1140; gpu-health.md §7).
+            nvswitch: Some(false),
+            nvswitch_pci_functions: Some(0),
+            // NICs are the server's choice, not the card's.
+            rdma_ports: None,
+            rdma_rate_gbps: None,
+            rdma_link_layer: None,
+            gpudirect_rdma: None,
+            // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
+            sriov_vfs: None,
+            // No published NCCL figure for bridged H100 NVL pairs in the reference.
+            nccl_busbw_warn_gbps: None,
+            nccl_busbw_fail_gbps: None,
+            nccl_nvls: None,
+            nccl_ring_busbw_warn_gbps: None,
+            nccl_ring_busbw_fail_gbps: None,
+            nccl_multinode_busbw_warn_gbps: None,
+            nccl_multinode_busbw_fail_gbps: None,
+            provisional: true,
+            sources: strings(&[
+                "akash-network/provider-configs#91 (NVIDIA H100 NVL, 0x232110DE)",
+                "pci.ids https://pci-ids.ucw.cz/read/PC/10de (10de:2321)",
+                "Azure/azurehpc-health-checks#162 (6 of 18 links inactive by design)",
+                "NVIDIA/nccl-tests#178 (bridged pairs, NV12)",
+                "leptonai/gpud PR #1147, #1140 (fabric NOT_SUPPORTED on PCIe SKUs)",
+            ]),
+        },
+        Profile {
             name: GENERIC_PCIE_GPU.to_string(),
             description:
                 "one PCIe GPU, any model: no NVLink peers, no NVSwitch, no RDMA expectation"

@@ -52,6 +52,7 @@ fn profiles_lists_every_builtin_with_its_sources() {
         "hgx-h100",
         "hgx-h200",
         "hgx-b200",
+        "pcie-h100-nvl",
         "generic-pcie-gpu",
     ] {
         assert!(text.contains(name), "`profiles` lacks {name}");

@@ -802,6 +802,23 @@ fn allocatable(ctx: &Context<'_>) -> Outcome {
         .expected(format!("the {} nvml gpu(s)", gpus.len()));
     let mut stale = Vec::new();
     let mut hints = Vec::new();
+    // GPUs NVML counts but could not open (driver.gpu_count says why) have no uuid to match:
+    // as many unknown ids as there are such GPUs may be theirs, so they are not called stale.
+    let unopened = ctx
+        .nvml()
+        .devices
+        .iter()
+        .filter(|d| d.error.is_some())
+        .count();
+    let mut summary = summary;
+    if !unknown.is_empty() && unknown.len() <= unopened {
+        summary.push_str(&format!(
+            "; {} id(s) not matched, as many as the gpus nvml could not open (see driver.gpu_count): {}",
+            unknown.len(),
+            unknown.join(", ")
+        ));
+        unknown.clear();
+    }
     if !unknown.is_empty() {
         stale.push(format!(
             "{} allocatable id(s) unknown to nvml: {}",

@@ -326,6 +326,9 @@ fn cdi_specs(ctx: &Context<'_>) -> Outcome {
         return Outcome::skip("nvml unavailable (see driver.nvml_init)");
     }
     let gpus: Vec<&NvmlDevice> = nvml.devices.iter().filter(|d| d.error.is_none()).collect();
+    // GPUs NVML counts but could not open (a handle refused by the device cgroup, not answered,
+    // lost): their index still names them, and a uuid nothing else matches may be theirs.
+    let unopened: Vec<&NvmlDevice> = nvml.devices.iter().filter(|d| d.error.is_some()).collect();
     let names: Vec<(&str, &str)> = specs
         .iter()
         .flat_map(|s| s.devices.iter().map(move |n| (n.as_str(), s.path.as_str())))
@@ -341,7 +344,9 @@ fn cdi_specs(ctx: &Context<'_>) -> Outcome {
             || name
                 .strip_prefix("gpu")
                 .is_some_and(|n| n.parse::<u32>().is_ok());
-        if full_gpu && !gpus.iter().any(|d| names_gpu(name, d)) {
+        let maybe_unopened = unopened.iter().any(|d| names_gpu(name, d))
+            || (name.starts_with("GPU-") && !unopened.is_empty());
+        if full_gpu && !gpus.iter().any(|d| names_gpu(name, d)) && !maybe_unopened {
             problems.push(format!("{path} names {name}, which nvml does not know"));
             evidence.push(
                 Evidence::new(*path, format!("device {name:?}"))
