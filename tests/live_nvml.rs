@@ -86,7 +86,7 @@ fn as_live_can_answer(mut facts: NvmlFacts) -> NvmlFacts {
         if let Some(err) = &mut device.error {
             fold(&mut err.kind);
         }
-        // Time spent is the live probe's own measure; a capture's is of another run.
+        // Time spent is the live probe's own measure, never recorded.
         device.probe_ms = None;
         if let gpudoctor::facts::nvml::Reading::Value(migs) = &mut device.mig_devices {
             for err in migs.iter_mut().filter_map(|m| m.error.as_mut()) {
@@ -97,7 +97,7 @@ fn as_live_can_answer(mut facts: NvmlFacts) -> NvmlFacts {
     facts
 }
 
-/// Facts as JSON with every error text and every probe time blanked: live texts come from
+/// Facts as JSON with every error text blanked: live texts come from
 /// nvml-wrapper, recorded ones from wherever the fixture got them. `NvmlError` is
 /// `{"kind", "message"}` (in `Reading::Error` too, `{"error": {"kind", "message"}}`).
 fn without_messages(facts: &NvmlFacts) -> Value {
@@ -107,7 +107,6 @@ fn without_messages(facts: &NvmlFacts) -> Value {
                 if map.contains_key("kind") && map.get("message").is_some_and(Value::is_string) {
                     map.insert("message".into(), Value::from(""));
                 }
-                map.remove("probe_ms");
                 if map.len() == 1 {
                     if let Some(Value::String(text)) = map.get_mut("error") {
                         text.clear();

@@ -89,8 +89,9 @@ pub struct NvmlDevice {
     #[serde(default)]
     pub error: Option<NvmlError>,
     /// Milliseconds the live probe spent on this GPU (handle and every reading), or the budget
-    /// when it gave up on it. Absent in replayed fixtures that were not recorded live.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// when it gave up on it. A measure of this run, not a fact of the node: never written to
+    /// `nvml.json` (a capture of a capture stays byte for byte the same), so replay has none.
+    #[serde(skip)]
     pub probe_ms: Option<u64>,
 
     // --- memory health (gpu-health.md §4)

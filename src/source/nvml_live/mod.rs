@@ -135,7 +135,16 @@ fn probe_devices(system: &System, budget: Duration) -> Vec<NvmlDevice> {
                 let identity = |d: &NvmlDevice| {
                     let _ = tx.send(Report::Identity(index, d.clone()));
                 };
-                let mut device = device::describe(&nvml, index, &identity);
+                // A panic inside the wrapper must not read as a hang: it is this GPU's error.
+                let described = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    device::describe(&nvml, index, &identity)
+                }));
+                let mut device = described.unwrap_or_else(|_| {
+                    handle_error(
+                        index,
+                        NvmlError::new(NvmlErrorKind::Unknown, "the probe of this gpu crashed"),
+                    )
+                });
                 device.probe_ms = Some(millis(started.elapsed()));
                 let _ = tx.send(Report::Done(index, device));
             });
