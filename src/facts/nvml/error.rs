@@ -202,6 +202,17 @@ impl NvmlError {
     }
 }
 
+/// `gpu_is_lost: GPU is lost`; an older capture's bare text as it was.
+impl std::fmt::Display for NvmlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.kind, self.message.is_empty()) {
+            (NvmlErrorKind::Unknown, false) => f.write_str(&self.message),
+            (kind, true) => f.write_str(&kind.name()),
+            (kind, false) => write!(f, "{}: {}", kind.name(), self.message),
+        }
+    }
+}
+
 /// `{"kind": .., "message": ..}`, or an older capture's bare text (kind `unknown`).
 impl<'de> Deserialize<'de> for NvmlError {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
