@@ -360,6 +360,64 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
             ("topology/nvswitch 0000:*/-", 4),
         ],
     ),
+    (
+        "h100-nvl-pcie-healthy",
+        &[
+            ("driver/gpu 0000:*/pci id", 8),
+            ("driver/nvml gpu 0000:*/model", 8),
+            ("driver/nvswitch 0000:*/-", 4),
+            ("node/node/profile", 1),
+            ("nvlink/nvml gpu 0000:*/fabric", 8),
+            ("nvlink/nvml gpu 0000:*/nvlinks", 8),
+            ("topology/nvswitch 0000:*/-", 4),
+        ],
+    ),
+    (
+        "h100-nvl-bridged-healthy",
+        &[
+            ("driver/gpu 0000:*/pci id", 8),
+            ("driver/nvml gpu 0000:*/model", 8),
+            ("driver/nvswitch 0000:*/-", 4),
+            ("node/node/profile", 1),
+            ("nvlink/nvml gpu 0000:*/fabric", 8),
+            ("nvlink/nvml gpu 0000:*/nvlinks", 8),
+            ("topology/nvswitch 0000:*/-", 4),
+        ],
+    ),
+    (
+        "h100-gpu-lost-after-handle",
+        &[
+            ("driver/nvml gpu 0000:ba:00.0/*", 7),
+            ("driver/xid events/0000:ba:00.0 xid 79", 1),
+            ("nvlink/nvml gpu 0000:ba:00.0/*", 2),
+            ("topology/gpu 0000:ba:00.0/pcie link width", 1),
+        ],
+    ),
+    (
+        "h100-gpu-no-permission",
+        &[
+            ("driver/nvml gpu 0000:5d:00.0/-", 1),
+            ("driver/nvml gpu index 3/-", 1),
+            ("nvlink/nvml gpu 0000:5d:00.0/-", 1),
+            ("nvlink/nvml gpu index 3/-", 1),
+        ],
+    ),
+    (
+        "h100-fabric-unhealthy",
+        &[("nvlink/nvml gpu 0000:*/fabric", 8)],
+    ),
+    (
+        "b200-nvlink-errors",
+        &[
+            ("driver/gpu 0000:*/pci id", 8),
+            ("driver/nvml gpu 0000:*/model", 8),
+            ("driver/nvswitch 0000:*/-", 4),
+            ("node/node/profile", 1),
+            ("nvlink/nvml gpu 0000:*/fabric", 8),
+            ("rdma/port mlx5_*/1/rate", 2),
+            ("topology/nvswitch 0000:*/-", 4),
+        ],
+    ),
 ];
 
 fn manifest(dir: &Path) -> Value {

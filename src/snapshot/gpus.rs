@@ -33,6 +33,10 @@ fn reading<T>(r: &Reading<T>, show: impl Fn(&T) -> String) -> String {
     }
 }
 
+fn health_mask_text(mask: u32) -> String {
+    crate::facts::nvml::HealthMask(mask).describe()
+}
+
 fn on_off(current: bool) -> &'static str {
     if current { "enabled" } else { "disabled" }
 }
@@ -478,10 +482,18 @@ pub(super) fn nvlink(ctx: &Context<'_>, facts: &mut Facts) {
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_else(|| "unknown".into());
-                match &f.status {
+                let mut text = match &f.status {
                     Some(status) => format!("{state} ({status})"),
                     None => state,
+                };
+                // The v3 struct's health, when the driver gave it (gpu-health.md §7).
+                if let Some(summary) = f.health_summary {
+                    text.push_str(&format!(", health {}", summary.name()));
                 }
+                if let Some(mask) = f.health_mask.filter(|m| *m != 0) {
+                    text.push_str(&format!(", health mask {}", health_mask_text(mask)));
+                }
+                text
             }),
         );
     }
