@@ -1,0 +1,256 @@
+//! Lines that say something went wrong: nccl-tests' failure lines (reference/nccl.md §5),
+//! NCCL's `WARN` lines and IB completion errors (§9, §11), and what an application prints when
+//! a collective fails — PyTorch's ProcessGroupNCCL watchdog timeouts and NCCL error strings in
+//! exceptions (`torch.distributed.DistBackendError: NCCL error in: …, unhandled system error`).
+
+use super::model::{CollectiveTimeout, FailureKind, IbCompletion, TestFailure};
+use super::{MAX_QUOTES, NcclLogParser};
+
+/// NCCL's error strings (`ncclGetErrorString`, §11) and the enum names applications print.
+const NCCL_ERRORS: [&str; 9] = [
+    "unhandled system error",
+    "unhandled cuda error",
+    "remote process exited or there was a network error",
+    "internal error - please report",
+    "ncclSystemError",
+    "ncclUnhandledCudaError",
+    "ncclInternalError",
+    "ncclRemoteError",
+    "NCCL error in:",
+];
+
+/// What the watchdog says (torch `ProcessGroupNCCL.cpp`, every release since 1.8).
+const WATCHDOG: &str = "Watchdog caught collective operation timeout";
+
+impl NcclLogParser {
+    /// `host: Test NCCL failure common.cu:1057 'internal error / '` and siblings; also when a
+    /// row's head is printed before it (`NVIDIA/nccl-tests#355`: `… float none -1 node0: Test
+    /// CUDA failure …`).
+    pub(super) fn failure(&mut self, line: &str) -> bool {
+        const SHAPES: [(&str, FailureKind); 3] = [
+            (": Test NCCL failure ", FailureKind::Nccl),
+            (": Test CUDA failure ", FailureKind::Cuda),
+            (": Test timeout ", FailureKind::Timeout),
+        ];
+        for (marker, kind) in SHAPES {
+            let Some(pos) = line.find(marker) else {
+                continue;
+            };
+            let host = line[..pos]
+                .split_whitespace()
+                .next_back()
+                .unwrap_or_default()
+                .to_string();
+            let rest = &line[pos + marker.len()..];
+            let (location, error) = match kind {
+                FailureKind::Timeout => {
+                    // `(300s) common.cu:123`
+                    let after = rest.split_once(')').map_or(rest, |(_, r)| r);
+                    (first_token(after).to_string(), String::new())
+                }
+                _ => {
+                    let error = match (rest.find('\''), rest.rfind('\'')) {
+                        (Some(a), Some(b)) if b > a => rest[a + 1..b].to_string(),
+                        _ => String::new(),
+                    };
+                    (first_token(rest).to_string(), error)
+                }
+            };
+            self.log.failure_count += 1;
+            if self.log.failures.len() < MAX_QUOTES {
+                let quote = self.quote(line);
+                self.log.failures.push(TestFailure {
+                    kind,
+                    host,
+                    location,
+                    error,
+                    quote,
+                });
+            }
+            return true;
+        }
+        false
+    }
+
+    /// `… NCCL WARN <text>` (`text` after the marker).
+    pub(super) fn warn(&mut self, text: &str, line: &str) {
+        self.log.warning_count += 1;
+        let quote = self.quote(line);
+        let ibverbs = text.contains("Failed to open libibverbs");
+        if ibverbs {
+            self.log.ibverbs_missing.get_or_insert(quote.clone());
+        }
+        if text.contains("Failed to bind NVLink SHARP") {
+            self.log.nvls_bind_failure.get_or_insert(quote.clone());
+        }
+        if text.contains("Got completion") {
+            self.log.ib_completion_count += 1;
+            if self.log.ib_completions.len() < MAX_QUOTES {
+                self.log.ib_completions.push(IbCompletion {
+                    status: completion_status(text),
+                    quote: quote.clone(),
+                });
+            }
+        }
+        // A missing libibverbs is the socket-fallback finding's business, not an error here.
+        if !ibverbs && reports_error(text) {
+            self.log.error_warning_count += 1;
+            if self.log.error_warnings.len() < MAX_QUOTES {
+                self.log.error_warnings.push(quote.clone());
+            }
+        }
+        if self.log.warnings.len() < MAX_QUOTES {
+            self.log.warnings.push(quote);
+        }
+    }
+
+    /// An application's line: a watchdog timeout or an NCCL error string. `true` when it was.
+    pub(super) fn application_error(&mut self, line: &str) -> bool {
+        if let Some(at) = line.find(WATCHDOG) {
+            self.log.timeout_count += 1;
+            let timeout = watchdog(line, at, self.quote(line));
+            // "Process group watchdog thread terminated with exception: [Rank 1] Watchdog
+            // caught …" repeats the same work item: kept once.
+            let seen = self
+                .log
+                .timeouts
+                .iter()
+                .any(|t| t.rank == timeout.rank && t.seq == timeout.seq && t.op == timeout.op);
+            if !seen && self.log.timeouts.len() < MAX_QUOTES {
+                self.log.timeouts.push(timeout);
+            }
+            return true;
+        }
+        if NCCL_ERRORS.iter().any(|e| line.contains(e)) {
+            self.log.app_error_count += 1;
+            if self.log.app_errors.len() < MAX_QUOTES {
+                let quote = self.quote(line);
+                self.log.app_errors.push(quote);
+            }
+            return true;
+        }
+        false
+    }
+}
+
+/// A WARN that reports a failure (an error code, a failed call, a timeout, an IB completion
+/// error) rather than advice (`Could not find a path for pattern 4, falling back to simple
+/// order`, `NVIDIA/nccl-tests#287`).
+fn reports_error(text: &str) -> bool {
+    const ERRORS: [&str; 14] = [
+        "error",
+        "fail",
+        "timeout",
+        "timed out",
+        "abort",
+        "got completion",
+        "unhandled",
+        "invalid",
+        "closed",
+        "refused",
+        "unreachable",
+        "mismatch",
+        "truncated",
+        "corrupt",
+    ];
+    let lower = text.to_ascii_lowercase();
+    !lower.contains("falling back") && ERRORS.iter().any(|e| lower.contains(e))
+}
+
+/// `[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST,
+/// NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800000 milliseconds before timing out.`
+fn watchdog(line: &str, at: usize, quote: super::model::Quoted) -> CollectiveTimeout {
+    let before = &line[..at];
+    let rank = before
+        .rfind("[Rank ")
+        .and_then(|i| number_after(&before[i + "[Rank ".len()..]))
+        .and_then(|n| u32::try_from(n).ok());
+    let after = &line[at..];
+    let field = |key: &str| -> Option<&str> {
+        let start = after.find(key)? + key.len();
+        let rest = &after[start..];
+        let end = rest.find([',', ')']).unwrap_or(rest.len());
+        Some(rest[..end].trim())
+    };
+    CollectiveTimeout {
+        rank,
+        seq: field("SeqNum=").and_then(|v| v.parse().ok()),
+        op: field("OpType=").map(str::to_string),
+        timeout_ms: field("Timeout(ms)=").and_then(|v| v.parse().ok()),
+        ran_ms: after
+            .find("ran for ")
+            .and_then(|i| number_after(&after[i + "ran for ".len()..])),
+        quote,
+    }
+}
+
+fn number_after(text: &str) -> Option<u64> {
+    let digits: &str = &text[..text.bytes().take_while(u8::is_ascii_digit).count()];
+    digits.parse().ok()
+}
+
+fn first_token(text: &str) -> &str {
+    text.split_whitespace().next().unwrap_or("")
+}
+
+/// The `ibv_wc_status` number in a `Got completion` line, any vintage (§11):
+/// `status=transport retry counter exceeded(12)`, `status=12`, `with error 12,`.
+fn completion_status(text: &str) -> Option<u32> {
+    if let Some(rest) = text.split("status=").nth(1) {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if !digits.is_empty() {
+            return digits.parse().ok();
+        }
+        let open = rest.find('(')?;
+        let close = rest[open..].find(')')? + open;
+        return rest[open + 1..close].trim().parse().ok();
+    }
+    let rest = text.split("with error ").nth(1)?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse_log;
+
+    /// PyTorch watchdog lines, old (`[E ProcessGroupNCCL.cpp:458]`, `pytorch/pytorch#118369`)
+    /// and new (`[rank3]:[E1119 …]`, `Lightning-AI/pytorch-lightning#20434`), and an exception
+    /// carrying an NCCL error string.
+    #[test]
+    fn application_failures_are_collected() {
+        let text = "\
+[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out.
+[rank3]:[E1119 13:21:12.512781555 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800000 milliseconds before timing out.
+(RayWorkerWrapper pid=4009) [rank3]:[E ProcessGroupNCCL.cpp:1414] [PG 1 Rank 3] Process group watchdog thread terminated with exception: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800000 milliseconds before timing out.
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
+node:1:1 [0] graph/search.cc:1135 NCCL WARN Could not find a path for pattern 4, falling back to simple order
+node:1:1 [1] enqueue.cc:1500 NCCL WARN Cuda failure 1 'invalid argument'
+";
+        let log = parse_log(text);
+        assert_eq!(log.timeout_count, 3);
+        assert_eq!(log.timeouts.len(), 2, "{:#?}", log.timeouts);
+        let t = &log.timeouts[1];
+        assert_eq!(t.rank, Some(3));
+        assert_eq!(t.op.as_deref(), Some("BROADCAST"));
+        assert_eq!((t.timeout_ms, t.ran_ms), (Some(1_800_000), Some(1_800_000)));
+        assert_eq!(log.timeouts[0].ran_ms, Some(25_624_887));
+        assert_eq!(log.app_error_count, 1);
+        assert_eq!(log.warning_count, 2);
+        assert_eq!(log.error_warning_count, 1);
+        assert!(log.error_warnings[0].text.contains("Cuda failure"));
+    }
+
+    #[test]
+    fn a_failure_after_a_rows_head_names_its_host() {
+        let log = parse_log(
+            "     2097152         32768     float    none      -1 node0: Test CUDA failure common.cu:389 'an illegal memory access was encountered'\n",
+        );
+        assert_eq!(log.failures[0].host, "node0");
+        assert_eq!(log.failures[0].location, "common.cu:389");
+        assert_eq!(
+            log.failures[0].error,
+            "an illegal memory access was encountered"
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! Launcher decorations in front of a line's content (reference/nccl.md §7, issue 15), peeled off
+//! in any order and any number, whatever the leading whitespace and padding:
+//! - Open MPI `--tag-output`: `[1,0]<stdout>:`, `[1,10]<stderr>:` (two-digit ranks);
+//! - Slurm `srun --label`: the task number padded to the widest (` 0: `, `12: `), and ` 0:` alone
+//!   on an empty line;
+//! - per-rank markers `[0]` (Intel MPI/MPICH `-prepend-rank`, and nccl-tests' own output merged
+//!   by a wrapper, `NVIDIA/nccl#1453`), torch's `[rank3]:`, `kubectl logs --prefix`'s
+//!   `[pod/name/container]`, and a colour escape whose ESC a copy lost (`[36m`);
+//! - parenthesised tool prefixes: SkyPilot `(head, rank=0, pid=3808)`,
+//!   `(worker1, rank=1, pid=2769, ip=10.100.10.12)`, Ray `(RayWorkerWrapper pid=4009)`;
+//! - RFC 3339 timestamps (`kubectl logs --timestamps`: `2024-05-01T12:34:56.123456789Z`);
+//! - `pdsh`/`clush`-style `host: `.
+//!
+//! What is content stays: a row's size column (digits then spaces, never `12: `), the
+//! `host:pid:tid` of an NCCL line (no space after the colon), nccl-tests' `host: Test NCCL
+//! failure` (the host is the failure's evidence), NCCL's own `[2026-07-14 10:21:33]` WARN stamp.
+//! Markers glued to fields inside a table row are the table reader's business
+//! ([`super::table`]). Every test looks at the first bytes only: a long line costs no more than a
+//! short one.
+
+/// The content of `line` without its launcher decorations.
+pub fn strip(line: &str) -> &str {
+    let mut rest = line;
+    loop {
+        let trimmed = rest.trim_start();
+        let next = match trimmed.as_bytes().first() {
+            Some(b'[') => bracket(trimmed),
+            Some(b'(') => parenthesised(trimmed),
+            Some(b'0'..=b'9') => slurm_label(trimmed).or_else(|| timestamp(trimmed)),
+            Some(b) if b.is_ascii_alphabetic() => host_label(trimmed),
+            _ => None,
+        };
+        match next {
+            Some(after) => rest = after,
+            None => return trimmed,
+        }
+    }
+}
+
+fn all_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `[1,0]<stdout>:`, `[0]`, `[rank3]:`, `[pod/x/y]`, `[36m`.
+fn bracket(s: &str) -> Option<&str> {
+    let close = s.as_bytes().iter().take(128).position(|&b| b == b']');
+    let Some(close) = close else {
+        return ansi_remnant(s);
+    };
+    let inside = &s[1..close];
+    let after = &s[close + 1..];
+    if let Some((job, rank)) = inside.split_once(',')
+        && all_digits(job)
+        && all_digits(rank)
+    {
+        for tag in ["<stdout>:", "<stderr>:", "<stddiag>:"] {
+            if let Some(t) = after.strip_prefix(tag) {
+                return Some(t);
+            }
+        }
+        return None;
+    }
+    if all_digits(inside) {
+        return Some(after);
+    }
+    if let Some(n) = inside.strip_prefix("rank")
+        && all_digits(n)
+    {
+        return Some(after.strip_prefix(':').unwrap_or(after));
+    }
+    if inside.starts_with("pod/") && after.starts_with(' ') {
+        return Some(after);
+    }
+    ansi_remnant(s)
+}
+
+/// `[36m`, `[0;32m`, `[0m`: an SGR escape whose ESC byte was lost in a copy.
+fn ansi_remnant(s: &str) -> Option<&str> {
+    let body = s.strip_prefix('[')?;
+    let end = body.bytes().take(16).position(|b| b == b'm')?;
+    let params = &body[..end];
+    let ok = !params.is_empty() && params.bytes().all(|b| b.is_ascii_digit() || b == b';');
+    ok.then(|| &body[end + 1..])
+}
+
+/// `(head, rank=0, pid=3808) `, `(RayWorkerWrapper pid=4009) `.
+fn parenthesised(s: &str) -> Option<&str> {
+    let close = s.as_bytes().iter().take(160).position(|&b| b == b')')?;
+    let inside = &s[1..close];
+    let after = &s[close + 1..];
+    (inside.contains("pid=") && (after.is_empty() || after.starts_with(' '))).then_some(after)
+}
+
+/// Slurm's `--label`: `0: `, `12: `, or `0:` at the end of an empty line.
+fn slurm_label(s: &str) -> Option<&str> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > 6 {
+        return None;
+    }
+    let after = s[digits..].strip_prefix(':')?;
+    (after.is_empty() || after.starts_with(' ')).then_some(after)
+}
+
+/// `2024-05-01T12:34:56Z `, `2024-05-01T12:34:56.123456789+02:00 ` (RFC 3339, as
+/// `kubectl logs --timestamps` writes it).
+fn timestamp(s: &str) -> Option<&str> {
+    let b = s.as_bytes();
+    let shape = b.len() > 20
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':';
+    if !shape {
+        return None;
+    }
+    let end = s.find(' ')?;
+    let zone = s.get(19..end)?;
+    let zone_ok = zone.ends_with('Z') || zone.contains('+') || zone.rfind('-').is_some();
+    zone_ok.then(|| &s[end..])
+}
+
+/// `pdsh`'s `node01: ` in front of each line. Not nccl-tests' `host: Test NCCL failure …`: there
+/// the host is content.
+fn host_label(s: &str) -> Option<&str> {
+    let len = s
+        .bytes()
+        .take(65)
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+        .count();
+    if len == 0 || len > 64 {
+        return None;
+    }
+    let after = s[len..].strip_prefix(": ")?;
+    if after.trim_start().starts_with("Test ") {
+        return None;
+    }
+    Some(after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peels_every_launcher_decoration_in_any_order() {
+        let content = "#  Rank  0 Group  0 Pid   7774 on nc-d87e1263-head device  0";
+        for decorated in [
+            // SkyPilot in front of Open MPI (skypilot-org/skypilot examples/gcp_gpu_direct_tcpx).
+            format!("(head, rank=0, pid=3808) [1,0]<stdout>:{content}"),
+            format!("    [1,0]<stdout>:{content}"),
+            format!("[1,10]<stderr>:{content}"),
+            format!(" 0: {content}"),
+            format!("12: {content}"),
+            format!("[0] [0] {content}"),
+            format!("[rank3]:{content}"),
+            format!("[pod/nccl-launcher-x/launcher] {content}"),
+            format!("2024-05-01T12:34:56.123456789Z {content}"),
+            format!("2024-05-01T12:34:56+02:00 12: {content}"),
+            format!("node01: [1,0]<stdout>:{content}"),
+            format!("[36m(RayWorkerWrapper pid=4009) {content}"),
+            format!("(worker1, rank=1, pid=2769, ip=10.100.10.12) {content}"),
+        ] {
+            assert_eq!(strip(&decorated), content, "{decorated}");
+        }
+        assert_eq!(strip(" 0:"), "");
+    }
+
+    #[test]
+    fn content_stays() {
+        for content in [
+            "  8589934592    2147483648     float     sum      -1  34012.1  252.55",
+            "node2:1208:1208 [0] NCCL INFO NET/Socket : Using [0]ibp5s0:<0>",
+            "GENOA-06: Test NCCL failure common.cu:392 'unhandled cuda error'",
+            "[2026-07-14 10:21:33] node-a:2231:2290 [3] NCCL WARN NET/IB : Got completion",
+            "13:21:12 something",
+            "Out of bounds values : 0 OK",
+            "(base) gandiva@v100-gpu-1:~/nccl-tests$ mpirun",
+            "[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout",
+        ] {
+            assert_eq!(strip(content), content.trim_start(), "{content}");
+        }
+        // Stripped to content that still names its host.
+        assert_eq!(
+            strip("[1,0]<stdout>:node0: Test CUDA failure common.cu:389 'x'"),
+            "node0: Test CUDA failure common.cu:389 'x'"
+        );
+    }
+}
