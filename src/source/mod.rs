@@ -8,6 +8,7 @@
 //! Only this module and `facts/` know paths. Nothing here judges anything.
 
 pub mod nccl;
+mod nccl_log;
 pub mod nvml_live;
 pub mod podresources;
 pub mod rooted;

@@ -663,29 +663,16 @@ pub fn run_command(
     })
 }
 
-/// Read a log file as a stream (bounded memory whatever its size).
+/// Read a log file as a stream (bounded memory whatever its size, `source/nccl_log.rs`).
 pub fn read_log(file: &mut File, name: &str, origin: &str) -> Result<NcclRun, String> {
-    let mut sink = Sink {
-        parser: NcclLogParser::new(),
-        transcript: Transcript::new(TRANSCRIPT_PART),
-    };
-    let mut splitter = LineSplitter::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => splitter.push(&buf[..n], &mut |line, cut| sink.line(line, cut)),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    splitter.finish(&mut |line, cut| sink.line(line, cut));
+    let (log, transcript) =
+        super::nccl_log::read_stream(file, TRANSCRIPT_PART).map_err(|e| e.to_string())?;
     Ok(NcclRun {
         name: name.to_string(),
         origin: origin.to_string(),
         meta: None,
-        log: sink.parser.finish(),
-        transcript: Some(sink.transcript.finish()),
+        log,
+        transcript: Some(transcript),
     })
 }
 

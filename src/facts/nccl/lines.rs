@@ -55,6 +55,11 @@ impl LineSplitter {
         self.take(rest);
     }
 
+    /// The start of a line is waiting for its end.
+    pub fn has_partial(&self) -> bool {
+        !self.buf.is_empty() || self.overflowed
+    }
+
     /// The last line when the stream ends without a newline.
     pub fn finish(&mut self, emit: &mut dyn FnMut(&[u8], bool)) {
         if !self.buf.is_empty() || self.overflowed {
@@ -73,15 +78,31 @@ impl LineSplitter {
     }
 }
 
-/// The text of a raw line: `None` when it is not UTF-8; control characters and terminal escapes
-/// removed; a trailing `\r` (CRLF logs) dropped. Borrowed when nothing had to go.
+/// The text of a raw line: `None` when it is not UTF-8; else as [`clean`] makes it.
 pub fn text(raw: &[u8]) -> Option<Cow<'_, str>> {
-    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-    let text = std::str::from_utf8(raw).ok()?;
-    if !has_control(raw) {
-        return Some(Cow::Borrowed(text));
+    std::str::from_utf8(raw).ok().map(clean)
+}
+
+/// A line of text without control characters and terminal escapes, and without a trailing `\r`
+/// (CRLF logs). Borrowed when nothing had to go.
+pub fn clean(text: &str) -> Cow<'_, str> {
+    let text = text.strip_suffix('\r').unwrap_or(text);
+    if has_control(text.as_bytes()) {
+        Cow::Owned(without_controls(text))
+    } else {
+        Cow::Borrowed(text)
     }
-    Some(Cow::Owned(without_controls(text)))
+}
+
+/// No control character in `bytes` but newlines: 64 bytes at a time, OR-reduced into one byte
+/// (a loop the compiler turns into vector instructions).
+pub fn only_newlines(bytes: &[u8]) -> bool {
+    bytes.chunks(64).all(|block| {
+        let bad = block.iter().fold(0u8, |acc, &b| {
+            acc | u8::from((b < 0x20 && b != b'\n') || b == 0x7f)
+        });
+        bad == 0
+    })
 }
 
 /// Any byte below 0x20 or DEL, eight bytes at a time (the classic "has less than" bit trick,
@@ -210,6 +231,9 @@ mod tests {
             "host:1:1 [0] NCCL INFO x"
         );
         assert!(text(b"\xff\xfe garbage").is_none());
+        assert!(only_newlines(&b"a line\nanother\n".repeat(20)));
+        assert!(!only_newlines(&b"a line\nanother\r\n".repeat(20)));
+        assert!(!only_newlines(&[b"x".repeat(100), vec![0x1b]].concat()));
         // UTF-8 (tqdm's block characters) is not a control character.
         assert!(!has_control("█████████▍| 30/32".as_bytes()));
         for b in 0u8..=0x7f {

@@ -80,6 +80,9 @@ pub struct NcclLogParser {
     pending: Option<table::PendingRow>,
     /// The host of the last NCCL line (most lines repeat it).
     last_host: String,
+    /// Channels by network and P2P flavour, moved into [`Transports`] at the end.
+    nets: Vec<(String, NetUse)>,
+    p2p_flavours: Vec<(String, u64)>,
     /// The last [`TAIL_LINES`] lines as (line number, text), quoted only at the end: buffers are
     /// reused, so a log of millions of lines does not allocate per line.
     tail: VecDeque<(u64, String)>,
@@ -100,6 +103,8 @@ impl Default for NcclLogParser {
             devices_closed: false,
             pending: None,
             last_host: String::new(),
+            nets: Vec::new(),
+            p2p_flavours: Vec::new(),
             tail: VecDeque::with_capacity(TAIL_LINES),
             splitter: LineSplitter::new(),
             nccl: memchr::memmem::Finder::new("NCCL "),
@@ -112,11 +117,84 @@ impl NcclLogParser {
         NcclLogParser::default()
     }
 
-    /// Feed raw bytes from a single stream (lines split here).
+    /// Feed raw bytes from a single stream (lines split here). The whole lines of a chunk are
+    /// checked for UTF-8 in one pass and read in place; a chunk that is not UTF-8 goes line by
+    /// line (only its bad lines are unreadable).
     pub fn feed_bytes(&mut self, chunk: &[u8]) {
         let mut splitter = std::mem::take(&mut self.splitter);
-        splitter.push(chunk, &mut |line, cut| self.feed_raw_line(line, cut));
+        let mut rest = chunk;
+        if splitter.has_partial() {
+            // The end of a line an earlier chunk began.
+            let Some(pos) = memchr::memchr(b'\n', rest) else {
+                splitter.push(rest, &mut |line, cut| self.feed_raw_line(line, cut));
+                self.splitter = splitter;
+                return;
+            };
+            splitter.push(&rest[..=pos], &mut |line, cut| {
+                self.feed_raw_line(line, cut)
+            });
+            rest = &rest[pos + 1..];
+        }
+        let end = memchr::memrchr(b'\n', rest).map_or(0, |p| p + 1);
+        let (whole, partial) = rest.split_at(end);
+        match std::str::from_utf8(whole) {
+            Ok(text) => {
+                // No control character but the newlines: no line of the chunk needs cleaning.
+                let clean = lines::only_newlines(whole);
+                let mut start = 0;
+                for pos in memchr::memchr_iter(b'\n', whole) {
+                    self.feed_text_line(&text[start..pos], clean);
+                    start = pos + 1;
+                }
+                self.keep_chunk_tail(text);
+            }
+            Err(_) => splitter.push(whole, &mut |line, cut| self.feed_raw_line(line, cut)),
+        }
+        // The start of the next chunk's first line.
+        splitter.push(partial, &mut |line, cut| self.feed_raw_line(line, cut));
         self.splitter = splitter;
+    }
+
+    /// One whole line known to be UTF-8, and known to hold no control character when `clean`.
+    fn feed_text_line(&mut self, line: &str, clean: bool) {
+        if line.len() > MAX_LINE_BYTES {
+            self.feed_raw_line(&line.as_bytes()[..MAX_LINE_BYTES], true);
+            return;
+        }
+        self.log.lines += 1;
+        self.log.bytes += line.len() as u64 + 1;
+        if clean {
+            self.interpret_keeping(line, false);
+            return;
+        }
+        match lines::clean(line) {
+            std::borrow::Cow::Borrowed(text) => self.interpret_keeping(text, false),
+            std::borrow::Cow::Owned(text) => self.interpret_keeping(&text, false),
+        }
+    }
+
+    /// After the whole lines of a chunk (`text`, ending with a newline): its last non-empty
+    /// lines join the tail — copying ten lines a chunk instead of every line.
+    fn keep_chunk_tail(&mut self, text: &str) {
+        let mut last: Vec<(u64, String)> = Vec::with_capacity(TAIL_LINES);
+        let mut number = self.log.lines;
+        let body = text.strip_suffix('\n').unwrap_or(text);
+        for raw in body.rsplit('\n') {
+            if last.len() == TAIL_LINES {
+                break;
+            }
+            if raw.len() <= MAX_LINE_BYTES {
+                let clean = lines::clean(raw);
+                let line = content(&clean).0;
+                if !line.is_empty() {
+                    last.push((number, line.to_string()));
+                }
+            }
+            number = number.saturating_sub(1);
+        }
+        for (number, line) in last.into_iter().rev() {
+            self.keep_tail_at(number, &line);
+        }
     }
 
     /// Feed one line as bytes; `was_cut` when a [`LineSplitter`] cut it at [`MAX_LINE_BYTES`].
@@ -161,6 +239,7 @@ impl NcclLogParser {
             // A row's head whose timings never came.
             self.unreadable(&pending.text);
         }
+        self.finish_transports();
         self.log.tail = self
             .tail
             .into_iter()
@@ -178,34 +257,48 @@ impl NcclLogParser {
     }
 
     fn keep_tail(&mut self, line: &str) {
+        self.keep_tail_at(self.log.lines, line);
+    }
+
+    fn keep_tail_at(&mut self, number: u64, line: &str) {
         let mut slot = if self.tail.len() == TAIL_LINES {
             self.tail.pop_front().unwrap_or_default()
         } else {
             (0, String::new())
         };
-        slot.0 = self.log.lines;
+        slot.0 = number;
         slot.1.clear();
         slot.1.push_str(line);
         self.tail.push_back(slot);
     }
 
     fn interpret(&mut self, raw: &str) {
-        let line = prefix::strip(raw.trim_end());
+        self.interpret_keeping(raw, true);
+    }
+
+    /// Interpret one line; `keep` it among the tail lines (the chunk reader keeps its tail
+    /// itself, [`keep_chunk_tail`](Self::keep_chunk_tail)).
+    fn interpret_keeping(&mut self, raw: &str, keep: bool) {
+        let (line, plain) = content(raw);
         if line.is_empty() {
             return;
         }
-        self.keep_tail(line);
-        let marker = self.nccl.find_iter(line.as_bytes()).find_map(|pos| {
-            let after = &line[pos + "NCCL ".len()..];
-            if after.starts_with("INFO ") {
-                Some((pos, Marker::Info))
-            } else if after.starts_with("WARN") {
-                Some((pos, Marker::Warn))
-            } else if pos == 0 && after.starts_with("version ") {
-                Some((pos, Marker::Version))
-            } else {
-                None
-            }
+        if keep {
+            self.keep_tail(line);
+        }
+        let marker = plain.or_else(|| {
+            self.nccl.find_iter(line.as_bytes()).find_map(|pos| {
+                let after = &line[pos + "NCCL ".len()..];
+                if after.starts_with("INFO ") {
+                    Some((pos, Marker::Info))
+                } else if after.starts_with("WARN") {
+                    Some((pos, Marker::Warn))
+                } else if pos == 0 && after.starts_with("version ") {
+                    Some((pos, Marker::Version))
+                } else {
+                    None
+                }
+            })
         });
         if let Some((pos, marker)) = marker {
             let after = &line[pos + "NCCL ".len()..];
@@ -317,6 +410,41 @@ impl NcclLogParser {
             return false;
         }
         true
+    }
+}
+
+/// A line's content: without launcher decorations; a plain NCCL line (a host name first, then
+/// `[dev] NCCL INFO|WARN`) has none to strip, and its marker is found on the way.
+fn content(raw: &str) -> (&str, Option<(usize, Marker)>) {
+    let raw = raw.trim_ascii();
+    if raw.starts_with(|c: char| c.is_ascii_alphabetic())
+        && let Some(marker) = nccl_marker(raw)
+    {
+        return (raw, Some(marker));
+    }
+    (prefix::strip(raw), None)
+}
+
+/// Where the marker of a plain `host:pid:tid [dev] NCCL INFO|WARN` line is, found from its
+/// shape without a search (most lines of a big log are such lines).
+fn nccl_marker(line: &str) -> Option<(usize, Marker)> {
+    let b = line.as_bytes();
+    let space = memchr::memchr(b' ', &b[..b.len().min(128)])?;
+    if b.get(space + 1) != Some(&b'[') {
+        return None;
+    }
+    let close = space
+        + 2
+        + b.get(space + 2..)?
+            .iter()
+            .take(8)
+            .position(|&c| c == b']')?;
+    let pos = close + 2;
+    let marker = b.get(close + 1..pos + 10)?;
+    match marker {
+        b" NCCL INFO " => Some((pos, Marker::Info)),
+        _ if marker.starts_with(b" NCCL WARN") => Some((pos, Marker::Warn)),
+        _ => None,
     }
 }
 

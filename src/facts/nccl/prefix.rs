@@ -22,7 +22,7 @@
 pub fn strip(line: &str) -> &str {
     let mut rest = line;
     loop {
-        let trimmed = rest.trim_start();
+        let trimmed = rest.trim_ascii_start();
         let next = match trimmed.as_bytes().first() {
             Some(b'[') => bracket(trimmed),
             Some(b'(') => parenthesised(trimmed),

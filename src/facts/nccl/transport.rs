@@ -14,77 +14,89 @@ impl NcclLogParser {
     /// Remember the `host` of a `host:pid:tid [dev] NCCL …` prefix (`prefix` is the text before
     /// `NCCL`); returns where that prefix starts in it, when found.
     pub(super) fn note_host(&mut self, prefix: &str) -> Option<usize> {
-        let mut at = 0;
-        for token in prefix.split(' ') {
-            let start = at;
-            at += token.len() + 1;
-            let Some((host, ids)) = token.split_once(':') else {
-                continue;
-            };
-            let Some((pid, tid)) = ids.split_once(':') else {
-                continue;
-            };
-            let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-            if host.is_empty() || !digits(pid) || !digits(tid) {
-                continue;
-            }
-            if self.last_host != host {
-                self.last_host.clear();
-                self.last_host.push_str(host);
-                if self.log.info_hosts.len() < MAX_HOSTS && !self.log.info_hosts.contains(host) {
-                    self.log.info_hosts.insert(host.to_string());
+        let bytes = prefix.as_bytes();
+        let mut start = 0;
+        while start < bytes.len() {
+            let end = position(&bytes[start..], b' ').map_or(bytes.len(), |i| start + i);
+            if let Some(len) = host_of(&bytes[start..end]) {
+                let host = &prefix[start..start + len];
+                if self.last_host != host {
+                    self.last_host.clear();
+                    self.last_host.push_str(host);
+                    if self.log.info_hosts.len() < MAX_HOSTS && !self.log.info_hosts.contains(host)
+                    {
+                        self.log.info_hosts.insert(host.to_string());
+                    }
                 }
+                return Some(start);
             }
-            return Some(start);
+            start = end + 1;
         }
         None
+    }
+
+    /// The channel counts gathered while reading, into the facts (kept in short lists while
+    /// reading: a few entries, looked up on every channel line).
+    pub(super) fn finish_transports(&mut self) {
+        let t = &mut self.log.transports;
+        for (name, net) in self.nets.drain(..) {
+            t.net.insert(name, net);
+        }
+        for (flavour, n) in self.p2p_flavours.drain(..) {
+            t.p2p_kinds.insert(flavour, n);
+        }
     }
 
     /// One `NCCL INFO` line: `text` after the marker, `line` the whole (for quotes).
     pub(super) fn info(&mut self, text: &str, line: &str) {
         self.log.info_lines += 1;
-        let text = text.trim();
+        let text = text.trim_ascii();
         // Quoted only where kept: most INFO lines are channel lines whose example is taken.
         let number = self.log.lines;
         let quote = || Quoted::new(number, line);
         let t = &mut self.log.transports;
         if text.starts_with("Channel") || text.starts_with("Ring") {
-            if let Some(via) = via_path(text) {
-                let mut parts = via.split('/');
-                match parts.next().unwrap_or_default() {
-                    "P2P" => {
-                        t.p2p.channels += 1;
-                        t.p2p.example.get_or_insert_with(quote);
-                        let flavour = parts.next().unwrap_or("?").trim();
-                        match t.p2p_kinds.get_mut(flavour) {
-                            Some(n) => *n += 1,
-                            None => {
-                                t.p2p_kinds.insert(flavour.to_string(), 1);
-                            }
-                        }
+            let Some(via) = via_path(text) else {
+                return;
+            };
+            let (kind, rest) = split_slash(via);
+            match kind {
+                "P2P" => {
+                    t.p2p.channels += 1;
+                    t.p2p.example.get_or_insert_with(quote);
+                    let flavour = split_slash(rest).0.trim();
+                    match self.p2p_flavours.iter_mut().find(|(k, _)| k == flavour) {
+                        Some((_, n)) => *n += 1,
+                        None => self.p2p_flavours.push((flavour.to_string(), 1)),
                     }
-                    "SHM" => {
-                        t.shm.channels += 1;
-                        t.shm.example.get_or_insert_with(quote);
-                    }
-                    "NET" => {
-                        let name = parts.next().unwrap_or("?").trim();
-                        let gdr = parts.any(|p| p.starts_with("GDRDMA"));
-                        if !t.net.contains_key(name) {
-                            t.net.insert(name.to_string(), NetUse::default());
-                        }
-                        if let Some(net) = t.net.get_mut(name) {
-                            net.channels += 1;
-                            if gdr {
-                                net.gdr_channels += 1;
-                            } else if net.example_without_gdr.is_none() {
-                                net.example_without_gdr = Some(quote());
-                            }
-                            net.example.get_or_insert_with(quote);
-                        }
-                    }
-                    _ => {}
                 }
+                "SHM" => {
+                    t.shm.channels += 1;
+                    t.shm.example.get_or_insert_with(quote);
+                }
+                "NET" => {
+                    let (name, devices) = split_slash(rest);
+                    let name = name.trim();
+                    let gdr = devices.contains("GDRDMA");
+                    let at = match self.nets.iter().position(|(k, _)| k == name) {
+                        Some(at) => at,
+                        None => {
+                            self.nets.push((name.to_string(), NetUse::default()));
+                            self.nets.len() - 1
+                        }
+                    };
+                    let Some((_, net)) = self.nets.get_mut(at) else {
+                        return;
+                    };
+                    net.channels += 1;
+                    if gdr {
+                        net.gdr_channels += 1;
+                    } else if net.example_without_gdr.is_none() {
+                        net.example_without_gdr = Some(quote());
+                    }
+                    net.example.get_or_insert_with(quote);
+                }
+                _ => {}
             }
         } else if let Some(name) = text.strip_prefix("Using network ") {
             t.network = Some((name.trim().to_string(), quote()));
@@ -161,11 +173,40 @@ fn first_token(text: &str) -> &str {
     text.split_whitespace().next().unwrap_or("")
 }
 
+/// The length of the host in a `host:pid:tid` token (`None` when the token is not one).
+fn host_of(token: &[u8]) -> Option<usize> {
+    let host = position(token, b':')?;
+    let ids = &token[host + 1..];
+    let pid = position(ids, b':')?;
+    let digits = |s: &[u8]| !s.is_empty() && s.iter().all(u8::is_ascii_digit);
+    (host > 0 && digits(&ids[..pid]) && digits(&ids[pid + 1..])).then_some(host)
+}
+
+/// `P2P/CUMEM/read` → (`P2P`, `CUMEM/read`).
+fn split_slash(text: &str) -> (&str, &str) {
+    match position(text.as_bytes(), b'/') {
+        Some(i) => (&text[..i], &text[i + 1..]),
+        None => (text, ""),
+    }
+}
+
 /// The path after `via ` in a channel line (`Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read`,
-/// old `Ring 00 : 7 -> 8 [send] via NET/IB/0/GDRDMA`).
+/// old `Ring 00 : 7 -> 8 [send] via NET/IB/0/GDRDMA`): searched from the end, where it is.
 fn via_path(text: &str) -> Option<&str> {
-    let (head, path) = text.split_once(" via ")?;
-    head.contains("->").then(|| path.trim())
+    let bytes = text.as_bytes();
+    let mut end = bytes.len();
+    while let Some(v) = bytes[..end].iter().rposition(|&c| c == b'v') {
+        if v > 0 && bytes[v - 1] == b' ' && bytes.get(v..v + 4) == Some(b"via ") {
+            return Some(text[v + "via ".len()..].trim_ascii());
+        }
+        end = v;
+    }
+    None
+}
+
+/// The first `byte` in a short slice (a plain loop beats a SIMD call on a few bytes).
+fn position(bytes: &[u8], byte: u8) -> Option<usize> {
+    bytes.iter().position(|&b| b == byte)
 }
 
 #[cfg(test)]
