@@ -260,8 +260,12 @@ impl Figure {
 pub enum FigureName {
     /// XID records in the kernel log at run time, per GPU and XID (`driver.xid_events`).
     XidEvents,
-    /// Peak NCCL bus bandwidth over the large message sizes of a run (`nccl` layer).
+    /// Peak NCCL bus bandwidth of a run's sweep (`nccl` layer), whatever its sizes.
     NcclBusbwPeakBytesPerSecond,
+    /// The message size the peak bus bandwidth was reached at (`nccl` layer).
+    NcclBusbwPeakSizeBytes,
+    /// The sweep's average bus bandwidth, as nccl-tests prints it (`nccl` layer).
+    NcclBusbwAverageBytesPerSecond,
     /// Signalling rate of an RDMA port (`rdma` layer), as `/sys/class/infiniband/*/ports/*/rate`
     /// gives it, in bytes per second (400 Gb/s = 5e10).
     RdmaPortRateBytesPerSecond,
@@ -271,9 +275,11 @@ pub enum FigureName {
 }
 
 impl FigureName {
-    pub const ALL: [FigureName; 4] = [
+    pub const ALL: [FigureName; 6] = [
         FigureName::XidEvents,
         FigureName::NcclBusbwPeakBytesPerSecond,
+        FigureName::NcclBusbwPeakSizeBytes,
+        FigureName::NcclBusbwAverageBytesPerSecond,
         FigureName::RdmaPortRateBytesPerSecond,
         FigureName::NvmlProbeSeconds,
     ];
@@ -283,6 +289,8 @@ impl FigureName {
         match self {
             FigureName::XidEvents => "xid_events",
             FigureName::NcclBusbwPeakBytesPerSecond => "nccl_busbw_peak_bytes_per_second",
+            FigureName::NcclBusbwPeakSizeBytes => "nccl_busbw_peak_size_bytes",
+            FigureName::NcclBusbwAverageBytesPerSecond => "nccl_busbw_average_bytes_per_second",
             FigureName::RdmaPortRateBytesPerSecond => "rdma_port_rate_bytes_per_second",
             FigureName::NvmlProbeSeconds => "nvml_probe_seconds",
         }
@@ -295,7 +303,13 @@ impl FigureName {
                 "XID records in the kernel log when gpudoctor ran, by GPU bus id, XID number and catalogue severity."
             }
             FigureName::NcclBusbwPeakBytesPerSecond => {
-                "Peak NCCL bus bandwidth over the large message sizes of the last nccl-tests run, in bytes per second."
+                "Peak NCCL bus bandwidth of the last nccl-tests sweep, over all its message sizes, in bytes per second."
+            }
+            FigureName::NcclBusbwPeakSizeBytes => {
+                "Message size at which the last nccl-tests sweep reached its peak bus bandwidth, in bytes."
+            }
+            FigureName::NcclBusbwAverageBytesPerSecond => {
+                "Average bus bandwidth of the last nccl-tests sweep over all its sizes (nccl-tests' Avg bus bandwidth), in bytes per second."
             }
             FigureName::RdmaPortRateBytesPerSecond => {
                 "Signalling rate of an RDMA port as the kernel reports it, in bytes per second."
@@ -312,7 +326,9 @@ impl FigureName {
     pub fn labels(self) -> &'static [&'static str] {
         match self {
             FigureName::XidEvents => &["gpu", "xid", "severity"],
-            FigureName::NcclBusbwPeakBytesPerSecond => &["test", "nodes", "ranks"],
+            FigureName::NcclBusbwPeakBytesPerSecond
+            | FigureName::NcclBusbwPeakSizeBytes
+            | FigureName::NcclBusbwAverageBytesPerSecond => &["test", "nodes", "ranks"],
             FigureName::RdmaPortRateBytesPerSecond => &["device", "port", "link_layer"],
             FigureName::NvmlProbeSeconds => &["gpu", "index"],
         }

@@ -1,0 +1,95 @@
+//! `nccl.wrong_results`: do the collectives return correct data? Every row's `#wrong` count, the
+//! old `error` column against nccl-tests' own tolerance for the type, and every table's `Out of
+//! bounds values` footer (reference/nccl.md §3, §4, §13).
+
+use super::{each_run, naming_nodes, not_tests_log, quote, row_evidence};
+use crate::checks::{Context, Outcome};
+use crate::facts::nccl::{Measure, Row, Wrong, deviation_tolerance, format_size};
+use crate::report::{Action, Evidence};
+
+pub(super) fn wrong_results(ctx: &Context<'_>) -> Outcome {
+    each_run(ctx, |_, run| {
+        if let Some(skip) = not_tests_log(run) {
+            return skip;
+        }
+        let log = &run.log;
+        let footers: Vec<&(u64, crate::facts::nccl::Quoted)> = log
+            .tables
+            .iter()
+            .filter_map(|t| t.out_of_bounds.as_ref())
+            .collect();
+        if log.rows.is_empty() && footers.is_empty() {
+            return Outcome::skip("no result rows to check");
+        }
+        let wrong: Vec<&Row> = log.wrong_rows().collect();
+        let oob = footers.iter().copied().find(|(n, _)| *n > 0);
+        if wrong.is_empty() && oob.is_none() {
+            let checked = log
+                .rows
+                .iter()
+                .filter(|r| r.measures().any(Measure::checked))
+                .count();
+            if checked == 0 && footers.is_empty() {
+                return Outcome::skip("results were not checked (-c 0): #wrong is N/A");
+            }
+            return Outcome::pass(format!(
+                "no wrong values in {} result row(s)",
+                log.rows.len()
+            ));
+        }
+        let sizes: Vec<String> = wrong
+            .iter()
+            .take(6)
+            .map(|r| format!("{} ({})", format_size(r.size), what_was_wrong(r)))
+            .collect();
+        let summary = if wrong.is_empty() {
+            format!(
+                "out of bounds values: {} failed check(s): data corruption",
+                oob.map_or(0, |(n, _)| *n)
+            )
+        } else {
+            format!(
+                "wrong results at {} size(s): {}{}: data corruption on the gpu, nvlink or pcie path",
+                wrong.len(),
+                sizes.join(", "),
+                if wrong.len() > 6 { ", ..." } else { "" }
+            )
+        };
+        let mut evidence: Vec<Evidence> = wrong
+            .iter()
+            .take(3)
+            .map(|r| row_evidence(run, r).expected("#wrong 0"))
+            .collect();
+        if let Some((_, q)) = oob.or(footers.first().copied()) {
+            evidence.push(quote(run, q).expected("Out of bounds values : 0 OK"));
+        }
+        let outcome = Outcome::fail(summary)
+            .evidence_all(evidence)
+            .hint("take the node out of service: check `gpudoctor check --only driver,nvlink` (XIDs, NVLink errors) and ACS on the pcie switches; run `dcgmi diag -r 3`; a gpu that corrupts again goes to hardware inspection")
+            .action(Action::HardwareInspection);
+        // Which node corrupted is for the operator to find; which nodes to look at is not.
+        naming_nodes(outcome, run)
+    })
+}
+
+/// `24 element(s)`, or for the old `error` column `max error 1e+00 over the 1e-05 float
+/// tolerance`.
+fn what_was_wrong(row: &Row) -> String {
+    let deviation = row
+        .measures()
+        .filter_map(|m| match m.wrong {
+            Wrong::Deviation(d) => Some(d.abs()),
+            _ => None,
+        })
+        .fold(None, |max: Option<f64>, d| {
+            Some(max.map_or(d, |m| m.max(d)))
+        });
+    match deviation {
+        Some(d) => format!(
+            "max error {d:.0e} over the {:.0e} {} tolerance",
+            deviation_tolerance(&row.dtype),
+            row.dtype
+        ),
+        None => format!("{} element(s)", row.wrong_count()),
+    }
+}
