@@ -226,12 +226,40 @@ fn sweep_figures(run: &NcclRun) -> Vec<Figure> {
 /// one).
 fn sweep_numbers(sweep: &Sweep) -> String {
     let peak = match sweep.peak() {
-        Some(p) => format!("peak busbw {:.1} GB/s at {}", p.busbw, format_size(p.size)),
+        Some(p) => format!(
+            "peak busbw {} GB/s at {}",
+            gbps(p.busbw),
+            format_size(p.size)
+        ),
         None => "no busbw".to_string(),
     };
     match sweep.average {
-        Some(avg) => format!("{peak}, sweep average {avg:.1} GB/s"),
+        Some(avg) => format!("{peak}, sweep average {} GB/s", gbps(avg)),
         None => peak,
+    }
+}
+
+/// GB/s as a summary shows them: one decimal, two below 10 (3.15 and 3.12 differ).
+fn gbps(x: f64) -> String {
+    if x < 10.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// `16 rank(s) on 2 node(s)`; an excerpt that lists fewer device lines than its highest rank
+/// says how many nodes it shows, not how many ran.
+fn shape(log: &crate::facts::nccl::NcclLog) -> String {
+    let nodes = log.nodes().max(1);
+    if !log.devices.is_empty() && log.devices.len() < log.ranks() {
+        format!(
+            "{} rank(s), {} of them listed, on {nodes} node(s) or more",
+            log.ranks(),
+            log.devices.len()
+        )
+    } else {
+        format!("{} rank(s) on {nodes} node(s)", label_count(log.ranks()))
     }
 }
 
@@ -282,25 +310,21 @@ fn bandwidth_verdict(ctx: &Context<'_>, run: &NcclRun) -> Outcome {
     // The sweep's own peak below 1 GiB, when higher: said, not judged.
     let earlier = match sweep.peak() {
         Some(p) if p.busbw > busbw => format!(
-            " (sweep peak {:.1} GB/s at {})",
-            p.busbw,
+            " (sweep peak {} GB/s at {})",
+            gbps(p.busbw),
             format_size(p.size)
         ),
         _ => String::new(),
     };
     let average = sweep
         .average
-        .map(|a| format!(", sweep average {a:.1} GB/s"))
+        .map(|a| format!(", sweep average {} GB/s", gbps(a)))
         .unwrap_or_default();
     let collective = table_collective(run, table);
-    let nodes = log.nodes().max(1);
-    let shape = format!(
-        "{} rank(s) on {nodes} node(s){average}",
-        label_count(log.ranks())
-    );
+    let shape = format!("{}{average}", shape(log));
     let mut evidence = vec![row_evidence(run, peak)];
     evidence.extend(avg);
-    let head = format!("peak busbw {busbw:.1} GB/s at {at}{earlier}");
+    let head = format!("peak busbw {} GB/s at {at}{earlier}", gbps(busbw));
     let Some(profile) = judging_profile(ctx, run) else {
         return Outcome::pass(format!(
             "{head} ({shape}); no platform profile to compare with"
@@ -369,17 +393,17 @@ pub(super) fn bandwidth_collapse(ctx: &Context<'_>) -> Outcome {
             return Outcome::skip("one rank: busbw is 0 by definition (nccl.md §4)");
         }
         let mut judged: Vec<(usize, Sweep)> = Vec::new();
-        let mut fewest = usize::MAX;
+        let mut fewest = 0;
         for table in tables_with_rows(run) {
             let sweep = Sweep::of(log, table);
-            fewest = fewest.min(sweep.points.len());
+            fewest = fewest.max(sweep.points.len());
             if sweep.points.len() > COLLAPSE_MIN_SIZES {
                 judged.push((table, sweep));
             }
         }
         if judged.is_empty() {
             return Outcome::skip(format!(
-                "{} size(s) in the sweep: too few to see a collapse (needs {} or more)",
+                "{} size(s) in the longest sweep: too few to see a collapse (needs {} or more)",
                 fewest,
                 COLLAPSE_MIN_SIZES + 1
             ));
@@ -400,11 +424,11 @@ pub(super) fn bandwidth_collapse(ctx: &Context<'_>) -> Outcome {
                 "all".to_string()
             };
             return Outcome::pass(format!(
-                "{}: at the largest size ({}) busbw {:.1} GB/s, {share} of the sweep's peak {:.1} GB/s at {}",
+                "{}: at the largest size ({}) busbw {} GB/s, {share} of the sweep's peak {} GB/s at {}",
                 name(run, *table),
                 format_size(last.size),
-                last.busbw,
-                peak.busbw,
+                gbps(last.busbw),
+                gbps(peak.busbw),
                 format_size(peak.size)
             ));
         };
@@ -415,7 +439,7 @@ pub(super) fn bandwidth_collapse(ctx: &Context<'_>) -> Outcome {
                 None => row_evidence(run, r),
             })
         };
-        let expected = Some(format!("≥ {half:.1} GB/s (half the sweep's peak)"));
+        let expected = Some(format!("≥ {} GB/s (half the sweep's peak)", gbps(half)));
         let mut evidence: Vec<Evidence> = Vec::new();
         evidence.extend(point(c.peak, None));
         evidence.extend(point(c.from, expected.clone()));
@@ -423,11 +447,11 @@ pub(super) fn bandwidth_collapse(ctx: &Context<'_>) -> Outcome {
             evidence.extend(point(c.to, expected));
         }
         let outcome = Outcome::fail(format!(
-            "{}: busbw collapses after its peak: {:.1} GB/s at {}, then at most {:.1} GB/s from {} to {} ({} size(s) under half the peak)",
+            "{}: busbw collapses after its peak: {} GB/s at {}, then at most {} GB/s from {} to {} ({} size(s) under half the peak)",
             name(run, table),
-            c.peak.busbw,
+            gbps(c.peak.busbw),
             format_size(c.peak.size),
-            c.best_after,
+            gbps(c.best_after),
             format_size(c.from.size),
             format_size(c.to.size),
             c.sizes

@@ -198,7 +198,10 @@ fn completed_verdict(run: &NcclRun) -> Outcome {
     let collective = if tests.len() > 1 {
         format!("{} tests ({})", tests.len(), tests.join(", "))
     } else {
-        collective_name(run)
+        match collective_name(run).as_str() {
+            "unknown" => "the test (its collective not named)".to_string(),
+            name => name.to_string(),
+        }
     };
     let mut evidence = Vec::new();
     if let Some(m) = meta {

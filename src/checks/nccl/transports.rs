@@ -360,11 +360,18 @@ pub(super) fn nvls(ctx: &Context<'_>) -> Outcome {
                 "not an nccl-tests log: nvls is judged on an all_reduce benchmark, an application's collectives are unknown",
             );
         }
-        if collective_name(run) != "all_reduce" {
-            return Outcome::skip(format!(
-                "nvls is judged on all_reduce runs, this is {}",
-                collective_name(run)
-            ));
+        match collective_name(run).as_str() {
+            "all_reduce" => {}
+            "unknown" => {
+                return Outcome::skip(
+                    "nvls is judged on all_reduce runs; this log does not say which collective it ran",
+                );
+            }
+            other => {
+                return Outcome::skip(format!(
+                    "nvls is judged on all_reduce runs, this is {other}"
+                ));
+            }
         }
         if let Some(o) = needs_info(log) {
             return o;

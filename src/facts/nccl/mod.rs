@@ -237,7 +237,7 @@ impl NcclLogParser {
         splitter.finish(&mut |line, cut| self.feed_raw_line(line, cut));
         if let Some(pending) = self.pending.take() {
             // A row's head whose timings never came.
-            self.unreadable(&pending.text);
+            self.fragment(&pending.text);
         }
         self.finish_transports();
         self.log.tail = self

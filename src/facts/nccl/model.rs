@@ -300,6 +300,9 @@ pub struct NcclLog {
     pub unreadable_example: Option<Quoted>,
     /// Of those, lines cut because they were too long.
     pub overlong_lines: u64,
+    /// Of those, pieces of result rows that could not be put together (the head of a row without
+    /// its timings, timings without a head): nccl-tests output cut short or interleaved.
+    pub row_fragments: u64,
     /// Lines of no known shape (other programs' output).
     pub other_lines: u64,
     /// `# nccl-tests version V nccl-headers=H nccl-library=L`.
@@ -424,6 +427,7 @@ impl NcclLog {
             || !self.tables.is_empty()
             || self.has_footer()
             || self.failure_count > 0
+            || self.row_fragments > 0
             || self.invalid_gpus.is_some();
         if tests {
             return LogKind::NcclTests;

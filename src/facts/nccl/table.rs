@@ -305,7 +305,7 @@ impl NcclLogParser {
             && tokens[2].starts_with(|c: char| c.is_ascii_alphabetic());
         if head {
             if let Some(abandoned) = self.pending.take() {
-                self.unreadable(&abandoned.text);
+                self.fragment(&abandoned.text);
             }
             match self.row(&tokens, text) {
                 Ok(Some(row)) => self.push_row(row),
@@ -327,14 +327,14 @@ impl NcclLogParser {
         }
         let Some(mut pending) = self.pending.take() else {
             // A piece of a row whose head this log does not have.
-            self.unreadable(text);
+            self.fragment(text);
             return;
         };
         for b in 0..blocks {
             match self.measure(&tokens[b * block_len..(b + 1) * block_len]) {
                 Some(m) => pending.blocks.push(m),
                 None => {
-                    self.unreadable(&pending.text);
+                    self.fragment(&pending.text);
                     return;
                 }
             }
@@ -346,8 +346,14 @@ impl NcclLogParser {
         let lead: Vec<&str> = pending.lead.iter().map(String::as_str).collect();
         match self.assemble(&lead, &pending.blocks, pending.line, &pending.text) {
             Some(row) => self.push_row(row),
-            None => self.unreadable(&pending.text),
+            None => self.fragment(&pending.text),
         }
+    }
+
+    /// A piece of a row that could not be completed: unreadable, and a sign of nccl-tests output.
+    pub(super) fn fragment(&mut self, text: &str) {
+        self.log.row_fragments += 1;
+        self.unreadable(text);
     }
 
     fn block_len(&self) -> usize {
@@ -357,7 +363,8 @@ impl NcclLogParser {
             .max(1)
     }
 
-    fn push_row(&mut self, row: Row) {
+    fn push_row(&mut self, mut row: Row) {
+        row.table = self.table();
         self.section_output();
         if self.log.rows.len() < MAX_ROWS {
             if let Some(t) = self.log.tables.get_mut(row.table) {
