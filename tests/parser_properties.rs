@@ -882,6 +882,7 @@ fn nccl_logs_never_panic_and_chunking_changes_nothing() {
         }
     }
     assert!(!samples.is_empty(), "no fixture has .gpudoctor/nccl/*.log");
+    samples.extend(real_nccl_logs());
     property(
         "nccl log",
         move || {
@@ -912,6 +913,93 @@ fn nccl_logs_never_panic_and_chunking_changes_nothing() {
             let log = parser.finish();
             assert!(log.lines as usize <= bytes.iter().filter(|b| **b == b'\n').count() + 1);
         },
+    );
+}
+
+/// The real logs kept under tests/data/nccl/real (their README names the sources).
+fn real_nccl_logs() -> Vec<String> {
+    let dir = repo().join("tests/data/nccl/real");
+    let mut logs: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    logs.sort();
+    assert!(logs.len() >= 10, "expected the real NCCL logs");
+    logs
+}
+
+/// Launcher decorations (issue 15): what Slurm, Open MPI, SkyPilot, Ray, kubectl, pdsh, MPICH
+/// and terminals put in front of a line (`i` is the line's index).
+const DECORATIONS: [fn(usize) -> String; 11] = [
+    |i| format!("{:>2}: ", i % 16),
+    |i| format!("[1,{}]<stdout>:", i % 24),
+    |i| format!("    [1,{}]<stderr>: ", i % 3),
+    |_| "(head, rank=0, pid=3808) ".to_string(),
+    |i| format!("(worker{i}, rank={i}, pid=2769, ip=10.100.10.12) "),
+    |_| "2025-03-04T09:13:02.123456789Z ".to_string(),
+    |_| "[pod/nccl-test-launcher-x7k2p/launcher] ".to_string(),
+    |_| "gpu-node-07: ".to_string(),
+    |i| format!("[{}] ", i % 8),
+    |_| "\u{1b}[36m(RayWorkerWrapper pid=4009)\u{1b}[0m ".to_string(),
+    |i| format!("[rank{}]:", i % 8),
+];
+
+/// A real log with up to two decorations in front of each line (`choices` picks them) parses to
+/// the same facts as the log itself: the same rows, failures, timeouts, transports, hosts and
+/// quotes (quotes are of the content); only the byte count differs.
+fn decorated_lines_parse_the_same(input: &(String, Vec<(u8, u8)>)) {
+    let (text, choices) = input;
+    if choices.is_empty() {
+        return;
+    }
+    let decorated: String = text
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let (a, b) = choices[i % choices.len()];
+            let pick = |c: u8| -> String {
+                match DECORATIONS.get(usize::from(c)) {
+                    Some(make) => make(i),
+                    None => String::new(),
+                }
+            };
+            format!("{}{}{line}\n", pick(a), pick(b))
+        })
+        .collect();
+    let mut plain = nccl::parse_log(text);
+    let mut with = nccl::parse_log(&decorated);
+    plain.bytes = 0;
+    with.bytes = 0;
+    if with != plain {
+        // The differing facts, not two screens of them.
+        let (a, b) = (format!("{with:#?}"), format!("{plain:#?}"));
+        let diff: Vec<String> = a
+            .lines()
+            .zip(b.lines())
+            .filter(|(x, y)| x != y)
+            .take(6)
+            .map(|(x, y)| format!("decorated: {x}\n    plain: {y}"))
+            .collect();
+        panic!("{}\n\ndecorated log:\n{decorated}", diff.join("\n"));
+    }
+}
+
+#[test]
+fn nccl_real_lines_read_the_same_behind_any_launcher_prefix() {
+    let logs = real_nccl_logs();
+    // Indexes past DECORATIONS mean "none", so lines mix decorated and plain.
+    let choice = 0u8..(DECORATIONS.len() as u8 + 4);
+    property(
+        "nccl decorated real logs",
+        move || {
+            (
+                prop::sample::select(logs),
+                prop::collection::vec((choice.clone(), choice), 0..64),
+            )
+        },
+        decorated_lines_parse_the_same,
     );
 }
 

@@ -68,7 +68,7 @@ fn bracket(s: &str) -> Option<&str> {
     {
         return Some(after.strip_prefix(':').unwrap_or(after));
     }
-    if inside.starts_with("pod/") && after.starts_with(' ') {
+    if inside.starts_with("pod/") && (after.is_empty() || after.starts_with(' ')) {
         return Some(after);
     }
     ansi_remnant(s)
@@ -105,7 +105,7 @@ fn slurm_label(s: &str) -> Option<&str> {
 /// `kubectl logs --timestamps` writes it).
 fn timestamp(s: &str) -> Option<&str> {
     let b = s.as_bytes();
-    let shape = b.len() > 20
+    let shape = b.len() >= 20
         && b[..4].iter().all(u8::is_ascii_digit)
         && b[4] == b'-'
         && b[7] == b'-'
@@ -115,7 +115,8 @@ fn timestamp(s: &str) -> Option<&str> {
     if !shape {
         return None;
     }
-    let end = s.find(' ')?;
+    // The stamp ends at a space, or with the line (an empty line behind its stamp).
+    let end = s.find(' ').unwrap_or(s.len());
     let zone = s.get(19..end)?;
     let zone_ok = zone.ends_with('Z') || zone.contains('+') || zone.rfind('-').is_some();
     zone_ok.then(|| &s[end..])
@@ -132,7 +133,12 @@ fn host_label(s: &str) -> Option<&str> {
     if len == 0 || len > 64 {
         return None;
     }
-    let after = s[len..].strip_prefix(": ")?;
+    let rest = &s[len..];
+    if rest == ":" {
+        // An empty line behind its label.
+        return Some("");
+    }
+    let after = rest.strip_prefix(": ")?;
     if after.trim_start().starts_with("Test ") {
         return None;
     }
@@ -165,6 +171,9 @@ mod tests {
             assert_eq!(strip(&decorated), content, "{decorated}");
         }
         assert_eq!(strip(" 0:"), "");
+        assert_eq!(strip("gpu-node-07:"), "");
+        assert_eq!(strip("2025-03-04T09:13:02Z"), "");
+        assert_eq!(strip("[pod/nccl-launcher-x/launcher]"), "");
     }
 
     #[test]
