@@ -86,10 +86,26 @@ fn what_was_wrong(row: &Row) -> String {
         });
     match deviation {
         Some(d) => format!(
-            "max error {d:.0e} over the {:.0e} {} tolerance",
-            deviation_tolerance(&row.dtype),
+            "max error {} over the {} {} tolerance",
+            printf_e(d),
+            printf_e(deviation_tolerance(&row.dtype)),
             row.dtype
         ),
         None => format!("{} element(s)", row.wrong_count()),
+    }
+}
+
+/// A number as nccl-tests prints its error column (C's `%.0e`): `1e+00`, `5e-07`.
+fn printf_e(x: f64) -> String {
+    let text = format!("{x:.0e}");
+    match text.split_once('e') {
+        Some((mantissa, exp)) => {
+            let (sign, digits) = match exp.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', exp),
+            };
+            format!("{mantissa}e{sign}{digits:0>2}")
+        }
+        None => text,
     }
 }

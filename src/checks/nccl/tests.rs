@@ -388,3 +388,159 @@ fn not_requested_skips_saying_how() {
             .all(|c| c.summary.contains("--nccl-log"))
     );
 }
+
+fn figures(report: &Report, code: &str) -> Vec<(FigureName, f64)> {
+    check(report, code)
+        .figures
+        .iter()
+        .map(|f| (f.name, f.value))
+        .collect()
+}
+
+/// Issue 15: a sweep too small to judge says so and still gives its numbers, as figures too.
+#[test]
+fn a_sweep_too_small_to_judge_still_reports_its_figures() {
+    let log = format!(
+        "{HEADER}{}{}{}{FOOTER}",
+        row(1 << 20, 10.0, 0),
+        row(64 << 20, 200.0, 0),
+        row(256 << 20, 250.0, 0)
+    );
+    let report = judge(&log, Some("hgx-h100"));
+    let (s, summary) = status(&report, "nccl.bus_bandwidth");
+    assert_eq!(s, Status::Skip);
+    assert!(
+        summary.starts_with("peak busbw 250.0 GB/s at 256 MiB, sweep average 300.1 GB/s; largest size 256 MiB: too small to judge"),
+        "{summary}"
+    );
+    let got = figures(&report, "nccl.bus_bandwidth");
+    assert_eq!(
+        got,
+        vec![
+            (FigureName::NcclBusbwPeakBytesPerSecond, 250.0e9),
+            (FigureName::NcclBusbwPeakSizeBytes, f64::from(256u32 << 20)),
+            (FigureName::NcclBusbwAverageBytesPerSecond, 300.1e9),
+        ]
+    );
+}
+
+#[test]
+fn a_collapsing_sweep_fails_naming_the_sizes_and_a_dip_does_not() {
+    let sweep = |tail: &[(u64, f64)]| {
+        let rows: String = tail.iter().map(|(s, b)| row(*s, *b, 0)).collect();
+        judge(&format!("{HEADER}{rows}{FOOTER}"), None)
+    };
+    let report = sweep(&[
+        (16 << 20, 24.1),
+        (32 << 20, 29.5),
+        (64 << 20, 5.27),
+        (128 << 20, 5.30),
+        (256 << 20, 4.23),
+    ]);
+    let (s, summary) = status(&report, "nccl.bandwidth_collapse");
+    assert_eq!(s, Status::Fail);
+    assert_eq!(
+        summary,
+        "all_reduce: busbw collapses after its peak: 29.5 GB/s at 32 MiB, then at most 5.30 GB/s from 64 MiB to 256 MiB (3 size(s) under half the peak)"
+    );
+    assert_eq!(
+        check(&report, "nccl.bandwidth_collapse").action,
+        Action::HardwareInspection
+    );
+    // A dip that recovers (aws/aws-ofi-nccl#65's shape) and a plateau after the peak pass.
+    for shape in [
+        vec![
+            (32 << 20, 32.6),
+            (64 << 20, 19.1),
+            (128 << 20, 30.7),
+            (256 << 20, 42.6),
+        ],
+        vec![(256 << 20, 167.9), (1 << 30, 149.9), (8 << 30, 155.6)],
+    ] {
+        let (s, summary) = status(&sweep(&shape), "nccl.bandwidth_collapse");
+        assert_eq!(s, Status::Pass, "{summary}");
+    }
+}
+
+/// Issue 15: any NCCL application's log through the same `--nccl-log`.
+#[test]
+fn an_applications_log_fails_on_its_watchdog_timeout_and_skips_table_checks() {
+    let log = "\
+hgx-h100-01:41234:41262 [0] NCCL INFO Using network IB
+hgx-h100-01:41234:41262 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read
+[rank3]:[E1119 13:21:12.512781555 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800000 milliseconds before timing out.
+";
+    let report = judge(log, Some("hgx-h100"));
+    let (s, summary) = status(&report, "nccl.test_errors");
+    assert_eq!(s, Status::Fail);
+    assert!(
+        summary.starts_with("collective operation timeout on rank 3: broadcast ran 1800000 ms against its 1800000 ms timeout"),
+        "{summary}"
+    );
+    assert!(evidence_text(&report, "nccl.test_errors").contains("Watchdog caught"));
+    for code in [
+        "nccl.run_completed",
+        "nccl.wrong_results",
+        "nccl.bus_bandwidth",
+        "nccl.bandwidth_collapse",
+    ] {
+        let (s, summary) = status(&report, code);
+        assert_eq!(s, Status::Skip, "{code}");
+        assert!(
+            summary.contains("not an nccl-tests log"),
+            "{code}: {summary}"
+        );
+    }
+    // Its transports are judged like nccl-tests'.
+    assert_eq!(status(&report, "nccl.p2p_transport").0, Status::Pass);
+    // An NCCL error string in an exception, and an advice WARN that is no failure.
+    let log = "\
+node:1:1 [0] graph/search.cc:1135 NCCL WARN Could not find a path for pattern 4, falling back to simple order
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
+";
+    let (s, summary) = status(&judge(log, None), "nccl.test_errors");
+    assert_eq!(s, Status::Fail);
+    assert!(
+        summary.starts_with("nccl error in the application: 'unhandled system error'"),
+        "{summary}"
+    );
+    let advice = "node:1:1 [0] graph/search.cc:1135 NCCL WARN Could not find a path for pattern 4, falling back to simple order\n";
+    assert_eq!(
+        status(&judge(advice, None), "nccl.test_errors").0,
+        Status::Pass
+    );
+}
+
+/// An excerpt that has the footer but not the start of the run is never healthy.
+#[test]
+fn a_footer_without_the_start_of_the_run_is_inconclusive() {
+    let tail = HEADER.lines().last().unwrap();
+    let log = format!("{tail}\n{}{FOOTER}", row(8 << 30, 482.4, 0));
+    let (s, summary) = status(&judge(&log, Some("hgx-h100")), "nccl.run_completed");
+    assert_eq!(s, Status::Error);
+    assert!(summary.starts_with("an excerpt:"), "{summary}");
+}
+
+/// The old `error` column: a deviation past nccl-tests' tolerance for the type is wrong data,
+/// one within it (`5e-07` on floats) is rounding.
+#[test]
+fn the_old_error_column_is_judged_by_the_types_tolerance() {
+    let old = "\
+# nThread 1 nGpus 8 minBytes 1073741824 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+  1073741824     268435456     float     sum   4012.3  267.61  468.32  5e-07   4005.1  268.09  469.16  5e-07
+  8589934592    2147483648     float     sum  31161.0  275.66  482.41  1e+00  31150.2  275.76  482.58  0e+00
+ Out of bounds values : 1 FAILED
+ Avg bus bandwidth    : 475.617 
+";
+    let report = judge(old, None);
+    let (s, summary) = status(&report, "nccl.wrong_results");
+    assert_eq!(s, Status::Fail);
+    assert!(
+        summary.contains("8 GiB (max error 1e+00 over the 1e-05 float tolerance)")
+            && !summary.contains("1 GiB"),
+        "{summary}"
+    );
+    // Its footer without `#` is read: the run is complete, not "killed, hung or crashed".
+    assert_eq!(status(&report, "nccl.run_completed").0, Status::Pass);
+}
