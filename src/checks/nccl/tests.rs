@@ -544,3 +544,41 @@ fn the_old_error_column_is_judged_by_the_types_tolerance() {
     // Its footer without `#` is read: the run is complete, not "killed, hung or crashed".
     assert_eq!(status(&report, "nccl.run_completed").0, Status::Pass);
 }
+
+#[test]
+fn several_tests_in_one_log_are_judged_each() {
+    let test = |name: &str, redop: &str, busbw: f64| {
+        let alg = busbw / 1.75;
+        let time = (8u64 << 30) as f64 / alg / 1e3;
+        format!(
+            "# Collective test starting: {name}\n{}  8589934592    2147483648     float   {redop:>5}      -1  {time:7.1}  {alg:.2}  {busbw:.2}       0  {time:7.1}  {alg:.2}  {busbw:.2}       0\n{FOOTER}# Collective test concluded: {name}\n",
+            HEADER.replace(
+                "hgx-h100-01:41234:41262 [0] NCCL INFO Using network IB\n",
+                ""
+            )
+        )
+    };
+    let log = test("all_gather_perf", "none", 320.0) + &test("all_reduce_perf", "sum", 482.4);
+    let report = judge(&log, Some("hgx-h100"));
+    let (s, summary) = status(&report, "nccl.run_completed");
+    assert_eq!(s, Status::Pass, "{summary}");
+    assert!(
+        summary.starts_with("2 tests (all_gather, all_reduce) ran to their footers"),
+        "{summary}"
+    );
+    // The all_reduce table is the one judged against the profile.
+    let (s, summary) = status(&report, "nccl.bus_bandwidth");
+    assert_eq!(s, Status::Pass, "{summary}");
+    assert!(
+        summary.starts_with("peak busbw 482.4 GB/s at 8 GiB"),
+        "{summary}"
+    );
+    // Figures for each collective.
+    let tests: Vec<String> = check(&report, "nccl.bus_bandwidth")
+        .figures
+        .iter()
+        .filter(|f| f.name == FigureName::NcclBusbwPeakBytesPerSecond)
+        .map(|f| f.labels["test"].clone())
+        .collect();
+    assert_eq!(tests, vec!["all_gather", "all_reduce"]);
+}

@@ -700,6 +700,38 @@ Invalid number of GPUs: 8 requested but only 4 were found.
         assert_eq!(log.tail.len(), 3);
     }
 
+    /// A script that runs two tests into one log: two tables, each with its name and footer;
+    /// not per-process headers.
+    #[test]
+    fn sequential_tests_make_tables() {
+        let test = |name: &str, redop: &str| {
+            format!(
+                "# Collective test starting: {name}
+# nThread 1 nGpus 8 minBytes 1073741824 maxBytes 1073741824 step: 2(factor) warmup iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0
+#  Rank  0 Group  0 Pid  41234 on hgx-h100-01 device  0 [0000:18:00] NVIDIA H100 80GB HBM3
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+  1073741824     268435456     float   {redop:>5}      -1   4012.3  267.61  468.32       0   4005.1  268.09  469.16       0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 468.74
+#
+# Collective test concluded: {name}
+"
+            )
+        };
+        let log = parse_log(&(test("all_reduce_perf", "sum") + &test("all_gather_perf", "none")));
+        assert_eq!(log.tables.len(), 2);
+        assert_eq!(log.per_process_headers, 0);
+        assert_eq!(log.header_blocks, 2);
+        assert_eq!(log.tables[1].collective.as_deref(), Some("all_gather_perf"));
+        assert!(log.tables.iter().all(|t| t.rows == 1 && t.has_footer()));
+        assert_eq!(log.rows[1].table, 1);
+        // The devices of the first test only.
+        assert_eq!(log.devices.len(), 1);
+        // Headers before any result: several processes, each its own test.
+        let header = "# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 1 iters: 20 validation: 1\n";
+        assert_eq!(parse_log(&header.repeat(2)).per_process_headers, 1);
+    }
+
     #[test]
     fn repeated_headers_count_blocks() {
         let one = "# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0\nNCCL version 2.19.3+cuda12.3\n";
