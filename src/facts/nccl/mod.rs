@@ -732,6 +732,25 @@ Invalid number of GPUs: 8 requested but only 4 were found.
         assert_eq!(parse_log(&header.repeat(2)).per_process_headers, 1);
     }
 
+    /// Issue 13: a line with a control character is read without it, not dropped — colour
+    /// codes around a Ray prefix, a BEL, CRLF line ends, a progress bar redrawn with `\r`.
+    #[test]
+    fn lines_with_control_characters_are_read() {
+        let mut parser = NcclLogParser::new();
+        parser.feed_bytes(
+            b"\x1b[36m(RayWorkerWrapper pid=4009)\x1b[0m node-a:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\r\n\
+node-a:1:1 [0] NCCL INFO Using network IB\x07\r\n\
+Epoch 0:  6%|##  | 32040/500150\r[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800002 milliseconds before timing out.\n",
+        );
+        let log = parser.finish();
+        assert_eq!(log.unreadable_lines, 0);
+        assert_eq!(log.info_lines, 2);
+        assert_eq!(log.transports.p2p.channels, 1);
+        assert_eq!(log.transports.network.as_ref().unwrap().0, "IB");
+        assert_eq!(log.timeouts[0].ran_ms, Some(1_800_002));
+        assert!(log.tail.iter().all(|q| !q.text.contains('\u{1b}')));
+    }
+
     #[test]
     fn repeated_headers_count_blocks() {
         let one = "# nThread 1 nGpus 1 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0\nNCCL version 2.19.3+cuda12.3\n";
