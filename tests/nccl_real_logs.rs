@@ -376,8 +376,11 @@ fn an_excerpt_is_never_called_healthy() {
     }
 }
 
+/// Puts a launcher's decoration in front of line `i`.
+type Decorate = fn(usize, &str) -> String;
+
 /// Launcher decorations in front of every line, as each launcher prints them (`i` the line).
-fn decorations() -> Vec<(&'static str, fn(usize, &str) -> String)> {
+fn decorations() -> Vec<(&'static str, Decorate)> {
     vec![
         ("slurm --label", |_, l| format!(" 0: {l}")),
         ("open mpi --tag-output, two-digit ranks", |i, l| {
