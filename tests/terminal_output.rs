@@ -25,8 +25,9 @@ fn shown(tag: &str) -> String {
     format!("{tag}\\x1b[31m\\x1b]0;pwned\\x07\\r\\u{{9b}}2J\\u{{202e}}")
 }
 
-/// What survives the NCCL parser today: it counts a line with a C0 control (other than tab and
-/// CR) as unreadable and never shows it; CR, C1 and bidi characters pass its filter.
+/// What survives the NCCL parser: it reads a line with controls in it (issue 13), dropping
+/// escape sequences and C0 controls but CR, tab and newline; CR, C1 and bidi characters reach the
+/// report, where the human formats must escape them.
 fn nccl_payload(tag: &str) -> String {
     format!("{tag}\r\u{9b}2J\u{202e}")
 }

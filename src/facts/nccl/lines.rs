@@ -8,9 +8,11 @@
 //!
 //! Control characters (issue 13): terminals and launchers leave them in logs — colour escapes
 //! (`ESC[36m` from Ray's worker prefixes), carriage returns of progress bars (tqdm redraws a line
-//! with `\r`), a stray BEL. A line holding them is still read: escape sequences and control
-//! characters are removed, and of a line redrawn with `\r` the last drawing is kept (what the
-//! terminal showed). Only a line that is not UTF-8 at all is unreadable.
+//! with `\r`), a stray BEL. A line holding them is still read: escape sequences (presentation
+//! only) and C0 controls are removed; a carriage return inside a line stays — it separates what
+//! was drawn over (the fields readers split on treat it as a space), and the human formats show it
+//! escaped (`render/sanitize.rs`), as they show C1 and bidi characters, which are left alone here.
+//! Only a line that is not UTF-8 at all is unreadable.
 
 use std::borrow::Cow;
 
@@ -126,17 +128,11 @@ fn has_control(bytes: &[u8]) -> bool {
     chunks.remainder().iter().any(|&b| b < 0x20 || b == 0x7f)
 }
 
-/// The line as a terminal shows it: after the last carriage return, without escape sequences
-/// (`ESC [ params final`, `ESC ] ... BEL|ESC \`, `ESC x`) and other control characters; a tab
-/// becomes a space.
+/// The line without escape sequences (`ESC [ params final`, `ESC ] ... BEL|ESC \`, `ESC x`) and
+/// ASCII control characters; a tab becomes a space; a carriage return stays.
 fn without_controls(text: &str) -> String {
-    let shown = match text.rfind('\r') {
-        // `\r` at the very end was stripped before; one inside means the line was redrawn.
-        Some(at) if !text[at + 1..].trim().is_empty() => &text[at + 1..],
-        _ => text,
-    };
-    let mut out = String::with_capacity(shown.len());
-    let mut chars = shown.chars().peekable();
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
             '\u{1b}' => match chars.next() {
@@ -163,7 +159,8 @@ fn without_controls(text: &str) -> String {
                 _ => {}
             },
             '\t' => out.push(' '),
-            c if c.is_control() => {}
+            '\r' => out.push('\r'),
+            c if c.is_ascii_control() => {}
             c => out.push(c),
         }
     }
@@ -219,11 +216,16 @@ mod tests {
             .unwrap(),
             "(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:563]"
         );
-        // A progress bar redrawn with \r, then a watchdog line on the same physical line.
+        // A progress bar redrawn with \r, then a watchdog line on the same physical line: the
+        // carriage return stays (the human formats show it escaped), C1 and bidi characters too.
         assert_eq!(
             text(b"Epoch 0:   6%|##   | 32040/500150\r[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog")
                 .unwrap(),
-            "[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog"
+            "Epoch 0:   6%|##   | 32040/500150\r[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog"
+        );
+        assert_eq!(
+            text("x\u{9b}2J\u{202e}\x1b[31my".as_bytes()).unwrap(),
+            "x\u{9b}2J\u{202e}y"
         );
         assert_eq!(text(b"a\tb\x07c\x7fd\x00e").unwrap(), "a bcde");
         assert_eq!(

@@ -739,13 +739,16 @@ Invalid number of GPUs: 8 requested but only 4 were found.
         let mut parser = NcclLogParser::new();
         parser.feed_bytes(
             b"\x1b[36m(RayWorkerWrapper pid=4009)\x1b[0m node-a:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\r\n\
+step 12 |####      | 40%\rnode-b:2:2 [1] NCCL INFO Channel 01/0 : 1[1] -> 0[0] via P2P/CUMEM/read\n\
 node-a:1:1 [0] NCCL INFO Using network IB\x07\r\n\
 Epoch 0:  6%|##  | 32040/500150\r[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800002 milliseconds before timing out.\n",
         );
         let log = parser.finish();
         assert_eq!(log.unreadable_lines, 0);
-        assert_eq!(log.info_lines, 2);
-        assert_eq!(log.transports.p2p.channels, 1);
+        assert_eq!(log.info_lines, 3);
+        assert_eq!(log.transports.p2p.channels, 2);
+        let hosts: Vec<&str> = log.info_hosts.iter().map(String::as_str).collect();
+        assert_eq!(hosts, vec!["node-a", "node-b"]);
         assert_eq!(log.transports.network.as_ref().unwrap().0, "IB");
         assert_eq!(log.timeouts[0].ran_ms, Some(1_800_002));
         assert!(log.tail.iter().all(|q| !q.text.contains('\u{1b}')));

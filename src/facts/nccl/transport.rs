@@ -17,7 +17,11 @@ impl NcclLogParser {
         let bytes = prefix.as_bytes();
         let mut start = 0;
         while start < bytes.len() {
-            let end = position(&bytes[start..], b' ').map_or(bytes.len(), |i| start + i);
+            // Tokens end at a space, or at a carriage return that redrew the line.
+            let end = bytes[start..]
+                .iter()
+                .position(|&b| b == b' ' || b == b'\r')
+                .map_or(bytes.len(), |i| start + i);
             if let Some(len) = host_of(&bytes[start..end]) {
                 let host = &prefix[start..start + len];
                 if self.last_host != host {
