@@ -98,6 +98,7 @@ pub enum Command {
         "  gpudoctor record --out /tmp/node.tar.gz          # redacted, for a ticket\n",
         "  gpudoctor record --root /host --out /tmp/cap     # from a DaemonSet pod\n",
         "  gpudoctor check --root /tmp/node.tar.gz          # replay it anywhere\n",
+        "  gpudoctor record --root sent.tar.gz --out redacted.tar.gz   # re-record a capture\n",
         "\n",
         "Host names, serial numbers, GPU/MIG UUIDs, Pod UIDs and names, filesystem UUIDs, GUIDs,\n",
         "MAC and IP (v4 and v6) addresses are replaced by consistent placeholders, as whole tokens,\n",
@@ -385,21 +386,25 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Shared by `check` and `record`, so a capture asks exactly what a check would.
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {
-    /// Load this NVML library instead of libnvidia-ml.so.1 (live nodes only).
+    /// Load this NVML library instead of libnvidia-ml.so.1 (live nodes only: with a capture it
+    /// is a usage error).
     #[arg(long, value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,
 
-    /// Read the kernel log from this file (saved `dmesg` output) instead of /dev/kmsg.
+    /// Read the kernel log from this file (saved `dmesg` output) instead of /dev/kmsg, or
+    /// instead of a capture's recorded kernel log.
     #[arg(long, value_name = "FILE")]
     pub kernel_log: Option<PathBuf>,
 
     /// Longest any one probe (NVML, kubelet, kernel log) may take, in seconds [default: 10;
-    /// the kubelet's pod-resources gRPC gets 5 unless this is given].
+    /// the kubelet's pod-resources gRPC gets 5 unless this is given]. With a capture only a
+    /// --kernel-log read is bounded by it.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: Option<u64>,
 
     /// Ask the kubelet's pod-resources API on this unix socket instead of
-    /// /var/lib/kubelet/pod-resources/kubelet.sock under --root (live nodes only).
+    /// /var/lib/kubelet/pod-resources/kubelet.sock under --root (live nodes only: with a
+    /// capture it is a usage error).
     #[arg(long, value_name = "PATH")]
     pub kubelet_socket: Option<PathBuf>,
 
@@ -407,7 +412,85 @@ pub struct ProbeArgs {
     pub nccl: NcclArgs,
 }
 
+/// A probe option given where it cannot apply: the option as typed and why (a usage error,
+/// never silently ignored: DESIGN.md "Sources").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inapplicable {
+    pub option: &'static str,
+    pub why: &'static str,
+}
+
+impl std::fmt::Display for Inapplicable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.option, self.why)
+    }
+}
+
+/// Why an option that shapes an nccl-tests run cannot apply to a capture.
+const CAPTURE_RUNS_NOTHING: &str = "shapes an nccl-tests run, and a capture runs nothing: its .gpudoctor/nccl/*.log are judged (or the saved logs --nccl-log names)";
+
 impl ProbeArgs {
+    /// The probe options given that cannot apply to this source, in the order `--help` lists
+    /// them. A capture answers NVML, the kubelet and NCCL from what was recorded: only
+    /// `--kernel-log` and `--nccl-log` replace a recorded answer (with `--timeout` bounding the
+    /// kernel-log read). On a live root the options that shape an nccl-tests run need a run.
+    pub fn inapplicable(&self, capture: bool) -> Vec<Inapplicable> {
+        let mut out = Vec::new();
+        let mut refuse = |given: bool, option: &'static str, why: &'static str| {
+            if given {
+                out.push(Inapplicable { option, why });
+            }
+        };
+        let nccl = &self.nccl;
+        if capture {
+            refuse(
+                self.nvml_lib.is_some(),
+                "--nvml-lib",
+                "loads a live NVML, and a capture's NVML answers are the recorded .gpudoctor/nvml.json",
+            );
+            refuse(
+                self.timeout.is_some() && self.kernel_log.is_none(),
+                "--timeout",
+                "bounds live probes, and a capture is not probed: its answers are recorded (with --kernel-log it bounds that read)",
+            );
+            refuse(
+                self.kubelet_socket.is_some(),
+                "--kubelet-socket",
+                "asks a live kubelet, and a capture's pod-resources answers are the recorded .gpudoctor/pod-resources.json",
+            );
+            refuse(
+                nccl.nccl,
+                "--nccl",
+                "runs nccl-tests on this machine, and a capture runs nothing: its .gpudoctor/nccl/*.log are judged; judge another saved log with --nccl-log",
+            );
+            refuse(
+                nccl.nccl_quick,
+                "--nccl-quick",
+                "runs nccl-tests on this machine, and a capture runs nothing: its .gpudoctor/nccl/*.log are judged; judge another saved log with --nccl-log",
+            );
+        }
+        let runs = !capture && (nccl.nccl || nccl.nccl_quick);
+        let why = if capture {
+            CAPTURE_RUNS_NOTHING
+        } else {
+            "shapes an nccl-tests run: add --nccl or --nccl-quick"
+        };
+        refuse(!runs && nccl.nccl_test.is_some(), "--nccl-test", why);
+        refuse(
+            !runs && nccl.nccl_tests_dir.is_some(),
+            "--nccl-tests-dir",
+            why,
+        );
+        refuse(
+            !runs && nccl.nccl_launcher.is_some(),
+            "--nccl-launcher",
+            why,
+        );
+        refuse(!runs && nccl.nccl_gpus.is_some(), "--nccl-gpus", why);
+        refuse(!runs && nccl.nccl_timeout.is_some(), "--nccl-timeout", why);
+        out
+    }
+
     pub fn source_options(&self) -> SourceOptions {
         SourceOptions {
             nvml_lib: self.nvml_lib.clone(),
@@ -440,9 +523,10 @@ pub struct NcclArgs {
     pub nccl_log: Vec<PathBuf>,
 
     /// The collective to run: all_reduce, all_gather, reduce_scatter, broadcast, reduce,
-    /// alltoall, sendrecv, gather, scatter, hypercube (profiles state all_reduce figures).
-    #[arg(long, value_name = "NAME", default_value = "all_reduce", value_parser = parse_nccl_test)]
-    pub nccl_test: String,
+    /// alltoall, sendrecv, gather, scatter, hypercube (profiles state all_reduce figures)
+    /// [default: all_reduce].
+    #[arg(long, value_name = "NAME", value_parser = parse_nccl_test)]
+    pub nccl_test: Option<String>,
 
     /// Where the nccl-tests binaries are (also DIR/build); searched before PATH and
     /// /opt/nccl-tests/build, /usr/local/nccl-tests/build, ... on the machine gpudoctor runs
@@ -460,21 +544,27 @@ pub struct NcclArgs {
     pub nccl_gpus: Option<u32>,
 
     /// Kill the run, with every process it started, after this many seconds; the output so
-    /// far is judged (a hang is a finding).
-    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400))]
-    pub nccl_timeout: u64,
+    /// far is judged (a hang is a finding) [default: 300].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub nccl_timeout: Option<u64>,
 }
+
+/// `--nccl-timeout` when not given: long enough for the full 8 B to 8 GiB sweep on 8 GPUs.
+pub const DEFAULT_NCCL_TIMEOUT_SECS: u64 = 300;
 
 impl NcclArgs {
     pub fn options(&self) -> NcclOptions {
         NcclOptions {
             run: self.nccl || self.nccl_quick,
             quick: self.nccl_quick,
-            test: self.nccl_test.clone(),
+            test: self
+                .nccl_test
+                .clone()
+                .unwrap_or_else(|| "all_reduce".to_string()),
             tests_dir: self.nccl_tests_dir.clone(),
             launcher: self.nccl_launcher.clone(),
             gpus: self.nccl_gpus,
-            timeout: Duration::from_secs(self.nccl_timeout),
+            timeout: Duration::from_secs(self.nccl_timeout.unwrap_or(DEFAULT_NCCL_TIMEOUT_SECS)),
             logs: self.nccl_log.clone(),
             progress: true,
         }
@@ -499,8 +589,10 @@ pub struct RecordArgs {
     #[arg(long, value_name = "DIR|FILE.tar.gz")]
     pub out: PathBuf,
 
-    /// The node's root directory (`/` on the node, the host mount in a Pod).
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    /// The node's root directory (`/` on the node, the host mount in a Pod), or a capture
+    /// (directory or .tar.gz) to re-record: its recorded answers are carried over and redaction
+    /// applied again.
+    #[arg(long, value_name = "DIR|CAPTURE", default_value = "/")]
     pub root: PathBuf,
 
     /// Keep host names, serials, UUIDs, GUIDs, addresses and pod names as they are.
@@ -520,6 +612,9 @@ pub struct RecordArgs {
 
     #[command(flatten)]
     pub probes: ProbeArgs,
+
+    #[command(flatten)]
+    pub unpack: UnpackArgs,
 }
 
 impl RecordArgs {
@@ -600,6 +695,17 @@ pub struct TopoArgs {
 }
 
 impl TopoArgs {
+    /// `--nvml-lib` with a capture: it loads a live NVML, and a capture's answers are recorded.
+    pub fn inapplicable(&self, capture: bool) -> Vec<Inapplicable> {
+        if capture && self.nvml_lib.is_some() {
+            return vec![Inapplicable {
+                option: "--nvml-lib",
+                why: "loads a live NVML, and a capture's NVML answers are the recorded .gpudoctor/nvml.json",
+            }];
+        }
+        Vec::new()
+    }
+
     pub fn source_options(&self) -> SourceOptions {
         SourceOptions {
             nvml_lib: self.nvml_lib.clone(),

@@ -175,8 +175,26 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
     if let Some(code) = check_kernel_log(args.probes.kernel_log.as_deref()) {
         return Ok(code);
     }
+    // A packed capture given as --root is unpacked (bounded) and re-recorded like a directory.
+    let (unpacked, root) = match open_root(&args.root, &args.unpack.limits()) {
+        Ok(pair) => pair,
+        Err(code) => return Ok(code),
+    };
+    let capture = source::is_capture(&root);
+    if unpacked.is_some() && !capture {
+        eprintln!(
+            "gpudoctor: --root {} is a .tar.gz without {}/: only a capture is re-recorded from an archive; pass the node's root directory to record a node",
+            render::sanitize::text(&args.root.display().to_string()),
+            source::CAPTURE_DIR
+        );
+        return Ok(exit::USAGE);
+    }
+    if let Some(code) = refuse(&args.probes.inapplicable(capture), &args.root, capture) {
+        return Ok(code);
+    }
     let options = record::RecordOptions {
-        root: args.root.clone(),
+        root,
+        root_given: unpacked.is_some().then(|| args.root.clone()),
         out: args.out.clone(),
         redact: !args.no_redact,
         redact_hostname_anyway: args.redact_hostname_anyway,
@@ -184,7 +202,19 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
         source: args.source_options(),
         command_line: std::env::args().collect(),
     };
-    eprintln!("gpudoctor: recording {} ...", args.root.display());
+    if capture {
+        eprintln!(
+            "gpudoctor: re-recording the capture {} (its recorded NVML, kubelet, environment, kernel-log and NCCL answers are carried over{}) ...",
+            args.root.display(),
+            if args.no_redact {
+                ""
+            } else {
+                "; redaction applied again"
+            }
+        );
+    } else {
+        eprintln!("gpudoctor: recording {} ...", args.root.display());
+    }
     match record::record(&options) {
         Ok(summary) => {
             for note in &summary.redaction_notes {
@@ -210,6 +240,13 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
                     redacted.join(", ")
                 }
             );
+            if summary.rerecorded {
+                eprintln!(
+                    "gpudoctor: re-recorded the capture {} into {}",
+                    args.root.display(),
+                    summary.out.display()
+                );
+            }
             eprintln!(
                 "gpudoctor: the capture replays with `gpudoctor check --root {}` (verdict: exit {})",
                 summary.out.display(),
@@ -275,6 +312,10 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         Ok(source) => source,
         Err(err) => return Ok(not_a_capture(&args.root, &err)),
     };
+    let capture = source.kind() == source::SourceKind::Replay;
+    if let Some(code) = refuse(&args.probes.inapplicable(capture), &args.root, capture) {
+        return Ok(code);
+    }
     let ctx = engine::context(source.as_ref(), &options);
     let mut report = engine::run_in(&ctx, &checks::registry(), &options);
     if args.with_facts {
@@ -550,6 +591,10 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
         Ok(source) => source,
         Err(err) => return Ok(not_a_capture(&args.root, &err)),
     };
+    let capture = source.kind() == source::SourceKind::Replay;
+    if let Some(code) = refuse(&args.inapplicable(capture), &args.root, capture) {
+        return Ok(code);
+    }
     let topology = match gpudoctor::facts::topology::gather(source.as_ref()) {
         Ok(t) => t,
         Err(err) => {
@@ -576,6 +621,29 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
     };
     emit(&text).context("writing the topology")?;
     Ok(exit::HEALTHY)
+}
+
+/// Probe options given where they cannot apply (cli.rs `inapplicable`): each said on stderr,
+/// naming the option and why, and the run refused as a usage error before anything is read.
+fn refuse(
+    refused: &[gpudoctor::cli::Inapplicable],
+    root: &std::path::Path,
+    capture: bool,
+) -> Option<i32> {
+    if refused.is_empty() {
+        return None;
+    }
+    for option in refused {
+        if capture {
+            eprintln!(
+                "gpudoctor: {option}; --root {} is a capture",
+                render::sanitize::text(&root.display().to_string())
+            );
+        } else {
+            eprintln!("gpudoctor: {option}");
+        }
+    }
+    Some(exit::USAGE)
 }
 
 /// A `--root` with the shape of a capture that is not a complete one: a usage error, never read

@@ -3,7 +3,8 @@
 //! temporary directory with the system `tar` and read with the live source rooted there, and
 //! the values its README lists are asserted: NUMA placement of the InfiniBand HCA, the PCIe
 //! switch hierarchy, old-kernel link-speed strings, the x1 NIC below its max speed, dangling
-//! `driver` links and `subsystem` loops. Without the folder (or `tar`) the tests say so and pass.
+//! `driver` links and `subsystem` loops. Without the folder (or `tar`) the tests say so and pass
+//! locally; under `CI=true` they fail naming the path (tests/common `real_captures_dir`).
 
 mod common;
 
@@ -18,15 +19,13 @@ use gpudoctor::report::{Layer, Status};
 use gpudoctor::source::{HostSource, Source, SourceOptions};
 
 fn captures_dir() -> Option<PathBuf> {
-    let dir = common::repo().join("../shared/real-captures");
-    if !dir.is_dir() {
-        eprintln!(
-            "note: {} is absent; real-capture tests skipped",
-            dir.display()
-        );
-        return None;
-    }
+    // Missing under CI=true fails naming the path (tests/common); locally a notice and a skip.
+    let dir = common::real_captures_dir()?;
     if Command::new("tar").arg("--version").output().is_err() {
+        assert!(
+            !common::on_ci(),
+            "CI=true needs `tar` for the real-capture tests"
+        );
         eprintln!("note: no `tar` on this machine; real-capture tests skipped");
         return None;
     }
@@ -40,10 +39,7 @@ fn unpack(dir: &Path, name: &str) -> Option<PathBuf> {
     static LOCK: Mutex<()> = Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let tarball = dir.join(name);
-    let Ok(meta) = fs::metadata(&tarball) else {
-        eprintln!("note: {} is absent; skipped", tarball.display());
-        return None;
-    };
+    let meta = fs::metadata(common::shared_data(&tarball)?).unwrap();
     let mtime = meta
         .modified()
         .ok()
@@ -369,4 +365,38 @@ fn topo_command_prints_and_parses_over_every_capture() {
         seen += 1;
     }
     assert!(seen >= 2, "expected both captures, saw {seen}");
+}
+
+#[test]
+fn a_missing_shared_folder_fails_under_ci_and_is_a_notice_locally() {
+    let missing = common::repo().join("../shared/no-such-real-captures");
+    // Locally: a notice on stderr and a skip.
+    assert_eq!(common::shared_data_in(&missing, false), None);
+    // CI=true: the test fails, naming the path.
+    let failed = std::panic::catch_unwind(|| common::shared_data_in(&missing, true))
+        .expect_err("a missing shared folder must fail under CI=true");
+    let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        message.contains("no-such-real-captures") && message.contains("CI=true"),
+        "{message}"
+    );
+    // And what is there is handed back as it is.
+    let here = common::repo();
+    assert_eq!(common::shared_data_in(&here, true), Some(here.clone()));
+}
+
+#[test]
+fn a_real_xeon_cpuinfo_is_read_through_procfs_core() {
+    // hwloc's 32intel64-2p8co2t+8ve: /proc/cpuinfo of a two-socket Xeon Silver 4108, bare metal.
+    let Some(dir) = captures_dir() else { return };
+    let Some(root) = unpack(&dir, "32intel64-2p8co2t+8ve.tar.bz2") else {
+        return;
+    };
+    let source = HostSource::new(&root, SourceOptions::default());
+    assert_eq!(topology::hypervisor(&source), Some(false));
+    // The same file with `hypervisor` among the first CPU's flags reads as a VM.
+    let text = fs::read_to_string(root.join("proc/cpuinfo")).unwrap();
+    let vm = text.replacen("flags\t\t: fpu ", "flags\t\t: hypervisor fpu ", 1);
+    assert_ne!(vm, text);
+    assert_eq!(topology::parse_hypervisor_flag(&vm), Some(true));
 }

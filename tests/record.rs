@@ -15,12 +15,23 @@ use gpudoctor::facts::k8s::{PodResourcesFacts, parse_pod_resources_json};
 use serde_json::Value;
 
 /// Run `gpudoctor record` on `root` as if it were a live node: NVML from the stand-in library
-/// answering `answers`' nvml.json, the kernel log from its kmsg.txt.
+/// answering `answers`' nvml.json, the kernel log from its kmsg.txt. A fixture is a capture,
+/// which `record` would re-record (tests/rerecord.rs): it is recorded from a copy without its
+/// `.gpudoctor/`, a tree like a live node's.
 fn record_from(root: &Path, answers: &Path, out: &Path, extra: &[&str]) -> Output {
+    let live = tempfile::tempdir().unwrap();
+    let root = if root.join(".gpudoctor").exists() {
+        let copy = live.path().join("node");
+        common::copy_tree(root, &copy);
+        fs::remove_dir_all(copy.join(".gpudoctor")).unwrap();
+        copy
+    } else {
+        root.to_path_buf()
+    };
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
     cmd.arg("record")
         .arg("--root")
-        .arg(root)
+        .arg(&root)
         .arg("--out")
         .arg(out)
         .arg("--nvml-lib")
@@ -232,7 +243,17 @@ fn a_capture_of_a_capture_is_identical() {
     let first = tmp.path().join("first");
     let second = tmp.path().join("second");
     ok(&record(&fixture, &first, &[]), "first");
-    ok(&record(&first, &second, &[]), "second");
+    // The second is a re-record: the first capture's answers carried over, redaction again.
+    ok(
+        &common::gpudoctor(&[
+            "record",
+            "--root",
+            first.to_str().unwrap(),
+            "--out",
+            second.to_str().unwrap(),
+        ]),
+        "second",
+    );
     let (a, b) = (tree(&first), tree(&second));
     let only_a: Vec<&String> = a.keys().filter(|k| !b.contains_key(*k)).collect();
     let only_b: Vec<&String> = b.keys().filter(|k| !a.contains_key(*k)).collect();
@@ -403,8 +424,15 @@ fn an_occupied_output_is_refused_and_force_replaces_only_a_capture() {
         Some(2)
     );
     assert_eq!(fs::read(&other).unwrap(), b"not a capture");
-    // Never over the root itself.
-    let over_root = record(&fixture, &fixture, &["--force"]);
+    // Never over the root itself (here a capture being re-recorded).
+    let over_root = common::gpudoctor(&[
+        "record",
+        "--root",
+        fixture.to_str().unwrap(),
+        "--out",
+        fixture.to_str().unwrap(),
+        "--force",
+    ]);
     assert_eq!(over_root.status.code(), Some(2));
     assert!(fixture.join(".gpudoctor/manifest.json").is_file());
     // No temporary sibling left by any of it.

@@ -10,6 +10,12 @@
 //! Where it writes: `out.rs` (a temporary sibling of `--out`, renamed into place when complete,
 //! never through a symlink, `--force` only over an earlier capture). Reading a packed capture
 //! back: `unpack.rs` (bounded).
+//!
+//! Re-recording: when `--root` is itself a capture (a directory, or a `.tar.gz` the caller
+//! unpacked), the walk replays it and the probe answers are the capture's own (NVML,
+//! pod-resources, environment, kernel log, NCCL logs with their run records), carried over
+//! unless `--kernel-log`/`--nccl-log` replace them, as `check` would judge it; redaction is
+//! applied again, and the manifest says it was re-recorded and from what.
 
 mod out;
 pub mod unpack;
@@ -39,7 +45,7 @@ use crate::source::nccl::{NCCL_DIR, NcclProbe};
 use crate::source::rooted::{Trace, Visited};
 use crate::source::{
     self, CAPTURE_DIR, DEV_KMSG, ENV_JSON, FsError, HostSource, KMSG_TXT, MANIFEST, NVML_JSON,
-    POD_RESOURCES_JSON, RootedFs, Source, SourceKind, SourceOptions,
+    POD_RESOURCES_JSON, ReplaySource, RootedFs, Source, SourceKind, SourceOptions,
 };
 
 /// Where the replayed report of a capture is stored.
@@ -50,8 +56,11 @@ pub const FORMAT_VERSION: u32 = source::CAPTURE_FORMAT_VERSION;
 
 #[derive(Debug, Clone)]
 pub struct RecordOptions {
-    /// The live node's root (`/`, or a host mount).
+    /// The live node's root (`/`, or a host mount), or a capture directory to re-record.
     pub root: PathBuf,
+    /// `--root` as the user gave it, when it differs from `root` (a `.tar.gz` unpacked into a
+    /// temporary directory): what the manifest says the capture was re-recorded from.
+    pub root_given: Option<PathBuf>,
     /// A directory, or a file ending in `.tar.gz` / `.tgz`.
     pub out: PathBuf,
     pub redact: bool,
@@ -79,6 +88,8 @@ pub struct RecordSummary {
     pub redaction_notes: Vec<String>,
     /// The replayed capture's report.
     pub report: Report,
+    /// `--root` was a capture: its recorded answers were carried over.
+    pub rerecorded: bool,
 }
 
 /// Why a record did not produce a capture. Every variant but [`RecordError::Io`] is the
@@ -87,6 +98,10 @@ pub struct RecordSummary {
 pub enum RecordError {
     #[error("--root {0} is not a directory")]
     RootNotDirectory(PathBuf),
+    #[error(
+        "--root holds {CAPTURE_DIR}/ but is not a complete capture: {0}; re-record from the node, or remove {CAPTURE_DIR}/ to record the directory as a live root"
+    )]
+    RootNotACapture(String),
     #[error("--out {0} is an earlier capture; pass --force to replace it")]
     OutputExists(PathBuf),
     #[error("--out {}: {why}", path.display())]
@@ -132,9 +147,10 @@ pub fn is_packed(path: &Path) -> bool {
     name.ends_with(".tar.gz") || name.ends_with(".tgz")
 }
 
-/// The live host, recording every access and remembering the probe answers it gave.
+/// The node being recorded (the live host, or a capture being re-recorded), recording every
+/// access and remembering the probe answers it gave.
 struct RecordingSource {
-    inner: HostSource,
+    inner: Box<dyn Source>,
     nvml: OnceLock<NvmlFacts>,
     kernel_log: OnceLock<Result<Option<(String, String)>, FsError>>,
     pod_resources: OnceLock<PodResourcesFacts>,
@@ -144,7 +160,7 @@ struct RecordingSource {
 
 impl Source for RecordingSource {
     fn kind(&self) -> SourceKind {
-        SourceKind::Live
+        self.inner.kind()
     }
     fn fs(&self) -> &RootedFs {
         self.inner.fs()
@@ -202,10 +218,25 @@ fn record_into(
     let output = out::Output::prepare(&options.out, options.force)?;
     *tree = Some(output.tree().to_path_buf());
 
-    // 1. Run every layer against the live node, tracing what the checks read.
+    // 1. Run every layer against the node, tracing what the checks read: the live host, or the
+    // capture being re-recorded, replayed with the probe options `check` would honour.
     let trace = Arc::new(Mutex::new(Trace::default()));
+    let earlier = rerecorded_manifest(&options.root)?;
+    let inner: Box<dyn Source> = if earlier.is_some() {
+        Box::new(
+            ReplaySource::new(&options.root)
+                .with_kernel_log(
+                    options.source.kernel_log.clone(),
+                    options.source.probe_timeout,
+                )
+                .with_nccl_logs(options.source.nccl.logs.clone())
+                .with_trace(trace.clone()),
+        )
+    } else {
+        Box::new(HostSource::new(&options.root, options.source.clone()).with_trace(trace.clone()))
+    };
     let recording = RecordingSource {
-        inner: HostSource::new(&options.root, options.source.clone()).with_trace(trace.clone()),
+        inner,
         nvml: OnceLock::new(),
         kernel_log: OnceLock::new(),
         pod_resources: OnceLock::new(),
@@ -279,9 +310,19 @@ fn record_into(
     let mut unreadable: Vec<serde_json::Value> = trace
         .failures
         .iter()
-        .filter(|(path, _)| path.as_str() != DEV_KMSG)
+        .filter(|(path, _)| path.as_str() != DEV_KMSG && !excluded(path))
         .map(|(path, error)| json!({"path": path, "error": error}))
         .collect();
+    // What the node the capture came from could not give stays said.
+    if let Some(earlier) = &earlier
+        && let Some(list) = earlier["unreadable"].as_array()
+    {
+        for entry in list {
+            if !unreadable.contains(entry) {
+                unreadable.push(entry.clone());
+            }
+        }
+    }
     if let Some(err) = &nvml.init_error {
         unreadable.push(
             json!({"path": "nvml", "error": format!("{}: {}", err.kind.name(), err.message)}),
@@ -296,8 +337,14 @@ fn record_into(
         options.redact.then_some(&mut redactor),
     )?;
     match &kernel_log {
-        Ok(Some((text, _))) => {
-            let kept = nvidia_kernel_lines(text);
+        Ok(Some((text, origin))) => {
+            // A capture's own kernel log was filtered when it was recorded (or made by hand):
+            // carried over whole. A live or --kernel-log one keeps only the NVIDIA lines.
+            let kept = if earlier.is_some() && origin == KMSG_TXT {
+                text.clone()
+            } else {
+                nvidia_kernel_lines(text)
+            };
             write_text(
                 &capture,
                 KMSG_TXT,
@@ -386,11 +433,40 @@ fn record_into(
         redactor.redact_value(&mut command_line);
         redactor.redact_value(&mut unreadable);
     }
+    let by = format!("gpudoctor {}", env!("CARGO_PKG_VERSION"));
+    let (description, made) = match &earlier {
+        None => (
+            "recorded by gpudoctor record".to_string(),
+            json!({"how": "recorded", "from": null, "edit": null, "by": by}),
+        ),
+        Some(earlier) => {
+            let from = options
+                .root_given
+                .as_deref()
+                .unwrap_or(&options.root)
+                .display()
+                .to_string();
+            let mut from = json!(from);
+            let mut original = json!({
+                "made": earlier["made"],
+                "time": earlier["time"],
+                "description": earlier["description"],
+            });
+            if options.redact {
+                redactor.redact_value(&mut from);
+                redactor.redact_value(&mut original);
+            }
+            (
+                "re-recorded by gpudoctor record from a capture (its recorded probe answers carried over)".to_string(),
+                json!({"how": "re-recorded", "from": from, "edit": null, "by": by, "original": original}),
+            )
+        }
+    };
     let mut manifest = json!({
         "format_version": FORMAT_VERSION,
         "node": identity.hostname.as_deref().map(|h| if options.redact { redactor.redact(h) } else { h.to_string() }),
-        "description": "recorded by gpudoctor record",
-        "made": {"how": "recorded", "from": null, "edit": null, "by": format!("gpudoctor {}", env!("CARGO_PKG_VERSION"))},
+        "description": description,
+        "made": made,
         "gpudoctor_version": env!("CARGO_PKG_VERSION"),
         "time": rfc3339(SystemTime::now()),
         "kernel": identity.kernel,
@@ -434,7 +510,23 @@ fn record_into(
         redacted: redactor.counts(),
         redaction_notes: redactor.notes(),
         report: replayed,
+        rerecorded: earlier.is_some(),
     })
+}
+
+/// The manifest of the capture at `root`, when `root` is one (it holds `.gpudoctor/`): then
+/// `record` re-records it. A root holding `.gpudoctor/` that is not a complete capture is
+/// refused, as `check` refuses it, never recorded as a live node.
+fn rerecorded_manifest(root: &Path) -> Result<Option<serde_json::Value>, RecordError> {
+    let fs = RootedFs::new(root);
+    if let Err(err) = fs.entry_kind(CAPTURE_DIR)
+        && err.is_missing()
+    {
+        return Ok(None);
+    }
+    source::capture_manifest(&fs)
+        .map(Some)
+        .map_err(RecordError::RootNotACapture)
 }
 
 /// Replay a capture directory with default options, every layer.
@@ -457,10 +549,16 @@ fn replay(capture: &Path) -> Result<Report, RecordError> {
 /// `out.rs`.
 fn check_output(options: &RecordOptions) -> Result<(), RecordError> {
     let out = &options.out;
-    if let (Ok(out_real), Ok(root_real)) = (out.canonicalize(), options.root.canonicalize())
-        && (out_real == root_real || root_real.starts_with(&out_real))
-    {
-        return Err(RecordError::OutputIsRoot(out.clone()));
+    let Ok(out_real) = out.canonicalize() else {
+        return Ok(());
+    };
+    // The root read, and the packed capture it was unpacked from.
+    for root in std::iter::once(&options.root).chain(&options.root_given) {
+        if let Ok(root_real) = root.canonicalize()
+            && (out_real == root_real || root_real.starts_with(&out_real))
+        {
+            return Err(RecordError::OutputIsRoot(out.clone()));
+        }
     }
     Ok(())
 }

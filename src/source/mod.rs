@@ -385,6 +385,12 @@ pub fn capture_manifest(fs: &RootedFs) -> Result<serde_json::Value, String> {
     }
 }
 
+/// Does `root` hold `.gpudoctor/` (the mark of a capture, complete or not)? Looked at without
+/// following a link out of the root.
+pub fn is_capture(root: &Path) -> bool {
+    !matches!(RootedFs::new(root).entry_kind(CAPTURE_DIR), Err(err) if err.is_missing())
+}
+
 /// Pick replay when the root is a capture (it holds `.gpudoctor/`), else the live host. A root
 /// holding `.gpudoctor/` without a valid manifest is an error, never read as a live node: a
 /// capture cut short would otherwise be judged with this machine's NVML.

@@ -130,3 +130,40 @@ pub fn assert_snapshot(name: &str, actual: &str) {
 pub fn name_of(dir: &Path) -> String {
     dir.file_name().unwrap().to_string_lossy().into_owned()
 }
+
+/// `../shared/real-captures` beside the repository (hwloc's recorded machines, in CI), or `None`
+/// locally when it is not there — said on stderr so a skip is never silent. With `CI=true` a
+/// missing folder fails the test naming the path: a clone in the wrong place must not pass
+/// without running the real-capture tests.
+pub fn real_captures_dir() -> Option<PathBuf> {
+    shared_data(&repo().join("../shared/real-captures"))
+}
+
+/// `path` under `../shared` when it is there; otherwise a panic under `CI=true`, a printed
+/// notice and `None` elsewhere.
+pub fn shared_data(path: &Path) -> Option<PathBuf> {
+    shared_data_in(path, on_ci())
+}
+
+/// [`shared_data`] with the CI flag given (so a test can exercise both without touching the
+/// process environment).
+pub fn shared_data_in(path: &Path, ci: bool) -> Option<PathBuf> {
+    if path.exists() {
+        return Some(path.to_path_buf());
+    }
+    assert!(
+        !ci,
+        "{} is missing: CI=true runs the real-capture tests, and they need it (lay shared/ beside the repository)",
+        path.display()
+    );
+    eprintln!(
+        "note: {} is missing; test skipped (it fails under CI=true)",
+        path.display()
+    );
+    None
+}
+
+/// `CI=true` (any case) or `CI=1`, as CI services set it.
+pub fn on_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
