@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use crate::checks::missing::missing_input;
 use crate::checks::{CheckDef, registry};
 
 pub fn list_table() -> String {
@@ -23,6 +24,7 @@ pub fn list_json() -> String {
                 "code": c.code, "layer": c.layer.id(), "title": c.title,
                 "reads": c.explain.reads, "expects": c.explain.expects,
                 "why": c.explain.why, "fix": c.explain.fix,
+                "missing_input": missing_input(c.code),
             })
         })
         .collect();
@@ -34,7 +36,7 @@ pub fn list_json() -> String {
 /// docs/checks.md: every check by layer (a test keeps the file equal to this output).
 pub fn list_markdown() -> String {
     let mut out = String::from(
-        "# Checks catalogue\n\nEvery registered check, by layer, as `gpudoctor explain CODE` prints it. This page is\ngenerated: `gpudoctor list-checks --format markdown > docs/checks.md` (a test fails when it is\nstale).\n",
+        "# Checks catalogue\n\nEvery registered check, by layer, as `gpudoctor explain CODE` prints it. This page is\ngenerated: `gpudoctor list-checks --format markdown > docs/checks.md` (a test fails when it is\nstale).\n\n**Missing input** says what the check gives when an input it reads is not there. Missing is\nnot absent: a file or directory every supported kernel provides (under /sys, /proc) or a probe\nanswer a capture records, when missing, gives `error` (\"not read: <path> missing — partial\ncapture or kernel older than N\"), is judged without, or skips — never a `fail` or `warn` about\nthe hardware (tests/missing_inputs.rs removes each input of every layer in turn). `fail` for\nabsence stays where absence is the fault: a module, a device node, a configuration file.\n",
     );
     let checks = registry();
     for layer in crate::report::Layer::ALL {
@@ -46,8 +48,14 @@ pub fn list_markdown() -> String {
         for c in in_layer {
             let _ = write!(
                 out,
-                "\n### `{}` — {}\n\n- **Reads**: {}\n- **Expects**: {}\n- **Why**: {}\n- **Fix**: {}\n",
-                c.code, c.title, c.explain.reads, c.explain.expects, c.explain.why, c.explain.fix
+                "\n### `{}` — {}\n\n- **Reads**: {}\n- **Expects**: {}\n- **Why**: {}\n- **Fix**: {}\n- **Missing input**: {}\n",
+                c.code,
+                c.title,
+                c.explain.reads,
+                c.explain.expects,
+                c.explain.why,
+                c.explain.fix,
+                missing_input(c.code).unwrap_or("not stated")
             );
             if let Some(policy) = crate::checks::nvml_errors::policy(c.code) {
                 let _ = writeln!(out, "- **NVML errors**: {policy}");
@@ -59,7 +67,7 @@ pub fn list_markdown() -> String {
 
 pub fn explain(check: &CheckDef) -> String {
     let mut text = format!(
-        "{code} ({layer} layer)\n  {title}\n\nReads:    {reads}\nExpects:  {expects}\nWhy:      {why}\nFix:      {fix}\n",
+        "{code} ({layer} layer)\n  {title}\n\nReads:    {reads}\nExpects:  {expects}\nWhy:      {why}\nFix:      {fix}\nMissing:  {missing}\n",
         code = check.code,
         layer = check.layer.id(),
         title = check.title,
@@ -67,6 +75,7 @@ pub fn explain(check: &CheckDef) -> String {
         expects = check.explain.expects,
         why = check.explain.why,
         fix = check.explain.fix,
+        missing = missing_input(check.code).unwrap_or("not stated"),
     );
     if let Some(policy) = crate::checks::nvml_errors::policy(check.code) {
         let _ = writeln!(text, "NVML:     {policy}");

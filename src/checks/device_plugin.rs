@@ -90,7 +90,10 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "the topology manager aligns CPUs and memory with the GPU's NUMA node from this hint; a wrong or missing hint places workloads across sockets",
                 fix: "restart the device plugin so it rereads numa_node; if sysfs says -1 on a multi-socket server, enable the NUMA/ACPI SRAT proximity setting in the BIOS",
             },
-            run: numa_topology,
+            run: |ctx| {
+                let mut unread = Vec::new();
+                numa_topology(ctx, &mut unread).with_unread(&unread)
+            },
         },
         CheckDef {
             code: "device_plugin.allocations",
@@ -859,7 +862,8 @@ fn topology_text(t: &Option<TopologyInfo>) -> String {
     }
 }
 
-fn numa_topology(ctx: &Context<'_>) -> Outcome {
+/// `unread`: GPUs whose `numa_node` is missing (not read, never "no topology").
+fn numa_topology(ctx: &Context<'_>, unread: &mut Vec<crate::facts::FactError>) -> Outcome {
     if let Some(skip) = not_kubernetes(ctx) {
         return skip;
     }
@@ -897,6 +901,13 @@ fn numa_topology(ctx: &Context<'_>) -> Outcome {
             let Some(function) = pci.functions.iter().find(|f| f.bdf == bus) else {
                 continue;
             };
+            let numa_file = format!("{}/{bus}/numa_node", crate::facts::pci::PCI_DEVICES);
+            if let Some(missing) = pci.numa_missing.iter().find(|p| p.path == numa_file) {
+                if !unread.contains(missing) {
+                    unread.push(missing.clone());
+                }
+                continue;
+            }
             let sysfs: Option<i64> = function.numa_node.map(i64::from);
             let plugin: Vec<i64> = entry
                 .topology

@@ -184,17 +184,11 @@ fn gpu_on_pci(ctx: &Context<'_>) -> Outcome {
             .collect::<Vec<_>>()
             .join(" "),
     );
-    if problems.is_empty() {
-        Outcome::pass(summary).evidence(evidence)
-    } else {
-        Outcome::warn(format!(
-            "{summary}; {} other function(s) could not be read",
-            problems.len()
-        ))
+    // A function that could not be read may be a GPU: not judged (`error`, naming it), never a
+    // warning about the node (DESIGN.md "Missing is not absent").
+    Outcome::pass(summary)
         .evidence(evidence)
-        .evidence_all(problems)
-        .hint("an unreadable pci function may hide a gpu: check `lspci -d 10de:` against this list")
-    }
+        .with_unread(&facts.problems)
 }
 
 /// Look up a module; `Err` is the finished outcome when modules cannot be read.
@@ -577,10 +571,28 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
             evidence.extend(kernel_log_mentions(ctx, bdf));
         }
     }
+    // GPUs NVML knows at a PCI address whose function could not be read: not "missing from
+    // pci", not read (their class, vendor or device file is not there).
+    let unread_functions: Vec<&FactError> = pci
+        .problems
+        .iter()
+        .filter(|p| in_nvml.iter().any(|b| p.path.contains(b.as_str())))
+        .collect();
     if let Some(p) = ctx.profile()
         && let Some(want) = p.gpu_count
         && (on_pci.len() as u32) < want
     {
+        if !unread_functions.is_empty()
+            && on_pci.len() + unread_functions.len() >= want as usize
+            && fails.is_empty()
+        {
+            return Outcome::fail(format!(
+                "profile {} expects {want} gpus, {} on pci",
+                p.name,
+                on_pci.len()
+            ))
+            .held_back_by(unread_functions);
+        }
         fails.push(format!(
             "profile {} expects {want} gpus, {} on pci",
             p.name,
@@ -630,6 +642,17 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
             .hint(hints.join("; "));
     }
     let extra: Vec<&String> = in_nvml.difference(&on_pci).collect();
+    if !extra.is_empty() && !unread_functions.is_empty() {
+        return Outcome::warn(format!(
+            "nvml reports gpu(s) not seen on pci: {} ({count_text})",
+            extra
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ))
+        .held_back_by(unread_functions);
+    }
     let mut outcome = if extra.is_empty() {
         Outcome::pass(format!("all gpus known to nvml ({count_text})"))
     } else {

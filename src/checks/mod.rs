@@ -8,6 +8,7 @@
 pub mod device_plugin;
 pub mod driver;
 pub mod gpu_health;
+pub mod missing;
 pub mod nccl;
 pub mod nvlink;
 pub mod nvml_errors;
@@ -33,6 +34,9 @@ use crate::source::{FsError, Source};
 
 /// Most unreadable files [`Outcome::with_unread`] lists one by one.
 pub const MAX_UNREAD_EVIDENCE: usize = 32;
+
+/// What to do about an input a partial capture lacks.
+pub const NOT_READ_HINT: &str = "the input is missing from --root: re-record the node with `gpudoctor record` (a capture made by hand or cut short lacks it), or mount the host's whole /sys and /proc; `ls` the path on the node to confirm the kernel has it";
 
 /// What `gpudoctor explain CODE` prints.
 #[derive(Debug, Clone, Copy)]
@@ -121,6 +125,38 @@ impl Outcome {
             .evidence(Evidence::new(&err.path, &err.message))
             .hint("check that gpudoctor runs as root and that --root points at the node's root (a DaemonSet mounts it at /host)")
     }
+    /// A finding the unread `problems` could explain is held back: a `warn` or `fail` becomes
+    /// an `error` that names them ("not read: <path> missing — partial capture or kernel older
+    /// than N"), the verdict it would have given kept in the summary (DESIGN.md "Missing is not
+    /// absent": a capture without a file must not be judged as hardware without what the file
+    /// describes). Without problems nothing changes; a pass or skip goes through
+    /// [`Outcome::with_unread`].
+    pub fn held_back_by<'e>(mut self, problems: impl IntoIterator<Item = &'e FactError>) -> Self {
+        let problems: Vec<&FactError> = problems.into_iter().collect();
+        let Some(first) = problems.first() else {
+            return self;
+        };
+        if !matches!(self.status, Status::Warn | Status::Fail) {
+            return self.with_unread(problems);
+        }
+        let what = match problems.len() {
+            1 => format!("not read: {} {}", first.path, first.message),
+            n => format!(
+                "not read: {n} inputs (first {} {})",
+                first.path, first.message
+            ),
+        };
+        self.summary = format!("{what}; judged without it: {}", self.summary);
+        self.status = Status::Error;
+        self.action = Action::None;
+        self.hint = Some(NOT_READ_HINT.to_string());
+        let shown = problems.len().min(MAX_UNREAD_EVIDENCE);
+        self.evidence.extend(problems[..shown].iter().map(|p| {
+            Evidence::new(&p.path, &p.message).expected("present on every supported kernel")
+        }));
+        self
+    }
+
     /// Inputs the check needed but could not read or parse (the `problems` that facts collect
     /// instead of failing): each becomes evidence naming its path. A pass or skip becomes an
     /// `error` — part of the node went unjudged, and a pass over an unreadable file would mislead

@@ -25,9 +25,7 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "a missing HCA, or one flipped to Ethernet mode, leaves a GPU without its NIC: multi-node collectives fall back to slower paths or fail to start",
                 fix: "`ibdev2netdev` / `ibstat` to compare; an HCA without an RDMA device needs mlx5_ib loaded; a port in the wrong link layer is set with `mlxconfig -d <dev> set LINK_TYPE_P1=1` (IB) and a reboot",
             },
-            run: |ctx| {
-                devices(ctx).with_unread(unread(ctx, &["link_layer", "hca_type", "node_guid"]))
-            },
+            run: |ctx| devices(ctx).with_unread(unread(ctx, OWN_FILES[0])),
         },
         CheckDef {
             code: "rdma.port_state",
@@ -64,7 +62,10 @@ pub fn checks() -> Vec<CheckDef> {
                 fix: "assign the interface its IP address (the GID table is built from it), `ip link set <if> up`, and set one MTU on all RDMA interfaces (`ip link set <if> mtu 9000`)",
             },
             run: |ctx| {
-                roce_config(ctx).with_unread(unread(ctx, &["link_layer", "mtu", "operstate"]))
+                roce_config(ctx).with_unread(unread(
+                    ctx,
+                    &["link_layer", "mtu", "operstate", "types", "ndevs"],
+                ))
             },
         },
         CheckDef {
@@ -121,10 +122,10 @@ pub fn checks() -> Vec<CheckDef> {
 /// Files of one check only; a problem with any other file (a class entry that does not resolve)
 /// belongs to `rdma.devices`.
 const OWN_FILES: &[&[&str]] = &[
-    &["link_layer", "hca_type", "node_guid"],
+    &["link_layer", "hca_type", "node_guid", "ports"],
     &["state", "phys_state"],
     &["rate"],
-    &["mtu", "operstate"],
+    &["mtu", "operstate", "types", "ndevs"],
     rdma::ERROR_COUNTERS,
     &["fw_ver"],
 ];
@@ -154,6 +155,15 @@ fn rdma_devices<'c>(ctx: &'c Context<'_>) -> Result<&'c RdmaFacts, Outcome> {
         Ok(facts) => Ok(facts),
         Err(err) => Err(Outcome::unreadable(err)),
     }
+}
+
+/// Was `file` of this port (or a file under it, `gid_attrs/types`) not there, or unreadable?
+/// Then what it would say is unknown: the port is not judged on it (the check names the file
+/// through its unread list), never judged as if the hardware lacked it.
+fn not_read(p: &RdmaPort, file: &str) -> bool {
+    p.problems
+        .iter()
+        .any(|e| e.path.ends_with(&format!("/{file}")))
 }
 
 fn ports(facts: &RdmaFacts) -> impl Iterator<Item = (&RdmaDevice, &RdmaPort)> {
@@ -269,7 +279,13 @@ fn devices(ctx: &Context<'_>) -> Outcome {
             Some(l) => by_layer.get(l).copied().unwrap_or(0),
             None => by_layer.values().sum(),
         } as u32;
-        if have < *want {
+        // Ports whose link layer was not read, and devices whose ports/ was not listed, may be
+        // the ones missing: a shortfall they could explain is not claimed.
+        let unread_ports = ports(facts)
+            .filter(|(_, p)| p.link_layer.is_none() && not_read(p, "link_layer"))
+            .count() as u32;
+        let unlisted = facts.problems.iter().any(|p| p.path.ends_with("/ports"));
+        if have < *want && !unlisted && have + unread_ports < *want {
             let what = layer.as_deref().unwrap_or("rdma");
             fails.push(format!(
                 "{have} {what} port(s), profile {name} expects {want}"
@@ -331,7 +347,10 @@ fn port_state(ctx: &Context<'_>) -> Outcome {
     let mut total = 0;
     for (d, p) in ports(facts) {
         total += 1;
-        if p.is_up() {
+        if p.is_up()
+            || (p.state.is_none() && not_read(p, "state"))
+            || (p.phys_state.is_none() && not_read(p, "phys_state"))
+        {
             continue;
         }
         let show = |s: &Option<(u32, String)>| {
@@ -459,7 +478,8 @@ fn roce_config(ctx: &Context<'_>) -> Outcome {
     let mut roce = 0;
     for (d, p) in ports(facts).filter(|(_, p)| p.is_roce()) {
         roce += 1;
-        if !p.gid_types.iter().any(|t| t == "RoCE v2") {
+        let gid_table_unread = not_read(p, "gid_attrs/types") || not_read(p, "gid_attrs/ndevs");
+        if !p.gid_types.iter().any(|t| t == "RoCE v2") && !not_read(p, "gid_attrs/types") {
             fails.push(format!("{} has no roce v2 gid", port_label(d, p)));
             evidence.push(
                 Evidence::new(
@@ -474,6 +494,7 @@ fn roce_config(ctx: &Context<'_>) -> Outcome {
             );
         }
         match &p.netdev {
+            Some(nd) if nd.operstate.is_none() && not_read(p, "operstate") => {}
             Some(nd) if nd.operstate.as_deref() != Some("up") => {
                 fails.push(format!(
                     "{} netdev {} is {}",
@@ -489,6 +510,7 @@ fn roce_config(ctx: &Context<'_>) -> Outcome {
                     .expected("up"),
                 );
             }
+            None if gid_table_unread => {}
             None => {
                 fails.push(format!("{} has no netdev", port_label(d, p)));
                 evidence.push(

@@ -31,7 +31,11 @@ pub fn checks() -> Vec<CheckDef> {
             },
             // The VF counts and virtfn links it could not read (the other checks judge the VFs
             // this one found).
-            run: |ctx| vfs_enabled(ctx).with_unread(&ctx.sriov().problems),
+            run: |ctx| {
+                let mut unread = Vec::new();
+                vfs_enabled(ctx, &mut unread)
+                    .with_unread(ctx.sriov().problems.iter().chain(&unread))
+            },
         },
         CheckDef {
             code: "sriov.vf_binding",
@@ -131,7 +135,13 @@ fn applies(
     Ok(())
 }
 
-fn vfs_enabled(ctx: &Context<'_>) -> Outcome {
+/// `unread`: advertised VFs that are on the PCI bus but were not read (their PF could not be:
+/// a partial capture), which are not "VFs that do not exist".
+fn vfs_enabled(ctx: &Context<'_>, unread: &mut Vec<crate::facts::FactError>) -> Outcome {
+    // Without the PCI bus's listing no VF is known to exist or not.
+    if let Err(err) = ctx.pci() {
+        return Outcome::unreadable(err);
+    }
     let facts = ctx.sriov();
     let adv = advertised(ctx);
     // The profile's `sriov_vfs`: a node meant to have VFs is judged even when none are enabled
@@ -228,10 +238,36 @@ fn vfs_enabled(ctx: &Context<'_>) -> Outcome {
             );
             continue;
         }
-        let missing: Vec<&String> = ids
+        let mut missing: Vec<&String> = ids
             .iter()
             .filter(|id| !existing.contains(id.as_str()))
             .collect();
+        // On the bus, but its PF was not read (a partial capture lacks the PF's files or the
+        // PF itself): not judged, named — only a VF its read PF does not list is missing.
+        missing.retain(|id| {
+            let physfn = format!("{}/{id}/physfn", crate::facts::pci::PCI_DEVICES);
+            if !ctx
+                .source()
+                .exists(&format!("{}/{id}", crate::facts::pci::PCI_DEVICES))
+            {
+                return true;
+            }
+            let pf = ctx
+                .source()
+                .canonical(&physfn)
+                .ok()
+                .and_then(|p| p.rsplit('/').next().map(str::to_string));
+            let why = match pf {
+                Some(pf) if facts.pfs.iter().any(|p| p.bdf == pf) => return true,
+                Some(pf) => format!("present, but its pf {pf} could not be read"),
+                None => "present, but its physfn link does not resolve".to_string(),
+            };
+            unread.push(crate::facts::FactError {
+                path: physfn,
+                message: why,
+            });
+            false
+        });
         if !missing.is_empty() {
             let list: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
             fails.push(format!(

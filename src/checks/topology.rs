@@ -66,7 +66,11 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "NCCL uses GPUDirect RDMA only up to PXB by default (NCCL_NET_GDR_LEVEL): further away, inter-node traffic bounces through host memory at roughly half the bandwidth, and across the CPU interconnect it also competes with everything else on the socket link",
                 fix: "put a compute NIC under each GPU's PCIe switch (check the server's slot map: NICs moved to other risers or sockets), or re-cable; `gpudoctor topo` shows the matrix",
             },
-            run: |ctx| gpu_nic_locality(ctx).with_unread(unread_numa(ctx)),
+            run: |ctx| {
+                gpu_nic_locality(ctx)
+                    .held_back_by(unread_identity(ctx))
+                    .with_unread(unread_numa(ctx))
+            },
         },
         CheckDef {
             code: "topology.acs",
@@ -156,6 +160,22 @@ fn unread_numa<'c>(ctx: &'c Context<'_>) -> Vec<&'c FactError> {
         problems.extend(&t.numa.problems);
     }
     problems
+}
+
+/// Functions whose `class`, `vendor` or `device` is missing: any of them may be the GPU or NIC
+/// a placement verdict is about, so such a verdict is held back (`Outcome::held_back_by`).
+fn unread_identity<'c>(ctx: &'c Context<'_>) -> Vec<&'c FactError> {
+    let Ok(t) = ctx.topology() else {
+        return Vec::new();
+    };
+    t.problems
+        .iter()
+        .filter(|p| p.is_missing())
+        .filter(|p| {
+            let file = p.path.rsplit('/').next().unwrap_or_default();
+            matches!(file, "class" | "vendor" | "device")
+        })
+        .collect()
 }
 
 fn topo<'c>(ctx: &'c Context<'_>) -> Result<&'c Topology, Outcome> {
@@ -515,6 +535,10 @@ fn numa_affinity(ctx: &Context<'_>) -> Outcome {
                     );
                 }
             }
+            // Not there at all: not read (a problem `with_unread` names), not "-1".
+            None if unread_numa(ctx)
+                .iter()
+                .any(|p| p.is_missing() && p.path.ends_with(&format!("/{}/numa_node", d.bdf))) => {}
             other => {
                 *missing.entry(d.kind).or_default() += 1;
                 let observed = match other {

@@ -47,6 +47,22 @@ pub struct FactError {
 }
 
 impl FactError {
+    /// An input the kernel provides on every node of the supported kernel range, absent here: a
+    /// partial capture (hand-made, cut short, recorded by something else) or a kernel older
+    /// than `since`. Never evidence that the hardware lacks what the file would describe
+    /// (DESIGN.md "Missing is not absent"): checks say `not read: <path> missing — ...`.
+    pub fn missing(path: &str, since: &str) -> Self {
+        FactError {
+            path: path.into(),
+            message: format!("missing — partial capture or kernel older than {since}"),
+        }
+    }
+
+    /// Was this input simply not there ([`FactError::missing`])?
+    pub fn is_missing(&self) -> bool {
+        self.message.starts_with("missing — ")
+    }
+
     pub fn parse(path: &str, err: ParseError) -> Self {
         FactError {
             path: path.into(),

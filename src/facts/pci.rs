@@ -13,6 +13,11 @@ use crate::source::Source;
 
 pub const PCI_DEVICES: &str = "sys/bus/pci/devices";
 
+/// The PCI sysfs attributes read here (`vendor`, `device`, `class`, `numa_node`) are as old as
+/// sysfs itself (Linux 2.6, `drivers/pci/pci-sysfs.c`): "older than" this in a missing-input
+/// error.
+pub const KERNEL_PCI_SYSFS: &str = "2.6";
+
 /// NVIDIA's PCI vendor id.
 pub const VENDOR_NVIDIA: u16 = 0x10de;
 
@@ -64,6 +69,9 @@ pub struct PciFacts {
     /// Functions of other classes, only `class` read.
     pub unjudged: Vec<UnjudgedFunction>,
     pub problems: Vec<FactError>,
+    /// Judged functions whose `numa_node` is not there ([`FactError::missing`]): their
+    /// `numa_node` is `None` for want of the file, not because the firmware said -1.
+    pub numa_missing: Vec<FactError>,
 }
 
 impl PciFacts {
@@ -373,7 +381,18 @@ pub fn gather(source: &dyn Source) -> Result<PciFacts, FactError> {
     for name in names.into_iter().filter(|n| is_bdf(n)) {
         let dir = format!("{PCI_DEVICES}/{name}");
         match read_function(source, &dir, &name) {
-            Ok(Read::Judged(function)) => facts.functions.push(function),
+            Ok(Read::Judged(function)) => {
+                // numa_node is created with the device whenever the kernel has CONFIG_NUMA (every
+                // multi-socket kernel): absent, it is not read, not "no proximity". POWER9
+                // trees in hwloc's captures keep only class + local_cpus.
+                let numa = format!("{dir}/numa_node");
+                if function.numa_node.is_none() && !source.exists(&numa) {
+                    facts
+                        .numa_missing
+                        .push(FactError::missing(&numa, KERNEL_PCI_SYSFS));
+                }
+                facts.functions.push(function);
+            }
             Ok(Read::Unjudged(function)) => facts.unjudged.push(function),
             Err(problem) => facts.problems.push(problem),
         }
@@ -384,9 +403,17 @@ pub fn gather(source: &dyn Source) -> Result<PciFacts, FactError> {
 /// `class` first: a function of a class nothing judges costs one read, not five (on a
 /// 2000-function node that is most of the tree).
 fn read_function(source: &dyn Source, dir: &str, bdf: &str) -> Result<Read, FactError> {
+    // vendor, device and class exist for every PCI function the kernel lists: one that lacks
+    // them is not read (a partial capture), never "not a GPU".
     let read = |attr: &str| -> Result<String, FactError> {
         let path = format!("{dir}/{attr}");
-        source.read_to_string(&path).map_err(FactError::from)
+        source.read_to_string(&path).map_err(|err| {
+            if err.is_missing() && !matches!(err, crate::source::FsError::Dangling { .. }) {
+                FactError::missing(&path, KERNEL_PCI_SYSFS)
+            } else {
+                FactError::from(err)
+            }
+        })
     };
     let parse_with = |attr: &str, text: String, f: fn(&str) -> Result<u32, ParseError>| {
         f(&text).map_err(|e| FactError::parse(&format!("{dir}/{attr}"), e))

@@ -122,6 +122,55 @@ pub fn parse_counter(text: &str) -> Result<u64, ParseError> {
         .map_err(|_| ParseError::new(format!("not a 64-bit counter: {:?}", short(t))))
 }
 
+/// The IB core's port attributes (`state`, `phys_state`, `rate`) and the device's `ports/`
+/// are as old as its sysfs (Linux 2.6.11, `drivers/infiniband/core/sysfs.c`).
+pub const KERNEL_IB_SYSFS: &str = "2.6.11";
+/// `ports/<n>/link_layer` came with RoCE (IBoE) in Linux 2.6.37.
+pub const KERNEL_LINK_LAYER: &str = "2.6.37";
+/// `ports/<n>/gid_attrs/{types,ndevs}` came with RoCE v2 GID attributes in Linux 4.5.
+pub const KERNEL_GID_ATTRS: &str = "4.5";
+/// A netdev's `operstate` (RFC 2863 state) exists since Linux 2.6.17.
+pub const KERNEL_OPERSTATE: &str = "2.6.17";
+
+/// A file every supported kernel provides: absent, it is not read ([`FactError::missing`],
+/// DESIGN.md "Missing is not absent"), a problem the checks name instead of judging the port
+/// as if the hardware lacked it.
+fn read_required(
+    source: &dyn Source,
+    path: &str,
+    since: &str,
+    problems: &mut Vec<FactError>,
+) -> Option<String> {
+    match source.read_to_string(path) {
+        Ok(text) => Some(trimmed(&text).to_string()),
+        Err(err) if err.is_missing() => {
+            problems.push(FactError::missing(path, since));
+            None
+        }
+        Err(err) => {
+            problems.push(err.into());
+            None
+        }
+    }
+}
+
+fn parse_required<T>(
+    source: &dyn Source,
+    path: &str,
+    since: &str,
+    parse: fn(&str) -> Result<T, ParseError>,
+    problems: &mut Vec<FactError>,
+) -> Option<T> {
+    let text = read_required(source, path, since, problems)?;
+    match parse(&text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            problems.push(FactError::parse(path, e));
+            None
+        }
+    }
+}
+
 fn read_opt(source: &dyn Source, path: &str, problems: &mut Vec<FactError>) -> Option<String> {
     match source.read_to_string(path) {
         Ok(text) => Some(trimmed(&text).to_string()),
@@ -153,7 +202,12 @@ fn netdev(source: &dyn Source, name: &str, problems: &mut Vec<FactError>) -> Net
     let dir = format!("{CLASS_NET}/{name}");
     Netdev {
         name: name.to_string(),
-        operstate: read_opt(source, &format!("{dir}/operstate"), problems),
+        operstate: read_required(
+            source,
+            &format!("{dir}/operstate"),
+            KERNEL_OPERSTATE,
+            problems,
+        ),
         mtu: parse_opt(
             source,
             &format!("{dir}/mtu"),
@@ -169,19 +223,26 @@ fn netdev(source: &dyn Source, name: &str, problems: &mut Vec<FactError>) -> Net
 fn read_port(source: &dyn Source, dev_dir: &str, pci: Option<&str>, port: u32) -> RdmaPort {
     let dir = format!("{dev_dir}/ports/{port}");
     let mut problems = Vec::new();
-    let state = parse_opt(
+    let state = parse_required(
         source,
         &format!("{dir}/state"),
+        KERNEL_IB_SYSFS,
         parse_numbered,
         &mut problems,
     );
-    let phys_state = parse_opt(
+    let phys_state = parse_required(
         source,
         &format!("{dir}/phys_state"),
+        KERNEL_IB_SYSFS,
         parse_numbered,
         &mut problems,
     );
-    let rate_text = read_opt(source, &format!("{dir}/rate"), &mut problems);
+    let rate_text = read_required(
+        source,
+        &format!("{dir}/rate"),
+        KERNEL_IB_SYSFS,
+        &mut problems,
+    );
     let rate_gbps = rate_text.as_deref().and_then(|t| match parse_rate(t) {
         Ok(v) => Some(v),
         Err(e) => {
@@ -189,7 +250,12 @@ fn read_port(source: &dyn Source, dev_dir: &str, pci: Option<&str>, port: u32) -
             None
         }
     });
-    let link_layer = read_opt(source, &format!("{dir}/link_layer"), &mut problems);
+    let link_layer = read_required(
+        source,
+        &format!("{dir}/link_layer"),
+        KERNEL_LINK_LAYER,
+        &mut problems,
+    );
     let mut counters = BTreeMap::new();
     for name in ERROR_COUNTERS {
         if let Some(v) = parse_opt(
@@ -207,10 +273,24 @@ fn read_port(source: &dyn Source, dev_dir: &str, pci: Option<&str>, port: u32) -
     let mut roce_netdev = None;
     if link_layer.as_deref() == Some("Ethernet") {
         let types_dir = format!("{dir}/gid_attrs/types");
-        for index in source
-            .list_dir(&types_dir, &|n| n.parse::<u32>().is_ok())
-            .unwrap_or_default()
-        {
+        let indexes = match source.list_dir(&types_dir, &|n| n.parse::<u32>().is_ok()) {
+            Ok(indexes) => indexes,
+            // Without the GID table nothing says which GIDs or netdev the port has: not read,
+            // never "no RoCE v2 GID" (an H100 tree without gid_attrs/ was failed for that).
+            Err(err) if err.is_missing() => {
+                problems.push(FactError::missing(&types_dir, KERNEL_GID_ATTRS));
+                Vec::new()
+            }
+            Err(err) => {
+                problems.push(err.into());
+                Vec::new()
+            }
+        };
+        let ndevs_dir = format!("{dir}/gid_attrs/ndevs");
+        if !indexes.is_empty() && !source.exists(&ndevs_dir) {
+            problems.push(FactError::missing(&ndevs_dir, KERNEL_GID_ATTRS));
+        }
+        for index in indexes {
             if let Ok(t) = source.read_to_string(&format!("{types_dir}/{index}")) {
                 let t = trimmed(&t).to_string();
                 if !t.is_empty() && !gid_types.contains(&t) {
@@ -281,9 +361,18 @@ pub fn gather(source: &dyn Source) -> Result<RdmaFacts, FactError> {
             }
         };
         let mut problems = Vec::new();
-        let ports_list = source
-            .list_dir(&format!("{dir}/ports"), &|n| n.parse::<u32>().is_ok())
-            .unwrap_or_default();
+        let ports_dir = format!("{dir}/ports");
+        let ports_list = match source.list_dir(&ports_dir, &|n| n.parse::<u32>().is_ok()) {
+            Ok(list) => list,
+            Err(err) if err.is_missing() => {
+                problems.push(FactError::missing(&ports_dir, KERNEL_IB_SYSFS));
+                Vec::new()
+            }
+            Err(err) => {
+                problems.push(err.into());
+                Vec::new()
+            }
+        };
         let mut port_numbers: Vec<u32> = ports_list.iter().filter_map(|p| p.parse().ok()).collect();
         port_numbers.sort_unstable();
         let device = RdmaDevice {

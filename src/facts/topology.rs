@@ -550,6 +550,25 @@ fn read_device(
             }
         }
     };
+    // `class`, `vendor`, `device` exist for every function the kernel lists, and `numa_node`
+    // for every one on a NUMA kernel: absent, they are not read (a partial capture), never
+    // "not a NIC" or "no proximity" (DESIGN.md "Missing is not absent").
+    let required = |name: &str, problems: &mut Vec<FactError>| -> Option<(String, String)> {
+        let file = format!("{path}/{name}");
+        match source.read_to_string(&file) {
+            Ok(text) => Some((file, text)),
+            Err(err) if err.is_missing() => {
+                if !matches!(err, crate::source::FsError::Dangling { .. }) {
+                    problems.push(FactError::missing(&file, super::pci::KERNEL_PCI_SYSFS));
+                }
+                None
+            }
+            Err(err) => {
+                problems.push(err.into());
+                None
+            }
+        }
+    };
     let u16_of = |t: Option<(String, String)>, problems: &mut Vec<FactError>| -> Option<u16> {
         let (file, text) = t?;
         let v = noted(&file, parse_hex(&text), problems)?;
@@ -565,11 +584,11 @@ fn read_device(
         None => {
             // Class first: vendor and device matter only for a class some layer judges.
             let class =
-                attr("class", problems).and_then(|(f, t)| noted(&f, parse_hex(&t), problems));
+                required("class", problems).and_then(|(f, t)| noted(&f, parse_hex(&t), problems));
             if class.is_some_and(is_judged_class) {
-                let vendor_text = attr("vendor", problems);
+                let vendor_text = required("vendor", problems);
                 let vendor = u16_of(vendor_text, problems);
-                let device_text = attr("device", problems);
+                let device_text = required("device", problems);
                 let device = u16_of(device_text, problems);
                 (vendor, device, class)
             } else {
@@ -583,6 +602,11 @@ fn read_device(
     // drive, the uncore's hundreds of system functions): its placement, links and counters are
     // not read. On a 2000-function node that is most of the tree (docs/performance.md).
     let judged = kind != DeviceKind::Other;
+    let numa_text = if judged {
+        required("numa_node", &mut *problems)
+    } else {
+        None
+    };
     let mut read = |name: &str| {
         if judged {
             attr(name, &mut *problems)
@@ -590,7 +614,6 @@ fn read_device(
             None
         }
     };
-    let numa_text = read("numa_node");
     let cpulist_text = read("local_cpulist");
     let cpumask_text = if cpulist_text.is_none() {
         read("local_cpus")

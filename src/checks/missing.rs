@@ -1,0 +1,245 @@
+//! What each check gives when an input it reads is not there (DESIGN.md "Missing is not
+//! absent"; `explain`, `list-checks` and docs/checks.md print it). A data table apart from the
+//! checks: one line per registered code, kept complete by a test.
+//!
+//! The rule every line follows, and tests/missing_inputs.rs holds every layer to: a file or
+//! directory the kernel provides on every supported kernel (under `sys/`, `proc/`) and a probe
+//! answer a capture records (`.gpudoctor/`) never turn a check `fail` or `warn` when missing —
+//! the check says `not read: <path> missing — partial capture or kernel older than N`
+//! (`error`), judges without it, or skips. `fail` for absence stays only where absence is the
+//! fault: a kernel module, a device node, a configuration file, a kernel object (an RDMA device)
+//! that is not there.
+
+/// What a missing input yields for `code`; `None` for a code the table lacks (a test keeps it
+/// complete).
+pub fn missing_input(code: &str) -> Option<&'static str> {
+    TABLE.iter().find(|(c, _)| *c == code).map(|(_, t)| *t)
+}
+
+const NVML_RECORDED: &str = "no NVML answer (a capture without .gpudoctor/nvml.json): skip, see driver.nvml_init; a GPU's field NVML did not answer: that GPU not judged on it";
+
+const TABLE: &[(&str, &str)] = &[
+    (
+        "driver.gpu_on_pci",
+        "sys/bus/pci/devices missing: error; a function whose vendor, device or class is missing: error naming it (it may be the GPU), never a warning about the node",
+    ),
+    (
+        "driver.nvidia_module",
+        "/proc/modules missing: read from /sys/module/*/initstate; both missing: error. No nvidia module in what was read: fail (absence of the module is the fault); version files missing: judged without them",
+    ),
+    (
+        "driver.nvidia_uvm_module",
+        "/proc/modules missing: read from /sys/module/*/initstate; both missing: error. No nvidia_uvm in what was read: fail (absence of the module is the fault)",
+    ),
+    (
+        "driver.nouveau_absent",
+        "/proc/modules and /sys/module missing: error; a missing driver link reads as an unbound function",
+    ),
+    (
+        "driver.device_nodes",
+        "a missing /dev/nvidiactl, /dev/nvidia-uvm or /dev/nvidia<N>: fail (absence of the device node is the fault); /proc/driver/nvidia/gpus/*/information missing: the minors come from NVML, or error",
+    ),
+    (
+        "driver.nvml_init",
+        "no .gpudoctor/nvml.json in a capture: error (no NVML answer recorded), never \"driver not loaded\"",
+    ),
+    (
+        "driver.gpu_count",
+        "a GPU function whose class, vendor or device is missing: error naming it, never \"fallen off the bus\"; no NVML answer: skip",
+    ),
+    (
+        "driver.driver_version_match",
+        "module version files missing: error or judged with the other; no NVML answer: skip",
+    ),
+    ("driver.persistence_mode", NVML_RECORDED),
+    (
+        "driver.xid_events",
+        "no kernel log (/dev/kmsg, --kernel-log, .gpudoctor/kmsg.txt): skip, saying how to give one",
+    ),
+    ("driver.ecc_errors", NVML_RECORDED),
+    ("driver.retired_pages", NVML_RECORDED),
+    ("driver.row_remap", NVML_RECORDED),
+    ("driver.thermal", NVML_RECORDED),
+    ("driver.clock_slowdown", NVML_RECORDED),
+    ("driver.pcie_link", NVML_RECORDED),
+    ("driver.mig_pending", NVML_RECORDED),
+    (
+        "toolkit.installed",
+        "the toolkit's config and binaries missing: fail (an uninstalled toolkit is the fault) on a node that runs containers",
+    ),
+    (
+        "toolkit.container_runtime",
+        "the containerd / CRI-O config missing on a Kubernetes node: fail (the runtime then runs on defaults, without the nvidia runtime: the fault)",
+    ),
+    (
+        "toolkit.cdi_specs",
+        "no CDI spec directory: judged as CDI not in use; an unreadable spec: error naming it",
+    ),
+    (
+        "toolkit.operator_validations",
+        "no /run/nvidia/validations: skip (not a GPU Operator node); a marker missing on an operator node is the finding (that validation did not pass)",
+    ),
+    (
+        "toolkit.container_gpus",
+        "no .gpudoctor/env.json: skip (not recorded in a Pod); missing device nodes in a Pod: fail (absence of the device node is the fault)",
+    ),
+    (
+        "device_plugin.kubelet",
+        "no /var/lib/kubelet: skip (not a Kubernetes node); an unreadable kubelet config: error naming it",
+    ),
+    (
+        "device_plugin.registered",
+        "/var/lib/kubelet/device-plugins missing on a kubelet node: fail (no device plugin can register: the fault); an unreadable checkpoint: error naming it",
+    ),
+    (
+        "device_plugin.pod_resources",
+        "no .gpudoctor/pod-resources.json in a capture: error (not recorded), never a kubelet fault",
+    ),
+    (
+        "device_plugin.allocatable",
+        "no pod-resources answer: the checkpoint's RegisteredDevices, else skip; no NVML answer: skip",
+    ),
+    (
+        "device_plugin.numa_topology",
+        "a GPU's numa_node missing: that GPU not compared, error naming the file, never \"sysfs says no topology\"",
+    ),
+    (
+        "device_plugin.allocations",
+        "no pod-resources answer: the checkpoint's PodDeviceEntries, else skip",
+    ),
+    (
+        "topology.pcie_link",
+        "link attributes missing (old kernels, bridges without a PCIe capability): the link is unknown and not judged; a missing class/vendor/device: error naming it",
+    ),
+    (
+        "topology.aer_errors",
+        "AER counter files missing (kernel without AER stats, before 4.17): skip or judged without them",
+    ),
+    (
+        "topology.numa_affinity",
+        "numa_node missing: not read, error naming it (never counted as -1); /sys/devices/system/node missing: skip or error",
+    ),
+    (
+        "topology.gpu_nic_locality",
+        "a function whose class, vendor or device is missing (it may be the GPU or NIC): error naming it, never a placement warning",
+    ),
+    (
+        "topology.acs",
+        "a switch port's config space missing: error naming it; /proc/cpuinfo missing: judged without the hypervisor flag",
+    ),
+    (
+        "topology.iommu",
+        "/sys/class/iommu empty or missing: no active IOMMU unit (kernels without one have none); /proc/cmdline missing: judged without it",
+    ),
+    (
+        "topology.kubelet_topology_manager",
+        "no kubelet config: skip (not a Kubernetes node) or error naming an unreadable one",
+    ),
+    (
+        "rdma.devices",
+        "/sys/class/infiniband missing: no RDMA device (the class appears when the RDMA core registers one) — fail if ConnectX functions lack one; a device's ports/ or a port's link_layer missing: error naming it, never a port-count shortfall",
+    ),
+    (
+        "rdma.port_state",
+        "a port's state or phys_state missing: that port not judged, error naming the file, never \"port down\"",
+    ),
+    (
+        "rdma.port_rate",
+        "a port's rate missing: that port not judged, error naming the file",
+    ),
+    (
+        "rdma.roce_config",
+        "gid_attrs/types or ndevs missing (kernels before 4.5, partial captures): error naming it, never \"no RoCE v2 GID\" or \"no netdev\"; a netdev's operstate missing: error, never \"down\"",
+    ),
+    (
+        "rdma.error_counters",
+        "a counter the driver does not expose: not judged; an unreadable one: error naming it",
+    ),
+    (
+        "rdma.verbs",
+        "/dev/infiniband/uverbs* missing: fail (absence of the device nodes is the fault); /proc/modules missing: /sys/module, else error",
+    ),
+    (
+        "rdma.gpudirect",
+        "no nvidia_peermem in the modules read: fail or warn (absence of the module is the fault); version files missing: judged without them",
+    ),
+    (
+        "rdma.firmware",
+        "a device's fw_ver or hca_type missing: that device not compared, error naming it",
+    ),
+    (
+        "sriov.vfs_enabled",
+        "sys/bus/pci/devices missing: error; an advertised VF on the bus whose PF was not read: error naming it, never \"VF does not exist\"",
+    ),
+    (
+        "sriov.vf_binding",
+        "a VF's infiniband/ missing: fail (mlx5_ib did not bind it: the fault); driver link or net/ unreadable: error naming it",
+    ),
+    (
+        "sriov.vf_locality",
+        "a PF's or GPU's numa_node missing: not compared, named",
+    ),
+    (
+        "sriov.pod_interface",
+        "not in a Pod (no .gpudoctor/env.json in a capture): skip; the Pod's interface missing: fail (the secondary network did not attach: the fault)",
+    ),
+    (
+        "sriov.multus",
+        "/etc/cni/net.d missing where VFs are set up: fail (Multus is not configured: the fault)",
+    ),
+    ("nvlink.links_active", NVML_RECORDED),
+    ("nvlink.error_counters", NVML_RECORDED),
+    ("nvlink.fabric_state", NVML_RECORDED),
+    (
+        "nccl.test_errors",
+        "no nccl-tests log (none recorded, no --nccl-log, no run asked for): the layer skips; an unreadable log: error naming it",
+    ),
+    (
+        "nccl.run_completed",
+        "no nccl-tests log: skip; a log cut short: the missing footer is the finding (a run that did not conclude)",
+    ),
+    ("nccl.wrong_results", "no nccl-tests log: skip"),
+    (
+        "nccl.socket_fallback",
+        "no NCCL_DEBUG=INFO lines in the log: skip (nothing says which network was used)",
+    ),
+    (
+        "nccl.gpudirect_rdma",
+        "no NCCL_DEBUG=INFO lines in the log: skip",
+    ),
+    (
+        "nccl.p2p_transport",
+        "no NCCL_DEBUG=INFO lines in the log: skip",
+    ),
+    ("nccl.nvls", "no NCCL_DEBUG=INFO lines in the log: skip"),
+    (
+        "nccl.bandwidth_collapse",
+        "no nccl-tests log, or too few result rows to compare sizes: skip",
+    ),
+    (
+        "nccl.bus_bandwidth",
+        "no result rows of 1 GiB or more: skip (nothing to judge)",
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_registered_check_says_what_a_missing_input_gives() {
+        for check in super::super::registry() {
+            assert!(
+                missing_input(check.code).is_some_and(|t| !t.trim().is_empty()),
+                "{} has no line in checks/missing.rs",
+                check.code
+            );
+        }
+        for (code, _) in TABLE {
+            assert!(
+                super::super::find(code).is_some(),
+                "checks/missing.rs names {code}, which is not registered"
+            );
+        }
+    }
+}

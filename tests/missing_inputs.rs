@@ -1,0 +1,273 @@
+//! Missing is not absent (DESIGN.md "Report, statuses, exit codes"; issue 14). Per layer, a copy
+//! of a healthy fixture loses each input the layer reads, one at a time — every file it reads or
+//! looks at (a device node, a socket) and every directory it lists, found by a traced replay of
+//! that layer alone, as tests/bad_input_corpus.rs finds them — and the layer is replayed without
+//! it.
+//!
+//! What must hold: a removed input the kernel always provides (anything under `sys/` or `proc/`,
+//! and the probe answers a capture records in `.gpudoctor/`) never turns a check `fail` or `warn`.
+//! The check that needed it says it could not judge (`error`, naming the path) or judges without
+//! it. A `fail` for absence stands only where absence is the fault ([`ABSENCE_IS_THE_FAULT`]):
+//! a device node, a configuration file the toolkit or the kubelet writes, a kernel object (a
+//! module, a device) that is not there — each listed with the checks that may fail and why.
+//!
+//! `GPUDOCTOR_MISSING_LAYER=rdma` runs one layer only.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use gpudoctor::engine::{self, RunOptions};
+use gpudoctor::report::{Layer, Report, Status};
+use gpudoctor::source::ReplaySource;
+use gpudoctor::source::rooted::{Trace, Visited};
+
+/// The healthy fixture whose inputs each layer loses: the H100 node for most layers; the layers
+/// that skip there (no SR-IOV, no NCCL log) use the healthy fixture that has them.
+fn fixture_for(layer: Layer) -> &'static str {
+    match layer {
+        Layer::Sriov => "h100-sriov-healthy",
+        Layer::Nccl => "h100-nccl-healthy",
+        _ => "hgx-h100-healthy",
+    }
+}
+
+/// Where an input is, in a root-relative path.
+#[derive(Debug, Clone, Copy)]
+enum At {
+    /// The path itself.
+    Is(&'static str),
+    /// A path ending so (`.../0000:dc:00.1/infiniband`).
+    EndsWith(&'static str),
+    /// A path starting so (`dev/nvidia`: every NVIDIA device node).
+    StartsWith(&'static str),
+}
+
+/// Inputs whose absence is itself the fault, with the checks that may then fail and why.
+/// Nothing under `sys/` or `proc/` that the kernel always provides is here, and no probe answer.
+/// Everything else removed must give no `fail` and no `warn`.
+const ABSENCE_IS_THE_FAULT: &[(At, &[&str], &str)] = &[
+    (
+        At::StartsWith("dev/nvidia"),
+        &["driver.device_nodes"],
+        "device nodes: every CUDA process opens them, the toolkit passes them into Pods (DESIGN.md: no device node is a fail)",
+    ),
+    (
+        At::Is("usr/bin/nvidia-container-runtime"),
+        &["toolkit.container_runtime"],
+        "the binary the runtime's `nvidia` handler runs: without it every GPU Pod fails to start",
+    ),
+    (
+        At::Is("dev/infiniband"),
+        &["rdma.verbs"],
+        "device nodes: without /dev/infiniband/uverbs* no process can open a verbs device",
+    ),
+    (
+        At::Is("sys/class/infiniband"),
+        &["rdma.devices"],
+        "the class exists once the RDMA core registers a device: without it no ConnectX function has an RDMA device (mlx5_ib not loaded), the fault named",
+    ),
+    (
+        At::EndsWith("/infiniband"),
+        &["sriov.vf_binding"],
+        "a VF's infiniband/ exists only when mlx5_ib bound it: without it the VF has no RDMA device, the fault named",
+    ),
+    (
+        At::Is("etc/containerd/config.toml"),
+        &["toolkit.container_runtime"],
+        "a configuration file the NVIDIA toolkit writes: without it containerd runs on defaults, without the nvidia runtime",
+    ),
+    (
+        At::Is("etc/cni/net.d"),
+        &["sriov.multus"],
+        "the CNI configuration Multus writes: without it pods cannot attach a secondary network",
+    ),
+    (
+        At::Is("var/lib/kubelet/device-plugins"),
+        &["device_plugin.registered"],
+        "the kubelet's registration directory: without it no device plugin can register",
+    ),
+];
+
+fn allowed(path: &str, code: &str) -> bool {
+    ABSENCE_IS_THE_FAULT.iter().any(|(at, codes, _)| {
+        let here = match at {
+            At::Is(p) => path == *p,
+            At::EndsWith(p) => path.ends_with(p),
+            At::StartsWith(p) => path.starts_with(p),
+        };
+        here && codes.contains(&code)
+    })
+}
+
+/// The list above stays honest: every entry names a file or directory a healthy fixture has,
+/// outside the kernel's always-present `sys/` attributes unless it is a kernel object itself.
+#[test]
+fn absence_is_the_fault_only_outside_kernel_attributes() {
+    for (at, codes, why) in ABSENCE_IS_THE_FAULT {
+        assert!(!codes.is_empty() && !why.is_empty(), "{at:?}");
+        if let At::Is(path) = at {
+            assert!(!path.starts_with("proc/"), "{path}: /proc is always there");
+            assert!(
+                ["hgx-h100-healthy", "h100-sriov-healthy"]
+                    .iter()
+                    .any(|f| common::repo().join("fixtures").join(f).join(path).exists()),
+                "{path} is in no healthy fixture"
+            );
+        }
+    }
+}
+
+fn run(root: &Path, layer: Layer, trace: Option<Arc<Mutex<Trace>>>) -> Report {
+    let mut source = ReplaySource::new(root);
+    if let Some(trace) = trace {
+        source = source.with_trace(trace);
+    }
+    engine::run(
+        &source,
+        &RunOptions {
+            keep_going: true,
+            only: vec![layer],
+            ..RunOptions::default()
+        },
+    )
+}
+
+/// The files a replay of `layer` reads and the directories it lists, root-relative with every
+/// link resolved; the manifest (what makes the tree a capture) is not an input of any layer.
+fn inputs(root: &Path, layer: Layer) -> Vec<String> {
+    let trace = Arc::new(Mutex::new(Trace::default()));
+    let _ = run(root, layer, Some(trace.clone()));
+    let trace = trace.lock().unwrap();
+    let mut all: BTreeSet<String> = trace.contents.keys().cloned().collect();
+    all.extend(trace.listings.keys().filter(|k| !k.is_empty()).cloned());
+    // Files looked at without being read (`exists`: device nodes, sockets, markers).
+    all.extend(
+        trace
+            .visited
+            .iter()
+            .filter(|(_, kind)| matches!(kind, Visited::File | Visited::Special))
+            .map(|(path, _)| path.clone()),
+    );
+    all.remove(".gpudoctor/manifest.json");
+    all.remove(".gpudoctor");
+    all.into_iter().collect()
+}
+
+/// (code, status, summary) of every `fail` or `warn` of the layer.
+fn findings(report: &Report, layer: Layer) -> Vec<(String, Status, String)> {
+    report
+        .layer(layer)
+        .map(|l| {
+            l.checks
+                .iter()
+                .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
+                .map(|c| (c.code.clone(), c.status, c.summary.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn layer_loses_each_input(layer: Layer) -> Vec<String> {
+    let fixture = common::repo().join("fixtures").join(fixture_for(layer));
+    let scratch = tempfile::tempdir().unwrap();
+    let root = scratch.path().join("node");
+    common::copy_tree(&fixture, &root);
+    let aside = scratch.path().join("aside");
+
+    let baseline = run(&root, layer, None);
+    let healthy = findings(&baseline, layer);
+    assert!(
+        healthy.is_empty(),
+        "{layer}: the healthy fixture has findings: {healthy:?}"
+    );
+    assert_ne!(
+        baseline.layer(layer).map(|l| l.status),
+        Some(Status::Skip),
+        "{layer}: the layer must run on {}",
+        fixture_for(layer)
+    );
+    let inputs = inputs(&root, layer);
+    assert!(!inputs.is_empty(), "{layer}: reads nothing?");
+    let mut problems = Vec::new();
+    for input in &inputs {
+        let path = root.join(input);
+        if fs::symlink_metadata(&path).is_err() {
+            continue; // inside a directory removed earlier in the list? never: restored each time
+        }
+        fs::rename(&path, &aside).unwrap();
+        let report = run(&root, layer, None);
+        fs::rename(&aside, &path).unwrap();
+        for (code, status, summary) in findings(&report, layer) {
+            if !allowed(input, &code) {
+                problems.push(format!(
+                    "{layer}: without {input}: {code} {status:?}: {summary}"
+                ));
+            }
+        }
+    }
+    eprintln!(
+        "{layer}: {} inputs removed one at a time, {} problem(s)",
+        inputs.len(),
+        problems.len()
+    );
+    problems
+}
+
+fn layer_test(layer: Layer) {
+    if let Ok(only) = std::env::var("GPUDOCTOR_MISSING_LAYER")
+        && only != layer.id()
+    {
+        return;
+    }
+    let problems = layer_loses_each_input(layer);
+    assert!(
+        problems.is_empty(),
+        "{} removed input(s) turned a check fail or warn:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn driver_layer_missing_inputs() {
+    layer_test(Layer::Driver);
+}
+
+#[test]
+fn toolkit_layer_missing_inputs() {
+    layer_test(Layer::Toolkit);
+}
+
+#[test]
+fn device_plugin_layer_missing_inputs() {
+    layer_test(Layer::DevicePlugin);
+}
+
+#[test]
+fn topology_layer_missing_inputs() {
+    layer_test(Layer::Topology);
+}
+
+#[test]
+fn rdma_layer_missing_inputs() {
+    layer_test(Layer::Rdma);
+}
+
+#[test]
+fn sriov_layer_missing_inputs() {
+    layer_test(Layer::Sriov);
+}
+
+#[test]
+fn nvlink_layer_missing_inputs() {
+    layer_test(Layer::Nvlink);
+}
+
+#[test]
+fn nccl_layer_missing_inputs() {
+    layer_test(Layer::Nccl);
+}
