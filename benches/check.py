@@ -9,8 +9,9 @@ by CI; docs/performance.md shows its output and the targets.
     python3 benches/check.py --quick         # fewer runs, no 10x node, smaller NCCL logs
 
 Each command runs `--runs` times (after one warm-up run that fills the page cache); the table
-shows the median wall time (measured around GNU time, so ~1 ms of its fork and exec is in it)
-and the largest peak RSS (GNU time's `%M`).
+shows the median wall time (measured around GNU time, so ~1 ms of its fork and exec is in it),
+in parentheses the median CPU time (user + system, from wait4: steadier than wall time on a
+shared box), and the largest peak RSS (GNU time's `%M`).
 Synthetic nodes come from `fixtures/build_fixtures.py --synthetic N` and are kept under
 `<target>/bench/` between runs (regenerated when the generator changes). Stdlib only.
 """
@@ -42,7 +43,7 @@ GNU_TIME = "/usr/bin/time"
 
 
 def run_once(argv, env=None):
-    """Wall seconds, peak RSS KiB, exit status of one run.
+    """Wall seconds, peak RSS KiB, exit status and CPU seconds (user + system) of one run.
 
     The peak RSS comes from GNU time (`%M`) when it is there: a child's `ru_maxrss` keeps the
     high-water mark of whatever process it was before `exec`, and a child forked from this Python
@@ -51,26 +52,32 @@ def run_once(argv, env=None):
     started = time.perf_counter()
     if os.path.exists(GNU_TIME):
         with tempfile.NamedTemporaryFile("r") as out:
-            proc = subprocess.run([GNU_TIME, "-f", "%M", "-o", out.name] + argv,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            proc = subprocess.Popen([GNU_TIME, "-f", "%M", "-o", out.name] + argv,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            # wait4's usage of GNU time includes the command it waited for, in microseconds
+            # (GNU time's own %U/%S count in 10 ms steps); its own share is a constant sliver.
+            _, status, usage = os.wait4(proc.pid, 0)
             wall = time.perf_counter() - started
             text = out.read().strip().splitlines()
             rss = int(text[-1]) if text and text[-1].isdigit() else 0
-            return wall, rss, proc.returncode
+            return (wall, rss, os.waitstatus_to_exitcode(status),
+                    usage.ru_utime + usage.ru_stime)
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
-    return wall, usage.ru_maxrss, os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss, os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
 
 
 def measure(argv, runs, env=None):
     run_once(argv, env)  # warm the page cache
     results = [run_once(argv, env) for _ in range(runs)]
-    walls = [w for w, _, _ in results]
+    walls = [w for w, _, _, _ in results]
     return {
         "median_ms": statistics.median(walls) * 1000,
         "min_ms": min(walls) * 1000,
-        "max_rss_mib": max(r for _, r, _ in results) / 1024,
+        # CPU time moves far less than wall time on a shared, loaded box.
+        "cpu_ms": statistics.median(c for _, _, _, c in results) * 1000,
+        "max_rss_mib": max(r for _, r, _, _ in results) / 1024,
         "exit": results[-1][2],
     }
 
@@ -164,6 +171,7 @@ def main() -> int:
     ap.add_argument("--cpus", help="taskset CPU list for every measured command, e.g. 0,1")
     ap.add_argument("--binary", help="a built gpudoctor (default: cargo build --release)")
     ap.add_argument("--no-nccl", action="store_true")
+    ap.add_argument("--no-x10", action="store_true", help="skip the 10x synthetic node")
     args = ap.parse_args()
     runs = 5 if args.quick else args.runs
 
@@ -179,7 +187,7 @@ def main() -> int:
 
     roots = [("hgx-h100-healthy fixture", os.path.join(REPO, "fixtures", "hgx-h100-healthy"))]
     roots.append(("synthetic x1", synthetic(1, work)))
-    if not args.quick:
+    if not args.quick and not args.no_x10:
         roots.append(("synthetic x10", synthetic(10, work)))
 
     rows = []
@@ -190,25 +198,31 @@ def main() -> int:
                                 root], cpus), r)
         topo = measure(pinned([binary, "topo", "--no-nvml", "--format", "json", "--root", root],
                               cpus), r)
+        # The matrix as a table too: comfy-table lays it out (render/grid.rs).
+        topo_table = measure(pinned([binary, "topo", "--no-nvml", "--root", root], cpus), r)
         layers, exit_code = layer_ms(binary, root, cpus)
         hw = None
         if lstopo:
             env = dict(os.environ, HWLOC_FSROOT=root)
             hw = measure(pinned([lstopo, "--whole-io", "--of", "console"], cpus), r, env=env)
-        rows.append((name, n, check, topo, layers, exit_code, hw))
+        rows.append((name, n, check, topo, layers, exit_code, hw, topo_table))
 
     print(f"machine: {machine()}")
     print(f"gpudoctor: {binary}; pinned to CPUs {cpus or 'any'}; {runs} runs (x10: 3), median")
     print()
-    print("| root | PCI functions | `check --keep-going` wall | peak RSS | exit | driver / topology "
-          "layer (report) | `topo --no-nvml` wall | `lstopo-no-graphics` wall | lstopo RSS |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, n, check, topo, layers, exit_code, hw in rows:
+    print("| root | PCI functions | `check --keep-going` wall (cpu) | peak RSS | exit | driver / "
+          "topology layer (report) | `topo --no-nvml` wall (cpu) | `topo` table wall (cpu) | "
+          "`lstopo-no-graphics` wall | lstopo RSS |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, n, check, topo, layers, exit_code, hw, topo_table in rows:
         hw_wall = f"{hw['median_ms']:.1f} ms" if hw else "n/a"
         hw_rss = f"{hw['max_rss_mib']:.1f} MiB" if hw else "n/a"
-        print(f"| {name} | {n} | {check['median_ms']:.1f} ms | {check['max_rss_mib']:.1f} MiB | "
+        print(f"| {name} | {n} | {check['median_ms']:.1f} ms ({check['cpu_ms']:.1f}) | "
+              f"{check['max_rss_mib']:.1f} MiB | "
               f"{exit_code} | {layers.get('driver', 0)} / {layers.get('topology', 0)} ms | "
-              f"{topo['median_ms']:.1f} ms | {hw_wall} | {hw_rss} |")
+              f"{topo['median_ms']:.1f} ms ({topo['cpu_ms']:.1f}) | "
+              f"{topo_table['median_ms']:.1f} ms ({topo_table['cpu_ms']:.1f}) | {hw_wall} | "
+              f"{hw_rss} |")
 
     h100 = rows[0][2]
     print()
@@ -221,7 +235,7 @@ def main() -> int:
         print(f"target: x10 node < 10x the x1 node's time: {ratio:.2f}x "
               f"({'met' if ratio < 10 else 'NOT met'})")
     if lstopo:
-        for name, _, _, topo, layers, _, hw in rows:
+        for name, _, _, topo, layers, _, hw, _ in rows:
             print(f"target: topology faster than lstopo on {name}: topo {topo['median_ms']:.1f} ms, "
                   f"topology layer {layers.get('topology', 0)} ms, lstopo {hw['median_ms']:.1f} ms "
                   f"({'met' if topo['median_ms'] < hw['median_ms'] else 'NOT met'})")

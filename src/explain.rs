@@ -6,14 +6,17 @@ use crate::checks::missing::missing_input;
 use crate::checks::{CheckDef, registry};
 
 pub fn list_table() -> String {
-    let checks = registry();
-    let width = checks.iter().map(|c| c.code.len()).max().unwrap_or(0);
-    let mut out = String::new();
-    let _ = writeln!(out, "{:<width$}  {:<14} TITLE", "CODE", "LAYER");
-    for c in &checks {
-        let _ = writeln!(out, "{:<width$}  {:<14} {}", c.code, c.layer.id(), c.title);
-    }
-    out
+    let rows: Vec<Vec<String>> = registry()
+        .iter()
+        .map(|c| {
+            vec![
+                c.code.to_string(),
+                c.layer.id().to_string(),
+                c.title.to_string(),
+            ]
+        })
+        .collect();
+    crate::render::grid::text(&["CODE".into(), "LAYER".into(), "TITLE".into()], &rows)
 }
 
 pub fn list_json() -> String {

@@ -743,29 +743,8 @@ pub fn list_table() -> String {
         "RDMA",
         "NCCL BUSBW warn/fail",
     ];
-    let mut widths = headers.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let line = |out: &mut String, cells: &[&str]| {
-        let mut text = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                text.push_str(cell);
-            } else {
-                let _ = write!(text, "{cell:<width$}  ", width = widths[i]);
-            }
-        }
-        let _ = writeln!(out, "{}", text.trim_end());
-    };
-    line(&mut out, &headers);
-    for row in &rows {
-        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
-        line(&mut out, &cells);
-    }
+    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+    let mut out = crate::render::grid::text(&headers.map(str::to_string), &rows);
     let _ = writeln!(out, "\nSources:");
     for p in builtins() {
         let _ = writeln!(out, "  {}:", p.name);

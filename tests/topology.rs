@@ -357,7 +357,20 @@ fn broken_trees_give_results_not_panics() {
         .iter()
         .find(|c| c.code == "topology.gpu_nic_locality")
         .unwrap();
-    assert_eq!(locality.status, Status::Warn, "{locality:#?}");
+    // The GPU's vendor and a bridge's device file are missing (issue 14, missing is not
+    // absent): the placement verdict they could change is held back, naming them.
+    assert_eq!(locality.status, Status::Error, "{locality:#?}");
+    assert!(
+        locality.summary.starts_with("not read: ")
+            && locality
+                .summary
+                .contains("missing — partial capture or kernel older than 2.6")
+            && locality
+                .summary
+                .contains("judged without it: gpu 0000:01:00.0 nearest rdma nic"),
+        "{}",
+        locality.summary
+    );
     let acs = layer
         .checks
         .iter()
@@ -366,9 +379,15 @@ fn broken_trees_give_results_not_panics() {
     // A device that could not be placed might be a switch port: not judged, and said so.
     assert_eq!(acs.status, Status::Error, "{acs:#?}");
     assert!(
+        // The dangling device link, and (issue 14) the identity files that are missing.
         acs.summary.starts_with(
-            "could not read 3 input files (first sys/bus/pci/devices/0000:00:09.0: dangling symlink"
+            "could not read 8 input files (first sys/devices/pci0000:00/0000:00:01.0/device: missing"
         ) && acs
+            .evidence
+            .iter()
+            .any(|e| e.source == "sys/bus/pci/devices/0000:00:09.0"
+                && e.observed.contains("dangling symlink"))
+            && acs
             .summary
             .ends_with("judged without: no pcie switch above the gpus and rdma nics"),
         "{}",

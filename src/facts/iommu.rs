@@ -36,16 +36,17 @@ impl CmdlineIommu {
     }
 }
 
-/// Pick the IOMMU parameters out of `/proc/cmdline` (space-separated `key=value` words; a later
-/// word wins, as the kernel's parser applies them in order).
+/// Pick the IOMMU parameters out of `/proc/cmdline`, split as the kernel splits it
+/// ([`super::node::parse_cmdline_params`]: quotes kept together; a later word wins, as the
+/// kernel's parser applies them in order; nothing after `--`, which is init's).
 pub fn parse_cmdline(text: &str) -> CmdlineIommu {
     let mut out = CmdlineIommu::default();
-    for word in trimmed(text).split_ascii_whitespace() {
-        let Some((key, value)) = word.split_once('=') else {
+    for (key, value) in super::node::parse_cmdline_params(text) {
+        let Some(value) = value else {
             continue;
         };
-        let value = Some(value.to_string());
-        match key {
+        let value = Some(value);
+        match key.as_str() {
             "intel_iommu" => out.intel_iommu = value,
             "amd_iommu" => out.amd_iommu = value,
             "iommu" => out.iommu = value,
@@ -137,5 +138,8 @@ mod tests {
         assert_eq!(c.amd_iommu.as_deref(), Some("on"));
         assert!(parse_cmdline("iommu=nopt,pt").asks_passthrough());
         assert_eq!(parse_cmdline(""), CmdlineIommu::default());
+        // Split as the kernel splits it: a quoted value is one word, init's part is not ours.
+        let q = parse_cmdline("dyndbg=\"file drivers/pci/* +p\" iommu=pt -- iommu=off\n");
+        assert_eq!(q.iommu.as_deref(), Some("pt"));
     }
 }

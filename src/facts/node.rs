@@ -42,6 +42,10 @@ pub fn gather_cmdline(source: &dyn Source) -> Result<Option<String>, super::Fact
     }
 }
 
+/// Hand-written, not procfs-core's `KernelCmdline`: that one splits at single spaces and keeps
+/// the quotes, so `dyndbg="file drivers/pci/* +p"` (a quoted value with spaces, as the kernel
+/// reads it) would come out as three words.
+///
 /// `/proc/cmdline` as `(parameter, value)` pairs in order, split as the kernel splits it
 /// (`lib/cmdline.c` `next_arg()`): words end at unquoted whitespace, a double quote toggles
 /// quoting and is dropped, `key=value` splits at the first `=`; a parameter without `=` has the

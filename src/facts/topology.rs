@@ -837,13 +837,12 @@ pub fn hypervisor(source: &dyn Source) -> Option<bool> {
     parse_hypervisor_flag(&text)
 }
 
-/// The first `flags : ...` line of `/proc/cpuinfo`: does it list `hypervisor`?
+/// The first CPU's `flags` in `/proc/cpuinfo`: does it list `hypervisor`? Parsed by
+/// procfs-core's `CpuInfo` (`FromBufRead`) from the bytes the rooted reader read.
 pub fn parse_hypervisor_flag(text: &str) -> Option<bool> {
-    text.lines()
-        .find_map(|l| {
-            let (key, value) = l.split_once(':')?;
-            (key.trim() == "flags").then_some(value)
-        })
+    use procfs_core::FromBufRead as _;
+    let info = procfs_core::CpuInfo::from_buf_read(text.as_bytes()).ok()?;
+    info.get_field(0, "flags")
         .map(|flags| flags.split_ascii_whitespace().any(|f| f == "hypervisor"))
 }
 

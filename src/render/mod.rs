@@ -3,6 +3,7 @@
 //! (table, Markdown, NPD line, topology table) take node text through [`sanitize`] first; JSON
 //! and Prometheus keep their own escaping.
 
+pub mod grid;
 pub mod json;
 pub mod markdown;
 pub mod npd;

@@ -1,6 +1,9 @@
 //! `--format table` (the default): one line per layer with a status mark, each finding indented
 //! under its layer with evidence and hint, and a closing line naming the first failing layer.
 //! Colour only on a terminal without `NO_COLOR` (https://no-color.org); plain text otherwise.
+//! Not a grid (a layer line, then its findings indented with evidence and hint lines of any
+//! length), so not laid out by comfy-table as the grids are (`grid.rs`): a table cell would wrap
+//! or pad the evidence that operators paste into tickets.
 
 use std::fmt::Write;
 

@@ -110,8 +110,8 @@ fn paint(color: bool, link: Link, text: &str) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
-/// The matrix as text: columns padded with spaces (not tabs, so a paste keeps its shape,
-/// topology.md §2 hazards), colour only when `color`.
+/// The matrix as text: a [`grid`](super::grid) (columns padded with spaces, not tabs, so a
+/// paste keeps its shape, topology.md §2 hazards), colour only when `color`.
 pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
     let matrix = &sanitized(matrix);
     let mut out = String::new();
@@ -149,42 +149,28 @@ pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
         row.push((numa, None));
         rows.push(row);
     }
-    let columns = header.len();
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|(t, _)| t.chars().count())
-                .chain(header.get(c).map(|h| h.chars().count()))
-                .max()
-                .unwrap_or(0)
+    // Link classes coloured before layout: the grid measures cells without their escapes.
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|(text, link)| match link {
+                    Some(l) => paint(color, *l, text),
+                    None => text.clone(),
+                })
+                .collect()
         })
         .collect();
-    let last = columns - 1;
-    let head: Vec<String> = header
-        .iter()
-        .enumerate()
-        .map(|(c, h)| pad(h, widths.get(c).copied().unwrap_or(0), c == last))
-        .collect();
-    let head = head.join("  ");
-    if color {
-        let _ = writeln!(out, "\x1b[4m{}\x1b[0m", head.trim_end());
-    } else {
-        let _ = writeln!(out, "{}", head.trim_end());
+    let mut lines = super::grid::lines(&header, &cells).into_iter();
+    if let Some(head) = lines.next() {
+        if color {
+            let _ = writeln!(out, "\x1b[4m{head}\x1b[0m");
+        } else {
+            let _ = writeln!(out, "{head}");
+        }
     }
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(c, (text, link))| {
-                let padded = pad(text, widths.get(c).copied().unwrap_or(0), c == last);
-                match link {
-                    Some(l) => paint(color, *l, &padded),
-                    None => padded,
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    for line in lines {
+        let _ = writeln!(out, "{line}");
     }
     out.push_str("\nLegend:\n\n");
     for (name, text) in LEGEND {
@@ -242,14 +228,6 @@ fn sanitized(matrix: &Matrix) -> Matrix {
     }
     clean(&mut matrix.nvlink);
     matrix
-}
-
-fn pad(text: &str, width: usize, last: bool) -> String {
-    if last {
-        return text.to_string();
-    }
-    let n = text.chars().count();
-    format!("{text}{}", " ".repeat(width.saturating_sub(n)))
 }
 
 fn write_numa(out: &mut String, topo: &Topology) {
