@@ -499,10 +499,9 @@ fn record_keeps_the_run_and_its_replay_gives_the_same_verdict() {
     .unwrap();
     assert_eq!(meta["exit"]["code"], 7);
     assert_eq!(meta["command"][1], "-b");
+    // A capture answers NVML from its nvml.json: --nvml-lib would be a usage error (issue 14).
     let replayed = common::gpudoctor(&[
         "check",
-        "--nvml-lib",
-        NO_NVML,
         "--only",
         "nccl",
         "--format",
