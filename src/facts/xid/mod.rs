@@ -1,0 +1,383 @@
+//! NVIDIA XID (GPU) and SXID (NVSwitch) events read from kernel-log text, and the catalogue that
+//! says what each XID means and what to do about it. Pure: text in, facts out; no I/O, and no
+//! judgment beyond the catalogue lookup (the check decides pass/warn/fail).
+//!
+//! Line formats follow reference/gpu-health.md §8; the catalogue encodes §9 (thresholds in §10
+//! are the check's business). Sources:
+//! - gpud's matcher, regex `NVRM: Xid \(((?:PCI:)?[0-9a-fA-F:]+)\).*?: (\d+),`
+//!   (`leptonai/gpud` `components/accelerator/nvidia/xid/kmsg.go`) and its fallen-off-the-bus
+//!   fallbacks (`kmsg_test.go`); this parser is hand-written with `str` methods (no regex crate);
+//! - NVIDIA's XID catalogue, <https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html>
+//!   (immediate / investigatory "resolution buckets");
+//! - `/dev/kmsg` record format, `Documentation/ABI/testing/dev-kmsg` in the Linux tree;
+//! - the XID 119 history table printed by `kgspLogRpcDebugInfo` (open-gpu-kernel-modules
+//!   `kernel_gsp.c`).
+//!
+//! Accepted input, one kernel message per line, in any mix of:
+//! - raw `/dev/kmsg` records `<prio>,<seq>,<usec>,<flags>[,...];<text>` (the timestamp kept is
+//!   `<usec>`); the record's continuation lines start with a space and carry `KEY=value`
+//!   dictionary entries (` SUBSYSTEM=pci`, ` DEVICE=+pci:0000:2b:00.0`): they are ignored;
+//! - `dmesg` (`[  123.456789] `), `dmesg -T` (`[Mon Nov 30 07:01:02 2026] `), `dmesg -r`
+//!   (`<4>[ 12.3] `), syslog / journal (`Nov 30 07:01:02 host kernel: ` with or without a
+//!   following `[ 12.3] `), or no prefix at all.
+//!
+//! Choices worth knowing:
+//! - **Continuation lines.** XID 119 (and other GSP errors) are followed by a GSP RPC history
+//!   table that is not a new record. A following `NVRM:` line is appended (with `\n`) to the
+//!   previous XID's `message` when its text is indented (`NVRM:     entry function ...`), is a
+//!   `GPU<n> ... RPC ...` line (`NVRM: GPU4 RPC history (CPU -> GSP):`), or is an all-asterisk
+//!   banner (`NVRM: _kgspLogXid119: ****`). Any other line (a new record, a non-NVRM line such
+//!   as `CPU: 36 PID: ...`) ends the record. The banner and note printed *before* the Xid line
+//!   (`... GSP Timeout ...`) are not attached to anything.
+//! - **Fallen off the bus without an Xid tag** (`NVRM: GPU 0000:2b:00.0: GPU has fallen off the
+//!   bus.`, `NVRM: GPU at 0000:01:00.0 has fallen off the bus.`, and the three-line
+//!   `NVRM: The NVIDIA GPU <bdf>` ... `fallen off the bus and is not responding to commands.`)
+//!   become XID 79 only when the log holds no explicit `Xid ...: 79` for that bus id, and at
+//!   most once per bus id, so one fall is never counted twice.
+//! - **Unreadable bus id.** An Xid line whose bus-id field is present but not an address
+//!   (`NVRM: Xid (PCI:...): 145, ...`) is kept with `pci_bus_id: None`: the XID number is what
+//!   matters. The field must be short and free of spaces and parentheses, or the line is junk.
+//! - **SXID triplets.** The NVSwitch driver follows an SXID line with `Severity N Engine
+//!   instance ...` and `Data {...}` lines for the same SXID and bus id; those are appended (with
+//!   `\n`) to the previous event's `detail` instead of counted again. A `Severity` line with no
+//!   such predecessor is its own event (`fatal: None`).
+//! - **Damage.** A line that mentions `Xid`/`SXid` as a word but does not parse counts in
+//!   `skipped_lines`; nothing panics, and work is linear in the input. Lines are cut at
+//!   [`MAX_LINE_BYTES`] and only the last [`MAX_LINES`] lines are read (the newest messages
+//!   matter most; a kernel ring buffer holds far fewer). `line_number` stays the line's number
+//!   in the whole input.
+
+mod catalogue;
+mod lines;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+pub use catalogue::{CATALOGUED_XIDS, XidInfo, XidSeverity, xid_info};
+use lines::{
+    clip, fallen_off_bus_id, is_continuation, is_kmsg_dictionary, mentions_xid, parse_uuid_line,
+    prefix_timestamp, split_kmsg, take_bdf, take_bus_field, take_field, take_number,
+};
+
+/// Only the last this-many lines of the input are read; earlier lines are ignored.
+pub const MAX_LINES: usize = 200_000;
+/// Longer lines are cut here (kernel messages are at most about 1 KiB; longer is junk).
+pub const MAX_LINE_BYTES: usize = 8 * 1024;
+
+/// One `NVRM: Xid` record (or a fallen-off-the-bus line read as XID 79).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct XidEvent {
+    pub xid: u32,
+    /// sysfs form with function digit: "0000:2b:00.0" (XID lines print `PCI:0000:2b:00` without
+    /// the function, read as `.0`); lower case; `None` when the field is unreadable.
+    pub pci_bus_id: Option<String>,
+    /// `pid=` as printed, quotes removed: "1797828", "<unknown>"; `None` when absent.
+    pub pid: Option<String>,
+    /// `name=` as printed: "pt_main_thread", "<unknown>"; `None` when absent.
+    pub process: Option<String>,
+    /// The text after the pid/name fields (or after "<xid>, ").
+    pub detail: String,
+    /// As printed: "[  123.456789]", "[Mon Nov 30 07:01:02 2026]", "Nov 30 07:01:02" (syslog),
+    /// or the kmsg `<usec>` field "1234567".
+    pub timestamp: Option<String>,
+    /// The message from `NVRM:` on, without kmsg/dmesg/syslog prefixes; continuation lines
+    /// appended with "\n".
+    pub message: String,
+    /// 1-based line of the record start.
+    pub line_number: usize,
+}
+
+/// One `nvidia-nvswitchN: SXid` record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SxidEvent {
+    pub sxid: u32,
+    /// sysfs form "0000:05:00.0" (SXID lines print the function digit); `None` when unreadable.
+    pub pci_bus_id: Option<String>,
+    /// The reporting driver instance, "nvidia-nvswitch3".
+    pub switch: Option<String>,
+    /// `Fatal` -> true, `Non-fatal` -> false, anything else (`Severity 1 ...`) -> `None`.
+    pub fatal: Option<bool>,
+    /// Text after the fatal/non-fatal word; `Severity`/`Data` follow-up lines appended with "\n".
+    pub detail: String,
+    pub line_number: usize,
+}
+
+/// Everything XID-related found in one kernel log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KernelLog {
+    /// In log order.
+    pub xids: Vec<XidEvent>,
+    /// In log order.
+    pub sxids: Vec<SxidEvent>,
+    /// Bus id ("0000:2b:00.0") -> "GPU-<uuid>", from `NVRM: GPU at PCI:0000:2b:00: GPU-<uuid>`.
+    pub uuids: BTreeMap<String, String>,
+    /// Lines that mention `Xid`/`SXid` but could not be read (truncated, interleaved, damaged).
+    pub skipped_lines: usize,
+}
+
+/// Parse kernel-log text (raw `/dev/kmsg`, `dmesg`, `dmesg -T`, syslog/journal, or a mix).
+/// Never fails: what cannot be read is counted in `skipped_lines` (when it mentions an XID) or
+/// ignored. Reads only the last [`MAX_LINES`] lines, each cut at [`MAX_LINE_BYTES`].
+pub fn parse_kernel_log(text: &str) -> KernelLog {
+    let total = text.lines().count();
+    let first = total.saturating_sub(MAX_LINES);
+    let mut parser = Parser::default();
+    for (index, line) in text.lines().enumerate().skip(first) {
+        parser.line(index + 1, line);
+    }
+    parser.finish()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The line parser.
+
+/// A "The NVIDIA GPU <bdf>" line waiting for its "fallen off the bus" line.
+struct PendingFallen {
+    bus_id: String,
+    timestamp: Option<String>,
+    message: String,
+    line_number: usize,
+    lines_left: u8,
+}
+
+#[derive(Default)]
+struct Parser {
+    log: KernelLog,
+    /// Fallen-off-the-bus events, merged (deduplicated) in `finish`.
+    companions: Vec<XidEvent>,
+    /// Index into `log.xids` of the record continuation lines attach to.
+    open_xid: Option<usize>,
+    /// Index into `log.sxids` of the record `Severity`/`Data` lines attach to.
+    open_sxid: Option<usize>,
+    pending_fallen: Option<PendingFallen>,
+}
+
+impl Parser {
+    fn line(&mut self, line_number: usize, raw: &str) {
+        let raw = clip(raw, MAX_LINE_BYTES).trim_end();
+        if raw.trim_start().is_empty() || is_kmsg_dictionary(raw) {
+            return;
+        }
+        let (kmsg_usec, body) = match split_kmsg(raw) {
+            Some((usec, text)) => (Some(usec), text),
+            None => (None, raw.trim_start()),
+        };
+        let timestamp = |prefix: &str| {
+            kmsg_usec
+                .map(str::to_string)
+                .or_else(|| prefix_timestamp(prefix))
+        };
+
+        if let Some(pos) = body.find("SXid (") {
+            self.open_xid = None;
+            self.pending_fallen = None;
+            self.sxid_line(line_number, body, pos);
+            return;
+        }
+        self.open_sxid = None;
+
+        let Some(nvrm) = body.find("NVRM:") else {
+            self.close();
+            self.skip_if_mentions_xid(body);
+            return;
+        };
+
+        if let Some(pos) = body.find("NVRM: Xid (") {
+            self.close();
+            match parse_xid(&body[pos..], timestamp(&body[..pos]), line_number) {
+                Some(event) => {
+                    self.log.xids.push(event);
+                    self.open_xid = Some(self.log.xids.len() - 1);
+                }
+                None => self.log.skipped_lines += 1,
+            }
+            return;
+        }
+
+        let message = body[nvrm..].trim_end();
+        let after = &body[nvrm + "NVRM:".len()..];
+        let text = after.trim();
+
+        if let Some(mut pending) = self.pending_fallen.take() {
+            if text.contains("fallen off the bus") {
+                self.open_xid = None;
+                self.companions.push(XidEvent {
+                    xid: 79,
+                    pci_bus_id: Some(pending.bus_id),
+                    pid: None,
+                    process: None,
+                    detail: text.to_string(),
+                    timestamp: pending.timestamp,
+                    message: format!("{}\n{}", pending.message, message),
+                    line_number: pending.line_number,
+                });
+                return;
+            }
+            pending.lines_left = pending.lines_left.saturating_sub(1);
+            if pending.lines_left > 0 {
+                self.pending_fallen = Some(pending);
+            }
+        }
+
+        if let Some(bus_id) = fallen_off_bus_id(text) {
+            self.open_xid = None;
+            self.companions.push(XidEvent {
+                xid: 79,
+                pci_bus_id: Some(bus_id),
+                pid: None,
+                process: None,
+                detail: text.to_string(),
+                timestamp: timestamp(&body[..nvrm]),
+                message: message.to_string(),
+                line_number,
+            });
+            return;
+        }
+        if let Some(rest) = text.strip_prefix("The NVIDIA GPU ") {
+            if let Some((bus_id, _)) = take_bdf(rest) {
+                self.open_xid = None;
+                self.pending_fallen = Some(PendingFallen {
+                    bus_id,
+                    timestamp: timestamp(&body[..nvrm]),
+                    message: message.to_string(),
+                    line_number,
+                    lines_left: 2,
+                });
+                return;
+            }
+        }
+        if let Some((bus_id, uuid)) = parse_uuid_line(text) {
+            self.open_xid = None;
+            self.log.uuids.insert(bus_id, uuid);
+            return;
+        }
+        if let Some(index) = self.open_xid {
+            if is_continuation(after) {
+                if let Some(event) = self.log.xids.get_mut(index) {
+                    event.message.push('\n');
+                    event.message.push_str(message);
+                }
+                return;
+            }
+        }
+        self.open_xid = None;
+        self.skip_if_mentions_xid(body);
+    }
+
+    fn sxid_line(&mut self, line_number: usize, body: &str, pos: usize) {
+        let Some(event) = parse_sxid(body, pos, line_number) else {
+            self.open_sxid = None;
+            self.log.skipped_lines += 1;
+            return;
+        };
+        let follow_up = event.fatal.is_none()
+            && (event.detail.starts_with("Severity ") || event.detail.starts_with("Data "));
+        if follow_up {
+            if let Some(prev) = self.open_sxid.and_then(|i| self.log.sxids.get_mut(i)) {
+                if prev.sxid == event.sxid && prev.pci_bus_id == event.pci_bus_id {
+                    prev.detail.push('\n');
+                    prev.detail.push_str(&event.detail);
+                    return;
+                }
+            }
+        }
+        self.log.sxids.push(event);
+        self.open_sxid = Some(self.log.sxids.len() - 1);
+    }
+
+    fn close(&mut self) {
+        self.open_xid = None;
+        self.pending_fallen = None;
+    }
+
+    fn skip_if_mentions_xid(&mut self, text: &str) {
+        if mentions_xid(text) {
+            self.log.skipped_lines += 1;
+        }
+    }
+
+    fn finish(mut self) -> KernelLog {
+        // Prefer the explicit `Xid ...: 79` line; keep one companion-derived event per bus id
+        // only where the log has none.
+        let explicit: BTreeSet<String> = self
+            .log
+            .xids
+            .iter()
+            .filter(|e| e.xid == 79)
+            .filter_map(|e| e.pci_bus_id.clone())
+            .collect();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for event in self.companions {
+            let Some(bus_id) = event.pci_bus_id.clone() else {
+                continue;
+            };
+            if explicit.contains(&bus_id) || !seen.insert(bus_id) {
+                continue;
+            }
+            self.log.xids.push(event);
+        }
+        self.log.xids.sort_by_key(|e| e.line_number);
+        self.log
+    }
+}
+
+/// `<xid-part>` starts at `NVRM: Xid (`.
+fn parse_xid(text: &str, timestamp: Option<String>, line_number: usize) -> Option<XidEvent> {
+    let message = text.trim_end();
+    let rest = text.get("NVRM: Xid (".len()..)?;
+    let (pci_bus_id, rest) = take_bus_field(rest)?;
+    let rest = rest.trim_start().strip_prefix(':')?.trim_start();
+    let (xid, rest) = take_number(rest)?;
+    let rest = rest.strip_prefix(',')?.trim_start();
+    let (pid, rest) = take_field(rest, "pid=");
+    let (process, rest) = take_field(rest, "name=");
+    Some(XidEvent {
+        xid,
+        pci_bus_id,
+        pid,
+        process,
+        detail: rest.trim().to_string(),
+        timestamp,
+        message: message.to_string(),
+        line_number,
+    })
+}
+
+/// `body[pos..]` starts with `SXid (`; the switch name is the word before it.
+fn parse_sxid(body: &str, pos: usize, line_number: usize) -> Option<SxidEvent> {
+    let prefix = body[..pos].trim_end();
+    let prefix = prefix.strip_suffix(':').unwrap_or(prefix);
+    let switch = prefix
+        .rsplit(|c: char| c.is_whitespace() || c == ']')
+        .next()
+        .filter(|w| w.contains("nvswitch"))
+        .map(str::to_string);
+    let rest = body.get(pos + "SXid (".len()..)?;
+    let (pci_bus_id, rest) = take_bus_field(rest)?;
+    let rest = rest.trim_start().strip_prefix(':')?.trim_start();
+    let (sxid, rest) = take_number(rest)?;
+    let rest = rest.strip_prefix(',')?.trim();
+    let (word, after) = match rest.split_once(',') {
+        Some((w, a)) => (w.trim(), a.trim()),
+        None => (rest, ""),
+    };
+    let (fatal, detail) =
+        if word.eq_ignore_ascii_case("non-fatal") || word.eq_ignore_ascii_case("nonfatal") {
+            (Some(false), after)
+        } else if word.eq_ignore_ascii_case("fatal") {
+            (Some(true), after)
+        } else {
+            (None, rest)
+        };
+    Some(SxidEvent {
+        sxid,
+        pci_bus_id,
+        switch,
+        fatal,
+        detail: detail.to_string(),
+        line_number,
+    })
+}
