@@ -1,6 +1,7 @@
 //! UTC timestamps as RFC 3339 text (`2026-11-30T07:26:08Z`), both ways, without a date crate:
 //! the report's `generated_at` is written here and read back by the Prometheus renderer. Only the
 //! UTC `Z` form this module writes is promised to parse; it reads no clock but the one it is given.
+//! Also the short ages findings print ("3 min ago").
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -55,6 +56,30 @@ pub fn unix_seconds(text: &str) -> Option<u64> {
     u64::try_from(secs).ok()
 }
 
+/// A duration as a short age: "45 s ago", "3 min ago", "5 h ago", "2 days ago".
+pub fn ago(secs: f64) -> String {
+    format!("{} ago", span(secs))
+}
+
+/// A duration in its largest whole unit: "45 s", "3 min", "5 h" (below two days), "2 days".
+/// Negative or non-finite durations read as zero.
+pub fn span(secs: f64) -> String {
+    let s = if secs.is_finite() && secs > 0.0 {
+        secs
+    } else {
+        0.0
+    };
+    if s < 60.0 {
+        format!("{} s", s.floor() as u64)
+    } else if s < 3_600.0 {
+        format!("{} min", (s / 60.0).floor() as u64)
+    } else if s < 2.0 * 86_400.0 {
+        format!("{} h", (s / 3_600.0).floor() as u64)
+    } else {
+        format!("{} days", (s / 86_400.0).floor() as u64)
+    }
+}
+
 /// A field of exactly `width` ASCII digits.
 fn number(text: &str, width: usize) -> Option<i64> {
     if text.len() != width || !text.bytes().all(|b| b.is_ascii_digit()) {
@@ -105,6 +130,18 @@ mod tests {
             rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
             "2000-02-29T00:00:00Z"
         );
+    }
+
+    #[test]
+    fn ages_in_their_largest_unit() {
+        assert_eq!(ago(0.4), "0 s ago");
+        assert_eq!(ago(59.9), "59 s ago");
+        assert_eq!(ago(180.0), "3 min ago");
+        assert_eq!(ago(3_600.0 * 5.5), "5 h ago");
+        assert_eq!(ago(86_400.0 * 1.9), "45 h ago");
+        assert_eq!(ago(86_400.0 * 90.0), "90 days ago");
+        assert_eq!(span(-3.0), "0 s");
+        assert_eq!(span(f64::NAN), "0 s");
     }
 
     #[test]

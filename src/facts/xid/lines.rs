@@ -189,6 +189,50 @@ pub(super) fn is_kmsg_dictionary(line: &str) -> bool {
     }
 }
 
+/// Split any kernel-log line into its stamp text (as [`prefix_timestamp`] and the kmsg
+/// `<usec>` give it) and the message after every prefix: a raw kmsg record, `<4>` priorities,
+/// a dmesg `[...]` stamp, or a syslog/journal `<date> <host> kernel: ` head with or without the
+/// kernel's own `[...]` after it. A line with none of them is all message.
+pub(super) fn split_prefix(line: &str) -> (Option<&str>, &str) {
+    if let Some((usec, text)) = split_kmsg(line) {
+        return (Some(usec), text.trim_start());
+    }
+    let mut text = line.trim_start();
+    if let Some(rest) = text.strip_prefix('<') {
+        if let Some((prio, after)) = rest.split_once('>') {
+            if !prio.is_empty() && prio.len() <= 3 && prio.bytes().all(|b| b.is_ascii_digit()) {
+                text = after;
+            }
+        }
+    }
+    if let Some(stamped) = bracket(text) {
+        return stamped;
+    }
+    // Syslog / journal: the head before ` kernel: ` is short and starts with a date.
+    if let Some(at) = text
+        .get(..text.len().min(96))
+        .and_then(|h| h.find(" kernel: "))
+    {
+        let head = text[..at].trim();
+        let rest = text[at + " kernel: ".len()..].trim_start();
+        if let Some(stamped) = bracket(rest) {
+            return stamped;
+        }
+        let date = head.rsplit_once(' ').map(|(d, _host)| d.trim());
+        return (date.filter(|d| !d.is_empty()), rest);
+    }
+    (None, text)
+}
+
+/// `[...] rest` -> (`[...]`, `rest`), for a short bracket at the start of `text`.
+fn bracket(text: &str) -> Option<(Option<&str>, &str)> {
+    if !text.starts_with('[') {
+        return None;
+    }
+    let close = text.get(..text.len().min(48))?.find(']')?;
+    Some((Some(&text[..=close]), text[close + 1..].trim_start()))
+}
+
 /// The timestamp in the text before the message: the first `[...]` (dmesg, dmesg -T, or the
 /// kernel's own stamp inside syslog), else the syslog date before `<host> kernel:`.
 pub(super) fn prefix_timestamp(prefix: &str) -> Option<String> {

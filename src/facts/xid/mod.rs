@@ -1,6 +1,7 @@
-//! NVIDIA XID (GPU) and SXID (NVSwitch) events read from kernel-log text, and the catalogue that
-//! says what each XID means and what to do about it. Pure: text in, facts out; no I/O, and no
-//! judgment beyond the catalogue lookup (the check decides pass/warn/fail).
+//! NVIDIA XID (GPU) and SXID (NVSwitch) events read from kernel-log text, the PCIe AER reports and
+//! the recovery lines around them (`events.rs`), each line's time and boot (`stamp.rs`), and the
+//! catalogues that say what each XID (`catalogue.rs`) and SXID (`sxid.rs`) means. Pure: text in,
+//! facts out; no I/O, and no judgment beyond the catalogue lookup (the checks decide).
 //!
 //! Line formats follow reference/gpu-health.md §8; the catalogue encodes §9 (thresholds in §10
 //! are the check's business). Sources:
@@ -19,7 +20,8 @@
 //!   dictionary entries (` SUBSYSTEM=pci`, ` DEVICE=+pci:0000:2b:00.0`): they are ignored;
 //! - `dmesg` (`[  123.456789] `), `dmesg -T` (`[Mon Nov 30 07:01:02 2026] `), `dmesg -r`
 //!   (`<4>[ 12.3] `), syslog / journal (`Nov 30 07:01:02 host kernel: ` with or without a
-//!   following `[ 12.3] `), or no prefix at all.
+//!   following `[ 12.3] `), `dmesg -H` (`[Nov30 07:01] ` then `[  +0.000844] `), or no
+//!   prefix at all.
 //!
 //! Choices worth knowing:
 //! - **Continuation lines.** XID 119 (and other GSP errors) are followed by a GSP RPC history
@@ -46,21 +48,34 @@
 //!   [`MAX_LINE_BYTES`] and only the last [`MAX_LINES`] lines are read (the newest messages
 //!   matter most; a kernel ring buffer holds far fewer). `line_number` stays the line's number
 //!   in the whole input.
+//! - **Time.** Every line's stamp is read (`stamp.rs`), deltas added to the last absolute
+//!   stamp, and boots counted (`Linux version`, journal `-- Boot` separators, since-boot stamps
+//!   that start over); events carry their stamp and boot, and a step back in time within a boot
+//!   is counted in `out_of_order`, never reordered.
 
 mod catalogue;
+pub mod events;
 mod lines;
+pub mod stamp;
+pub mod sxid;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_events;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 pub use catalogue::{CATALOGUED_XIDS, XidInfo, XidSeverity, xid_info};
+pub use events::{AerEvent, AerSeverity, Marker, MarkerKind};
+use events::{AerLine, aer_line, device_prefix};
 use lines::{
     clip, fallen_off_bus_id, is_continuation, is_kmsg_dictionary, mentions_xid, parse_uuid_line,
-    prefix_timestamp, split_kmsg, take_bdf, take_bus_field, take_field, take_number,
+    prefix_timestamp, split_kmsg, split_prefix, take_bdf, take_bus_field, take_field, take_number,
 };
+use stamp::RawStamp;
+pub use stamp::{Clock, Stamp, When};
 
 /// Only the last this-many lines of the input are read; earlier lines are ignored.
 pub const MAX_LINES: usize = 200_000;
@@ -68,7 +83,7 @@ pub const MAX_LINES: usize = 200_000;
 pub const MAX_LINE_BYTES: usize = 8 * 1024;
 
 /// One `NVRM: Xid` record (or a fallen-off-the-bus line read as XID 79).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct XidEvent {
     pub xid: u32,
     /// sysfs form with function digit: "0000:2b:00.0" (XID lines print `PCI:0000:2b:00` without
@@ -88,10 +103,15 @@ pub struct XidEvent {
     pub message: String,
     /// 1-based line of the record start.
     pub line_number: usize,
+    /// The time the line's prefix gives (see [`stamp`]); `None` without one.
+    pub stamp: Option<Stamp>,
+    /// Which boot of the log wrote it: 0 for the first, counting `Linux version` lines, journal
+    /// boot separators and since-boot stamps that start over.
+    pub boot: u32,
 }
 
 /// One `nvidia-nvswitchN: SXid` record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SxidEvent {
     pub sxid: u32,
     /// sysfs form "0000:05:00.0" (SXID lines print the function digit); `None` when unreadable.
@@ -102,16 +122,35 @@ pub struct SxidEvent {
     pub fatal: Option<bool>,
     /// Text after the fatal/non-fatal word; `Severity`/`Data` follow-up lines appended with "\n".
     pub detail: String,
+    /// The NVLink port the detail names (`Link 48 LTSSM Fault Up`), when it names one.
+    pub link: Option<u32>,
     pub line_number: usize,
+    /// As printed (see [`XidEvent::timestamp`]).
+    pub timestamp: Option<String>,
+    pub stamp: Option<Stamp>,
+    pub boot: u32,
 }
 
-/// Everything XID-related found in one kernel log.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// Everything XID-related found in one kernel log, and the PCIe AER reports and recovery
+/// lines around it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KernelLog {
     /// In log order.
     pub xids: Vec<XidEvent>,
     /// In log order.
     pub sxids: Vec<SxidEvent>,
+    /// PCIe AER reports, in log order.
+    pub aer: Vec<AerEvent>,
+    /// Boots, driver loads, re-enumerations and recoveries, in log order.
+    pub markers: Vec<Marker>,
+    /// Boots the log spans (1 for a log of one boot; the last is the current one when the log
+    /// is the node's own).
+    pub boots: u32,
+    /// Lines whose since-boot stamp went back in time without a new boot (out of order).
+    pub out_of_order: usize,
+    /// Lines read, and how many of them carried a timestamp.
+    pub lines: usize,
+    pub stamped_lines: usize,
     /// Bus id ("0000:2b:00.0") -> "GPU-<uuid>", from `NVRM: GPU at PCI:0000:2b:00: GPU-<uuid>`.
     pub uuids: BTreeMap<String, String>,
     /// Lines that mention `Xid`/`SXid` but could not be read (truncated, interleaved, damaged).
@@ -138,9 +177,22 @@ pub fn parse_kernel_log(text: &str) -> KernelLog {
 struct PendingFallen {
     bus_id: String,
     timestamp: Option<String>,
+    stamp: Option<Stamp>,
     message: String,
     line_number: usize,
     lines_left: u8,
+}
+
+/// A root port's `AER: ... error received` line waiting for the `PCIe Bus Error` report it
+/// announces.
+struct PendingReceived {
+    port: String,
+    source: Option<String>,
+    severity: AerSeverity,
+    multiple: bool,
+    line_number: usize,
+    stamp: Option<Stamp>,
+    message: String,
 }
 
 #[derive(Default)]
@@ -153,6 +205,15 @@ struct Parser {
     /// Index into `log.sxids` of the record `Severity`/`Data` lines attach to.
     open_sxid: Option<usize>,
     pending_fallen: Option<PendingFallen>,
+    /// Index into `log.aer` of the report its error-bit lines attach to.
+    open_aer: Option<usize>,
+    pending_received: Option<PendingReceived>,
+    // The log's clock as read so far.
+    boot: u32,
+    lines_in_boot: usize,
+    last_since_boot: Option<f64>,
+    /// The last absolute stamp, for `dmesg -H` deltas.
+    anchor: Option<Stamp>,
 }
 
 impl Parser {
@@ -161,6 +222,8 @@ impl Parser {
         if raw.trim_start().is_empty() || is_kmsg_dictionary(raw) {
             return;
         }
+        let (stamp_text, message_text) = split_prefix(raw);
+        let stamp = self.track_time(line_number, stamp_text, message_text, raw);
         let (kmsg_usec, body) = match split_kmsg(raw) {
             Some((usec, text)) => (Some(usec), text),
             None => (None, raw.trim_start()),
@@ -170,24 +233,36 @@ impl Parser {
                 .map(str::to_string)
                 .or_else(|| prefix_timestamp(prefix))
         };
+        if events::is_driver_load(message_text) {
+            self.marker(
+                MarkerKind::DriverLoad,
+                None,
+                line_number,
+                stamp,
+                message_text,
+            );
+        }
 
         if let Some(pos) = body.find("SXid (") {
             self.open_xid = None;
             self.pending_fallen = None;
-            self.sxid_line(line_number, body, pos);
+            self.sxid_line(line_number, body, pos, stamp_text, stamp);
             return;
         }
         self.open_sxid = None;
 
         let Some(nvrm) = body.find("NVRM:") else {
             self.close();
-            self.skip_if_mentions_xid(body);
+            if !self.other_line(line_number, message_text, raw, stamp) {
+                self.skip_if_mentions_xid(body);
+            }
             return;
         };
 
         if let Some(pos) = body.find("NVRM: Xid (") {
             self.close();
-            match parse_xid(&body[pos..], timestamp(&body[..pos]), line_number) {
+            let at = (stamp, self.boot);
+            match parse_xid(&body[pos..], timestamp(&body[..pos]), line_number, at) {
                 Some(event) => {
                     self.log.xids.push(event);
                     self.open_xid = Some(self.log.xids.len() - 1);
@@ -213,6 +288,8 @@ impl Parser {
                     timestamp: pending.timestamp,
                     message: format!("{}\n{}", pending.message, message),
                     line_number: pending.line_number,
+                    stamp: pending.stamp,
+                    boot: self.boot,
                 });
                 return;
             }
@@ -233,6 +310,8 @@ impl Parser {
                 timestamp: timestamp(&body[..nvrm]),
                 message: message.to_string(),
                 line_number,
+                stamp,
+                boot: self.boot,
             });
             return;
         }
@@ -242,6 +321,7 @@ impl Parser {
                 self.pending_fallen = Some(PendingFallen {
                     bus_id,
                     timestamp: timestamp(&body[..nvrm]),
+                    stamp,
                     message: message.to_string(),
                     line_number,
                     lines_left: 2,
@@ -267,8 +347,235 @@ impl Parser {
         self.skip_if_mentions_xid(body);
     }
 
-    fn sxid_line(&mut self, line_number: usize, body: &str, pos: usize) {
-        let Some(event) = parse_sxid(body, pos, line_number) else {
+    /// Resolve the line's stamp (adding `dmesg -H` deltas to the last absolute one) and follow
+    /// the boots: a `Linux version` line or journal separator starts one, and so does a
+    /// since-boot stamp that starts over (below 10 s after one more than a minute later); any other
+    /// step back in time is counted as out of order.
+    fn track_time(
+        &mut self,
+        line_number: usize,
+        stamp_text: Option<&str>,
+        message: &str,
+        raw: &str,
+    ) -> Option<Stamp> {
+        self.log.lines += 1;
+        let stamp = match stamp_text.and_then(stamp::parse_stamp) {
+            Some(RawStamp::Absolute(s)) => Some(s),
+            Some(RawStamp::Delta(d)) => self.anchor.map(|a| a.plus(d)),
+            None => None,
+        };
+        if stamp.is_some() {
+            self.log.stamped_lines += 1;
+            self.anchor = stamp;
+        }
+        let boot_line = events::is_boot(message, raw);
+        let mut new_boot = boot_line;
+        if let Some(Stamp::SinceBoot(t)) = stamp {
+            match self.last_since_boot {
+                Some(last) if t + 1.0 < last => {
+                    if t < 10.0 && last > t + 60.0 {
+                        new_boot = true;
+                    } else {
+                        self.log.out_of_order += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if new_boot && self.lines_in_boot > 0 {
+            self.boot += 1;
+            self.lines_in_boot = 0;
+            self.last_since_boot = None;
+            self.open_aer = None;
+            self.pending_received = None;
+        }
+        if let Some(Stamp::SinceBoot(t)) = stamp {
+            self.last_since_boot = Some(self.last_since_boot.map_or(t, |l| l.max(t)));
+        }
+        if boot_line {
+            self.marker(MarkerKind::Boot, None, line_number, stamp, message);
+        } else {
+            self.lines_in_boot += 1;
+        }
+        stamp
+    }
+
+    fn marker(
+        &mut self,
+        kind: MarkerKind,
+        device: Option<String>,
+        line_number: usize,
+        stamp: Option<Stamp>,
+        message: &str,
+    ) {
+        self.log.markers.push(Marker {
+            kind,
+            device,
+            uuid: None,
+            line_number,
+            boot: self.boot,
+            stamp,
+            message: message.trim().to_string(),
+        });
+    }
+
+    /// A line that is neither NVRM nor SXid: a re-enumeration, an NVSwitch probe, a reset
+    /// note, or a PCIe AER report. `true` when it was one of them.
+    fn other_line(
+        &mut self,
+        line_number: usize,
+        message: &str,
+        raw: &str,
+        stamp: Option<Stamp>,
+    ) -> bool {
+        if events::is_boot(message, raw) {
+            return true;
+        }
+        if let Some(bdf) = events::pci_enumerated(message) {
+            self.marker(
+                MarkerKind::PciEnumerated,
+                Some(bdf),
+                line_number,
+                stamp,
+                message,
+            );
+            return true;
+        }
+        if let Some(bdf) = events::nvswitch_probe(message) {
+            self.marker(
+                MarkerKind::NvswitchProbe,
+                Some(bdf),
+                line_number,
+                stamp,
+                message,
+            );
+            return true;
+        }
+        if let Some((uuid, success)) = events::reset_executed(message) {
+            if success {
+                self.marker(MarkerKind::ResetExecuted, None, line_number, stamp, message);
+                if let Some(m) = self.log.markers.last_mut() {
+                    m.uuid = Some(uuid);
+                }
+            }
+            return true;
+        }
+        let Some((driver, bdf, rest)) = device_prefix(message) else {
+            return false;
+        };
+        let Some(line) = aer_line(rest, &bdf) else {
+            return false;
+        };
+        match line {
+            AerLine::Received {
+                severity,
+                source,
+                multiple,
+            } => {
+                self.flush_received();
+                self.pending_received = Some(PendingReceived {
+                    port: bdf,
+                    source,
+                    severity,
+                    multiple,
+                    line_number,
+                    stamp,
+                    message: message.trim().to_string(),
+                });
+            }
+            AerLine::BusError { severity, layer } => {
+                // The report the pending `received` line announced: printed by its source (or
+                // by the port itself when the source is the port).
+                let announced = self.pending_received.take();
+                let (received_by, multiple) = match announced {
+                    Some(p) if p.source.as_deref().is_none_or(|s| s == bdf) || p.port == bdf => {
+                        (Some(p.port), p.multiple)
+                    }
+                    Some(p) => {
+                        self.pending_received = Some(p);
+                        self.flush_received();
+                        (None, false)
+                    }
+                    None => (None, false),
+                };
+                self.log.aer.push(AerEvent {
+                    device: bdf,
+                    driver: driver.to_string(),
+                    severity,
+                    layer,
+                    received_by,
+                    errors: Vec::new(),
+                    first: None,
+                    multiple,
+                    line_number,
+                    boot: self.boot,
+                    stamp,
+                    message: message.trim().to_string(),
+                });
+                self.open_aer = Some(self.log.aer.len() - 1);
+            }
+            AerLine::Status => {}
+            AerLine::Bit { name, first } => {
+                if let Some(event) = self.open_aer.and_then(|i| self.log.aer.get_mut(i))
+                    && event.device == bdf
+                    && event.errors.len() < 32
+                {
+                    if first {
+                        event.first = Some(name.clone());
+                    }
+                    event.errors.push(name);
+                }
+            }
+            AerLine::Recovered => self.marker(
+                MarkerKind::AerRecovered,
+                Some(bdf),
+                line_number,
+                stamp,
+                message,
+            ),
+            AerLine::Failed => self.marker(
+                MarkerKind::AerFailed,
+                Some(bdf),
+                line_number,
+                stamp,
+                message,
+            ),
+        }
+        true
+    }
+
+    /// A `received` line no report followed (the kernel rate-limits the details): its own event,
+    /// on the source it names (else the port).
+    fn flush_received(&mut self) {
+        let Some(p) = self.pending_received.take() else {
+            return;
+        };
+        self.log.aer.push(AerEvent {
+            device: p.source.clone().unwrap_or_else(|| p.port.clone()),
+            driver: String::new(),
+            severity: p.severity,
+            layer: None,
+            received_by: Some(p.port),
+            errors: Vec::new(),
+            first: None,
+            multiple: p.multiple,
+            line_number: p.line_number,
+            boot: self.boot,
+            stamp: p.stamp,
+            message: p.message,
+        });
+        self.open_aer = None;
+    }
+
+    fn sxid_line(
+        &mut self,
+        line_number: usize,
+        body: &str,
+        pos: usize,
+        stamp_text: Option<&str>,
+        stamp: Option<Stamp>,
+    ) {
+        let Some(mut event) = parse_sxid(body, pos, line_number) else {
             self.open_sxid = None;
             self.log.skipped_lines += 1;
             return;
@@ -284,6 +591,9 @@ impl Parser {
                 }
             }
         }
+        event.timestamp = stamp_text.map(str::to_string);
+        event.stamp = stamp;
+        event.boot = self.boot;
         self.log.sxids.push(event);
         self.open_sxid = Some(self.log.sxids.len() - 1);
     }
@@ -300,6 +610,8 @@ impl Parser {
     }
 
     fn finish(mut self) -> KernelLog {
+        self.flush_received();
+        self.log.boots = self.boot + 1;
         // Prefer the explicit `Xid ...: 79` line; keep one companion-derived event per bus id
         // only where the log has none.
         let explicit: BTreeSet<String> = self
@@ -325,7 +637,12 @@ impl Parser {
 }
 
 /// `<xid-part>` starts at `NVRM: Xid (`.
-fn parse_xid(text: &str, timestamp: Option<String>, line_number: usize) -> Option<XidEvent> {
+fn parse_xid(
+    text: &str,
+    timestamp: Option<String>,
+    line_number: usize,
+    (stamp, boot): (Option<Stamp>, u32),
+) -> Option<XidEvent> {
     let message = text.trim_end();
     let rest = text.get("NVRM: Xid (".len()..)?;
     let (pci_bus_id, rest) = take_bus_field(rest)?;
@@ -343,6 +660,8 @@ fn parse_xid(text: &str, timestamp: Option<String>, line_number: usize) -> Optio
         timestamp,
         message: message.to_string(),
         line_number,
+        stamp,
+        boot,
     })
 }
 
@@ -377,7 +696,21 @@ fn parse_sxid(body: &str, pos: usize, line_number: usize) -> Option<SxidEvent> {
         pci_bus_id,
         switch,
         fatal,
+        link: link_number(detail),
         detail: detail.to_string(),
         line_number,
+        timestamp: None,
+        stamp: None,
+        boot: 0,
     })
+}
+
+/// `Link 48 LTSSM Fault Up` -> 48: the NVLink port an SXID names.
+fn link_number(detail: &str) -> Option<u32> {
+    let rest = detail.split("Link ").nth(1)?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    if digits.is_empty() || digits.len() > 4 {
+        return None;
+    }
+    digits.parse().ok()
 }
