@@ -272,16 +272,28 @@ pub enum FigureName {
     /// Time the live NVML probe spent on one GPU (`driver.nvml_init`), in seconds: a GPU that
     /// answers slowly (no persistence mode) or not at all (the budget) shows here.
     NvmlProbeSeconds,
+    /// SXID records in the kernel log, per NVSwitch, SXID, severity and state
+    /// (`nvlink.sxid_events`).
+    SxidEvents,
+    /// PCIe AER reports in the kernel log, per device, severity and state
+    /// (`topology.aer_errors`).
+    PcieAerEvents,
+    /// How fast an error counter rose, per second: over the `--sample` window (`window` =
+    /// `sample`) or as its total over the node's uptime (`window` = `uptime`).
+    CounterRatePerSecond,
 }
 
 impl FigureName {
-    pub const ALL: [FigureName; 6] = [
+    pub const ALL: [FigureName; 9] = [
         FigureName::XidEvents,
         FigureName::NcclBusbwPeakBytesPerSecond,
         FigureName::NcclBusbwPeakSizeBytes,
         FigureName::NcclBusbwAverageBytesPerSecond,
         FigureName::RdmaPortRateBytesPerSecond,
         FigureName::NvmlProbeSeconds,
+        FigureName::SxidEvents,
+        FigureName::PcieAerEvents,
+        FigureName::CounterRatePerSecond,
     ];
 
     /// The name as it appears in JSON and after `gpudoctor_` in Prometheus.
@@ -293,6 +305,9 @@ impl FigureName {
             FigureName::NcclBusbwAverageBytesPerSecond => "nccl_busbw_average_bytes_per_second",
             FigureName::RdmaPortRateBytesPerSecond => "rdma_port_rate_bytes_per_second",
             FigureName::NvmlProbeSeconds => "nvml_probe_seconds",
+            FigureName::SxidEvents => "sxid_events",
+            FigureName::PcieAerEvents => "pcie_aer_events",
+            FigureName::CounterRatePerSecond => "counter_rate_per_second",
         }
     }
 
@@ -300,7 +315,7 @@ impl FigureName {
     pub fn help(self) -> &'static str {
         match self {
             FigureName::XidEvents => {
-                "XID records in the kernel log when gpudoctor ran, by GPU bus id, XID number and catalogue severity."
+                "XID records in the kernel log when gpudoctor ran, by GPU bus id, XID number, catalogue severity and state (live, or history: before a reboot, driver load or GPU reset)."
             }
             FigureName::NcclBusbwPeakBytesPerSecond => {
                 "Peak NCCL bus bandwidth of the last nccl-tests sweep, over all its message sizes, in bytes per second."
@@ -317,6 +332,15 @@ impl FigureName {
             FigureName::NvmlProbeSeconds => {
                 "Time the live NVML probe spent on one GPU (its handle and every reading), in seconds; the budget when it did not answer."
             }
+            FigureName::SxidEvents => {
+                "NVSwitch SXID records in the kernel log, by switch bus id, SXID number, severity and state (live or history)."
+            }
+            FigureName::PcieAerEvents => {
+                "PCIe AER reports in the kernel log, by reporting device, severity and state (live or history)."
+            }
+            FigureName::CounterRatePerSecond => {
+                "How fast an error counter rose, per second: over the --sample window (window=sample) or its total over the node's uptime (window=uptime)."
+            }
         }
     }
 
@@ -325,12 +349,15 @@ impl FigureName {
     /// not listed here is dropped), so dashboards and alerts can rely on them.
     pub fn labels(self) -> &'static [&'static str] {
         match self {
-            FigureName::XidEvents => &["gpu", "xid", "severity"],
+            FigureName::XidEvents => &["gpu", "xid", "severity", "state"],
             FigureName::NcclBusbwPeakBytesPerSecond
             | FigureName::NcclBusbwPeakSizeBytes
             | FigureName::NcclBusbwAverageBytesPerSecond => &["test", "nodes", "ranks"],
             FigureName::RdmaPortRateBytesPerSecond => &["device", "port", "link_layer"],
             FigureName::NvmlProbeSeconds => &["gpu", "index"],
+            FigureName::SxidEvents => &["switch", "sxid", "severity", "state"],
+            FigureName::PcieAerEvents => &["device", "severity", "state"],
+            FigureName::CounterRatePerSecond => &["check", "device", "counter", "window"],
         }
     }
 }

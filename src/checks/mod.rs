@@ -8,6 +8,7 @@
 pub mod device_plugin;
 pub mod driver;
 pub mod gpu_health;
+pub(crate) mod history;
 pub mod missing;
 pub mod nccl;
 pub mod nvlink;
@@ -255,6 +256,8 @@ pub struct Context<'a> {
     nvml: OnceCell<NvmlFacts>,
     module_version: OnceCell<Result<Option<(String, &'static str)>, FactError>>,
     kernel_log: OnceCell<Result<Option<(String, String)>, FsError>>,
+    kernel_events: OnceCell<Option<crate::facts::xid::KernelLog>>,
+    boot: OnceCell<crate::facts::boot::BootFacts>,
     profile: OnceCell<Option<Profile>>,
     forced_profile: Option<Profile>,
     pod_interfaces: Vec<String>,
@@ -285,6 +288,8 @@ impl<'a> Context<'a> {
             nvml: OnceCell::new(),
             module_version: OnceCell::new(),
             kernel_log: OnceCell::new(),
+            kernel_events: OnceCell::new(),
+            boot: OnceCell::new(),
             profile: OnceCell::new(),
             forced_profile: None,
             pod_interfaces: Vec::new(),
@@ -408,6 +413,39 @@ impl<'a> Context<'a> {
     /// The kernel log and where it came from (`dev/kmsg`, `--kernel-log`, `.gpudoctor/kmsg.txt`).
     pub fn kernel_log(&self) -> &Result<Option<(String, String)>, FsError> {
         self.kernel_log.get_or_init(|| self.source.kernel_log())
+    }
+
+    /// The kernel log parsed once for every check that reads it (XIDs, SXIDs, AER reports,
+    /// recovery markers); `None` when there is no log or it could not be read
+    /// ([`Context::kernel_log`] says which).
+    pub fn kernel_events(&self) -> Option<&crate::facts::xid::KernelLog> {
+        self.kernel_events
+            .get_or_init(|| match self.kernel_log() {
+                Ok(Some((text, _))) => Some(crate::facts::xid::parse_kernel_log(text)),
+                _ => None,
+            })
+            .as_ref()
+    }
+
+    /// Uptime and boot time (`/proc/uptime`, `/proc/stat`).
+    pub fn boot(&self) -> &crate::facts::boot::BootFacts {
+        self.boot
+            .get_or_init(|| crate::facts::boot::gather(self.source))
+    }
+
+    /// The node's clock for ages and rates: boot time plus uptime as "now" when both were
+    /// read (so a replay ages events as the live run did), else this machine's clock on a live
+    /// node, else unknown.
+    pub fn clock(&self) -> crate::facts::xid::Clock {
+        let live_now = (self.source.kind() == crate::source::SourceKind::Live)
+            .then(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok()
+                    .map(|d| d.as_secs_f64())
+            })
+            .flatten();
+        self.boot().clock(live_now)
     }
 
     /// The PCI tree, NUMA nodes and device placement, from sysfs alone (topology layer).

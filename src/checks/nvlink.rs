@@ -13,6 +13,8 @@
 //!   Azure/azurehpc-health-checks#162), so they are never counted as down.
 
 mod bridges;
+mod fabric_manager;
+mod sxid;
 
 use std::collections::BTreeMap;
 
@@ -66,6 +68,30 @@ pub fn checks() -> Vec<CheckDef> {
                 fix: "`systemctl status nvidia-fabricmanager` (or the GPU Operator driver pod's fabric manager); its version must equal the driver's; read /var/log/fabricmanager.log and restart it",
             },
             run: fabric_state,
+        },
+        CheckDef {
+            code: "nvlink.fabric_manager",
+            layer: Layer::Nvlink,
+            title: "the fabric manager runs on an NVSwitch node and logs no error",
+            explain: Explain {
+                reads: "the nvidia-fabricmanager systemd unit's cgroup (/sys/fs/cgroup/system.slice/nvidia-fabricmanager.service/cgroup.procs, cgroup v1 under systemd/) and /proc/<pid>/comm, else every /proc/<pid>/comm (the GPU Operator runs it in its driver container); the unit file; the last 256 KiB of /var/log/fabricmanager.log (or under /run/nvidia/driver); NVML's fabric state for context",
+                expects: "on a node with NVSwitches (on PCI, a fabric state other than not supported, links to a switch, or a profile saying so), an nv-fabricmanager process; no [ERROR] line in its log since its last `Fabric Manager version ... is running` line. History: errors before the last start belong to an earlier run and are only counted; live: errors since it started (warn), the process missing (fail)",
+                why: "the fabric manager trains the NVSwitch links and programs their routing: without it the GPUs never register with the fabric and CUDA fails with cudaErrorSystemNotReady (802); stopping it on a running node needs the GPUs reset before NVLink works again (Fabric Manager User Guide; NVIDIA/nccl#1488)",
+                fix: "`systemctl enable --now nvidia-fabricmanager`; its version must equal the driver's; HGX B200 and later also need the NVLink subnet manager (nvlsm) and ib_umad; then reset the GPUs (drain, `nvidia-smi -r`) or reboot so they register; read /var/log/fabricmanager.log for why it stopped",
+            },
+            run: fabric_manager::fabric_manager,
+        },
+        CheckDef {
+            code: "nvlink.sxid_events",
+            layer: Layer::Nvlink,
+            title: "no live fatal NVSwitch SXID errors in the kernel log",
+            explain: Explain {
+                reads: "the kernel log (as driver.xid_events): `nvidia-nvswitchN: SXid (PCI:<bdf>): <sxid>, Fatal|Non-fatal, Link <n> ...` lines with their Severity/Data follow-ups, the lines after which a switch was brought back (`Linux version`, `NVRM: loading NVIDIA`, `nvidia-nvswitch: Probing device <bdf>`, `pci <bdf>: [10de:....]`), timestamps, /proc/uptime and /proc/stat btime",
+                expects: "no live fatal SXID (the line's own Fatal/Non-fatal word, else the Fabric Manager guide's class: D.5 fatal, D.6 always fatal); live non-fatal SXIDs warn, fatal ones from before a boot, driver load or switch re-probe (history) warn with their age and count; the same SXID on the same link live again after that is recurring",
+                why: "a fatal SXID stalls the NVLink traffic through that switch port: the GPUs behind it see XID 45/74 and NCCL jobs hang or fail; an always-fatal one takes the whole fabric down (NVIDIA Fabric Manager User Guide, appendix D, NVSwitch SXid errors)",
+                fix: "drain the node and reset all GPUs and NVSwitches (guide D.9: stop nvidia-fabricmanager, `nvidia-smi -r`, start it) or reboot; an always-fatal SXID needs the host restarted; the same SXID returning on the same link: inspect the NVSwitch tray or GPU baseboard",
+            },
+            run: sxid::sxid_events,
         },
     ]
 }

@@ -1,23 +1,32 @@
 //! Driver layer, XID events: the kernel log's record of what went wrong on each GPU, judged
-//! with NVIDIA's XID catalogue (reference/gpu-health.md §8–§9). Reported as counts and the most
-//! recent line per GPU and XID, never one finding per line.
+//! with NVIDIA's XID catalogue (reference/gpu-health.md §8–§9) and by time. Reported as counts,
+//! the latest line and its age per GPU and XID, never one finding per line.
+//!
+//! History or live (checks/history.rs): an XID followed by a boot, the driver loading, the GPU
+//! enumerated again, a logged GPU reset or its recovery action going back to none is history
+//! (warn with its age and count); one after them, or with nothing after it, is live. The same
+//! XID live again after such a line is recurring: it escalates to hardware inspection, as gpud
+//! does after two reboots (`xid/threshold.go`) and NVIDIA's catalogue says for a returning XID.
+//! XID 154 carries the driver's own recovery action ("Drain and Reset", "Node Reboot Required"),
+//! which becomes the finding's action.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use super::history::{Since, Tally, Timeline, tally};
 use super::{CheckDef, Context, Explain, Outcome};
-use crate::facts::xid::{self, XidEvent, XidSeverity};
+use crate::facts::xid::{MarkerKind, XidEvent, XidSeverity};
 use crate::report::{Action, Evidence, Figure, FigureName, Layer};
 
 pub fn checks() -> Vec<CheckDef> {
     vec![CheckDef {
         code: "driver.xid_events",
         layer: Layer::Driver,
-        title: "no fatal XID errors in the kernel log",
+        title: "no live fatal XID errors in the kernel log",
         explain: Explain {
-            reads: "the kernel log: /dev/kmsg (read without blocking), --kernel-log FILE, or .gpudoctor/kmsg.txt in a capture; NVRM `Xid` lines and the 'fallen off the bus' lines",
-            expects: "no XID whose catalogue severity is fatal; application-level XIDs (13, 31, 43, 45, 68, 109) only warn",
-            why: "XIDs are the driver's own report of GPU faults: 79 a GPU fallen off the bus, 48 a double-bit ECC error, 119/120 a GSP timeout, 74 an NVLink error; the device plugin marks such a GPU unhealthy and it vanishes from the node's allocatable count",
-            fix: "follow the catalogue action printed with the finding: restart the application (13, 31, 43, 45), reset the GPU (46, 62, 119, 120), reboot the node (79), or send it for hardware inspection when the same XID returns; https://docs.nvidia.com/deploy/xid-errors/",
+            reads: "the kernel log: /dev/kmsg (read without blocking), --kernel-log FILE, or .gpudoctor/kmsg.txt in a capture; NVRM `Xid` lines and the 'fallen off the bus' lines, the lines after which a GPU was brought back (`Linux version`, `NVRM: loading NVIDIA ...`, `pci <bdf>: [10de:....] type ..`, NVSentinel's `GPU reset executed: GPU-<uuid>`, XID 154 back to `(None)`), each line's timestamp, /proc/uptime and /proc/stat btime for ages",
+            expects: "no live XID whose catalogue severity is fatal. Live: nothing after the XID says the GPU was brought back (or it came back after one: recurring). History: a boot, driver load, PCI re-enumeration, GPU reset or recovery action `(None)` followed it, or it is stamped before the current boot; history warns with its age and count, live fatal fails. Application-level XIDs (13, 31, 68, 94, 109; NVIDIA RESTART_APP) warn when live and are only noted as history; 43 follows the XID before it (IGNORE); 45 alone asks to restart the fabric manager (WORKFLOW_XID_45), with other XIDs it follows them; XID 154's recovery action (GPU Reset Required, Drain and Reset, Node Reboot Required) is the action",
+            why: "XIDs are the driver's own report of GPU faults: 79 a GPU fallen off the bus, 48 a double-bit ECC error, 119/120 a GSP timeout, 74 an NVLink error; the device plugin marks such a GPU unhealthy and it vanishes from the node's allocatable count. A fault from before a reset is not one now: failing on it forever drains healthy nodes; one that returns after a reset is the hardware (NVIDIA XID catalogue, docs.nvidia.com/deploy/xid-errors; gpud's reboot threshold)",
+            fix: "follow the catalogue action printed with the finding: restart the application (13, 31, 94), reset the GPU (46, 62, 95, 119, 120), reboot the node (79), the recovery action XID 154 names, or send it for hardware inspection when the same XID returns after a reset; https://docs.nvidia.com/deploy/xid-errors/",
         },
         run: xid_events,
     }]
@@ -25,11 +34,6 @@ pub fn checks() -> Vec<CheckDef> {
 
 /// Longest kernel-log excerpt kept as evidence.
 const EXCERPT_CHARS: usize = 200;
-
-struct Group<'a> {
-    count: usize,
-    last: &'a XidEvent,
-}
 
 fn excerpt(text: &str) -> String {
     let first_line = text.lines().next().unwrap_or_default();
@@ -40,26 +44,40 @@ fn excerpt(text: &str) -> String {
     out
 }
 
-/// A kmsg timestamp is microseconds since boot; dmesg's are already readable.
-fn when(timestamp: Option<&str>) -> String {
-    match timestamp {
-        Some(t) if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) => match t.parse::<u64>()
-        {
-            Ok(usec) => format!(
-                " at {}.{:06} s after boot",
-                usec / 1_000_000,
-                usec % 1_000_000
-            ),
-            Err(_) => String::new(),
-        },
-        Some(t) => format!(" at {t}"),
-        None => String::new(),
+/// The most drastic of `actions` (hardware inspection first).
+pub(crate) fn most_drastic(actions: &[Action]) -> Option<Action> {
+    [
+        Action::HardwareInspection,
+        Action::RebootNode,
+        Action::ResetGpu,
+        Action::ReloadDriver,
+        Action::RestartComponent,
+        Action::FixConfig,
+        Action::CheckWorkload,
+    ]
+    .into_iter()
+    .find(|a| actions.contains(a))
+}
+
+fn severity_label(s: XidSeverity) -> &'static str {
+    match s {
+        XidSeverity::Fatal => "fatal",
+        XidSeverity::Application => "application",
+        XidSeverity::Informational => "informational",
+        XidSeverity::Unknown => "unknown",
     }
 }
 
+/// How one group is judged.
+enum Verdict {
+    Fail(Action),
+    Warn(Action),
+    Note,
+}
+
 fn xid_events(ctx: &Context<'_>) -> Outcome {
-    let (text, from) = match ctx.kernel_log() {
-        Ok(Some((text, from))) => (text, from),
+    let from = match ctx.kernel_log() {
+        Ok(Some((_, from))) => from,
         Ok(None) => {
             return Outcome::skip(
                 "no kernel log to read (pass --kernel-log FILE with saved dmesg output)",
@@ -71,14 +89,27 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
                 .hint("run as root (reading /dev/kmsg needs CAP_SYSLOG when dmesg_restrict=1), or pass --kernel-log with `dmesg` output");
         }
     };
-    let log = xid::parse_kernel_log(text);
-    // GPU label by bus id, from NVML when it answered.
-    let index_of: BTreeMap<&str, u32> = ctx
-        .nvml()
+    let Some(log) = ctx.kernel_events() else {
+        return Outcome::skip("no kernel log to read");
+    };
+    let timeline = Timeline::new(log, ctx.clock());
+    // GPU label by bus id, from NVML when it answered; bus id by UUID, from NVML and the log.
+    let nvml = ctx.nvml();
+    let index_of: BTreeMap<&str, u32> = nvml
         .devices
         .iter()
         .filter_map(|d| d.pci_bus_id.as_deref().map(|b| (b, d.index)))
         .collect();
+    let mut bus_of_uuid: BTreeMap<&str, &str> = log
+        .uuids
+        .iter()
+        .map(|(bus, uuid)| (uuid.as_str(), bus.as_str()))
+        .collect();
+    for d in &nvml.devices {
+        if let (Some(u), Some(b)) = (d.uuid.as_deref(), d.pci_bus_id.as_deref()) {
+            bus_of_uuid.insert(u, b);
+        }
+    }
     let label = |bus: Option<&str>| match bus {
         Some(b) => match index_of.get(b) {
             Some(i) => format!("gpu {i} ({b})"),
@@ -86,128 +117,209 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
         },
         None => "unknown gpu".to_string(),
     };
+    // XID 154 back to `(None)`: the driver says the GPU needs nothing any more.
+    let recovered: Vec<(usize, Option<&str>)> = log
+        .xids
+        .iter()
+        .filter(|e| e.xid == 154)
+        .filter(|e| e.recovery_action().is_some_and(|(_, a)| a == Action::None))
+        .map(|e| (e.line_number, e.pci_bus_id.as_deref()))
+        .collect();
+    let history_of = |e: &XidEvent| -> Option<Since> {
+        let bus = e.pci_bus_id.as_deref();
+        let since = timeline.history(e.line_number, e.stamp.as_ref(), e.boot, |m| match m.kind {
+            MarkerKind::DriverLoad => true,
+            MarkerKind::PciEnumerated => m.device.as_deref() == bus && bus.is_some(),
+            MarkerKind::ResetExecuted => {
+                bus.is_some()
+                    && m.uuid
+                        .as_deref()
+                        .and_then(|u| bus_of_uuid.get(u))
+                        .is_some_and(|b| Some(*b) == bus)
+            }
+            _ => false,
+        });
+        if since.is_some() {
+            return since;
+        }
+        recovered
+            .iter()
+            .find(|(line, b)| *line > e.line_number && *b == bus && e.xid != 154)
+            .map(|_| Since::After("the gpu's recovery action went back to none (xid 154)".into()))
+    };
 
-    let mut groups: BTreeMap<(Option<&str>, u32), Group<'_>> = BTreeMap::new();
+    let mut groups: BTreeMap<(Option<&str>, u32), Tally<'_, XidEvent>> = BTreeMap::new();
     for event in &log.xids {
-        groups
-            .entry((event.pci_bus_id.as_deref(), event.xid))
-            .and_modify(|g| {
-                g.count += 1;
-                g.last = event;
-            })
-            .or_insert(Group {
-                count: 1,
-                last: event,
-            });
+        tally(
+            &mut groups,
+            (event.pci_bus_id.as_deref(), event.xid),
+            event,
+            history_of(event),
+        );
     }
+    // GPUs with live XIDs other than 45, 43 and 154: a 45 there follows them (WORKFLOW_XID_45).
+    let others_live: BTreeSet<Option<&str>> = groups
+        .iter()
+        .filter(|((_, x), t)| ![45, 43, 154].contains(x) && t.live > 0)
+        .map(|((bus, _), _)| *bus)
+        .collect();
 
     let mut fails = Vec::new();
     let mut warns = Vec::new();
-    let mut informational = Vec::new();
+    let mut notes = Vec::new();
     let mut evidence = Vec::new();
+    let mut informational = Vec::new();
     let mut actions = Vec::new();
     let mut hints = Vec::new();
     let mut figures = Vec::new();
     for ((bus, number), group) in &groups {
         let info = group.last.info();
-        figures.push(
-            Figure::new(FigureName::XidEvents, group.count as f64)
-                .label("gpu", bus.unwrap_or("unknown"))
-                .label("xid", number.to_string())
-                .label(
-                    "severity",
-                    match info.severity {
-                        XidSeverity::Fatal => "fatal",
-                        XidSeverity::Application => "application",
-                        XidSeverity::Informational => "informational",
-                        XidSeverity::Unknown => "unknown",
-                    },
-                ),
-        );
+        for (state, n) in [("live", group.live), ("history", group.history)] {
+            if n > 0 {
+                figures.push(
+                    Figure::new(FigureName::XidEvents, n as f64)
+                        .label("gpu", bus.unwrap_or("unknown"))
+                        .label("xid", number.to_string())
+                        .label("severity", severity_label(info.severity))
+                        .label("state", state),
+                );
+            }
+        }
+        let live = group.live > 0;
+        let when = timeline
+            .when(group.last.stamp.as_ref(), group.last.boot)
+            .text();
+        let state = match (&group.last_since, group.recurring()) {
+            (_, true) => "live, recurring after a reset".to_string(),
+            (None, false) => "live".to_string(),
+            (Some(since), false) => format!("history: {}", since.text()),
+        };
         let line = format!(
-            "{} xid {number} ×{} ({})",
+            "{} xid {number} {} ({}), last {when}, {state}",
             label(*bus),
-            group.count,
+            group.count_text(),
             info.name
         );
+        let verdict = if *number == 154 {
+            match group.last.recovery_action() {
+                Some((text, action)) if action != Action::None && live => {
+                    hints.push(format!(
+                        "xid 154: the driver asks for `{text}`: {}",
+                        action.describe()
+                    ));
+                    Verdict::Fail(action)
+                }
+                Some((text, action)) if action != Action::None => {
+                    hints.push(format!(
+                        "xid 154 asked for `{text}` before the gpu was brought back; nothing to do unless it returns"
+                    ));
+                    Verdict::Warn(Action::None)
+                }
+                _ => Verdict::Note,
+            }
+        } else {
+            match info.severity {
+                XidSeverity::Fatal if live => {
+                    let action = if group.recurring() {
+                        Action::HardwareInspection
+                    } else {
+                        info.action
+                    };
+                    hints.push(format!(
+                        "xid {number}: {} (nvidia catalogue: {}){}",
+                        action.describe(),
+                        info.nvidia_resolution,
+                        if group.recurring() {
+                            "; it returned after the gpu was brought back, so the gpu itself is suspect"
+                        } else {
+                            ""
+                        }
+                    ));
+                    Verdict::Fail(action)
+                }
+                XidSeverity::Fatal => {
+                    hints.push(format!(
+                        "xid {number} happened before the gpu was brought back: no action now; if it returns, {} (nvidia catalogue: {})",
+                        info.action.describe(),
+                        info.nvidia_resolution
+                    ));
+                    Verdict::Warn(Action::None)
+                }
+                XidSeverity::Application if *number == 45 && others_live.contains(bus) => {
+                    Verdict::Note
+                }
+                XidSeverity::Application if live => {
+                    hints.push(if *number == 45 {
+                        "xid 45 alone: restart the fabric manager on nvswitch systems (nvidia's WORKFLOW_XID_45), else restart the application".to_string()
+                    } else {
+                        format!("xid {number}: application-level, check the workload that ran on the gpu")
+                    });
+                    Verdict::Warn(info.action)
+                }
+                XidSeverity::Unknown if live => {
+                    hints.push(format!(
+                        "xid {number}: look it up in https://docs.nvidia.com/deploy/xid-errors/"
+                    ));
+                    Verdict::Warn(Action::None)
+                }
+                _ => Verdict::Note,
+            }
+        };
         let observed = excerpt(&group.last.message);
-        match info.severity {
-            XidSeverity::Fatal => {
-                fails.push(line);
-                actions.push(info.action);
-                hints.push(format!(
-                    "xid {number}: {} (nvidia catalogue: {})",
-                    info.action.describe(),
-                    info.nvidia_resolution
-                ));
+        match verdict {
+            Verdict::Fail(action) => {
+                fails.push(line.clone());
+                actions.push(action);
             }
-            XidSeverity::Application => {
-                warns.push(line);
-                hints.push(format!(
-                    "xid {number}: application-level, check the workload that ran on the gpu"
-                ));
+            Verdict::Warn(action) => {
+                warns.push(line.clone());
+                actions.push(action);
             }
-            XidSeverity::Unknown => {
-                warns.push(format!(
-                    "{} xid {number} ×{} (not in the catalogue)",
-                    label(*bus),
-                    group.count
-                ));
-                hints.push(format!(
-                    "xid {number}: look it up in https://docs.nvidia.com/deploy/xid-errors/"
-                ));
-            }
-            XidSeverity::Informational => {
+            Verdict::Note => {
+                notes.push(line.clone());
                 informational.push(
-                    Evidence::new(from.as_str(), observed)
-                        .expected(format!("informational: {line}")),
+                    Evidence::new(from.as_str(), observed).expected(format!("noted: {line}")),
                 );
                 continue;
             }
         }
-        evidence.push(Evidence::new(from.as_str(), observed).expected(format!(
-            "no xid {number} (last of {}{})",
-            group.count,
-            when(group.last.timestamp.as_deref())
-        )));
+        evidence.push(
+            Evidence::new(from.as_str(), observed)
+                .expected(format!("no live xid {number} ({state}, last {when})")),
+        );
     }
     hints.dedup();
-    let info_note = if informational.is_empty() {
+    let mut tail: Vec<String> = Vec::new();
+    if !notes.is_empty() {
+        tail.push(format!("noted: {}", notes.join("; ")));
+    }
+    tail.extend(timeline.notes());
+    let tail_text = if tail.is_empty() {
         String::new()
     } else {
-        format!("; {} informational xid record(s)", informational.len())
+        format!("; {}", tail.join("; "))
     };
     evidence.extend(informational);
     if !fails.is_empty() {
-        // The most drastic action among the fatal XIDs decides.
-        let action = [
-            Action::HardwareInspection,
-            Action::RebootNode,
-            Action::ResetGpu,
-            Action::ReloadDriver,
-            Action::RestartComponent,
-            Action::CheckWorkload,
-        ]
-        .into_iter()
-        .find(|a| actions.contains(a))
-        .unwrap_or(Action::RebootNode);
         let mut summary = fails.join("; ");
         if !warns.is_empty() {
             summary.push_str("; ");
             summary.push_str(&warns.join("; "));
         }
-        return Outcome::fail(summary)
+        return Outcome::fail(format!("{summary}{tail_text}"))
             .evidence_all(evidence)
             .hint(hints.join("; "))
-            .action(action)
+            .action(most_drastic(&actions).unwrap_or(Action::RebootNode))
             .figures(figures);
     }
     if !warns.is_empty() {
-        return Outcome::warn(format!("{}{info_note}", warns.join("; ")))
+        return Outcome::warn(format!("{}{tail_text}", warns.join("; ")))
             .evidence_all(evidence)
             .hint(hints.join("; "))
-            .action(Action::CheckWorkload)
+            .action(most_drastic(&actions).unwrap_or(Action::None))
             .figures(figures);
     }
-    Outcome::pass(format!("no fatal xid in the kernel log{info_note}")).figures(figures)
+    Outcome::pass(format!("no live fatal xid in the kernel log{tail_text}"))
+        .evidence_all(evidence)
+        .figures(figures)
 }

@@ -5,7 +5,9 @@
 //! and never judges: a missing or damaged file becomes a [`FactError`] naming the path, for the
 //! check to turn into an `error` result.
 
+pub mod boot;
 pub mod cdi;
+pub mod fabric_manager;
 pub mod iommu;
 pub mod k8s;
 pub mod kubelet;

@@ -131,6 +131,10 @@ pub trait Source: Send + Sync {
     fn read_bytes(&self, rel: &str) -> Result<Vec<u8>, FsError> {
         self.fs().read_bytes(rel)
     }
+    /// The last `max` bytes of a log file as text (see [`RootedFs::read_tail`]).
+    fn read_tail(&self, rel: &str, max: u64) -> Result<String, FsError> {
+        self.fs().read_tail(rel, max)
+    }
     fn read_link(&self, rel: &str) -> Result<String, FsError> {
         self.fs().read_link(rel)
     }

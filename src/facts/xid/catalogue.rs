@@ -44,11 +44,15 @@ pub const CATALOGUED_XIDS: &[u32] = &[
 /// What an XID means and what to do (reference/gpu-health.md §9).
 ///
 /// How the columns of §9 became one severity and one action:
-/// - **Application**: the device plugin's ignore list (13, 31, 43, 45, 68, 109; gcm warns on all
-///   of them) plus 8 (NVIDIA `RESTART_APP`, gpud Warning) -> [`Action::CheckWorkload`].
-/// - **Informational**: 63 (NVIDIA `IGNORE / IGNORE`: the remap is the fix; NVML's remapped-rows
-///   state decides pending/failure), 92 (`IGNORE`; the ECC counters decide), 137 (`IGNORE`), 154
-///   (reports the recovery for another XID) -> [`Action::None`].
+/// - **Application**: the device plugin's ignore list (13, 31, 45, 68, 109; gcm warns on all
+///   of them), 8 (NVIDIA `RESTART_APP`, gpud Warning) and 94 (a contained memory error: NVIDIA
+///   `RESTART_APP`, the GPU itself stays usable) -> [`Action::CheckWorkload`]; 45 alone is
+///   NVIDIA's `WORKFLOW_XID_45` "solo: RESTART_FM" -> [`Action::RestartComponent`] (with other
+///   XIDs it follows them: driver.xid_events decides).
+/// - **Informational**: 43 (NVIDIA `IGNORE`: sympathetic, the XID before it tells), 63 (`IGNORE
+///   / IGNORE`: the remap is the fix; NVML's remapped-rows state decides pending/failure), 92
+///   (`IGNORE`; the ECC counters decide), 137 (`IGNORE`), 154 (reports the recovery for another
+///   XID; driver.xid_events reads its action) -> [`Action::None`].
 /// - **Fatal**: everything else in §9 (gpud Fatal, or NVIDIA's immediate bucket is a hardware
 ///   step). Action: NVIDIA's immediate bucket when it is one (`RESTART_BM` ->
 ///   [`Action::RebootNode`], `RESTART_VM` -> the node is the VM -> [`Action::RebootNode`],
@@ -92,9 +96,9 @@ pub fn xid_info(xid: u32) -> XidInfo {
         ),
         43 => (
             "gpu stopped processing (channel reset)",
-            Application,
-            Action::CheckWorkload,
-            "IGNORE / CONTACT_SUPPORT",
+            Informational,
+            Action::None,
+            "IGNORE / CONTACT_SUPPORT (sympathetic: follow the xid before it)",
         ),
         44 => (
             "graphics engine fault during context switch",
@@ -105,7 +109,7 @@ pub fn xid_info(xid: u32) -> XidInfo {
         45 => (
             "preemptive cleanup after earlier errors",
             Application,
-            Action::CheckWorkload,
+            Action::RestartComponent,
             "WORKFLOW_XID_45 (alone: RESTART_FM; with other xids: follow them)",
         ),
         46 => (
@@ -224,8 +228,8 @@ pub fn xid_info(xid: u32) -> XidInfo {
         ),
         94 => (
             "contained memory error",
-            Fatal,
-            Action::RebootNode,
+            Application,
+            Action::CheckWorkload,
             "RESTART_APP / IGNORE (sympathetic)",
         ),
         95 => (
@@ -386,10 +390,15 @@ impl XidEvent {
         if to.is_empty() {
             return None;
         }
+        // NVML's nvmlGpuRecoveryAction_t as the driver prints it: 0x0 None, 0x1 GPU Reset
+        // Required (also printed `PF FLR`), 0x2 Node Reboot Required (`OS Reboot`), 0x3 Drain
+        // P2P (stop peer-to-peer work; no reset), 0x4 Drain and Reset.
         let lower = to.to_ascii_lowercase();
         let action = if lower.contains("reboot") {
             Action::RebootNode
-        } else if lower.contains("reset") {
+        } else if lower.contains("drain p2p") {
+            Action::CheckWorkload
+        } else if lower.contains("reset") || lower.contains("flr") {
             Action::ResetGpu
         } else {
             Action::None

@@ -600,17 +600,23 @@ fn catalogue_covers_every_reference_row_consistently() {
                 ),
                 "xid {xid}"
             ),
+            XidSeverity::Application if xid == 45 => {
+                assert_eq!(i.action, Action::RestartComponent)
+            }
             XidSeverity::Application => assert_eq!(i.action, Action::CheckWorkload),
             XidSeverity::Informational => assert_eq!(i.action, Action::None),
             XidSeverity::Unknown => unreachable!(),
         }
     }
-    for xid in [13, 31, 43, 45, 68, 109] {
+    // NVIDIA's immediate buckets: RESTART_APP (13, 31, 94), WORKFLOW_XID_45, IGNORE (43).
+    for xid in [13, 31, 45, 68, 94, 109] {
         assert_eq!(xid_info(xid).severity, XidSeverity::Application, "{xid}");
     }
-    for xid in [48, 74, 79, 94, 95, 119, 120] {
+    assert_eq!(xid_info(43).severity, XidSeverity::Informational);
+    for xid in [48, 74, 79, 95, 119, 120] {
         assert_eq!(xid_info(xid).severity, XidSeverity::Fatal, "{xid}");
     }
+    assert_eq!(xid_info(95).action, Action::ResetGpu);
 }
 
 #[test]

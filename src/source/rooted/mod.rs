@@ -690,6 +690,67 @@ impl RootedFs {
         read_capped_bytes(&mut file, rel, self.read_cap)
     }
 
+    /// The last `max` bytes of a regular file as text: a log that grows without bound (the
+    /// fabric manager's), where the newest lines matter. When the start was skipped the partial
+    /// first line is dropped; invalid UTF-8 is replaced. Traced like [`RootedFs::read_bytes`]:
+    /// a capture holds the tail, which replays as the same tail.
+    pub fn read_tail(&self, rel: &str, max: u64) -> Result<String, FsError> {
+        let result = self.read_tail_untraced(rel, max);
+        if let Ok(text) = &result
+            && self.trace.is_some()
+            && let Ok(components) = self.resolve(rel, true)
+        {
+            let key = display_components(&components);
+            let bytes = text.clone().into_bytes();
+            self.note(|t| {
+                t.contents.insert(key, bytes);
+            });
+        }
+        self.note_failure(rel, result)
+    }
+
+    fn read_tail_untraced(&self, rel: &str, max: u64) -> Result<String, FsError> {
+        use std::io::{Seek, SeekFrom};
+        let mut file = match self.open_in_known_dir(rel) {
+            Some(opened) => opened?,
+            None => File::from(
+                self.open_resolved(&self.resolve(rel, true)?, READ_FLAGS)
+                    .map_err(|e| FsError::from_io(rel, &e))?,
+            ),
+        };
+        let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
+        if !meta.is_file() {
+            return Err(FsError::NotAFile {
+                path: rel.into(),
+                kind: "not a regular file".into(),
+            });
+        }
+        let max = max.min(self.read_cap);
+        let skipped = meta.len() > max;
+        if skipped {
+            file.seek(SeekFrom::Start(meta.len() - max))
+                .map_err(|e| FsError::from_io(rel, &e))?;
+        }
+        let mut bytes = Vec::new();
+        (&mut file)
+            .take(max)
+            .read_to_end(&mut bytes)
+            .map_err(|e| FsError::from_io(rel, &e))?;
+        if bytes.contains(&0) {
+            return Err(FsError::NotText { path: rel.into() });
+        }
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        if skipped {
+            match text.find('\n') {
+                Some(nl) => {
+                    text.drain(..=nl);
+                }
+                None => text.clear(),
+            }
+        }
+        Ok(text)
+    }
+
     /// Read a record device such as `/dev/kmsg` to its current end without blocking: each
     /// `read` returns one record and `EAGAIN` means "no more for now" (kernel
     /// `Documentation/ABI/testing/dev-kmsg`). A regular file is read to EOF. Capped like any read.

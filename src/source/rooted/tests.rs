@@ -240,3 +240,33 @@ fn non_utf8_directory_names_are_not_confused() {
         assert_eq!(fs.read_to_string("d/to-fe/x").unwrap(), "fe");
     }
 }
+
+#[test]
+fn read_tail_keeps_the_newest_whole_lines_and_traces_them() {
+    let (dir, fs) = tree();
+    let log: String = (0..100).map(|i| format!("line {i:03}\n")).collect();
+    fs::create_dir_all(dir.path().join("var/log")).unwrap();
+    fs::write(dir.path().join("var/log/fm.log"), &log).unwrap();
+    let trace = Arc::new(Mutex::new(Trace::default()));
+    let fs = fs.with_trace(trace.clone());
+    // Whole file when it fits.
+    assert_eq!(fs.read_tail("var/log/fm.log", 10_000).unwrap(), log);
+    // 25 bytes from the end: the partial line is dropped, whole lines kept.
+    let tail = fs.read_tail("var/log/fm.log", 25).unwrap();
+    assert_eq!(tail, "line 098\nline 099\n");
+    assert_eq!(
+        trace
+            .lock()
+            .unwrap()
+            .contents
+            .get("var/log/fm.log")
+            .map(Vec::as_slice),
+        Some(tail.as_bytes())
+    );
+    // Not a file, and missing: errors, never a panic.
+    assert!(fs.read_tail("var/log", 10).is_err());
+    assert!(fs.read_tail("var/log/none", 10).unwrap_err().is_missing());
+    // A line longer than the window gives nothing rather than half a line.
+    fs::write(dir.path().join("var/log/long.log"), "x".repeat(100)).unwrap();
+    assert_eq!(fs.read_tail("var/log/long.log", 10).unwrap(), "");
+}

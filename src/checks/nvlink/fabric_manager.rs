@@ -1,0 +1,154 @@
+//! NVLink layer, the fabric manager itself: on a node with NVSwitches, `nv-fabricmanager` must
+//! run (it trains the NVSwitch links and programs their routing; without it CUDA fails with
+//! cudaErrorSystemNotReady, gpu-health.md §7), and its log must show no error since it last
+//! started. Facts: facts/fabric_manager.rs. NVML's fabric state (nvlink.fabric_state) tells
+//! whether the GPUs were registered; this check tells whether the service is there to do it.
+
+use super::super::{Context, Outcome};
+use crate::facts::fabric_manager::{self, FmLine, LOGS, UNIT_CGROUPS, UNIT_FILES};
+use crate::facts::nvml::FabricState;
+use crate::report::{Action, Evidence};
+
+/// Most error lines quoted.
+const QUOTED: usize = 3;
+
+fn quote(line: &FmLine) -> String {
+    let text: String = line.message.chars().take(160).collect();
+    match &line.time {
+        Some(t) => format!("[{t}] [{}] {text}", line.level),
+        None => format!("[{}] {text}", line.level),
+    }
+}
+
+/// "8 gpu(s) fabric not_started" from NVML, when it answered.
+fn nvml_fabric(ctx: &Context<'_>) -> Option<String> {
+    let states: Vec<FabricState> = ctx
+        .nvml()
+        .devices
+        .iter()
+        .filter_map(|d| d.fabric.value().map(|f| f.state))
+        .filter(|s| *s != FabricState::NotSupported)
+        .collect();
+    let first = *states.first()?;
+    let same = states.iter().all(|s| *s == first);
+    let name = format!("{first:?}").to_lowercase();
+    Some(if same {
+        format!("nvml fabric state {name} on {} gpu(s)", states.len())
+    } else {
+        format!("nvml fabric state mixed across {} gpu(s)", states.len())
+    })
+}
+
+pub(super) fn fabric_manager(ctx: &Context<'_>) -> Outcome {
+    let devices = super::super::gpu_health::usable_devices(ctx).unwrap_or_default();
+    let Some(why) = super::nvswitch_system(ctx, &devices) else {
+        return Outcome::skip("no nvswitch on this node: the fabric manager is not needed");
+    };
+    let facts = fabric_manager::gather(ctx.source());
+    let mut evidence = Vec::new();
+    let fabric = nvml_fabric(ctx);
+    let fabric_text = fabric
+        .as_deref()
+        .map(|f| format!(" ({f})"))
+        .unwrap_or_default();
+    if let Some(log) = &facts.log {
+        let observed = match (&log.last_start, &log.exited) {
+            (_, Some(exit)) => format!("exited after its last start: {}", quote(exit)),
+            (Some(start), None) => format!(
+                "last started {} (line {}); {} error line(s) since, {} before",
+                start.time.as_deref().unwrap_or("at an unstamped line"),
+                start.line_number,
+                log.errors.len(),
+                log.earlier_errors
+            ),
+            (None, None) => format!(
+                "{} line(s), no start line in the tail; {} error line(s)",
+                log.lines,
+                log.errors.len()
+            ),
+        };
+        evidence.push(Evidence::new(log.path.as_str(), observed));
+        for e in log.errors.iter().rev().take(QUOTED) {
+            evidence.push(
+                Evidence::new(format!("{}:{}", log.path, e.line_number), quote(e))
+                    .expected("no error since the fabric manager started"),
+            );
+        }
+    }
+    if let Some((pid, how)) = facts.running {
+        let errors = facts.log.as_ref().map_or(0, |l| l.errors.len());
+        let summary = format!("nv-fabricmanager running (pid {pid}, found by {how}; {why})");
+        let outcome = if errors > 0 {
+            let path = facts
+                .log
+                .as_ref()
+                .map(|l| l.path.as_str())
+                .unwrap_or_default();
+            Outcome::warn(format!(
+                "{summary}, but its log has {errors} error line(s) since it started ({path}){fabric_text}"
+            ))
+            .hint("read the errors in the fabric manager log; an nvlink fatal error or a gpu it lost needs the gpus and nvswitches reset (drain, stop the fabric manager, `nvidia-smi -r`, start it) or a reboot")
+            .action(Action::RestartComponent)
+        } else {
+            let earlier = facts
+                .log
+                .as_ref()
+                .filter(|l| l.earlier_errors > 0)
+                .map(|l| {
+                    format!(
+                        " ({} error line(s) from earlier runs, history)",
+                        l.earlier_errors
+                    )
+                })
+                .unwrap_or_default();
+            Outcome::pass(format!("{summary}{earlier}"))
+        };
+        return outcome
+            .evidence_all(evidence)
+            .noting_unread(&facts.problems);
+    }
+    // Not found running: can we tell?
+    let looked = facts.cgroups_readable || facts.proc_readable;
+    if !looked && facts.unit_file.is_none() && facts.log.is_none() {
+        return Outcome::error(format!(
+            "cannot tell whether the fabric manager runs: none of /sys/fs/cgroup, /proc, the unit file or {} could be read{fabric_text}",
+            LOGS[0]
+        ))
+        .evidence(Evidence::new(UNIT_CGROUPS[0], "not readable (not captured, or not mounted)"))
+        .hint("run gpudoctor with the host's /sys and /proc (a DaemonSet mounts them under /host), then `systemctl status nvidia-fabricmanager`")
+        .with_unread(&facts.problems);
+    }
+    evidence.insert(
+        0,
+        Evidence::new(
+            UNIT_CGROUPS[0],
+            "no nv-fabricmanager process (no unit cgroup, none in /proc)",
+        )
+        .expected(format!("nv-fabricmanager running ({why})")),
+    );
+    let (installed, hint, action) = match &facts.unit_file {
+        Some(unit) => (
+            format!("installed ({unit}) but not running"),
+            "`systemctl start nvidia-fabricmanager` (and `systemctl enable` it); if it exits again read /var/log/fabricmanager.log: its version must equal the driver's, and on hgx b200 and later it needs the nvlink subnet manager (nvlsm) and ib_umad; after restarting it, reset the gpus or reboot so they register with the fabric",
+            Action::RestartComponent,
+        ),
+        None => (
+            format!("not installed (no {})", UNIT_FILES[1]),
+            "install the nvidia-fabricmanager package of the driver's exact version (`nvidia-fabricmanager-<branch>`), or let the gpu operator's driver container run it; then start it and reset the gpus or reboot",
+            Action::FixConfig,
+        ),
+    };
+    let exited = facts
+        .log
+        .as_ref()
+        .and_then(|l| l.exited.as_ref().or(l.errors.last()))
+        .map(|l| format!("; its log ends with {}", quote(l)))
+        .unwrap_or_default();
+    Outcome::fail(format!(
+        "nvidia-fabricmanager is {installed} on a node with nvswitches ({why}){fabric_text}{exited}"
+    ))
+    .evidence_all(evidence)
+    .hint(hint)
+    .action(action)
+    .noting_unread(&facts.problems)
+}
