@@ -656,6 +656,7 @@ impl CheckArgs {
             strict: self.strict,
             profile: None,
             pod_interfaces: self.pod_interface.clone(),
+            sample: None,
         }
     }
 

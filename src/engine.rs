@@ -28,6 +28,9 @@ pub struct RunOptions {
     pub profile: Option<crate::profile::Profile>,
     /// `--pod-interface`: inside a Pod, the secondary interfaces to judge (default net1, net2, ...).
     pub pod_interfaces: Vec<String>,
+    /// `--sample SECS` on a live node: the first counter reading; the checks' own reading is
+    /// the second (a capture's window comes from its source instead).
+    pub sample: Option<crate::sample::Baseline>,
 }
 
 impl RunOptions {
@@ -47,6 +50,7 @@ pub fn context<'a>(source: &'a dyn Source, options: &RunOptions) -> Context<'a> 
     Context::new(source)
         .with_profile(options.profile.clone())
         .with_pod_interfaces(options.pod_interfaces.clone())
+        .with_sample(options.sample.clone())
 }
 
 /// Run the checks of `registry` against `source`.

@@ -18,6 +18,7 @@ pub mod record;
 pub mod redact;
 pub mod render;
 pub mod report;
+pub mod sample;
 pub mod saved;
 pub mod snapshot;
 pub mod source;

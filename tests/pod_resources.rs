@@ -127,6 +127,7 @@ const ALL: RunOptions = RunOptions {
     strict: false,
     profile: None,
     pod_interfaces: Vec::new(),
+    sample: None,
 };
 
 #[test]

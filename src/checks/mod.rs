@@ -258,6 +258,8 @@ pub struct Context<'a> {
     kernel_log: OnceCell<Result<Option<(String, String)>, FsError>>,
     kernel_events: OnceCell<Option<crate::facts::xid::KernelLog>>,
     boot: OnceCell<crate::facts::boot::BootFacts>,
+    sample: OnceCell<Result<Option<crate::sample::Baseline>, FactError>>,
+    forced_sample: Option<crate::sample::Baseline>,
     profile: OnceCell<Option<Profile>>,
     forced_profile: Option<Profile>,
     pod_interfaces: Vec<String>,
@@ -290,6 +292,8 @@ impl<'a> Context<'a> {
             kernel_log: OnceCell::new(),
             kernel_events: OnceCell::new(),
             boot: OnceCell::new(),
+            sample: OnceCell::new(),
+            forced_sample: None,
             profile: OnceCell::new(),
             forced_profile: None,
             pod_interfaces: Vec::new(),
@@ -335,10 +339,30 @@ impl<'a> Context<'a> {
         })
     }
 
-    /// RDMA devices and ports from /sys/class/infiniband.
+    /// RDMA devices and ports from /sys/class/infiniband (their `hw_counters/` too when a
+    /// `--sample` window is judged).
     pub fn rdma(&self) -> &Result<crate::facts::rdma::RdmaFacts, FactError> {
-        self.rdma
-            .get_or_init(|| crate::facts::rdma::gather(self.source))
+        self.rdma.get_or_init(|| {
+            crate::facts::rdma::gather_with(self.source, matches!(self.sample(), Ok(Some(_))))
+        })
+    }
+
+    /// Judge counters over this `--sample` window (`check --sample` on a live node).
+    pub fn with_sample(mut self, baseline: Option<crate::sample::Baseline>) -> Self {
+        self.forced_sample = baseline;
+        self
+    }
+
+    /// The first reading of a `--sample` window: the one given to the context, else the
+    /// source's (a capture's `.gpudoctor/sample.json`); `Ok(None)` without a window.
+    pub fn sample(&self) -> Result<Option<&crate::sample::Baseline>, &FactError> {
+        self.sample
+            .get_or_init(|| match &self.forced_sample {
+                Some(b) => Ok(Some(b.clone())),
+                None => self.source.baseline(),
+            })
+            .as_ref()
+            .map(Option::as_ref)
     }
 
     /// nccl-tests results: run once per walk (live `--nccl`), or read from logs.

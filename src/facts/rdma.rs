@@ -24,6 +24,34 @@ pub const ERROR_COUNTERS: &[&str] = &[
     "local_link_integrity_errors",
 ];
 
+/// Width in bits of each PMA error counter: the kernel reads them from PortCounters, where they
+/// saturate instead of wrapping (`drivers/infiniband/core/sysfs.c` `PORT_PMA_ATTR`, IBTA
+/// PortCounters). A counter at its maximum has stopped counting.
+pub const ERROR_COUNTER_BITS: &[(&str, u32)] = &[
+    ("symbol_error", 16),
+    ("link_downed", 8),
+    ("link_error_recovery", 8),
+    ("port_rcv_errors", 16),
+    ("excessive_buffer_overrun_errors", 4),
+    ("local_link_integrity_errors", 4),
+];
+
+/// Driver counters under `ports/<n>/hw_counters/` that count trouble (mlx5 names, sysfs.md
+/// §8): drops for lack of receive buffers, out-of-order and sequence errors, retransmission
+/// timeouts and RNR retries, RoCE adaptive retransmission and slow restarts. They rise a little
+/// under load, so they are read only for a `--sample` window (and judged by their rate); on some
+/// restricted PFs reading them floods dmesg (leptonai/gpud#1164), another reason not to read
+/// them on every run.
+pub const HW_ERROR_COUNTERS: &[&str] = &[
+    "out_of_buffer",
+    "out_of_sequence",
+    "packet_seq_err",
+    "local_ack_timeout_err",
+    "rnr_nak_retry_err",
+    "roce_adp_retrans",
+    "roce_slow_restart",
+];
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RdmaDevice {
     /// `mlx5_0`, `mlx5_bond_0`, `mlx5_ib0`.
@@ -49,6 +77,8 @@ pub struct RdmaPort {
     pub link_layer: Option<String>,
     /// Error counters that could be read, by name.
     pub counters: BTreeMap<String, u64>,
+    /// [`HW_ERROR_COUNTERS`] that could be read (only when asked for: a `--sample` run).
+    pub hw_counters: BTreeMap<String, u64>,
     /// RoCE GID types present (`RoCE v2`, `IB/RoCE v1`) for Ethernet ports.
     pub gid_types: Vec<String>,
     /// The netdev behind the port: RoCE `gid_attrs/ndevs/*`, or IPoIB under the PCI function.
@@ -220,7 +250,13 @@ fn netdev(source: &dyn Source, name: &str, problems: &mut Vec<FactError>) -> Net
     }
 }
 
-fn read_port(source: &dyn Source, dev_dir: &str, pci: Option<&str>, port: u32) -> RdmaPort {
+fn read_port(
+    source: &dyn Source,
+    dev_dir: &str,
+    pci: Option<&str>,
+    port: u32,
+    hw: bool,
+) -> RdmaPort {
     let dir = format!("{dev_dir}/ports/{port}");
     let mut problems = Vec::new();
     let state = parse_required(
@@ -265,6 +301,19 @@ fn read_port(source: &dyn Source, dev_dir: &str, pci: Option<&str>, port: u32) -
             &mut problems,
         ) {
             counters.insert(name.to_string(), v);
+        }
+    }
+    let mut hw_counters = BTreeMap::new();
+    if hw {
+        for name in HW_ERROR_COUNTERS {
+            if let Some(v) = parse_opt(
+                source,
+                &format!("{dir}/hw_counters/{name}"),
+                parse_counter,
+                &mut problems,
+            ) {
+                hw_counters.insert(name.to_string(), v);
+            }
         }
     }
     // RoCE: GID types and netdevs per GID index. Empty slots read EINVAL by design (sysfs.md
@@ -322,6 +371,7 @@ fn read_port(source: &dyn Source, dev_dir: &str, pci: Option<&str>, port: u32) -
         rate_text,
         link_layer,
         counters,
+        hw_counters,
         gid_types,
         netdev,
         problems,
@@ -331,6 +381,11 @@ fn read_port(source: &dyn Source, dev_dir: &str, pci: Option<&str>, port: u32) -
 /// Every RDMA device under `/sys/class/infiniband`. A missing class directory is an empty set
 /// (no RDMA core loaded), not an error.
 pub fn gather(source: &dyn Source) -> Result<RdmaFacts, FactError> {
+    gather_with(source, false)
+}
+
+/// [`gather`], also reading each port's [`HW_ERROR_COUNTERS`] when `hw` (a `--sample` run).
+pub fn gather_with(source: &dyn Source, hw: bool) -> Result<RdmaFacts, FactError> {
     let names = match source.read_dir(CLASS_INFINIBAND) {
         Ok(names) => names,
         Err(err) if err.is_missing() => return Ok(RdmaFacts::default()),
@@ -383,7 +438,7 @@ pub fn gather(source: &dyn Source) -> Result<RdmaFacts, FactError> {
             hca_type: read_opt(source, &format!("{dir}/hca_type"), &mut problems),
             ports: port_numbers
                 .into_iter()
-                .map(|p| read_port(source, &dir, pci.as_deref(), p))
+                .map(|p| read_port(source, &dir, pci.as_deref(), p, hw))
                 .collect(),
         };
         facts.problems.extend(problems);

@@ -106,6 +106,12 @@ pub trait Source: Send + Sync {
     fn env_vars(&self) -> BTreeMap<String, String> {
         BTreeMap::new()
     }
+    /// The first reading of a `--sample` window, when this source has one: a capture made with
+    /// `record --sample` stores it (`.gpudoctor/sample.json`); a live source has none of its
+    /// own (`check --sample` takes it and gives it to the context).
+    fn baseline(&self) -> Result<Option<crate::sample::Baseline>, crate::facts::FactError> {
+        Ok(None)
+    }
     /// nccl-tests results to judge: a run made now, `--nccl-log` files, or a capture's
     /// `.gpudoctor/nccl/*.log`. A source that cannot run or read them says "not requested".
     fn nccl(&self) -> NcclProbe {
@@ -343,6 +349,21 @@ impl Source for ReplaySource {
             .into_iter()
             .filter(|(k, _)| ENV_VARS.contains(&k.as_str()))
             .collect()
+    }
+    fn baseline(&self) -> Result<Option<crate::sample::Baseline>, crate::facts::FactError> {
+        let path = crate::sample::SAMPLE_JSON;
+        match self.fs.read_to_string(path) {
+            Ok(text) => {
+                serde_json::from_str(&text)
+                    .map(Some)
+                    .map_err(|e| crate::facts::FactError {
+                        path: path.to_string(),
+                        message: format!("does not parse: {e}"),
+                    })
+            }
+            Err(err) if err.is_missing() => Ok(None),
+            Err(err) => Err(err.into()),
+        }
     }
     fn nccl(&self) -> NcclProbe {
         if self.nccl_logs.is_empty() {
