@@ -5,9 +5,11 @@
 //! Thresholds and their sources: reference/gpu-health.md §3 (clock events), §4 (memory),
 //! §5 (PCIe), §10 (what DCGM, gpud, gcm and Azure NHC do).
 
+use super::rates::{SAMPLE_MORE, Window, rate_figure, window};
 use super::{CheckDef, Context, Explain, Outcome};
 use crate::facts::nvml::{NvmlDevice, NvmlError, NvmlErrorKind, Reading};
 use crate::report::{Action, Evidence, Layer};
+use crate::sample::{Change, change, rate};
 
 /// Clock-event reason bits (nvml.h `nvmlClocksEventReason*`, gpu-health.md §3).
 pub mod clock_event {
@@ -32,7 +34,7 @@ pub fn checks() -> Vec<CheckDef> {
             title: "no uncorrected ECC errors since the driver loaded",
             explain: Explain {
                 reads: "NVML nvmlDeviceGetTotalEccErrors (uncorrected, volatile and aggregate) and nvmlDeviceGetEccMode",
-                expects: "volatile uncorrected count 0 on every GPU with ECC on; ECC mode current = pending",
+                expects: "volatile uncorrected count 0 on every GPU with ECC on (fail); ECC mode current = pending. With --sample: live is the uncorrected count rising during the window (fail), history a count that did not move (warn: since the driver loaded, none now); corrected errors are reported as a rate, not judged (NVIDIA's catalogue ignores them)",
                 why: "an uncorrected (double-bit) error kills the CUDA context that touched it and often comes with XID 48; gcm fails on any volatile uncorrected error",
                 fix: "drain the node and reset the GPU (`nvidia-smi -r -i <index>`) or reboot; on Ampere and later check driver.row_remap; if errors return, send the GPU for hardware inspection",
             },
@@ -80,7 +82,7 @@ pub fn checks() -> Vec<CheckDef> {
             title: "no hardware slowdown or power brake active",
             explain: Explain {
                 reads: "NVML nvmlDeviceGetCurrentClocksEventReasons (bitmask) and power draw / limit",
-                expects: "none of HW slowdown (0x8), HW thermal slowdown (0x40), HW power brake (0x80); SW thermal slowdown (0x20) warns",
+                expects: "none of HW slowdown (0x8), HW thermal slowdown (0x40), HW power brake (0x80); SW thermal slowdown (0x20) warns. One reading: 0x40 and 0x80 fail, a lone 0x8 warns (it can flash during P-state changes). With --sample: a hardware bit in both readings is live and sustained (fail); one that came on during the window warns; one that cleared is history (noted)",
                 why: "hardware slowdown cuts clocks by half or more; in a data-parallel job the slowest GPU sets everyone's pace",
                 fix: "power brake: check PSUs and the BMC event log; thermal: cooling; a lone 0x8 can flash during P-state changes, so re-run before acting; repeated events need hardware inspection",
             },
@@ -91,7 +93,7 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Driver,
             title: "GPU PCIe links at full width",
             explain: Explain {
-                reads: "NVML nvmlDeviceGet{Curr,Max}PcieLink{Generation,Width}, nvmlDeviceGetUtilizationRates, nvmlDeviceGetPcieReplayCounter; the profile's PCIe expectation",
+                reads: "NVML nvmlDeviceGet{Curr,Max}PcieLink{Generation,Width}, nvmlDeviceGetUtilizationRates; the profile's PCIe expectation (the replay counter is driver.pcie_replays')",
                 expects: "current width = max width (and ≥ the profile's); generation below max only while idle",
                 why: "a link trained at x8 halves host↔GPU and GPUDirect bandwidth; GPUs drop the generation at idle to save power, so that alone is not a fault",
                 fix: "reseat the GPU or its riser/baseboard cable, check the slot in the BIOS; confirm with `lspci -vv -s <bdf> | grep LnkSta`",
@@ -257,6 +259,9 @@ fn ecc_errors(ctx: &Context<'_>) -> Outcome {
         Ok(d) => d,
         Err(o) => return o,
     };
+    let (window, broken) = window(ctx);
+    let mut notes = Vec::new();
+    let mut figures = Vec::new();
     let mut acc = PerGpu::new();
     for d in &devices {
         if let Some(mode) = acc.read(d, "ecc_mode", &d.ecc_mode) {
@@ -281,6 +286,76 @@ fn ecc_errors(ctx: &Context<'_>) -> Outcome {
             continue;
         };
         acc.judged += 1;
+        if let Window::Sample(b) = &window {
+            let before = d.pci_bus_id.as_ref().and_then(|bus| b.gpus.get(bus));
+            let was = |k: &str| before.and_then(|m| m.get(k)).copied();
+            let unc = change(
+                was("ecc_volatile_uncorrected"),
+                Some(counts.volatile_uncorrected),
+                b.window_s,
+                None,
+            );
+            if let Some(Change::Rising { per_s, .. }) = change(
+                was("ecc_volatile_corrected"),
+                Some(counts.volatile_corrected),
+                b.window_s,
+                None,
+            ) {
+                figures.push(rate_figure(
+                    "driver.ecc_errors",
+                    d.pci_bus_id.as_deref().unwrap_or_default(),
+                    "ecc_volatile_corrected",
+                    per_s,
+                    &window,
+                ));
+                notes.push(format!(
+                    "gpu {} corrected ecc rising {} (not judged: nvidia's catalogue ignores corrected errors)",
+                    d.index,
+                    rate(per_s)
+                ));
+            }
+            let observed = format!(
+                "volatile uncorrected {} ({}), volatile corrected {}",
+                counts.volatile_uncorrected,
+                unc.map(|c| c.text()).unwrap_or_default(),
+                counts.volatile_corrected
+            );
+            match unc {
+                Some(c @ Change::Rising { .. }) => {
+                    acc.fails.push(format!(
+                        "{} uncorrected ecc errors rising {}: {}",
+                        gpu_label(d),
+                        window.text(),
+                        c.text()
+                    ));
+                    acc.evidence.push(
+                        Evidence::new(field(d, "ecc_errors"), observed)
+                            .expected(format!("no increase {}", window.text())),
+                    );
+                }
+                Some(Change::Unmoved) if counts.volatile_uncorrected > 0 => {
+                    acc.warns.push(format!(
+                        "{} has {} uncorrected ecc error(s) since the driver loaded, none {} (history)",
+                        gpu_label(d),
+                        counts.volatile_uncorrected,
+                        window.text()
+                    ));
+                    acc.evidence.push(
+                        Evidence::new(field(d, "ecc_errors"), observed)
+                            .expected("volatile uncorrected 0"),
+                    );
+                }
+                Some(c @ (Change::Backwards { .. } | Change::Vanished { .. })) => {
+                    acc.warns.push(format!(
+                        "{} uncorrected ecc counter {}",
+                        gpu_label(d),
+                        c.text()
+                    ));
+                }
+                _ => {}
+            }
+            continue;
+        }
         if counts.volatile_uncorrected > 0 {
             acc.fails.push(format!(
                 "{} has {} uncorrected ecc error(s) since the driver loaded",
@@ -301,12 +376,40 @@ fn ecc_errors(ctx: &Context<'_>) -> Outcome {
             );
         }
     }
-    acc.finish(
-        format!("no uncorrected ecc errors on {} gpu(s)", devices.len()),
+    let noted = if notes.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", notes.join("; "))
+    };
+    let ok = match &window {
+        Window::Sample(_) => format!(
+            "no uncorrected ecc errors on {} gpu(s), none {}{noted}",
+            devices.len(),
+            window.text()
+        ),
+        Window::Totals { .. } => {
+            format!(
+                "no uncorrected ecc errors on {} gpu(s){noted}",
+                devices.len()
+            )
+        }
+    };
+    let mut outcome = acc.finish(
+        ok,
         "ecc not enabled or not reported",
         "drain the node and reset the gpu (`nvidia-smi -r -i <index>`) or reboot; see driver.row_remap; if errors return, send the gpu for inspection",
         Action::ResetGpu,
-    )
+    );
+    if matches!(window, Window::Totals { .. })
+        && matches!(outcome.status, crate::report::Status::Fail)
+    {
+        outcome.summary.push_str(&format!("; {SAMPLE_MORE}"));
+    }
+    let outcome = outcome.figures(figures);
+    match broken {
+        Some(err) => outcome.with_unread([err]),
+        None => outcome,
+    }
 }
 
 fn retired_pages(ctx: &Context<'_>) -> Outcome {
@@ -489,12 +592,33 @@ fn clock_slowdown(ctx: &Context<'_>) -> Outcome {
         Ok(d) => d,
         Err(o) => return o,
     };
+    let (window, broken) = window(ctx);
     let mut acc = PerGpu::new();
+    let mut notes = Vec::new();
     for d in &devices {
         let Some(&bits) = acc.read(d, "clock_event_reasons", &d.clock_event_reasons) else {
             continue;
         };
         acc.judged += 1;
+        let before = match &window {
+            Window::Sample(b) => d
+                .pci_bus_id
+                .as_ref()
+                .and_then(|bus| b.gpus.get(bus))
+                .and_then(|m| m.get("clock_event_reasons"))
+                .copied(),
+            Window::Totals { .. } => None,
+        };
+        if let Some(was) = before {
+            let cleared = reason_names(was & !bits);
+            if !cleared.is_empty() {
+                notes.push(format!(
+                    "gpu {} {} cleared during the window",
+                    d.index,
+                    cleared.join(", ")
+                ));
+            }
+        }
         let names = reason_names(bits);
         if names.is_empty() {
             continue;
@@ -512,19 +636,54 @@ fn clock_slowdown(ctx: &Context<'_>) -> Outcome {
             .expected("no hw slowdown, hw thermal, power brake or sw thermal bit"),
         );
         // 0x40 and 0x80 are sustained hardware conditions; a lone 0x8 can flash during P-state
-        // changes (nvml.h) and is judged on one sample here, so it warns (gpu-health.md §3).
-        if bits & (HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN) != 0 {
-            acc.fails.push(line);
-        } else {
-            acc.warns.push(line);
+        // changes (nvml.h), so one reading of it warns (gpu-health.md §3). Over a --sample
+        // window a hardware bit set in both readings is sustained (NVSentinel's power-brake
+        // watch needs 3 consecutive polls, NVIDIA/NVSentinel#1666; two are what one run has).
+        let hardware = HW_SLOWDOWN | HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN;
+        match before {
+            Some(was) if bits & was & hardware != 0 => acc.fails.push(format!(
+                "{line} (in both readings {}: sustained)",
+                window.text()
+            )),
+            Some(_) if bits & hardware != 0 => acc.warns.push(format!(
+                "{line} (only in the second reading: it came on during the window)"
+            )),
+            _ if bits & (HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN) != 0 => {
+                acc.fails.push(line)
+            }
+            _ => acc.warns.push(line),
         }
     }
-    acc.finish(
-        format!("no clock slowdown on {} gpu(s)", devices.len()),
+    let noted = if notes.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", notes.join("; "))
+    };
+    let mut outcome = acc.finish(
+        format!(
+            "no clock slowdown on {} gpu(s){}{noted}",
+            devices.len(),
+            match &window {
+                Window::Sample(_) => format!(" in either reading {}", window.text()),
+                Window::Totals { .. } => String::new(),
+            }
+        ),
         "clock event reasons not reported",
-        "power brake: check the psus and the bmc event log; thermal: airflow and fans; a lone hw slowdown can flash during p-state changes, so run again before acting; repeated events need hardware inspection",
+        "power brake: check the psus and the bmc event log; thermal: airflow and fans; a lone hw slowdown can flash during p-state changes, so run again (or with --sample) before acting; repeated events need hardware inspection",
         Action::HardwareInspection,
-    )
+    );
+    if matches!(window, Window::Totals { .. })
+        && matches!(
+            outcome.status,
+            crate::report::Status::Warn | crate::report::Status::Fail
+        )
+    {
+        outcome.summary.push_str(&format!("; {SAMPLE_MORE}"));
+    }
+    match broken {
+        Some(err) => outcome.with_unread([err]),
+        None => outcome,
+    }
 }
 
 fn pcie_link(ctx: &Context<'_>) -> Outcome {

@@ -7,13 +7,16 @@
 
 pub mod device_plugin;
 pub mod driver;
+pub mod gpu_counters;
 pub mod gpu_health;
 pub(crate) mod history;
 pub mod missing;
 pub mod nccl;
 pub mod nvlink;
 pub mod nvml_errors;
+pub(crate) mod rates;
 pub mod rdma;
+mod rdma_counters;
 pub mod sriov;
 pub mod toolkit;
 pub mod topology;
@@ -67,6 +70,7 @@ pub fn registry() -> Vec<CheckDef> {
     let mut all = driver::checks();
     all.extend(xid::checks());
     all.extend(gpu_health::checks());
+    all.extend(gpu_counters::checks());
     all.extend(nvlink::checks());
     all.extend(rdma::checks());
     all.extend(sriov::checks());

@@ -19,17 +19,23 @@ mod sxid;
 use std::collections::BTreeMap;
 
 use super::gpu_health::{PerGpu, field, gpu_label, usable_devices};
+use super::rates::{SAMPLE_MORE, Window, rate_figure, window};
 use super::{CheckDef, Context, Explain, Outcome};
 use crate::facts::nvml::{
     FabricState, HealthBit, HealthMask, HealthSummary, NvLink, NvmlDevice, Reading, RemoteType,
 };
 use crate::facts::pci::VENDOR_NVIDIA;
 use crate::report::{Action, Evidence, Layer};
+use crate::sample::{Change, change, over_uptime, rate};
 
 /// Errors on one link (replay + recovery + CRC, cumulative since the driver loaded) above which
 /// it warns. NVML gives no rate: DCGM's CRC limit is 100 per second and gcm fails on any count,
 /// so a cumulative 100 is a conservative middle that ignores a few replays from link training.
 pub const NVLINK_ERRORS_WARN: u64 = 100;
+
+/// Errors per second on one link, over a `--sample` window, from which it fails: DCGM's NVLink
+/// CRC error limit (`DcgmGPUHardwareLimits.h`, 100 per second; gpu-health.md §10).
+pub const NVLINK_ERRORS_FAIL_PER_S: f64 = 100.0;
 
 pub fn checks() -> Vec<CheckDef> {
     vec![
@@ -48,12 +54,12 @@ pub fn checks() -> Vec<CheckDef> {
         CheckDef {
             code: "nvlink.error_counters",
             layer: Layer::Nvlink,
-            title: "NVLink error counters are quiet",
+            title: "NVLink error counters are not rising",
             explain: Explain {
                 reads: "NVML nvmlDeviceGetNvLinkErrorCounter (DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA) per active link; on NVLink 5 (Blackwell), where those are not supported, the field values NVML_FI_DEV_NVLINK_COUNT_{RCV_ERRORS, MALFORMED_PACKET_ERRORS, BUFFER_OVERRUN_ERRORS, LOCAL_LINK_INTEGRITY_ERRORS, LINK_RECOVERY_FAILED_EVENTS, SYMBOL_ERRORS, EFFECTIVE_ERRORS} per link",
-                expects: "fewer than 100 errors per link since the driver loaded",
-                why: "replays and CRC errors mean a marginal link: bandwidth drops and XID 74 follows",
-                fix: "watch `nvidia-smi nvlink -e` over a few minutes; if a link's counters keep rising, reset the GPU; repeated on the same link: hardware inspection",
+                expects: "live: with --sample, no counter rising during the window (warn with the rate; fail at DCGM's limit of 100 errors per second on a link); without it, fewer than 100 errors per link since the driver loaded (warn, with the rate over uptime). History: counters that did not move during the window, or totals below 100, are reported and not judged; a counter that went back or vanished during the window is said, never given a negative rate",
+                why: "replays and CRC errors mean a marginal link: bandwidth drops and XID 74 follows; a total since the driver loaded cannot tell a link erring now from one that erred once during training",
+                fix: "watch `gpudoctor check --sample 60` or `nvidia-smi nvlink -e` over a few minutes; if a link's counters keep rising, reset the GPU; repeated on the same link: hardware inspection",
             },
             run: error_counters,
         },
@@ -277,11 +283,20 @@ fn error_counters(ctx: &Context<'_>) -> Outcome {
     if let Some(why) = no_active_nvlink(ctx, &devices) {
         return Outcome::skip(why);
     }
+    let (window, broken) = window(ctx);
     let mut acc = PerGpu::new();
     let mut judged = 0;
+    let mut history = Vec::new();
+    let mut figures = Vec::new();
+    let mut rising_fast = false;
     for d in &devices {
         let Some(links) = acc.read(d, "nvlinks", &d.nvlinks) else {
             continue;
+        };
+        let bus = d.pci_bus_id.clone().unwrap_or_default();
+        let before = match &window {
+            Window::Sample(b) => b.gpus.get(&bus),
+            Window::Totals { .. } => None,
         };
         for link in links.iter().filter(|l| l.active) {
             let mut known: Vec<(&str, u64)> = Vec::new();
@@ -296,30 +311,124 @@ fn error_counters(ctx: &Context<'_>) -> Outcome {
             }
             judged += 1;
             let total: u64 = known.iter().map(|(_, v)| v).sum();
+            let at = format!("{}[{}]", field(d, "nvlinks"), link.link);
+            let here = format!("{} link {}", gpu_label(d), link.link);
+            if let Window::Sample(b) = &window {
+                let mut rising = Vec::new();
+                let mut odd = Vec::new();
+                let mut per_s_sum = 0.0;
+                for (name, v) in &known {
+                    let key = format!("nvlink{}/{name}", link.link);
+                    let was = before.and_then(|m| m.get(&key)).copied();
+                    match change(was, Some(*v), b.window_s, None) {
+                        Some(c @ Change::Rising { per_s, .. }) => {
+                            per_s_sum += per_s;
+                            figures.push(rate_figure(
+                                "nvlink.error_counters",
+                                &format!("{bus}/link{}", link.link),
+                                name,
+                                per_s,
+                                &window,
+                            ));
+                            rising.push(format!("{name} {}", c.text()));
+                        }
+                        Some(Change::Unmoved) | None => {}
+                        Some(Change::Appeared) if before.is_none() => {}
+                        Some(c) => odd.push(format!("{name} {}", c.text())),
+                    }
+                }
+                if !rising.is_empty() {
+                    rising_fast |= per_s_sum >= NVLINK_ERRORS_FAIL_PER_S;
+                    let line = format!("{here}: rising {}: {}", window.text(), rising.join(", "));
+                    if per_s_sum >= NVLINK_ERRORS_FAIL_PER_S {
+                        acc.fails.push(line);
+                    } else {
+                        acc.warns.push(line);
+                    }
+                    acc.evidence.push(
+                        Evidence::new(at.clone(), rising.join(", "))
+                            .expected(format!("no increase {}", window.text())),
+                    );
+                } else if total > 0 {
+                    history.push(format!("{here} {total}"));
+                }
+                if !odd.is_empty() {
+                    acc.warns.push(format!("{here}: {}", odd.join(", ")));
+                    acc.evidence.push(
+                        Evidence::new(at, odd.join(", ")).expected("two readings of a counter"),
+                    );
+                }
+                continue;
+            }
+            let uptime_s = match &window {
+                Window::Totals { uptime_s } => *uptime_s,
+                Window::Sample(_) => None,
+            };
+            let per_s = over_uptime(total, uptime_s);
+            if let Some(per_s) = per_s.filter(|_| total > 0) {
+                figures.push(rate_figure(
+                    "nvlink.error_counters",
+                    &format!("{bus}/link{}", link.link),
+                    "total",
+                    per_s,
+                    &window,
+                ));
+            }
             if total >= NVLINK_ERRORS_WARN {
                 let detail: Vec<String> = known.iter().map(|(n, v)| format!("{n} {v}")).collect();
+                let rate_text = per_s.map(|r| format!(", {}", rate(r))).unwrap_or_default();
                 acc.warns.push(format!(
-                    "{} link {}: {total} errors",
-                    gpu_label(d),
-                    link.link
+                    "{here}: {total} errors {}{rate_text}",
+                    window.text()
                 ));
                 acc.evidence.push(
-                    Evidence::new(
-                        format!("{}[{}]", field(d, "nvlinks"), link.link),
-                        detail.join(", "),
-                    )
-                    .expected(format!("< {NVLINK_ERRORS_WARN} since driver load")),
+                    Evidence::new(at, detail.join(", "))
+                        .expected(format!("< {NVLINK_ERRORS_WARN} since driver load")),
                 );
+            } else if total > 0 {
+                history.push(format!("{here} {total}"));
             }
         }
     }
     acc.judged = judged;
-    acc.finish(
-        format!("nvlink error counters below {NVLINK_ERRORS_WARN} on {judged} link(s)"),
+    let history_text = if history.is_empty() {
+        String::new()
+    } else {
+        format!("; history: {}", history.join(", "))
+    };
+    let more = match &window {
+        Window::Totals { .. } => format!("; {SAMPLE_MORE}"),
+        Window::Sample(_) => String::new(),
+    };
+    let ok = match &window {
+        Window::Sample(_) => format!(
+            "nvlink error counters not rising {} on {judged} link(s){history_text}",
+            window.text()
+        ),
+        Window::Totals { .. } => format!(
+            "nvlink error counters below {NVLINK_ERRORS_WARN} on {judged} link(s){history_text}{more}"
+        ),
+    };
+    let mut outcome = acc.finish(
+        ok,
         "no nvlink error counters reported",
-        "watch `nvidia-smi nvlink -e -i <gpu>` (`nvidia-smi nvlink -c` on nvlink 5) for a few minutes; counters that keep rising mean a marginal link: reset the gpu, then hardware inspection if it repeats",
+        if rising_fast {
+            "errors rising at dcgm's nvlink limit or faster: drain the node and reset the gpu; if the link keeps erring, hardware inspection of the gpu baseboard or nvswitch tray"
+        } else {
+            "watch `nvidia-smi nvlink -e -i <gpu>` (`nvidia-smi nvlink -c` on nvlink 5) for a few minutes, or `gpudoctor check --sample 60`; counters that keep rising mean a marginal link: reset the gpu, then hardware inspection if it repeats"
+        },
         Action::HardwareInspection,
-    )
+    );
+    if matches!(window, Window::Totals { .. })
+        && matches!(outcome.status, crate::report::Status::Warn)
+    {
+        outcome.summary.push_str(&more);
+    }
+    let outcome = outcome.figures(figures);
+    match broken {
+        Some(err) => outcome.with_unread([err]),
+        None => outcome,
+    }
 }
 
 fn fabric_state(ctx: &Context<'_>) -> Outcome {

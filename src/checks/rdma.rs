@@ -71,14 +71,17 @@ pub fn checks() -> Vec<CheckDef> {
         CheckDef {
             code: "rdma.error_counters",
             layer: Layer::Rdma,
-            title: "RDMA port error counters are zero",
+            title: "RDMA port error counters are not rising",
             explain: Explain {
-                reads: "/sys/class/infiniband/*/ports/*/counters/{symbol_error,link_downed,link_error_recovery,port_rcv_errors,excessive_buffer_overrun_errors,local_link_integrity_errors}",
-                expects: "0 on every port",
-                why: "symbol errors and link recoveries are a marginal cable or optic; every retransmission costs bandwidth and latency",
-                fix: "watch the counters with `perfquery` for a few minutes; rising counters mean a cable or transceiver to replace; clear them with `perfquery -x -R` after the fix",
+                reads: "/sys/class/infiniband/*/ports/*/counters/{symbol_error,link_downed,link_error_recovery,port_rcv_errors,excessive_buffer_overrun_errors,local_link_integrity_errors}; with --sample also hw_counters/{out_of_buffer,out_of_sequence,packet_seq_err,local_ack_timeout_err,rnr_nak_retry_err,roce_adp_retrans,roce_slow_restart}; both readings with --sample (the first in .gpudoctor/sample.json of a capture); /proc/uptime",
+                expects: "live: with --sample, no counter rising during the window (link_downed or link_error_recovery rising fails: the link dropped or retrained while watched; others warn with their rate); without it, fewer than 1 error per hour of uptime since boot. History: a counter that did not move during the window, or totals below that rate, are reported with their total and not judged. A counter that went back (cleared), vanished, or sits at its saturation maximum is said plainly, never given a negative rate",
+                why: "symbol errors and link recoveries are a marginal cable or optic; every retransmission costs bandwidth and latency. A port that had 14 errors months ago is not failing now: only a rate tells a bad link from an old burst",
+                fix: "watch the counters with `gpudoctor check --sample 60` or `perfquery` for a few minutes; rising counters mean a cable or transceiver to replace; clear them with `perfquery -x -R` after the fix",
             },
-            run: |ctx| error_counters(ctx).with_unread(unread(ctx, rdma::ERROR_COUNTERS)),
+            run: |ctx| {
+                super::rdma_counters::error_counters(ctx)
+                    .with_unread(unread(ctx, rdma::ERROR_COUNTERS))
+            },
         },
         CheckDef {
             code: "rdma.verbs",
@@ -149,7 +152,7 @@ fn unread<'c>(ctx: &'c Context<'_>, files: &[&str]) -> Vec<&'c crate::facts::Fac
 }
 
 /// The RDMA facts, or the finished outcome when none apply.
-fn rdma_devices<'c>(ctx: &'c Context<'_>) -> Result<&'c RdmaFacts, Outcome> {
+pub(super) fn rdma_devices<'c>(ctx: &'c Context<'_>) -> Result<&'c RdmaFacts, Outcome> {
     match ctx.rdma() {
         Ok(facts) if facts.devices.is_empty() => Err(Outcome::skip("no rdma devices on this node")),
         Ok(facts) => Ok(facts),
@@ -166,14 +169,14 @@ fn not_read(p: &RdmaPort, file: &str) -> bool {
         .any(|e| e.path.ends_with(&format!("/{file}")))
 }
 
-fn ports(facts: &RdmaFacts) -> impl Iterator<Item = (&RdmaDevice, &RdmaPort)> {
+pub(super) fn ports(facts: &RdmaFacts) -> impl Iterator<Item = (&RdmaDevice, &RdmaPort)> {
     facts
         .devices
         .iter()
         .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
 }
 
-fn port_path(d: &RdmaDevice, p: &RdmaPort, file: &str) -> String {
+pub(super) fn port_path(d: &RdmaDevice, p: &RdmaPort, file: &str) -> String {
     format!(
         "{}/{}/ports/{}/{file}",
         rdma::CLASS_INFINIBAND,
@@ -182,7 +185,7 @@ fn port_path(d: &RdmaDevice, p: &RdmaPort, file: &str) -> String {
     )
 }
 
-fn port_label(d: &RdmaDevice, p: &RdmaPort) -> String {
+pub(super) fn port_label(d: &RdmaDevice, p: &RdmaPort) -> String {
     let netdev = p
         .netdev
         .as_ref()
@@ -570,43 +573,6 @@ fn roce_config(ctx: &Context<'_>) -> Outcome {
     Outcome::pass(format!(
         "{roce} roce port(s) with a roce v2 gid and an up netdev"
     ))
-}
-
-fn error_counters(ctx: &Context<'_>) -> Outcome {
-    let facts = match rdma_devices(ctx) {
-        Ok(f) => f,
-        Err(o) => return o,
-    };
-    let mut noisy = Vec::new();
-    let mut evidence = Vec::new();
-    let mut judged = 0;
-    for (d, p) in ports(facts) {
-        if p.counters.is_empty() {
-            continue;
-        }
-        judged += 1;
-        let nonzero: Vec<String> = p
-            .counters
-            .iter()
-            .filter(|(_, v)| **v > 0)
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        if !nonzero.is_empty() {
-            noisy.push(format!("{}: {}", port_label(d, p), nonzero.join(", ")));
-            evidence
-                .push(Evidence::new(port_path(d, p, "counters"), nonzero.join(", ")).expected("0"));
-        }
-    }
-    if judged == 0 {
-        return Outcome::skip("no port error counters readable");
-    }
-    if noisy.is_empty() {
-        return Outcome::pass(format!("error counters zero on {judged} port(s)"));
-    }
-    Outcome::warn(noisy.join("; "))
-        .evidence_all(evidence)
-        .hint("watch them with `perfquery -x <lid> <port>` for a few minutes: rising counters mean a cable or transceiver to replace")
-        .action(Action::HardwareInspection)
 }
 
 fn verbs(ctx: &Context<'_>) -> Outcome {
