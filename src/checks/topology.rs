@@ -35,14 +35,14 @@ pub fn checks() -> Vec<CheckDef> {
         CheckDef {
             code: "topology.aer_errors",
             layer: Layer::Topology,
-            title: "no uncorrectable PCIe (AER) errors on GPUs, NICs and the ports above them",
+            title: "no live uncorrectable PCIe (AER) errors on GPUs, NICs and the ports above them",
             explain: Explain {
-                reads: "/sys/bus/pci/devices/*/aer_dev_{fatal,nonfatal,correctable} (old long-name and new short-name layouts) and aer_rootport_total_err_* of the GPUs, NICs and the ports above them",
-                expects: "TOTAL_ERR_FATAL and TOTAL_ERR_NONFATAL 0 (correctable errors are counted, not judged)",
-                why: "uncorrectable PCIe errors reset links, drop the GPU or NIC off the bus (XID 79) and corrupt DMA; the counters show a marginal link before the job dies",
-                fix: "read `dmesg | grep -i aer` for the device and error type; reseat or replace the card, riser or cable of the link named (either end may count the errors); counters only reset at reboot, so compare after a reboot",
+                reads: "/sys/bus/pci/devices/*/aer_dev_{fatal,nonfatal,correctable} (old long-name and new short-name layouts) and aer_rootport_total_err_* of the GPUs, NICs and the ports above them; the kernel log's AER reports (`AER: ... error received`, `PCIe Bus Error: severity=..., type=...`, the error-bit lines such as `[ 5] SDES`, `AER: can't recover`, `AER: device recovery successful`), each attributed to the device that printed it and to the GPUs and NICs below a port that printed it; with --sample a first reading of the counters; /proc/uptime",
+                expects: "no uncorrected fatal AER error on a GPU, a NIC or a port above them (fail while live), no uncorrected non-fatal one (warn), corrected errors at most 8 per minute (DCGM's replay limit; below that counted, not judged). Live: a kernel-log report with no later boot, re-enumeration of the device or `device recovery successful` from its port (a failed recovery stays live); sysfs fatal totals without --sample (they only reset at reboot); counters rising during a --sample window. History: reports followed by recovery, counters that did not move during the window (warn with their totals)",
+                why: "uncorrectable PCIe errors reset links, drop the GPU or NIC off the bus (XID 79) and corrupt DMA; a Surprise Down on the port above a GPU is the GPU's link going away, often with no XID at all when the driver never saw it; the counters and reports show a marginal link before the job dies (PCIe AER, Documentation/PCI/pcieaer-howto.rst)",
+                fix: "read `dmesg | grep -i aer` for the device and error type; drain and reboot after a fatal error; reseat or replace the card, riser or cable of the link named (either end may count the errors); counters only reset at reboot, so `gpudoctor check --sample 60` tells whether they still rise",
             },
-            run: |ctx| aer_errors(ctx).with_unread(unread(ctx, AER_FILES)),
+            run: |ctx| super::aer::aer_errors(ctx).with_unread(unread(ctx, AER_FILES)),
         },
         CheckDef {
             code: "topology.numa_affinity",
@@ -178,16 +178,16 @@ fn unread_identity<'c>(ctx: &'c Context<'_>) -> Vec<&'c FactError> {
         .collect()
 }
 
-fn topo<'c>(ctx: &'c Context<'_>) -> Result<&'c Topology, Outcome> {
+pub(super) fn topo<'c>(ctx: &'c Context<'_>) -> Result<&'c Topology, Outcome> {
     ctx.topology().as_ref().map_err(Outcome::unreadable)
 }
 
-fn attr_path(d: &PciDevice, attr: &str) -> String {
+pub(super) fn attr_path(d: &PciDevice, attr: &str) -> String {
     format!("{PCI_DEVICES}/{}/{attr}", d.bdf)
 }
 
 /// `gpu 0000:18:00.0`, `rdma nic 0000:19:00.0 (mlx5_0)`.
-fn label(d: &PciDevice) -> String {
+pub(super) fn label(d: &PciDevice) -> String {
     match d.kind {
         DeviceKind::RdmaNic | DeviceKind::Nic
             if !d.rdma_devices.is_empty() || !d.netdevs.is_empty() =>
@@ -199,7 +199,7 @@ fn label(d: &PciDevice) -> String {
 }
 
 /// GPUs and NICs, then every captured bridge above them, each once, in tree order.
-fn in_scope(t: &Topology) -> Vec<&PciDevice> {
+pub(super) fn in_scope(t: &Topology) -> Vec<&PciDevice> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     let ends: Vec<&PciDevice> = t
@@ -407,81 +407,6 @@ fn pcie_link(ctx: &Context<'_>) -> Outcome {
     }
     Outcome::pass(format!(
         "{judged} pcie link(s) of gpus, nics and the ports above them at full width and speed{idle}"
-    ))
-}
-
-fn aer_errors(ctx: &Context<'_>) -> Outcome {
-    let t = match topo(ctx) {
-        Ok(t) => t,
-        Err(o) => return o,
-    };
-    let mut warns = Vec::new();
-    let mut evidence = Vec::new();
-    let mut judged = 0usize;
-    let mut correctable = 0u64;
-    for d in in_scope(t) {
-        let aer = &d.aer;
-        if aer.fatal.is_none() && aer.nonfatal.is_none() && aer.rootport.is_none() {
-            continue;
-        }
-        judged += 1;
-        correctable += aer.correctable.as_ref().map_or(0, |c| c.total);
-        let mut parts = Vec::new();
-        for (kind, counts, file) in [
-            ("fatal", &aer.fatal, "aer_dev_fatal"),
-            ("non-fatal", &aer.nonfatal, "aer_dev_nonfatal"),
-        ] {
-            let Some(c) = counts else { continue };
-            if c.total == 0 {
-                continue;
-            }
-            let named: Vec<String> = c.nonzero.iter().map(|(n, v)| format!("{n} {v}")).collect();
-            parts.push(if named.is_empty() {
-                format!("{} {kind}", c.total)
-            } else {
-                format!("{} {kind} ({})", c.total, named.join(", "))
-            });
-            evidence.push(
-                Evidence::new(
-                    attr_path(d, file),
-                    format!("total {}: {}", c.total, named.join(", ")),
-                )
-                .expected("TOTAL 0"),
-            );
-        }
-        if let Some(rp) = aer.rootport {
-            for (kind, value, file) in [
-                ("fatal", rp.fatal, "aer_rootport_total_err_fatal"),
-                ("non-fatal", rp.nonfatal, "aer_rootport_total_err_nonfatal"),
-            ] {
-                if let Some(n) = value.filter(|n| *n > 0) {
-                    parts.push(format!("{n} {kind} reported from below"));
-                    evidence.push(Evidence::new(attr_path(d, file), n.to_string()).expected("0"));
-                }
-            }
-        }
-        if !parts.is_empty() {
-            warns.push(format!("{} aer: {}", label(d), parts.join(", ")));
-        }
-    }
-    if judged == 0 {
-        return Outcome::skip(
-            "no aer counters on the gpus, nics or ports above them (kernel before 4.19, aer owned by the firmware, or not captured)",
-        );
-    }
-    if !warns.is_empty() {
-        return Outcome::warn(warns.join("; "))
-            .evidence_all(evidence)
-            .hint("read `dmesg | grep -i aer` for the device and error type; reseat or replace the card, riser or cable of that link (either end may count the errors); the counters reset only at reboot, so re-check after one")
-            .action(Action::HardwareInspection);
-    }
-    let cor = if correctable > 0 {
-        format!(" ({correctable} correctable, not judged)")
-    } else {
-        String::new()
-    };
-    Outcome::pass(format!(
-        "no uncorrectable aer errors on {judged} gpu(s), nic(s) and port(s){cor}"
     ))
 }
 
