@@ -62,10 +62,10 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Toolkit,
             title: "the GPU Operator's validations have all passed",
             explain: Explain {
-                reads: "/run/nvidia/validations/{driver,toolkit,cuda,plugin}-ready",
-                expects: "on GPU Operator nodes (the directory exists) all four markers, written in the order driver → toolkit → cuda → plugin",
-                why: "the operator's validator writes each marker only after that stage worked end to end (toolkit: nvidia-smi inside a container); the first missing one names the stage that is broken",
-                fix: "read the validator's log for the missing stage: `kubectl -n gpu-operator logs -l app=nvidia-operator-validator -c <stage>-validation`; then the logs of that component's DaemonSet on this node",
+                reads: "/run/nvidia/validations/{driver,toolkit,cuda,plugin,mofed,nvidia-peermem,gdrcopy,nvidia-fs}-ready and driver-ready's IS_HOST_DRIVER; the profile's gpudirect_rdma, Mellanox (15b3) RDMA devices, and /proc/modules (nvidia_peermem, gdrdrv, nvidia_fs)",
+                expects: "on GPU Operator nodes (the directory exists) the four markers driver → toolkit → cuda → plugin, and every optional one the node should have: mofed-ready and nvidia-peermem-ready on a GPUDirect RDMA platform (the profile says so and Mellanox NICs are present) whose RDMA the operator manages (it runs the driver, IS_HOST_DRIVER=false, or wrote either marker); nvidia-peermem-ready, gdrcopy-ready and nvidia-fs-ready when the operator runs the driver and nvidia_peermem, gdrdrv or nvidia_fs is loaded. The markers describe now (the validator's preStop removes them), there is no history to them",
+                why: "the operator's validator writes each marker only after that stage worked end to end (toolkit: nvidia-smi inside a container; nvidia-peermem: the module loaded for GPUDirect RDMA); the first missing one names the stage that is broken, and without the peermem validation NCCL moves inter-node traffic through host memory (reference/kubernetes.md §7, NVIDIA/gpu-operator cmd/nvidia-validator)",
+                fix: "read the validator's log for the missing stage: `kubectl -n gpu-operator logs -l app=nvidia-operator-validator -c <stage>-validation`; then the logs of that component on this node (nvidia-peermem: the nvidia-peermem-ctr container of the driver DaemonSet, enabled by driver.rdma.enabled=true; mofed: the network operator's driver pod)",
             },
             run: operator_validations,
         },
@@ -433,6 +433,84 @@ fn cdi_specs(ctx: &Context<'_>) -> Outcome {
     ))
 }
 
+/// What `driver-ready` says of who runs the driver: `IS_HOST_DRIVER=false` is the operator's
+/// driver container (kubernetes.md §7).
+fn operator_runs_driver(ctx: &Context<'_>) -> bool {
+    ctx.source()
+        .read_to_string(&format!("{VALIDATIONS_DIR}/driver-ready"))
+        .is_ok_and(|t| t.lines().any(|l| l.trim() == "IS_HOST_DRIVER=false"))
+}
+
+/// A GPUDirect RDMA platform: the profile expects it and Mellanox RDMA NICs are present.
+fn gpudirect_platform(ctx: &Context<'_>) -> Option<String> {
+    let profile = ctx.profile().filter(|p| p.gpudirect_rdma == Some(true))?;
+    let mellanox: Vec<String> = match (ctx.rdma(), ctx.pci()) {
+        (Ok(rdma), Ok(pci)) => rdma
+            .devices
+            .iter()
+            .filter(|d| {
+                d.pci.as_deref().is_some_and(|bdf| {
+                    pci.functions
+                        .iter()
+                        .any(|f| f.bdf == bdf && f.vendor == crate::facts::pci::VENDOR_MELLANOX)
+                })
+            })
+            .map(|d| d.name.clone())
+            .collect(),
+        _ => Vec::new(),
+    };
+    (!mellanox.is_empty()).then(|| {
+        format!(
+            "gpudirect rdma platform: profile {} and {} mellanox rdma device(s)",
+            profile.name,
+            mellanox.len()
+        )
+    })
+}
+
+/// The optional markers this node should have, each with why (see the check's explain).
+fn optional_stages(
+    ctx: &Context<'_>,
+    names: &[String],
+) -> (Vec<(&'static str, String)>, Option<String>) {
+    let has = |m: &str| names.iter().any(|n| n == m);
+    let operator_driver = operator_runs_driver(ctx);
+    let loaded = |m: &str| {
+        ctx.modules()
+            .as_ref()
+            .is_ok_and(|mods| mods.get(m).is_some())
+    };
+    let mut expected: Vec<(&'static str, String)> = Vec::new();
+    let mut note = None;
+    match gpudirect_platform(ctx) {
+        Some(why) if operator_driver || has("mofed-ready") || has("nvidia-peermem-ready") => {
+            expected.push(("mofed", why.clone()));
+            expected.push(("nvidia-peermem", why));
+        }
+        Some(why) => {
+            note = Some(format!(
+                "{why}, but the operator does not manage its rdma (host driver, no mofed-ready or nvidia-peermem-ready): rdma.gpudirect judges peermem"
+            ));
+        }
+        None => {}
+    }
+    if operator_driver {
+        for (stage, module) in [
+            ("nvidia-peermem", "nvidia_peermem"),
+            ("gdrcopy", "gdrdrv"),
+            ("nvidia-fs", "nvidia_fs"),
+        ] {
+            if loaded(module) && !expected.iter().any(|(s, _)| *s == stage) {
+                expected.push((
+                    stage,
+                    format!("the operator runs the driver and {module} is loaded"),
+                ));
+            }
+        }
+    }
+    (expected, note)
+}
+
 fn operator_validations(ctx: &Context<'_>) -> Outcome {
     if let Some(skip) = not_applicable(ctx) {
         return skip;
@@ -444,10 +522,14 @@ fn operator_validations(ctx: &Context<'_>) -> Outcome {
         }
         Err(err) => return Outcome::unreadable(err),
     };
-    let missing: Vec<&str> = VALIDATION_STAGES
+    let (optional, note) = optional_stages(ctx, names);
+    let mut stages: Vec<(&str, Option<&str>)> =
+        VALIDATION_STAGES.iter().map(|s| (*s, None)).collect();
+    stages.extend(optional.iter().map(|(s, why)| (*s, Some(why.as_str()))));
+    let missing: Vec<(&str, Option<&str>)> = stages
         .iter()
         .copied()
-        .filter(|stage| !names.iter().any(|n| *n == format!("{stage}-ready")))
+        .filter(|(stage, _)| !names.iter().any(|n| *n == format!("{stage}-ready")))
         .collect();
     let present: Vec<&str> = names
         .iter()
@@ -459,30 +541,36 @@ fn operator_validations(ctx: &Context<'_>) -> Outcome {
     } else {
         present.join(" ")
     };
-    let Some(first) = missing.first() else {
+    let wanted: Vec<String> = stages.iter().map(|(s, _)| format!("{s}-ready")).collect();
+    let note_text = note.map(|n| format!("; {n}")).unwrap_or_default();
+    let Some((first, why)) = missing.first().copied() else {
         return Outcome::pass(format!(
-            "gpu operator validations passed: {}",
-            VALIDATION_STAGES.join(", ")
+            "gpu operator validations passed: {}{note_text}",
+            stages
+                .iter()
+                .map(|(s, _)| *s)
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
         .evidence(Evidence::new(VALIDATIONS_DIR, observed));
     };
-    let files: Vec<String> = missing.iter().map(|s| format!("{s}-ready")).collect();
+    let files: Vec<String> = missing.iter().map(|(s, _)| format!("{s}-ready")).collect();
+    let because = why
+        .map(|w| format!(", expected because: {w}"))
+        .unwrap_or_default();
+    let hint = match first {
+        "nvidia-peermem" => "the nvidia-peermem validation waits for the nvidia_peermem module: read the driver DaemonSet's nvidia-peermem-ctr container on this node (`kubectl -n gpu-operator logs <driver-pod> -c nvidia-peermem-ctr`) and the validator's `nvidia-peermem-validation`; GPUDirect RDMA needs driver.rdma.enabled=true (and MOFED or the inbox mlx5 driver)".to_string(),
+        "mofed" => "the mofed validation waits for the Mellanox driver: check the network operator's mofed driver pod on this node (or `lsmod | grep mlx5_core` with host MOFED, driver.rdma.useHostMofed=true)".to_string(),
+        _ => format!(
+            "read the validator: `kubectl -n gpu-operator logs -l app=nvidia-operator-validator -c {first}-validation --all-containers=false` on this node's pod, then the logs of the {first} component's daemonset; later stages wait for this one"
+        ),
+    };
     Outcome::fail(format!(
-        "gpu operator {first} validation has not passed ({} missing)",
+        "gpu operator {first} validation has not passed ({} missing{because}){note_text}",
         files.join(", ")
     ))
-    .evidence(
-        Evidence::new(VALIDATIONS_DIR, observed).expected(
-            VALIDATION_STAGES
-                .iter()
-                .map(|s| format!("{s}-ready"))
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
-    )
-    .hint(format!(
-        "read the validator: `kubectl -n gpu-operator logs -l app=nvidia-operator-validator -c {first}-validation --all-containers=false` on this node's pod, then the logs of the {first} component's daemonset; later stages wait for this one"
-    ))
+    .evidence(Evidence::new(VALIDATIONS_DIR, observed).expected(wanted.join(" ")))
+    .hint(hint)
     .action(Action::RestartComponent)
 }
 

@@ -20,6 +20,8 @@ pub const KERNEL_PCI_SYSFS: &str = "2.6";
 
 /// NVIDIA's PCI vendor id.
 pub const VENDOR_NVIDIA: u16 = 0x10de;
+/// Mellanox / NVIDIA networking (ConnectX, BlueField).
+pub const VENDOR_MELLANOX: u16 = 0x15b3;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PciFunction {
