@@ -43,6 +43,7 @@ pub enum Command {
         "  gpudoctor check --root fixtures/hgx-h100-healthy   # replay a recorded node\n",
         "  gpudoctor check --format json --keep-going    # every layer, for a ticket or a pipeline\n",
         "  gpudoctor check --only driver,topology        # just these layers\n",
+        "  gpudoctor check --sample 60                   # error counters as rates over a minute\n",
         "  gpudoctor check --nccl-quick                  # also run nccl-tests (1-8 GiB) and judge it\n",
         "  gpudoctor check --only nccl --nccl-log run.log   # judge a saved nccl-tests log\n",
         "  gpudoctor check --format markdown > ticket.md # a ticket body\n",
@@ -97,6 +98,7 @@ pub enum Command {
         "Examples:\n",
         "  gpudoctor record --out /tmp/node.tar.gz          # redacted, for a ticket\n",
         "  gpudoctor record --root /host --out /tmp/cap     # from a DaemonSet pod\n",
+        "  gpudoctor record --sample 60 --out /tmp/cap.tar.gz   # with a counter window\n",
         "  gpudoctor check --root /tmp/node.tar.gz          # replay it anywhere\n",
         "  gpudoctor record --root sent.tar.gz --out redacted.tar.gz   # re-record a capture\n",
         "\n",
@@ -312,6 +314,13 @@ pub struct CheckArgs {
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: Option<String>,
 
+    /// Read every error counter (InfiniBand, NVLink, PCIe replay and AER, ECC, clock events)
+    /// twice, SECS seconds apart, and judge the increase instead of the totals since boot; a
+    /// progress line counts down on stderr. Live nodes only (a capture made with `record
+    /// --sample` replays its own window).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=crate::sample::MAX_WINDOW_S))]
+    pub sample: Option<u64>,
+
     /// Inside a Pod: the secondary network interface to judge (an SR-IOV VF with an RDMA
     /// device), when the NetworkAttachmentDefinition names it (`sriov-net@ib0`) instead of
     /// Multus's default net1, net2, ... (repeatable or comma-separated).
@@ -424,6 +433,15 @@ impl std::fmt::Display for Inapplicable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}", self.option, self.why)
     }
+}
+
+/// `--sample` given with a capture: a capture is not read twice; it replays the window `record
+/// --sample` stored with it, if any (`check` and `record` alike: re-recording carries it over).
+pub fn sample_inapplicable(sample: Option<u64>, capture: bool) -> Option<Inapplicable> {
+    (capture && sample.is_some()).then_some(Inapplicable {
+        option: "--sample",
+        why: "reads a live node's counters twice, and a capture replays the window it was recorded with (`gpudoctor record --sample SECS`), if any",
+    })
 }
 
 /// Why an option that shapes an nccl-tests run cannot apply to a capture.
@@ -609,6 +627,11 @@ pub struct RecordArgs {
     /// .gpudoctor/manifest.json); anything else at --out is never replaced.
     #[arg(long)]
     pub force: bool,
+
+    /// Read every error counter twice, SECS seconds apart, and keep both readings in the
+    /// capture (the first as .gpudoctor/sample.json), so a replay judges the same window.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=crate::sample::MAX_WINDOW_S))]
+    pub sample: Option<u64>,
 
     #[command(flatten)]
     pub probes: ProbeArgs,

@@ -189,7 +189,9 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
         );
         return Ok(exit::USAGE);
     }
-    if let Some(code) = refuse(&args.probes.inapplicable(capture), &args.root, capture) {
+    let mut refused = args.probes.inapplicable(capture);
+    refused.extend(gpudoctor::cli::sample_inapplicable(args.sample, capture));
+    if let Some(code) = refuse(&refused, &args.root, capture) {
         return Ok(code);
     }
     let options = record::RecordOptions {
@@ -201,6 +203,7 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
         force: args.force,
         source: args.source_options(),
         command_line: std::env::args().collect(),
+        sample: args.sample,
     };
     if capture {
         eprintln!(
@@ -313,8 +316,17 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         Err(err) => return Ok(not_a_capture(&args.root, &err)),
     };
     let capture = source.kind() == source::SourceKind::Replay;
-    if let Some(code) = refuse(&args.probes.inapplicable(capture), &args.root, capture) {
+    let mut refused = args.probes.inapplicable(capture);
+    refused.extend(gpudoctor::cli::sample_inapplicable(args.sample, capture));
+    if let Some(code) = refuse(&refused, &args.root, capture) {
         return Ok(code);
+    }
+    if let Some(secs) = args.sample {
+        options.sample = Some(gpudoctor::sample::first_reading(
+            &root,
+            &args.source_options(),
+            secs,
+        ));
     }
     let ctx = engine::context(source.as_ref(), &options);
     let mut report = engine::run_in(&ctx, &checks::registry(), &options);

@@ -72,6 +72,8 @@ pub struct RecordOptions {
     pub source: SourceOptions,
     /// The command line, for the manifest.
     pub command_line: Vec<String>,
+    /// `--sample SECS`: read the counters twice and keep the first reading in the capture.
+    pub sample: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -156,6 +158,8 @@ struct RecordingSource {
     pod_resources: OnceLock<PodResourcesFacts>,
     env_vars: OnceLock<BTreeMap<String, String>>,
     nccl: OnceLock<NcclProbe>,
+    /// The first reading of a `--sample` window.
+    baseline: Option<crate::sample::Baseline>,
 }
 
 impl Source for RecordingSource {
@@ -183,6 +187,13 @@ impl Source for RecordingSource {
     }
     fn nccl(&self) -> NcclProbe {
         self.nccl.get_or_init(|| self.inner.nccl()).clone()
+    }
+    fn baseline(&self) -> Result<Option<crate::sample::Baseline>, crate::facts::FactError> {
+        match &self.baseline {
+            Some(b) => Ok(Some(b.clone())),
+            // Re-recording: the capture's own window, if it has one.
+            None => self.inner.baseline(),
+        }
     }
 }
 
@@ -219,7 +230,12 @@ fn record_into(
     *tree = Some(output.tree().to_path_buf());
 
     // 1. Run every layer against the node, tracing what the checks read: the live host, or the
-    // capture being re-recorded, replayed with the probe options `check` would honour.
+    // capture being re-recorded, replayed with the probe options `check` would honour. A live
+    // --sample window's first counter reading is taken before, untraced: the capture's files are
+    // the second (main.rs refuses --sample for a capture, which carries its own window over).
+    let baseline = options
+        .sample
+        .map(|secs| crate::sample::first_reading(&options.root, &options.source, secs));
     let trace = Arc::new(Mutex::new(Trace::default()));
     let earlier = rerecorded_manifest(&options.root)?;
     let inner: Box<dyn Source> = if earlier.is_some() {
@@ -242,6 +258,7 @@ fn record_into(
         pod_resources: OnceLock::new(),
         env_vars: OnceLock::new(),
         nccl: OnceLock::new(),
+        baseline,
     };
     let _live = engine::run(
         &recording,
@@ -387,6 +404,23 @@ fn record_into(
             &capture,
             ENV_JSON,
             &env_text,
+            &mut counts,
+            options.redact.then_some(&mut redactor),
+        )?;
+    }
+    // The first reading of a --sample window, replayed as the baseline of the same window; a
+    // re-recorded capture's window is carried over (a damaged one byte for byte, so the replay
+    // still names it).
+    let sample_text = match recording.baseline() {
+        Ok(Some(b)) => Some(serde_json::to_string_pretty(&b).unwrap_or_else(|_| "{}".into())),
+        Ok(None) => None,
+        Err(_) => recording.fs().read_to_string(crate::sample::SAMPLE_JSON).ok(),
+    };
+    if let Some(text) = &sample_text {
+        write_text(
+            &capture,
+            crate::sample::SAMPLE_JSON,
+            text,
             &mut counts,
             options.redact.then_some(&mut redactor),
         )?;
@@ -724,16 +758,34 @@ fn board_serials(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The NVIDIA lines of a kernel log with what is needed to parse them: NVRM/nvidia/Xid/SXid
-/// records and the continuation lines that follow them (`/dev/kmsg` continuation lines start
-/// with a space; XID 119's GSP history is more NVRM lines).
+/// The lines of a kernel log the checks read, with what is needed to parse them: NVRM/nvidia/
+/// Xid/SXid records, PCIe AER reports (`AER:`, `PCIe Bus Error`, the `error status/mask` and
+/// error-bit lines), the lines that say a device was brought back (`Linux version`, `pci <bdf>:
+/// [vvvv:dddd] type`, `GPU reset executed`, journal boot separators), and the continuation
+/// lines that follow them (`/dev/kmsg` continuation lines start with a space; XID 119's GSP
+/// history is more NVRM lines). Everything else (USB, filesystems, user names) stays out.
 pub fn nvidia_kernel_lines(text: &str) -> String {
     let mut out = String::new();
     let mut keeping = false;
     for line in text.lines() {
-        let relevant = ["NVRM", "nvidia", "NVIDIA", "Xid", "SXid", "nvswitch"]
-            .iter()
-            .any(|k| line.contains(k));
+        let relevant = [
+            "NVRM",
+            "nvidia",
+            "NVIDIA",
+            "Xid",
+            "SXid",
+            "nvswitch",
+            "AER",
+            "PCIe Bus Error",
+            "error status/mask",
+            "Linux version",
+            "GPU reset executed",
+            "-- Boot ",
+            "-- Reboot --",
+        ]
+        .iter()
+        .any(|k| line.contains(k))
+            || aer_detail_or_enumeration(line);
         let continuation = line.starts_with(' ') || line.starts_with('\t');
         if relevant || (keeping && continuation) {
             out.push_str(line);
@@ -744,6 +796,14 @@ pub fn nvidia_kernel_lines(text: &str) -> String {
         }
     }
     out
+}
+
+/// `pcieport 0000:00:03.0:    [ 5] SDES` (an AER error bit) or `pci 0000:2b:00.0: [10de:2330]
+/// type 00 class ...` (a function enumerated): lines the kernel-log parser reads that carry no
+/// keyword of their own.
+fn aer_detail_or_enumeration(line: &str) -> bool {
+    let (_, message) = crate::facts::xid::split_line(line);
+    crate::facts::xid::is_aer_or_enumeration(message)
 }
 
 /// Pack a capture directory into a `.tar.gz` (written to `file`) whose entries are
@@ -773,6 +833,21 @@ mod tests {
         let kept = nvidia_kernel_lines(log);
         assert_eq!(kept.lines().count(), 3, "{kept}");
         assert!(!kept.contains("usb") && !kept.contains("eth0"));
+    }
+
+    #[test]
+    fn keeps_aer_reports_and_recovery_lines() {
+        // wilicc/gpu-burn#1 and NVIDIA/nvidia-docker#895 lines, among lines that must go.
+        let log = "[74889.542031] pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: id=0010\n\
+                   [74889.542125] pcieport 0000:00:02.0:   device [8086:6f04] error status/mask=00000020/00000000\n\
+                   [74889.542184] pcieport 0000:00:02.0:    [ 5] Surprise Down Error    (First)\n\
+                   [    0.110779] pci 0000:00:1f.0: [8086:9cc3] type 00 class 0x060100\n\
+                   [    0.110989] pci 0000:00:1f.2: reg 0x10: [io  0xf0b0-0xf0b7]\n\
+                   [    0.000000] Linux version 5.15.0-105-generic (buildd@lcy02-amd64-007)\n\
+                   [   12.000000] usb 1-1: new high-speed USB device number 2\n";
+        let kept = nvidia_kernel_lines(log);
+        assert_eq!(kept.lines().count(), 5, "{kept}");
+        assert!(!kept.contains("usb") && !kept.contains("reg 0x10"));
     }
 
     #[test]

@@ -170,6 +170,19 @@ pub fn parse_kernel_log(text: &str) -> KernelLog {
     parser.finish()
 }
 
+/// The stamp text and the message of one kernel-log line, every prefix removed (kmsg, `<n>`
+/// priorities, dmesg stamps, syslog and journal heads).
+pub fn split_line(line: &str) -> (Option<&str>, &str) {
+    split_prefix(line)
+}
+
+/// Whether a message (prefix removed) is a PCIe AER report line or the PCI core enumerating a
+/// function: the lines the parser reads that carry no NVIDIA keyword.
+pub fn is_aer_or_enumeration(message: &str) -> bool {
+    events::pci_enumerated(message).is_some()
+        || device_prefix(message).is_some_and(|(_, bdf, rest)| aer_line(rest, &bdf).is_some())
+}
+
 // ---------------------------------------------------------------------------------------------
 // The line parser.
 
