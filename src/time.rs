@@ -135,10 +135,12 @@ mod tests {
     #[test]
     fn ages_in_their_largest_unit() {
         assert_eq!(ago(0.4), "0 s ago");
-        assert_eq!(ago(59.9), "59 s ago");
-        assert_eq!(ago(180.0), "3 min ago");
-        assert_eq!(ago(3_600.0 * 5.5), "5 h ago");
-        assert_eq!(ago(86_400.0 * 1.9), "45 h ago");
+        assert_eq!(ago(59.0), "59 s ago");
+        assert_eq!(ago(59.9), "1 min ago");
+        assert_eq!(ago(179.9), "3 min ago");
+        assert_eq!(ago(3_600.0 * 5.4), "5 h ago");
+        assert_eq!(ago(86_400.0 * 1.9), "46 h ago");
+        assert_eq!(ago(172_799.9), "2 days ago");
         assert_eq!(ago(86_400.0 * 90.0), "90 days ago");
         assert_eq!(span(-3.0), "0 s");
         assert_eq!(span(f64::NAN), "0 s");

@@ -84,6 +84,8 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
     let mut actions = Vec::new();
     let mut figures = Vec::new();
     let mut counted = 0usize;
+    // Whether a counter (not a kernel-log report) was judged on its total: --sample would tell.
+    let mut totals_judged = false;
 
     // 1. The sysfs counters: totals since boot, or their increase over a --sample window.
     for d in &scope {
@@ -163,6 +165,7 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
                     if c.total == 0 {
                         continue;
                     }
+                    totals_judged = true;
                     let per_s = over_uptime(c.total, *uptime_s);
                     if let Some(per_s) = per_s {
                         figures.push(rate_figure(
@@ -375,7 +378,7 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
             "{other} aer report(s) about other devices not judged"
         ));
     }
-    if matches!(window, Window::Totals { .. }) && (!fails.is_empty() || !warns.is_empty()) {
+    if totals_judged {
         tail.push(SAMPLE_MORE.to_string());
     }
     let tail_text = if tail.is_empty() {

@@ -67,6 +67,9 @@ fn pcie_replays(ctx: &Context<'_>) -> Outcome {
         let Some(per_s) = per_s else {
             continue;
         };
+        if now == 0 && matches!(window, Window::Totals { .. }) {
+            continue;
+        }
         figures.push(rate_figure(
             "driver.pcie_replays",
             &bus,

@@ -17,7 +17,8 @@ pub(crate) enum Window<'a> {
 }
 
 /// Said with every judgment of totals: the window would tell live from history.
-pub(crate) const SAMPLE_MORE: &str = "one reading: `gpudoctor check --sample 60` reads the counters twice and tells whether they still rise";
+pub(crate) const SAMPLE_MORE: &str =
+    "judged on one reading (`--sample 60` reads twice and tells whether it still rises)";
 
 /// The window for this run, and the first reading's problem if it could not be read (the
 /// check then judges totals and says why with `with_unread`).

@@ -13,7 +13,7 @@
 use super::rates::{SAMPLE_MORE, Window, rate_figure, window};
 use super::rdma::{port_label, port_path, ports, rdma_devices};
 use super::{Context, Outcome};
-use crate::facts::rdma::ERROR_COUNTER_BITS;
+use crate::facts::rdma::{ERROR_COUNTER_BITS, ERROR_COUNTERS, HW_ERROR_COUNTERS};
 use crate::report::{Action, Evidence};
 use crate::sample::{Change, change, over_uptime, port_key, rate, rdma_counters};
 
@@ -55,9 +55,20 @@ pub(super) fn error_counters(ctx: &Context<'_>) -> Outcome {
         match &window {
             Window::Sample(b) => {
                 let before = b.rdma.get(&key);
+                // The counters this gpudoctor reads; a first reading may hold others (another
+                // version's), which are no concern of this window.
+                let judged_name = |k: &str| {
+                    ERROR_COUNTERS.contains(&k)
+                        || k.strip_prefix("hw_counters/")
+                            .is_some_and(|h| HW_ERROR_COUNTERS.contains(&h))
+                };
                 let mut names: Vec<&String> = now.keys().collect();
                 if let Some(before) = before {
-                    names.extend(before.keys().filter(|k| !now.contains_key(*k)));
+                    names.extend(
+                        before
+                            .keys()
+                            .filter(|k| !now.contains_key(*k) && judged_name(k)),
+                    );
                 }
                 let mut rising = Vec::new();
                 let mut odd = Vec::new();

@@ -194,11 +194,14 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
             (None, false) => "live".to_string(),
             (Some(since), false) => format!("history: {}", since.text()),
         };
+        let name = match group.last.recovery_action() {
+            Some((to, _)) => format!("{} to {to}", info.name),
+            None => info.name.to_string(),
+        };
         let line = format!(
-            "{} xid {number} {} ({}), last {when}, {state}",
+            "{} xid {number} {} ({name}), last {when}, {state}",
             label(*bus),
             group.count_text(),
-            info.name
         );
         let verdict = if *number == 154 {
             match group.last.recovery_action() {

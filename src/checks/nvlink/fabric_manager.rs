@@ -31,7 +31,12 @@ fn nvml_fabric(ctx: &Context<'_>) -> Option<String> {
         .collect();
     let first = *states.first()?;
     let same = states.iter().all(|s| *s == first);
-    let name = format!("{first:?}").to_lowercase();
+    let name = match first {
+        FabricState::NotSupported => "not supported",
+        FabricState::NotStarted => "not started",
+        FabricState::InProgress => "in progress",
+        FabricState::Completed => "completed",
+    };
     Some(if same {
         format!("nvml fabric state {name} on {} gpu(s)", states.len())
     } else {
