@@ -61,22 +61,22 @@ pub fn ago(secs: f64) -> String {
     format!("{} ago", span(secs))
 }
 
-/// A duration in its largest whole unit: "45 s", "3 min", "5 h" (below two days), "2 days".
-/// Negative or non-finite durations read as zero.
+/// A duration in its largest unit, rounded: "45 s", "3 min", "5 h" (below two days),
+/// "2 days". Negative or non-finite durations read as zero.
 pub fn span(secs: f64) -> String {
     let s = if secs.is_finite() && secs > 0.0 {
         secs
     } else {
         0.0
     };
-    if s < 60.0 {
-        format!("{} s", s.floor() as u64)
-    } else if s < 3_600.0 {
-        format!("{} min", (s / 60.0).floor() as u64)
-    } else if s < 2.0 * 86_400.0 {
-        format!("{} h", (s / 3_600.0).floor() as u64)
+    if s < 59.5 {
+        format!("{} s", s.round() as u64)
+    } else if s < 3_570.0 {
+        format!("{} min", (s / 60.0).round() as u64)
+    } else if s < 2.0 * 86_400.0 - 1_800.0 {
+        format!("{} h", (s / 3_600.0).round() as u64)
     } else {
-        format!("{} days", (s / 86_400.0).floor() as u64)
+        format!("{} days", (s / 86_400.0).round() as u64)
     }
 }
 
