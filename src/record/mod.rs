@@ -414,7 +414,10 @@ fn record_into(
     let sample_text = match recording.baseline() {
         Ok(Some(b)) => Some(serde_json::to_string_pretty(&b).unwrap_or_else(|_| "{}".into())),
         Ok(None) => None,
-        Err(_) => recording.fs().read_to_string(crate::sample::SAMPLE_JSON).ok(),
+        Err(_) => recording
+            .fs()
+            .read_to_string(crate::sample::SAMPLE_JSON)
+            .ok(),
     };
     if let Some(text) = &sample_text {
         write_text(
