@@ -54,7 +54,11 @@ const TABLE: &[(&str, &str)] = &[
     ("driver.persistence_mode", NVML_RECORDED),
     (
         "driver.xid_events",
-        "no kernel log (/dev/kmsg, --kernel-log, .gpudoctor/kmsg.txt): skip, saying how to give one",
+        "no kernel log (/dev/kmsg, --kernel-log, .gpudoctor/kmsg.txt): skip, saying how to give one; /proc/uptime or /proc/stat missing: the XIDs are judged and their age is said to be unknown (never read as history)",
+    ),
+    (
+        "driver.pcie_replays",
+        "no NVML answer (a capture without .gpudoctor/nvml.json): skip, see driver.nvml_init; a GPU's replay counter NVML did not answer: that GPU not judged on it; /proc/uptime missing: a nonzero total cannot become a rate, error naming it (never a pass); a damaged .gpudoctor/sample.json: error naming it, or the totals judged and the damage said",
     ),
     ("driver.ecc_errors", NVML_RECORDED),
     ("driver.retired_pages", NVML_RECORDED),
@@ -113,7 +117,7 @@ const TABLE: &[(&str, &str)] = &[
     ),
     (
         "topology.aer_errors",
-        "AER counter files missing (kernel without AER stats, before 4.17): skip or judged without them",
+        "AER counter files missing (kernel without AER stats, before 4.17): skip or judged without them; no kernel log: the counters alone are judged; /proc/uptime missing: totals judged without a rate; a damaged .gpudoctor/sample.json: error naming it, or the totals judged and the damage said",
     ),
     (
         "topology.numa_affinity",
@@ -153,7 +157,7 @@ const TABLE: &[(&str, &str)] = &[
     ),
     (
         "rdma.error_counters",
-        "a counter the driver does not expose: not judged; an unreadable one: error naming it",
+        "a counter the driver does not expose: not judged; an unreadable one: error naming it; /proc/uptime missing: a nonzero total warns without a rate; a counter that vanished during a --sample window: warn naming it, never a negative rate; a damaged .gpudoctor/sample.json: error naming it, or the totals judged and the damage said",
     ),
     (
         "rdma.verbs",
@@ -190,6 +194,14 @@ const TABLE: &[(&str, &str)] = &[
     ("nvlink.links_active", NVML_RECORDED),
     ("nvlink.error_counters", NVML_RECORDED),
     ("nvlink.fabric_state", NVML_RECORDED),
+    (
+        "nvlink.sxid_events",
+        "no kernel log (/dev/kmsg, --kernel-log, .gpudoctor/kmsg.txt): skip, saying how to give one; an unreadable one: error; /proc/uptime or /proc/stat missing: the SXIDs are judged and their age is said to be unknown",
+    ),
+    (
+        "nvlink.fabric_manager",
+        "none of /sys/fs/cgroup, /proc, the nvidia-fabricmanager unit file or its log readable: error (cannot tell), never \"stopped\"; no nv-fabricmanager process where the cgroups or /proc were read: fail (a stopped service is the fault); its log missing: judged without it",
+    ),
     (
         "nccl.test_errors",
         "no nccl-tests log (none recorded, no --nccl-log, no run asked for): the layer skips; an unreadable log: error naming it",
