@@ -37,6 +37,7 @@ fn pcie_replays(ctx: &Context<'_>) -> Outcome {
     let mut acc = PerGpu::new();
     let mut notes = Vec::new();
     let mut figures = Vec::new();
+    let mut unaged = Vec::new();
     for d in &devices {
         let Some(&now) = acc.read(d, "pcie_replay_counter", &d.pcie_replay_counter) else {
             continue;
@@ -65,6 +66,10 @@ fn pcie_replays(ctx: &Context<'_>) -> Outcome {
             Window::Totals { uptime_s } => over_uptime(now, *uptime_s),
         };
         let Some(per_s) = per_s else {
+            // A total with no uptime to divide it by cannot be judged: said, never a pass.
+            if now > 0 && matches!(window, Window::Totals { uptime_s: None }) {
+                unaged.push(format!("gpu {} {now}", d.index));
+            }
             continue;
         };
         if now == 0 && matches!(window, Window::Totals { .. }) {
@@ -120,8 +125,12 @@ fn pcie_replays(ctx: &Context<'_>) -> Outcome {
         outcome.summary.push_str(&more);
     }
     let outcome = outcome.figures(figures);
-    match broken {
-        Some(err) => outcome.with_unread([err]),
-        None => outcome,
-    }
+    let no_uptime = (!unaged.is_empty()).then(|| crate::facts::FactError {
+        path: crate::facts::boot::PROC_UPTIME.to_string(),
+        message: format!(
+            "not read, so the totals since boot ({}) could not be turned into a rate",
+            unaged.join(", ")
+        ),
+    });
+    outcome.with_unread(broken.into_iter().chain(no_uptime.as_ref()))
 }
