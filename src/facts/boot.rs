@@ -42,20 +42,24 @@ impl BootFacts {
     }
 }
 
-/// `350735.47 234388.90` -> 350735.47 (seconds up).
+/// `350735.47 234388.90` -> 350735.47 (seconds up). procfs-core's `Uptime` parser (the one
+/// /proc/modules and /proc/cpuinfo go through, DESIGN.md packages), then what it does not check:
+/// a number that is not a duration (`NaN`, `inf`, negative) is damage, not an age.
 pub fn parse_uptime(text: &str) -> Result<f64, ParseError> {
-    let first = trimmed(text).split_whitespace().next().unwrap_or_default();
-    let up: f64 = first
-        .parse()
-        .map_err(|_| ParseError::new(format!("no uptime number at the start of {first:?}")))?;
+    use procfs_core::FromRead as _;
+    let parsed = procfs_core::Uptime::from_read(text.as_bytes())
+        .map_err(|e| ParseError::new(format!("not `<seconds up> <idle seconds>`: {e}")))?;
+    let up = parsed.uptime;
     if !up.is_finite() || up < 0.0 {
-        return Err(ParseError::new(format!(
-            "uptime {first:?} is not a duration"
-        )));
+        return Err(ParseError::new(format!("uptime {up} is not a duration")));
     }
     Ok(up)
 }
 
+/// The `btime` line of `/proc/stat`. Not procfs-core's `KernelStats`: it needs the whole file
+/// (every `cpu` line, `ctxt`, `processes`) and the clock-tick rate to give one number, so a
+/// capture that kept only the lines gpudoctor reads, or a kernel that added a field, would lose
+/// the boot time.
 /// The `btime` line of `/proc/stat`.
 pub fn parse_btime(text: &str) -> Result<u64, ParseError> {
     let line = text
@@ -114,7 +118,7 @@ mod tests {
 
     #[test]
     fn damage_is_an_error_not_a_value() {
-        for bad in ["", "abc 1", "-5 2", "NaN 1", "inf 1"] {
+        for bad in ["", "abc 1", "-5 2", "NaN 1", "inf 1", "12.5"] {
             assert!(parse_uptime(bad).is_err(), "{bad:?}");
         }
         for bad in ["", "cpu 1 2 3\n", "btime soon\n", "btime -1\n"] {
