@@ -142,10 +142,17 @@ pub fn parse_log(path: &str, text: &str) -> FmLog {
     log
 }
 
-fn is_fm(source: &dyn Source, pid: &str) -> bool {
-    source
-        .read_to_string(&format!("proc/{pid}/comm"))
-        .is_ok_and(|c| c.trim() == COMM)
+/// Is `pid` the fabric manager? A comm that cannot be read, or is missing (a partial capture;
+/// live, a process that exited since the listing), is noted: that pid may have been it, so the
+/// check cannot call the service stopped (missing is not absent).
+fn is_fm(source: &dyn Source, pid: &str, problems: &mut Vec<FactError>) -> bool {
+    match source.read_to_string(&format!("proc/{pid}/comm")) {
+        Ok(c) => c.trim() == COMM,
+        Err(err) => {
+            problems.push(err.into());
+            false
+        }
+    }
 }
 
 pub fn gather(source: &dyn Source) -> FabricManagerFacts {
@@ -160,7 +167,7 @@ pub fn gather(source: &dyn Source) -> FabricManagerFacts {
                 let found = text
                     .split_whitespace()
                     .filter_map(|p| p.parse::<u32>().ok())
-                    .find(|p| is_fm(source, &p.to_string()));
+                    .find(|p| is_fm(source, &p.to_string(), &mut facts.problems));
                 if let Some(pid) = found {
                     facts.running = Some((pid, "its systemd unit's cgroup"));
                     break;
@@ -177,7 +184,7 @@ pub fn gather(source: &dyn Source) -> FabricManagerFacts {
                 facts.running = pids
                     .iter()
                     .take(MAX_PROCESSES)
-                    .find(|p| is_fm(source, p))
+                    .find(|p| is_fm(source, p, &mut facts.problems))
                     .and_then(|p| p.parse().ok())
                     .map(|pid| (pid, "the process list"));
             }

@@ -112,8 +112,22 @@ pub(super) fn fabric_manager(ctx: &Context<'_>) -> Outcome {
             .evidence_all(evidence)
             .noting_unread(&facts.problems);
     }
-    // Not found running: can we tell?
+    // Not found running: can we tell? A process whose name could not be read may be it.
     let looked = facts.cgroups_readable || facts.proc_readable;
+    let unnamed: Vec<_> = facts
+        .problems
+        .iter()
+        .filter(|p| p.path.ends_with("/comm"))
+        .collect();
+    if !unnamed.is_empty() {
+        return Outcome::error(format!(
+            "cannot tell whether the fabric manager runs: {} process name(s) could not be read{fabric_text}",
+            unnamed.len()
+        ))
+        .evidence_all(evidence)
+        .hint("`systemctl status nvidia-fabricmanager` on the node; a capture missing /proc/<pid>/comm is partial: record it again")
+        .with_unread(unnamed);
+    }
     if !looked && facts.unit_file.is_none() && facts.log.is_none() {
         return Outcome::error(format!(
             "cannot tell whether the fabric manager runs: none of /sys/fs/cgroup, /proc, the unit file or {} could be read{fabric_text}",
