@@ -24,7 +24,7 @@ pub fn checks() -> Vec<CheckDef> {
             why: "replays are the PCIe link resending corrupted packets: a steady stream is a marginal riser, slot or retimer that cuts host-GPU bandwidth and ends in XID 79 when the link drops",
             fix: "watch it with `gpudoctor check --sample 60` or `nvidia-smi -q -d PCIE | grep -i replay`; if it keeps rising, reseat the GPU or its riser, check `lspci -vv -s <bdf>` for a downtrained link, and send the board for inspection if it follows the GPU",
         },
-        run: pcie_replays,
+        run: |ctx| pcie_replays(ctx).noting_unread(&ctx.boot().problems),
     }]
 }
 

@@ -200,7 +200,7 @@ const TABLE: &[(&str, &str)] = &[
     ),
     (
         "nvlink.fabric_manager",
-        "none of /sys/fs/cgroup, /proc, the nvidia-fabricmanager unit file or its log readable: error (cannot tell), never \"stopped\"; no nv-fabricmanager process where the cgroups or /proc were read: fail (a stopped service is the fault); its log missing: judged without it",
+        "none of /sys/fs/cgroup, /proc, the nvidia-fabricmanager unit file or its log readable: error (cannot tell), never \"stopped\"; a /proc/<pid>/comm that cannot be read: error (that process may be it); no nv-fabricmanager process where the cgroups or /proc were read: fail (a stopped service is the fault); its log missing: judged without it",
     ),
     (
         "nccl.test_errors",

@@ -61,7 +61,7 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "replays and CRC errors mean a marginal link: bandwidth drops and XID 74 follows; a total since the driver loaded cannot tell a link erring now from one that erred once during training",
                 fix: "watch `gpudoctor check --sample 60` or `nvidia-smi nvlink -e` over a few minutes; if a link's counters keep rising, reset the GPU; repeated on the same link: hardware inspection",
             },
-            run: error_counters,
+            run: |ctx| error_counters(ctx).noting_unread(&ctx.boot().problems),
         },
         CheckDef {
             code: "nvlink.fabric_state",
@@ -97,7 +97,7 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "a fatal SXID stalls the NVLink traffic through that switch port: the GPUs behind it see XID 45/74 and NCCL jobs hang or fail; an always-fatal one takes the whole fabric down (NVIDIA Fabric Manager User Guide, appendix D, NVSwitch SXid errors)",
                 fix: "drain the node and reset all GPUs and NVSwitches (guide D.9: stop nvidia-fabricmanager, `nvidia-smi -r`, start it) or reboot; an always-fatal SXID needs the host restarted; the same SXID returning on the same link: inspect the NVSwitch tray or GPU baseboard",
             },
-            run: sxid::sxid_events,
+            run: |ctx| sxid::sxid_events(ctx).noting_unread(&ctx.boot().problems),
         },
     ]
 }

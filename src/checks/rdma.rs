@@ -81,6 +81,7 @@ pub fn checks() -> Vec<CheckDef> {
             run: |ctx| {
                 super::rdma_counters::error_counters(ctx)
                     .with_unread(unread(ctx, rdma::ERROR_COUNTERS))
+                    .noting_unread(&ctx.boot().problems)
             },
         },
         CheckDef {

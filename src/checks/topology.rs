@@ -42,7 +42,11 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "uncorrectable PCIe errors reset links, drop the GPU or NIC off the bus (XID 79) and corrupt DMA; a Surprise Down on the port above a GPU is the GPU's link going away, often with no XID at all when the driver never saw it; the counters and reports show a marginal link before the job dies (PCIe AER, Documentation/PCI/pcieaer-howto.rst)",
                 fix: "read `dmesg | grep -i aer` for the device and error type; drain and reboot after a fatal error; reseat or replace the card, riser or cable of the link named (either end may count the errors); counters only reset at reboot, so `gpudoctor check --sample 60` tells whether they still rise",
             },
-            run: |ctx| super::aer::aer_errors(ctx).with_unread(unread(ctx, AER_FILES)),
+            run: |ctx| {
+                super::aer::aer_errors(ctx)
+                    .with_unread(unread(ctx, AER_FILES))
+                    .noting_unread(&ctx.boot().problems)
+            },
         },
         CheckDef {
             code: "topology.numa_affinity",

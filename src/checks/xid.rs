@@ -28,7 +28,8 @@ pub fn checks() -> Vec<CheckDef> {
             why: "XIDs are the driver's own report of GPU faults: 79 a GPU fallen off the bus, 48 a double-bit ECC error, 119/120 a GSP timeout, 74 an NVLink error; the device plugin marks such a GPU unhealthy and it vanishes from the node's allocatable count. A fault from before a reset is not one now: failing on it forever drains healthy nodes; one that returns after a reset is the hardware (NVIDIA XID catalogue, docs.nvidia.com/deploy/xid-errors; gpud's reboot threshold)",
             fix: "follow the catalogue action printed with the finding: restart the application (13, 31, 94), reset the GPU (46, 62, 95, 119, 120), reboot the node (79), the recovery action XID 154 names, or send it for hardware inspection when the same XID returns after a reset; https://docs.nvidia.com/deploy/xid-errors/",
         },
-        run: xid_events,
+        // A damaged /proc/uptime or /proc/stat leaves ages unknown: named, judged without.
+        run: |ctx| xid_events(ctx).noting_unread(&ctx.boot().problems),
     }]
 }
 
