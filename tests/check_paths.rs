@@ -701,15 +701,34 @@ fn pcie_gpus_without_nvlink_skip_the_layer() {
         d["nvlinks"] = json!("not_supported");
         d["fabric"] = json!("not_supported");
     });
+    // A PCIe node has no NVSwitch either (else the SXID and fabric manager checks judge it).
+    for bdf in [
+        "0000:05:00.0",
+        "0000:06:00.0",
+        "0000:07:00.0",
+        "0000:08:00.0",
+    ] {
+        node.remove(&format!("sys/bus/pci/devices/{bdf}"));
+    }
     let report = node.run_all();
     let nvlink = layer(&report, Layer::Nvlink);
     assert_eq!(nvlink.status, Status::Skip, "{nvlink:#?}");
-    // Each check says why, and the layer gives their reasons together.
+    // Each check says why (below); five different reasons make the layer's one general line.
     assert_eq!(
         nvlink.reason.as_deref(),
-        Some(
-            "no nvlink on these gpus; no nvlink error counters reported; gpus report no fabric state (pcie sku or pre-hopper)"
-        )
+        Some("does not apply to this node")
+    );
+    assert_check(
+        &report,
+        "nvlink.sxid_events",
+        Status::Skip,
+        &["no nvswitch on this node"],
+    );
+    assert_check(
+        &report,
+        "nvlink.fabric_manager",
+        Status::Skip,
+        &["fabric manager is not needed"],
     );
     assert_check(
         &report,

@@ -187,7 +187,8 @@ fn xid_counts_are_exported_per_gpu_and_xid() {
         xids[&labels(&[
             ("gpu", "0000:3a:00.0"),
             ("xid", "48"),
-            ("severity", "fatal")
+            ("severity", "fatal"),
+            ("state", "live")
         ])],
         1.0,
         "{xids:?}"

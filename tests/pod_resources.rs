@@ -134,6 +134,9 @@ const ALL: RunOptions = RunOptions {
 fn every_answered_fixture_reads_the_same_through_a_real_kubelet_socket() {
     let mut compared = 0;
     for root in common::fixtures() {
+        if common::has_sample_window(&root) {
+            continue;
+        }
         let Some(facts) = answered(&root) else {
             continue;
         };

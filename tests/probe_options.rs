@@ -128,6 +128,8 @@ fn options<'a>(r: &'a Roots, socket: &'a str) -> Vec<(Vec<&'a str>, Option<&'sta
             vec!["--nccl", "--nccl-timeout", "5"],
             Some("--nccl-timeout"),
         ),
+        // A capture replays the window it was recorded with (record --sample), if any.
+        (vec!["--sample", "1"], Some("--sample")),
     ]
 }
 

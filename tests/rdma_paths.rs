@@ -40,6 +40,8 @@ fn error_counters_above_zero_warn_with_their_values() {
     let ports = format!("{}/ports/1/counters", node.ib_dir("mlx5_3"));
     node.write(&format!("{ports}/symbol_error"), "17\n");
     node.write(&format!("{ports}/link_downed"), "2\n");
+    // One hour up: 19 errors are a rate (19/h), not an old burst spread over weeks.
+    node.write("proc/uptime", "3600.00 7000.00\n");
     let report = node.run_layer(Layer::Rdma, None);
     assert_check(
         &report,

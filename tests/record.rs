@@ -134,7 +134,10 @@ fn ok(out: &Output, what: &str) {
 fn every_fixture_round_trips_through_record() {
     // Each fixture runs in its own gpudoctor processes (the fake NVML reads its JSON from the
     // child's environment), so the fixtures can be recorded in parallel.
-    let fixtures = common::fixtures();
+    let fixtures: Vec<_> = common::fixtures()
+        .into_iter()
+        .filter(|f| !common::has_sample_window(f))
+        .collect();
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .min(4);

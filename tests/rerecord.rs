@@ -263,6 +263,38 @@ fn re_recording_with_a_kernel_log_judges_and_keeps_that_log() {
     assert!(codes.contains("driver.xid_events"), "{codes:?}");
 }
 
+/// A capture is not read twice: `record --sample` is for a live node, and a capture re-records
+/// with the window it was recorded with (h100-hca-errors-rising keeps its first reading).
+#[test]
+fn a_capture_keeps_its_sample_window_and_refuses_a_new_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = common::repo().join("fixtures/h100-hca-errors-rising");
+    let out = tmp.path().join("never");
+    let result = gpudoctor(&[
+        "record",
+        "--root",
+        fixture.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--sample",
+        "1",
+    ]);
+    let err = String::from_utf8_lossy(&result.stderr);
+    assert_eq!(result.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("gpudoctor: --sample ") && err.contains("is a capture"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let again = tmp.path().join("again");
+    rerecord(&fixture, &again, &[]);
+    let window = |root: &Path| -> Value {
+        serde_json::from_str(&fs::read_to_string(root.join(".gpudoctor/sample.json")).unwrap())
+            .unwrap()
+    };
+    assert_eq!(window(&again), window(&fixture));
+}
+
 #[test]
 fn an_incomplete_capture_is_not_re_recorded_as_a_live_node() {
     let tmp = tempfile::tempdir().unwrap();

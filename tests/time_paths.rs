@@ -410,6 +410,17 @@ fn gpu_counters_over_a_window() {
 }
 
 #[test]
+fn a_total_with_no_uptime_is_not_called_below_the_limit() {
+    let node = Node::healthy();
+    node.edit_nvml(|n| n["devices"][3]["pcie_replay_counter"] = serde_json::json!({"value": 600}));
+    node.remove("proc/uptime");
+    let r = node.run_all();
+    let c = check(&r, "driver.pcie_replays");
+    assert_eq!(c.status, Status::Error, "{}", c.summary);
+    assert_evidence(&r, "driver.pcie_replays", &["proc/uptime", "gpu 3 600"]);
+}
+
+#[test]
 fn the_fabric_manager_states() {
     // Running, but its log has an error since it started: warn.
     let node = Node::healthy();

@@ -87,6 +87,14 @@ pub fn fixtures() -> Vec<PathBuf> {
     dirs
 }
 
+/// Was this fixture recorded with `record --sample` (a first counter reading in
+/// `.gpudoctor/sample.json`)? Its verdict is the window's: a live run of its tree reads the
+/// counters once, so live-vs-replay comparisons leave it out (tests/time_paths.rs and
+/// tests/rerecord.rs cover the window's replay).
+pub fn has_sample_window(fixture: &Path) -> bool {
+    fixture.join(".gpudoctor/sample.json").is_file()
+}
+
 pub fn gpudoctor(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
         .args(args)
