@@ -53,7 +53,8 @@ fn error_counters_above_zero_warn_with_their_values() {
     // Only the port that ticked is named.
     assert!(!c.summary.contains("mlx5_2"), "{}", c.summary);
     assert!(
-        evidence(c).contains("mlx5_3/ports/1/counters: link_downed 2, symbol_error 17"),
+        evidence(c)
+            .contains("mlx5_3/ports/1/counters: link_downed 2 (2.00/h), symbol_error 17 (17.00/h)"),
         "{}",
         evidence(c)
     );
