@@ -533,12 +533,13 @@ fn every_failure_fixture_names_its_injected_difference_and_nothing_else() {
                 "{name}: {pattern} matched {matched}\nall: {keys:#?}"
             );
         }
-        // A fixture that passes (old counters judged as history) differs in nothing that matters.
-        let passes = codes.is_empty();
+        // Exit 1 exactly when something counted differs: a changed verdict or a counted fact
+        // (a passing fixture such as MIG-healthy still differs from the healthy node in facts).
+        let differs = !verdicts.is_empty() || !keys.is_empty();
         assert_eq!(
             d.exit_code,
-            if passes { 0 } else { 1 },
-            "{name}: something that matters differs (or, for a passing fixture, does not)"
+            if differs { 1 } else { 0 },
+            "{name}: exit code does not follow what counted differs\nverdicts: {verdicts:?}\nfacts: {keys:#?}"
         );
     }
     assert_eq!(
