@@ -111,6 +111,7 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
                     code: c.code.clone(),
                     summary: c.summary.clone(),
                     hint: c.hint.clone(),
+                    action: Some(c.action),
                 })
         });
     let exit_code = exit_code(&layers, options.strict);

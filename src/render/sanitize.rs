@@ -195,6 +195,7 @@ mod tests {
                 code: "c".into(),
                 summary: "s".into(),
                 hint: Some("h".into()),
+                action: None,
             }),
             exit_code: 1,
             duration_ms: 0,
