@@ -394,10 +394,9 @@ fn render_as(report: &gpudoctor::report::Report, format: ReportFormat) -> String
         ReportFormat::Markdown => render::markdown::render(report),
         ReportFormat::Prometheus => render::prometheus::render(report),
         ReportFormat::Table => {
-            let style = Style::for_stdout(
-                io::stdout().is_terminal(),
-                std::env::var_os("NO_COLOR").as_deref(),
-            );
+            let terminal = io::stdout().is_terminal();
+            let style = Style::for_stdout(terminal, std::env::var_os("NO_COLOR").as_deref())
+                .with_width(render::wrap::stdout_width(terminal));
             render::table::render(report, style)
         }
     }
@@ -612,11 +611,14 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
             render::topo::render_json(&topology, &matrix, &args.root.display().to_string())
         }
         TopoFormat::Table => {
-            let style = Style::for_stdout(
-                io::stdout().is_terminal(),
-                std::env::var_os("NO_COLOR").as_deref(),
-            );
-            render::topo::render_table(&topology, &matrix, style.color)
+            let terminal = io::stdout().is_terminal();
+            let style = Style::for_stdout(terminal, std::env::var_os("NO_COLOR").as_deref());
+            render::topo::render_table_at(
+                &topology,
+                &matrix,
+                style.color,
+                render::wrap::stdout_width(terminal),
+            )
         }
     };
     emit(&text).context("writing the topology")?;
