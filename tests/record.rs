@@ -444,6 +444,38 @@ fn an_occupied_output_is_refused_and_force_replaces_only_a_capture() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// `--out cap.zip` used to write a directory named `cap.zip`: an archive ending record does not
+/// write is a usage error, said once, with nothing left behind (issue 19).
+#[test]
+fn an_output_named_like_another_archive_is_a_usage_error() {
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    let tmp = tempfile::tempdir().unwrap();
+    for name in [
+        "cap.zip",
+        "cap.tar",
+        "cap.ZIP",
+        "cap.tar.xz",
+        "cap.7z",
+        "cap.gz",
+    ] {
+        let out = tmp.path().join(name);
+        let refused = record(&fixture, &out, &[]);
+        assert_eq!(refused.status.code(), Some(2), "{name}");
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            err.contains("a directory or a .tar.gz") && err.contains(name),
+            "{name}: {err}"
+        );
+        assert!(!out.exists(), "{name}: nothing written");
+    }
+    let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    // A directory name with dots in it, and the two packed endings, are captures.
+    for name in ["node-01.example.com", "cap.tgz", "cap.tar.gz"] {
+        ok(&record(&fixture, &tmp.path().join(name), &[]), name);
+    }
+}
+
 /// `record` reads through the same confined source as `check`: a link out of the root (absolute,
 /// or `..` past it) is refused, so nothing outside lands in the capture, and the refusal is listed
 /// under the manifest's `unreadable` with the path that was asked for.

@@ -9,6 +9,7 @@
 
 pub mod nccl;
 mod nccl_log;
+pub mod nvml_lib;
 pub mod nvml_live;
 pub mod podresources;
 pub mod rooted;
@@ -54,7 +55,8 @@ pub enum SourceKind {
 /// Options that shape how probes run (not what is judged).
 #[derive(Debug, Clone)]
 pub struct SourceOptions {
-    /// `--nvml-lib`: load this NVML library instead of `libnvidia-ml.so.1`.
+    /// `--nvml-lib`: load this NVML library instead of the host's under `--root` or the loader's
+    /// `libnvidia-ml.so.1` (`nvml_lib.rs`).
     pub nvml_lib: Option<PathBuf>,
     /// `--kernel-log FILE`: read the kernel log from this file (a saved `dmesg`, `/dev/kmsg`,
     /// a pipe such as `<(journalctl -k)`) instead of `dev/kmsg` under the root, or instead of a
@@ -181,7 +183,8 @@ impl Source for HostSource {
     fn nvml(&self) -> NvmlFacts {
         self.nvml
             .get_or_init(|| {
-                nvml_live::probe(self.options.nvml_lib.clone(), self.options.probe_timeout)
+                let lib = nvml_lib::choose(&self.fs, self.options.nvml_lib.as_deref());
+                nvml_live::probe(lib, self.options.probe_timeout)
             })
             .clone()
     }
