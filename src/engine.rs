@@ -121,6 +121,7 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
         source: SourceInfo {
             kind: source.kind(),
             root: source.root().display().to_string(),
+            captured_at: source.captured_at(),
         },
         node: NodeInfo {
             hostname: identity.hostname,

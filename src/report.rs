@@ -370,6 +370,12 @@ pub struct FirstFailure {
 pub struct SourceInfo {
     pub kind: crate::source::SourceKind,
     pub root: String,
+    /// For a replay: when the node was recorded (the capture manifest's `time`; for a capture
+    /// re-recorded from another, the first one's), RFC 3339 UTC. Absent for a live run, a
+    /// hand-built fixture, and in reports before schema 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub captured_at: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -334,6 +334,7 @@ mod tests {
             source: SourceInfo {
                 kind: SourceKind::Replay,
                 root: "r".into(),
+                captured_at: None,
             },
             node: NodeInfo::default(),
             profile: None,

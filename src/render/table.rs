@@ -88,7 +88,7 @@ pub fn render(report: &Report, style: Style) -> String {
     let node = &report.node;
     let w = style.width;
     let line = format!(
-        "gpudoctor {} · node {} · kernel {} · driver {} · {} {}",
+        "gpudoctor {} · node {} · kernel {} · driver {} · {} {}{}",
         report.gpudoctor_version,
         node.hostname.as_deref().unwrap_or("?"),
         node.kernel.as_deref().unwrap_or("?"),
@@ -98,6 +98,11 @@ pub fn render(report: &Report, style: Style) -> String {
             crate::source::SourceKind::Replay => "replay of",
         },
         report.source.root,
+        // When the replayed node was recorded: the verdict is about the node then, not now.
+        match &report.source.captured_at {
+            Some(at) => format!(" · recorded {at}"),
+            None => String::new(),
+        },
     );
     wrap::push(&mut out, &line, w, LINE_INDENT);
     let line = match &report.profile {
@@ -237,6 +242,7 @@ mod tests {
             source: crate::report::SourceInfo {
                 kind: crate::source::SourceKind::Replay,
                 root: "fixture".into(),
+                captured_at: None,
             },
             node: crate::report::NodeInfo::default(),
             profile: None,
