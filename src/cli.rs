@@ -109,7 +109,7 @@ pub enum Command {
     #[command(after_help = concat!(
         "Examples:\n",
         "  gpudoctor profiles\n",
-        "  gpudoctor profiles --format json | jq '.[] | {name, gpu_count, nccl_busbw_fail_gbps}'\n",
+        "  gpudoctor profiles --format json | jq '.[] | {name, gpu_count, nccl_busbw_fail_gbyte_per_s}'\n",
         "\n",
         "A profile is chosen from the GPU model and count; `gpudoctor check --profile NAME|FILE`\n",
         "overrides it. Profile files are TOML with the same keys (docs/profiles.md)."

@@ -113,8 +113,13 @@ fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
         source: args.source_options(),
     };
     if let Some(arg) = &args.profile {
-        match profile::load(arg) {
-            Ok(p) => options.profile = Some(p),
+        match profile::load_noting(arg) {
+            Ok((p, notes)) => {
+                for note in notes {
+                    eprintln!("gpudoctor: warning: {}", render::sanitize::text(&note));
+                }
+                options.profile = Some(p);
+            }
             Err(err) => {
                 eprintln!(
                     "gpudoctor: --profile {}",
@@ -290,8 +295,13 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     }
     let mut options = args.run_options();
     if let Some(arg) = &args.profile {
-        match profile::load(arg) {
-            Ok(p) => options.profile = Some(p),
+        match profile::load_noting(arg) {
+            Ok((p, notes)) => {
+                for note in notes {
+                    eprintln!("gpudoctor: warning: {}", render::sanitize::text(&note));
+                }
+                options.profile = Some(p);
+            }
             Err(err) => {
                 // A TOML error quotes the offending line of the file.
                 eprintln!(
