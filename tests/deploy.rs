@@ -1000,3 +1000,63 @@ fn the_deploy_doc_quotes_the_manifests_as_shipped() {
         assert!(doc.contains(step), "docs/deploy.md lacks `{step}`");
     }
 }
+
+/// One textfile-collector directory everywhere a user reads one (README, docs, `--help`,
+/// manifests), and it is the one the DaemonSet mounts (issue 19: the docs named two).
+#[test]
+fn one_textfile_collector_path_everywhere() {
+    let repo = common::repo();
+    let ds = documents(&repo.join("deploy/daemonset.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "DaemonSet")
+        .unwrap();
+    let mounted = ds["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "textfile")
+        .unwrap()["hostPath"]["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut files = vec![repo.join("README.md"), repo.join("src/cli.rs")];
+    for dir in ["docs", "deploy"] {
+        let mut stack = vec![repo.join(dir)];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path
+                    .extension()
+                    .is_some_and(|e| e == "md" || e == "yaml" || e == "json" || e == "sh")
+                {
+                    files.push(path);
+                }
+            }
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (at, _) in text.match_indices("/node_exporter/") {
+            let start = text[..at]
+                .rfind(|c: char| c.is_whitespace() || c == '=' || c == '`' || c == '"')
+                .map_or(0, |i| i + 1);
+            let path: String = text[start..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '-' | '.'))
+                .collect();
+            seen.insert((
+                path.trim_end_matches('.').to_string(),
+                file.display().to_string(),
+            ));
+        }
+    }
+    let paths: std::collections::BTreeSet<&str> = seen.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths.into_iter().collect::<Vec<_>>(),
+        vec![mounted.as_str()],
+        "textfile directories named: {seen:?}"
+    );
+}
