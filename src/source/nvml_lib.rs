@@ -16,7 +16,9 @@
 //! must be a regular file. The file is opened there and the loader is handed that descriptor's
 //! `/proc/self/fd/N`, so what is loaded is the file that was checked — a link swapped in
 //! between cannot send `dlopen` outside the root. The descriptor stays open until NVML is
-//! loaded ([`NvmlLibrary`] is moved into the probe).
+//! loaded ([`NvmlLibrary`] is moved into the probe). Its code will run in this process, so it
+//! must also be owned by root (or by whoever runs gpudoctor) and writable by no one else
+//! ([`trusted`]); `--root` should name a host's filesystem, never an untrusted tree.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -91,6 +93,9 @@ pub fn choose(fs: &RootedFs, named: Option<&Path>) -> Option<NvmlLibrary> {
 pub fn find_under_root(fs: &RootedFs) -> Option<NvmlLibrary> {
     CANDIDATES.iter().find_map(|rel| {
         let file = fs.open_file(rel).ok()?;
+        if !trusted(&file) {
+            return None;
+        }
         let mut magic = [0u8; 4];
         file.read_exact_at(&mut magic, 0).ok()?;
         if &magic != b"\x7fELF" {
@@ -110,6 +115,20 @@ pub fn find_under_root(fs: &RootedFs) -> Option<NvmlLibrary> {
             _file: Some(file),
         })
     })
+}
+
+/// Loading a library runs its code in this process (as root in a DaemonSet), so a file found
+/// under the root must be one only its owner could have put there, as the dynamic loader's
+/// secure mode asks of libraries (ld.so(8)): owned by root or by whoever runs gpudoctor, and
+/// writable by neither group nor others. A host's driver libraries are root's, 0644/0755.
+fn trusted(file: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = file.metadata() else {
+        return false;
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    (meta.uid() == 0 || meta.uid() == me) && meta.mode() & 0o022 == 0
 }
 
 #[cfg(test)]
@@ -191,6 +210,19 @@ mod tests {
         let lib = choose(&RootedFs::new(dir.path()), None).unwrap();
         assert!(lib.shown().ends_with(last), "{}", lib.shown());
         assert_eq!(std::fs::read(lib.path()).unwrap(), b"\x7fELFinside");
+    }
+
+    #[test]
+    fn a_library_others_could_write_is_not_loaded() {
+        use std::os::unix::fs::PermissionsExt;
+        let lib = CANDIDATES[0];
+        let distro = CANDIDATES[CANDIDATES.len() - 1];
+        let dir = root_with(&[(lib, b"\x7fELFop"), (distro, b"\x7fELFdistro")], &[]);
+        let path = dir.path().join(lib);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(found(&dir).as_deref(), Some(distro));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(found(&dir).as_deref(), Some(lib));
     }
 
     #[test]
