@@ -26,8 +26,9 @@ use crate::source::SourceKind;
 /// does: nothing to act on (pass, then skip: does not apply, then not_run: not looked at
 /// because an earlier layer failed, whose own series says so), then the findings in the order
 /// a layer sums its checks ([`Status::severity`]: warn < error < fail). `>= 3` is "a finding",
-/// `== 5` "failed", `max by (instance) (...)` the node's worst. Until 0.1 the values were
-/// 0 pass, 1 warn, 2 fail, 3 error, 4 skip, 5 not_run (docs/formats.md, migration note).
+/// `== 5` "failed", `max by (instance) (...)` the node's worst. Before report schema 2 the
+/// values were 0 pass, 1 warn, 2 fail, 3 error, 4 skip, 5 not_run (docs/formats.md, migration
+/// note; `gpudoctor_info{schema_version}` tells which a node writes).
 pub fn status_value(status: Status) -> u8 {
     match status {
         Status::Pass => 0,
