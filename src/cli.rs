@@ -47,7 +47,7 @@ pub enum Command {
         "  gpudoctor check --nccl-quick                  # also run nccl-tests (1-8 GiB) and judge it\n",
         "  gpudoctor check --only nccl --nccl-log run.log   # judge a saved nccl-tests log\n",
         "  gpudoctor check --format markdown > ticket.md # a ticket body\n",
-        "  gpudoctor check --root /host --textfile-dir /var/lib/node_exporter/textfile \\\n",
+        "  gpudoctor check --root /host --textfile-dir /var/lib/node_exporter/textfile_collector \\\n",
         "      --save-report /var/lib/gpudoctor/last.json   # metrics for node_exporter, report kept\n",
         "  gpudoctor check --root /host --npd            # as a node-problem-detector plugin\n",
         "\n",
@@ -69,7 +69,7 @@ pub enum Command {
         "Examples:\n",
         "  gpudoctor render last.json                          # the table\n",
         "  gpudoctor render last.json --format markdown > ticket.md\n",
-        "  gpudoctor render last.json --format prometheus --textfile-dir /var/lib/node_exporter/textfile\n",
+        "  gpudoctor render last.json --format prometheus --textfile-dir /var/lib/node_exporter/textfile_collector\n",
         "  gpudoctor check --format json | gpudoctor render - --format markdown\n",
         "\n",
         "Exit codes: 0 rendered, 2 the file is not a gpudoctor JSON report (or a pipe not closed\n",
@@ -111,7 +111,7 @@ pub enum Command {
     #[command(after_help = concat!(
         "Examples:\n",
         "  gpudoctor profiles\n",
-        "  gpudoctor profiles --format json | jq '.[] | {name, gpu_count, nccl_busbw_fail_gbps}'\n",
+        "  gpudoctor profiles --format json | jq '.[] | {name, gpu_count, nccl_busbw_fail_gbyte_per_s}'\n",
         "\n",
         "A profile is chosen from the GPU model and count; `gpudoctor check --profile NAME|FILE`\n",
         "overrides it. Profile files are TOML with the same keys (docs/profiles.md)."
@@ -603,7 +603,8 @@ fn parse_nccl_test(s: &str) -> Result<String, String> {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Where to write the capture: a directory, or a file ending in .tar.gz.
+    /// Where to write the capture: a directory, or a file ending in .tar.gz (or .tgz). A name
+    /// ending in another archive's extension (.zip, .tar, .xz, ...) is a usage error.
     #[arg(long, value_name = "DIR|FILE.tar.gz")]
     pub out: PathBuf,
 

@@ -115,6 +115,7 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
                     code: c.code.clone(),
                     summary: c.summary.clone(),
                     hint: c.hint.clone(),
+                    action: Some(c.action),
                 })
         });
     let exit_code = exit_code(&layers, options.strict);
@@ -124,6 +125,7 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
         source: SourceInfo {
             kind: source.kind(),
             root: source.root().display().to_string(),
+            captured_at: source.captured_at(),
         },
         node: NodeInfo {
             hostname: identity.hostname,

@@ -113,8 +113,13 @@ fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
         source: args.source_options(),
     };
     if let Some(arg) = &args.profile {
-        match profile::load(arg) {
-            Ok(p) => options.profile = Some(p),
+        match profile::load_noting(arg) {
+            Ok((p, notes)) => {
+                for note in notes {
+                    eprintln!("gpudoctor: warning: {}", render::sanitize::text(&note));
+                }
+                options.profile = Some(p);
+            }
             Err(err) => {
                 eprintln!(
                     "gpudoctor: --profile {}",
@@ -293,8 +298,13 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     }
     let mut options = args.run_options();
     if let Some(arg) = &args.profile {
-        match profile::load(arg) {
-            Ok(p) => options.profile = Some(p),
+        match profile::load_noting(arg) {
+            Ok((p, notes)) => {
+                for note in notes {
+                    eprintln!("gpudoctor: warning: {}", render::sanitize::text(&note));
+                }
+                options.profile = Some(p);
+            }
             Err(err) => {
                 // A TOML error quotes the offending line of the file.
                 eprintln!(
@@ -406,10 +416,9 @@ fn render_as(report: &gpudoctor::report::Report, format: ReportFormat) -> String
         ReportFormat::Markdown => render::markdown::render(report),
         ReportFormat::Prometheus => render::prometheus::render(report),
         ReportFormat::Table => {
-            let style = Style::for_stdout(
-                io::stdout().is_terminal(),
-                std::env::var_os("NO_COLOR").as_deref(),
-            );
+            let terminal = io::stdout().is_terminal();
+            let style = Style::for_stdout(terminal, std::env::var_os("NO_COLOR").as_deref())
+                .with_width(render::wrap::stdout_width(terminal));
             render::table::render(report, style)
         }
     }
@@ -624,11 +633,14 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
             render::topo::render_json(&topology, &matrix, &args.root.display().to_string())
         }
         TopoFormat::Table => {
-            let style = Style::for_stdout(
-                io::stdout().is_terminal(),
-                std::env::var_os("NO_COLOR").as_deref(),
-            );
-            render::topo::render_table(&topology, &matrix, style.color)
+            let terminal = io::stdout().is_terminal();
+            let style = Style::for_stdout(terminal, std::env::var_os("NO_COLOR").as_deref());
+            render::topo::render_table_at(
+                &topology,
+                &matrix,
+                style.color,
+                render::wrap::stdout_width(terminal),
+            )
         }
     };
     emit(&text).context("writing the topology")?;

@@ -55,10 +55,16 @@ pub struct Profile {
     /// Compute RDMA ports and their rate in Gb/s, and link layer (`InfiniBand`, `Ethernet`).
     #[serde(default)]
     pub rdma_ports: Option<u32>,
-    #[serde(default)]
+    #[serde(default, rename = "rdma_rate_gbit_per_s")]
     pub rdma_rate_gbps: Option<u32>,
     #[serde(default)]
     pub rdma_link_layer: Option<String>,
+    /// The RDMA devices that are the GPU fabric (`mlx5_0`; a trailing `*` matches any rest,
+    /// `mlx5_*`): only their ports count toward `rdma_ports` and are held to
+    /// `rdma_rate_gbit_per_s`, so a front-end NIC of the same link layer (the storage or
+    /// management port of a RoCE node) is left out. Empty = every device.
+    #[serde(default)]
+    pub rdma_devices: Vec<String>,
     /// GPUDirect RDMA carries inter-node traffic (the NIC DMAs straight into GPU memory, so each
     /// GPU needs an RDMA NIC at PIX/PXB): a GPU whose nearest RDMA NIC is across the CPU
     /// interconnect (SYS) fails the topology layer instead of warning, and a translating IOMMU
@@ -73,25 +79,25 @@ pub struct Profile {
     pub sriov_vfs: Option<u32>,
     /// Single-node all_reduce bus bandwidth at large sizes, GB/s: below `warn` warns, below
     /// `fail` fails.
-    #[serde(default)]
+    #[serde(default, rename = "nccl_busbw_warn_gbyte_per_s")]
     pub nccl_busbw_warn_gbps: Option<f64>,
-    #[serde(default)]
+    #[serde(default, rename = "nccl_busbw_fail_gbyte_per_s")]
     pub nccl_busbw_fail_gbps: Option<f64>,
     /// NVLink SHARP (NVLS) expected in NCCL runs. The `nccl_busbw_*` thresholds assume it; a
     /// run without NVLS is judged by the `nccl_ring_busbw_*` thresholds instead and the missing
     /// NVLS is its own finding (reference/profiles.md §4).
     #[serde(default)]
     pub nccl_nvls: Option<bool>,
-    #[serde(default)]
+    #[serde(default, rename = "nccl_ring_busbw_warn_gbyte_per_s")]
     pub nccl_ring_busbw_warn_gbps: Option<f64>,
-    #[serde(default)]
+    #[serde(default, rename = "nccl_ring_busbw_fail_gbyte_per_s")]
     pub nccl_ring_busbw_fail_gbps: Option<f64>,
     /// Multi-node all_reduce bus bandwidth at large sizes, GB/s (busbw as nccl-tests prints it
     /// for the whole run): below `warn` warns, below `fail` fails (`fail` unset: 0.9 × `warn`).
     /// Unset: derived from `rdma_ports` × `rdma_rate_gbps` (checks/nccl.rs `thresholds`).
-    #[serde(default)]
+    #[serde(default, rename = "nccl_multinode_busbw_warn_gbyte_per_s")]
     pub nccl_multinode_busbw_warn_gbps: Option<f64>,
-    #[serde(default)]
+    #[serde(default, rename = "nccl_multinode_busbw_fail_gbyte_per_s")]
     pub nccl_multinode_busbw_fail_gbps: Option<f64>,
     /// Not yet validated on hardware: counts and link states only, no bandwidth thresholds.
     #[serde(default)]
@@ -100,6 +106,31 @@ pub struct Profile {
     #[serde(default)]
     pub sources: Vec<String>,
 }
+
+/// Keys of earlier versions, still read, and the key each now is: `_gbps` meant Gb/s in
+/// `rdma_rate_gbps` and GB/s in the `nccl_*` keys (issue 19). A file using one gets a
+/// deprecation note on stderr.
+pub const DEPRECATED_KEYS: &[(&str, &str)] = &[
+    ("rdma_rate_gbps", "rdma_rate_gbit_per_s"),
+    ("nccl_busbw_warn_gbps", "nccl_busbw_warn_gbyte_per_s"),
+    ("nccl_busbw_fail_gbps", "nccl_busbw_fail_gbyte_per_s"),
+    (
+        "nccl_ring_busbw_warn_gbps",
+        "nccl_ring_busbw_warn_gbyte_per_s",
+    ),
+    (
+        "nccl_ring_busbw_fail_gbps",
+        "nccl_ring_busbw_fail_gbyte_per_s",
+    ),
+    (
+        "nccl_multinode_busbw_warn_gbps",
+        "nccl_multinode_busbw_warn_gbyte_per_s",
+    ),
+    (
+        "nccl_multinode_busbw_fail_gbps",
+        "nccl_multinode_busbw_fail_gbyte_per_s",
+    ),
+];
 
 /// Every key a profile file may set: the `Profile` fields plus `base`. A unit test keeps this
 /// list equal to the struct's serde fields.
@@ -116,17 +147,18 @@ pub const FILE_KEYS: &[&str] = &[
     "nvswitch",
     "nvswitch_pci_functions",
     "rdma_ports",
-    "rdma_rate_gbps",
+    "rdma_rate_gbit_per_s",
     "rdma_link_layer",
+    "rdma_devices",
     "gpudirect_rdma",
     "sriov_vfs",
-    "nccl_busbw_warn_gbps",
-    "nccl_busbw_fail_gbps",
+    "nccl_busbw_warn_gbyte_per_s",
+    "nccl_busbw_fail_gbyte_per_s",
     "nccl_nvls",
-    "nccl_ring_busbw_warn_gbps",
-    "nccl_ring_busbw_fail_gbps",
-    "nccl_multinode_busbw_warn_gbps",
-    "nccl_multinode_busbw_fail_gbps",
+    "nccl_ring_busbw_warn_gbyte_per_s",
+    "nccl_ring_busbw_fail_gbyte_per_s",
+    "nccl_multinode_busbw_warn_gbyte_per_s",
+    "nccl_multinode_busbw_fail_gbyte_per_s",
     "provisional",
     "sources",
 ];
@@ -135,6 +167,18 @@ pub const FILE_KEYS: &[&str] = &[
 pub const GENERIC_PCIE_GPU: &str = "generic-pcie-gpu";
 
 impl Profile {
+    /// Whether an RDMA device is part of the GPU fabric (see `rdma_devices`).
+    pub fn is_fabric_device(&self, name: &str) -> bool {
+        self.rdma_devices.is_empty()
+            || self
+                .rdma_devices
+                .iter()
+                .any(|pattern| match pattern.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => name == pattern,
+                })
+    }
+
     /// Whether an NVML product name is one this profile expects (see `gpu_names`).
     pub fn matches_gpu_name(&self, name: &str) -> bool {
         let name = normalize_gpu_name(name);
@@ -197,6 +241,7 @@ fn hgx_a100(name: &str, gpu_names: &[&str], memory: &str) -> Profile {
         rdma_ports: Some(8),
         rdma_rate_gbps: Some(200),
         rdma_link_layer: Some("InfiniBand".to_string()),
+        rdma_devices: Vec::new(),
         // GPUDirect RDMA: two GPUs and two compute HCAs per PCIe switch, GPU↔NIC `PXB`
         // (topology.md §5, §7; `NVIDIA/nccl#1505`).
         gpudirect_rdma: Some(true),
@@ -238,60 +283,8 @@ pub fn builtins() -> Vec<Profile> {
             &["NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM-80GB"],
             "80 GB",
         ),
-        Profile {
-            name: "hgx-h100".to_string(),
-            description: "DGX/HGX H100 SXM5 80 GB: 8 GPUs, NVSwitch, 8 x NDR InfiniBand"
-                .to_string(),
-            // `10de:2330`, `NVIDIA H100 80GB HBM3`: pci.ids; nccl-tests logs
-            // (`NVIDIA/nccl-tests#252`, `#294`).
-            gpu_names: strings(&["NVIDIA H100 80GB HBM3"]),
-            gpu_names_exclude: Vec::new(),
-            // 8 × H100 SXM5: pci.ids; `NVIDIA/nccl-tests#252`, `#294`.
-            gpu_count: Some(8),
-            // Gen5 x16 (`32.0 GT/s PCIe`): MLCommons inference_results_v3.1
-            // closed/NVIDIA/documentation/start_from_device/dgx-h100.md.
-            gpu_pcie_gen: Some(5),
-            gpu_pcie_width: Some(16),
-            // 18 links/GPU, `NV18`: gpu-health.md §6; `NVIDIA/nccl#1264`.
-            nvlinks_per_gpu: Some(18),
-            // 4 × `10de:22a3`, class 0x0680: pci.ids; DGX H100 user guide
-            // https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html
-            nvswitch: Some(true),
-            nvswitch_pci_functions: Some(4),
-            // 8 × ConnectX-7 NDR 400 Gb/s, `400 Gb/sec (4X NDR)`: MLCommons dgx-h100.md;
-            // AzNHC conf/nd96isr_h100_v5.conf (`check_hw_ib 400 …`); gpud threshold_default.go.
-            rdma_ports: Some(8),
-            rdma_rate_gbps: Some(400),
-            rdma_link_layer: Some("InfiniBand".to_string()),
-            // GPUDirect RDMA: one compute NIC per GPU at `PIX` (topology.md §5, §7; `NVIDIA/nccl#1264`).
-            gpudirect_rdma: Some(true),
-            // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
-            sriov_vfs: None,
-            // With NVLS: warn < 480 (NVLS peak ~480, `NVIDIA/nccl-tests#212`, `#290`), fail < 460
-            // (AzNHC conf/nd96isr_h100_v5.conf, 16 GiB). §4 profile suggestion.
-            nccl_busbw_warn_gbps: Some(480.0),
-            nccl_busbw_fail_gbps: Some(460.0),
-            nccl_nvls: Some(true),
-            // Without NVLS: ring ~370 (`NVIDIA/nccl-tests#212`, `#290`); fail < 333 = 0.9 × 370
-            // (derived, §4 profile suggestion).
-            nccl_ring_busbw_warn_gbps: Some(370.0),
-            nccl_ring_busbw_fail_gbps: Some(333.0),
-            // Multi-node: no published figure; derived from the 8 NDR ports (profiles.md §4:
-            // 8 × 46–49 ≈ 370–390 GB/s) in checks/nccl.rs `thresholds`.
-            nccl_multinode_busbw_warn_gbps: None,
-            nccl_multinode_busbw_fail_gbps: None,
-            provisional: false,
-            sources: strings(&[
-                "pci.ids https://pci-ids.ucw.cz/read/PC/10de",
-                "NVIDIA/nccl-tests#252, #294 (model string)",
-                "MLCommons inference_results_v3.1 closed/NVIDIA/documentation/start_from_device/dgx-h100.md",
-                "DGX H100 user guide https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html",
-                "NVIDIA/nccl#1264 (NV18)",
-                "Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf (IB 400, fail < 460)",
-                "NVIDIA/nccl-tests#212, #290 (NVLS ~480, ring ~370)",
-                "leptonai/gpud threshold_default.go (8 ports >= 400)",
-            ]),
-        },
+        hgx_h100(),
+        hgx_h100_roce(),
         Profile {
             name: "hgx-h200".to_string(),
             description: "HGX/DGX H200 SXM 141 GB: 8 GPUs, NVSwitch, 8 x NDR InfiniBand"
@@ -316,6 +309,7 @@ pub fn builtins() -> Vec<Profile> {
             rdma_ports: Some(8),
             rdma_rate_gbps: Some(400),
             rdma_link_layer: Some("InfiniBand".to_string()),
+            rdma_devices: Vec::new(),
             // Same GPU/NIC pairing as H100 (§5 profile suggestion; topology.md §5).
             gpudirect_rdma: Some(true),
             // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
@@ -366,6 +360,7 @@ pub fn builtins() -> Vec<Profile> {
             rdma_ports: Some(8),
             rdma_rate_gbps: Some(400),
             rdma_link_layer: None,
+            rdma_devices: Vec::new(),
             // One ConnectX-7 per GPU for GPUDirect RDMA: DGX B200 datasheet (8 × ConnectX-7);
             // topology.md §5 rule for 8-GPU/8-NIC HGX-class nodes.
             gpudirect_rdma: Some(true),
@@ -417,6 +412,7 @@ pub fn builtins() -> Vec<Profile> {
             rdma_ports: None,
             rdma_rate_gbps: None,
             rdma_link_layer: None,
+            rdma_devices: Vec::new(),
             gpudirect_rdma: None,
             // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
             sriov_vfs: None,
@@ -457,6 +453,7 @@ pub fn builtins() -> Vec<Profile> {
             rdma_ports: None,
             rdma_rate_gbps: None,
             rdma_link_layer: None,
+            rdma_devices: Vec::new(),
             // A lone PCIe GPU: no GPUDirect RDMA expectation.
             gpudirect_rdma: None,
             // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
@@ -472,6 +469,91 @@ pub fn builtins() -> Vec<Profile> {
             sources: strings(&["definition (one GPU, no peers); no measured values"]),
         },
     ]
+}
+
+/// DGX/HGX H100 SXM5 with an InfiniBand compute fabric (reference/profiles.md §3).
+fn hgx_h100() -> Profile {
+    Profile {
+        name: "hgx-h100".to_string(),
+        description: "DGX/HGX H100 SXM5 80 GB: 8 GPUs, NVSwitch, 8 x NDR InfiniBand".to_string(),
+        // `10de:2330`, `NVIDIA H100 80GB HBM3`: pci.ids; nccl-tests logs
+        // (`NVIDIA/nccl-tests#252`, `#294`).
+        gpu_names: strings(&["NVIDIA H100 80GB HBM3"]),
+        gpu_names_exclude: Vec::new(),
+        // 8 × H100 SXM5: pci.ids; `NVIDIA/nccl-tests#252`, `#294`.
+        gpu_count: Some(8),
+        // Gen5 x16 (`32.0 GT/s PCIe`): MLCommons inference_results_v3.1
+        // closed/NVIDIA/documentation/start_from_device/dgx-h100.md.
+        gpu_pcie_gen: Some(5),
+        gpu_pcie_width: Some(16),
+        // 18 links/GPU, `NV18`: gpu-health.md §6; `NVIDIA/nccl#1264`.
+        nvlinks_per_gpu: Some(18),
+        // 4 × `10de:22a3`, class 0x0680: pci.ids; DGX H100 user guide
+        // https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html
+        nvswitch: Some(true),
+        nvswitch_pci_functions: Some(4),
+        // 8 × ConnectX-7 NDR 400 Gb/s, `400 Gb/sec (4X NDR)`: MLCommons dgx-h100.md;
+        // AzNHC conf/nd96isr_h100_v5.conf (`check_hw_ib 400 …`); gpud threshold_default.go.
+        rdma_ports: Some(8),
+        rdma_rate_gbps: Some(400),
+        rdma_link_layer: Some("InfiniBand".to_string()),
+        rdma_devices: Vec::new(),
+        // GPUDirect RDMA: one compute NIC per GPU at `PIX` (topology.md §5, §7; `NVIDIA/nccl#1264`).
+        gpudirect_rdma: Some(true),
+        // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
+        sriov_vfs: None,
+        // With NVLS: warn < 480 (NVLS peak ~480, `NVIDIA/nccl-tests#212`, `#290`), fail < 460
+        // (AzNHC conf/nd96isr_h100_v5.conf, 16 GiB). §4 profile suggestion.
+        nccl_busbw_warn_gbps: Some(480.0),
+        nccl_busbw_fail_gbps: Some(460.0),
+        nccl_nvls: Some(true),
+        // Without NVLS: ring ~370 (`NVIDIA/nccl-tests#212`, `#290`); fail < 333 = 0.9 × 370
+        // (derived, §4 profile suggestion).
+        nccl_ring_busbw_warn_gbps: Some(370.0),
+        nccl_ring_busbw_fail_gbps: Some(333.0),
+        // Multi-node: no published figure; derived from the 8 NDR ports (profiles.md §4:
+        // 8 × 46–49 ≈ 370–390 GB/s) in checks/nccl.rs `thresholds`.
+        nccl_multinode_busbw_warn_gbps: None,
+        nccl_multinode_busbw_fail_gbps: None,
+        provisional: false,
+        sources: strings(&[
+            "pci.ids https://pci-ids.ucw.cz/read/PC/10de",
+            "NVIDIA/nccl-tests#252, #294 (model string)",
+            "MLCommons inference_results_v3.1 closed/NVIDIA/documentation/start_from_device/dgx-h100.md",
+            "DGX H100 user guide https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html",
+            "NVIDIA/nccl#1264 (NV18)",
+            "Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf (IB 400, fail < 460)",
+            "NVIDIA/nccl-tests#212, #290 (NVLS ~480, ring ~370)",
+            "leptonai/gpud threshold_default.go (8 ports >= 400)",
+        ]),
+    }
+}
+
+/// HGX H100 whose GPU fabric is RoCE (Spectrum-X Ethernet): the same node, eight 400 Gb/s
+/// Ethernet compute ports. Never chosen automatically (the GPUs are hgx-h100's; the link layer
+/// is not known when the profile is chosen): `--profile hgx-h100-roce`, or `base` of a file
+/// that names the fabric's devices in `rdma_devices`, since the reference design's front-end
+/// BlueField-3 is Ethernet RDMA too (2 x 200 GbE) and is not part of the fabric.
+fn hgx_h100_roce() -> Profile {
+    let ib = hgx_h100();
+    let mut sources = ib.sources.clone();
+    sources.push(
+        "NVIDIA HGX AI Factory reference architecture (H100/H200/B200, 2-8-9-400: 8 GPUs, 400 Gb/s Spectrum-X Ethernet per GPU, 2 x 200 GbE converged north/south) https://docs.nvidia.com/enterprise-reference-architectures/hgx-ai-factory-h100-h200-b200/latest/network-logical-architecture.html".to_string(),
+    );
+    Profile {
+        name: "hgx-h100-roce".to_string(),
+        description:
+            "HGX H100 SXM5 80 GB: 8 GPUs, NVSwitch, 8 x 400 GbE RoCE (Spectrum-X); --profile only"
+                .to_string(),
+        // Explicit only: an auto-selected profile must be the one platform for these GPUs.
+        gpu_names: Vec::new(),
+        // 8 × 400 Gb/s per GPU over Ethernet (RoCE): the HGX AI Factory RA's 2-8-9-400 design.
+        rdma_ports: Some(8),
+        rdma_rate_gbps: Some(400),
+        rdma_link_layer: Some("Ethernet".to_string()),
+        sources,
+        ..ib
+    }
 }
 
 /// The built-in profile for these NVML GPU names (one entry per GPU), if one fits.
@@ -584,8 +666,14 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// `--profile ARG`: a built-in name, or a path to a profile file (docs/profiles.md).
 pub fn load(arg: &str) -> Result<Profile, ProfileError> {
+    load_noting(arg).map(|(profile, _)| profile)
+}
+
+/// [`load`], with a note for each deprecated key the file used ([`DEPRECATED_KEYS`]), for
+/// stderr.
+pub fn load_noting(arg: &str) -> Result<(Profile, Vec<String>), ProfileError> {
     if let Some(p) = builtin(arg) {
-        return Ok(p);
+        return Ok((p, Vec::new()));
     }
     let path = Path::new(arg);
     let looks_like_path = path.exists()
@@ -613,7 +701,7 @@ pub fn load(arg: &str) -> Result<Profile, ProfileError> {
                 source: std::io::Error::other(reason),
             }
         })?;
-    parse_file(path, &text)
+    parse_file_noting(path, &text)
 }
 
 /// Longest `--profile` waits for a pipe to end.
@@ -621,12 +709,40 @@ pub const PROFILE_READ_WAIT: std::time::Duration = std::time::Duration::from_sec
 
 /// Parse the text of a profile file; `path` names it in errors and gives the default `name`.
 pub fn parse_file(path: &Path, text: &str) -> Result<Profile, ProfileError> {
-    let doc: BTreeMap<String, toml::Spanned<toml::Value>> =
+    parse_file_noting(path, text).map(|(profile, _)| profile)
+}
+
+/// [`parse_file`], with a note for each deprecated key used.
+pub fn parse_file_noting(path: &Path, text: &str) -> Result<(Profile, Vec<String>), ProfileError> {
+    let raw: BTreeMap<String, toml::Spanned<toml::Value>> =
         toml::from_str(text).map_err(|err| ProfileError::Syntax {
             path: path.to_path_buf(),
             line: err.span().map(|s| line_of(text, s.start)),
             message: err.message().trim().to_string(),
         })?;
+    // Old key names become today's, each said once; both names of one key is an error.
+    let mut notes = Vec::new();
+    let mut doc: BTreeMap<String, toml::Spanned<toml::Value>> = BTreeMap::new();
+    for (key, value) in raw {
+        let Some((_, new)) = DEPRECATED_KEYS.iter().find(|(old, _)| *old == key) else {
+            doc.insert(key, value);
+            continue;
+        };
+        let line = line_of(text, value.span().start);
+        if doc.contains_key(*new) || text_has_key(text, new) {
+            return Err(ProfileError::BadValue {
+                path: path.to_path_buf(),
+                key,
+                line,
+                message: format!("set twice: `{new}` is its new name; keep that one"),
+            });
+        }
+        notes.push(format!(
+            "profile {}, line {line}: `{key}` is deprecated (`_gbps` said Gb/s in one key and GB/s in others): rename it `{new}`",
+            path.display()
+        ));
+        doc.insert((*new).to_string(), value);
+    }
 
     let mut merged = toml::Table::new();
     let mut base_profile: Option<Profile> = None;
@@ -692,10 +808,10 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Profile, ProfileError> {
 
     // A stated multi-node figure belongs to the base's NICs (hgx-a100's 192 GB/s is 8 × HDR):
     // a file that changes the NICs without restating it gets the figure derived from its own.
-    let changes_nics = doc.contains_key("rdma_ports") || doc.contains_key("rdma_rate_gbps");
+    let changes_nics = doc.contains_key("rdma_ports") || doc.contains_key("rdma_rate_gbit_per_s");
     for key in [
-        "nccl_multinode_busbw_warn_gbps",
-        "nccl_multinode_busbw_fail_gbps",
+        "nccl_multinode_busbw_warn_gbyte_per_s",
+        "nccl_multinode_busbw_fail_gbyte_per_s",
     ] {
         if changes_nics && !doc.contains_key(key) {
             merged.remove(key);
@@ -725,11 +841,22 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Profile, ProfileError> {
 
     toml::Value::Table(merged)
         .try_into::<Profile>()
+        .map(|profile| (profile, notes))
         .map_err(|err| ProfileError::Syntax {
             path: path.to_path_buf(),
             line: None,
             message: err.message().trim().to_string(),
         })
+}
+
+/// Whether a top-level `key =` line is in the text (the map above has already lost which of
+/// two names came first).
+fn text_has_key(text: &str, key: &str) -> bool {
+    text.lines().any(|l| {
+        l.trim_start()
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.trim_start().starts_with('='))
+    })
 }
 
 /// `gpudoctor profiles`: one row per built-in profile, then the sources of each.
@@ -957,6 +1084,7 @@ mod tests {
             rdma_ports: Some(0),
             rdma_rate_gbps: Some(0),
             rdma_link_layer: Some(String::new()),
+            rdma_devices: vec![String::new()],
             gpudirect_rdma: Some(false),
             sriov_vfs: Some(0),
             nccl_busbw_warn_gbps: Some(0.0),

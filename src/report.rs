@@ -10,7 +10,7 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The layers, in the order data crosses them (DESIGN.md).
 #[derive(
@@ -387,12 +387,22 @@ pub struct FirstFailure {
     pub summary: String,
     #[serde(default)]
     pub hint: Option<String>,
+    /// The failing check's `action`, as `gpudoctor_first_failure_info` carries it, so automation
+    /// routes on the first failure without searching the layers (schema 2; absent before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<Action>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SourceInfo {
     pub kind: crate::source::SourceKind,
     pub root: String,
+    /// For a replay: when the node was recorded (the capture manifest's `time`; for a capture
+    /// re-recorded from another, the first one's), RFC 3339 UTC. Absent for a live run, a
+    /// hand-built fixture, and in reports before schema 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub captured_at: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

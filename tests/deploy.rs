@@ -209,6 +209,10 @@ fn pod_specs(doc: &Value, what: &str) -> Vec<PodSpec> {
             round_trip::<Namespace>(doc, what);
             vec![]
         }
+        ("kustomize.config.k8s.io/v1beta1", "Kustomization") => {
+            round_trip::<Kustomization>(doc, what);
+            vec![]
+        }
         ("v1", "ServiceAccount") => {
             round_trip::<ServiceAccount>(doc, what);
             vec![]
@@ -255,6 +259,18 @@ fn pod_specs(doc: &Value, what: &str) -> Vec<PodSpec> {
         }
         _ => panic!("{what}: no validator for {api} {kind}; add its API type to tests/deploy.rs"),
     }
+}
+
+/// The fields of kustomize's `Kustomization` (kustomize.config.k8s.io/v1beta1) the shipped one
+/// uses; any other field fails the round trip.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Kustomization {
+    api_version: String,
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+    resources: Vec<String>,
 }
 
 /// What the API server's validation (kubernetes/pkg/apis/core/validation, apps/validation)
@@ -612,7 +628,10 @@ fn the_npd_plugin_config_fits_npd_and_gpudoctor() {
     assert!(!monitor.source.is_empty() && monitor.metrics_reporting);
     let config = &monitor.plugin_config;
     assert!(config.concurrency >= 1 && !config.skip_initial_status);
-    assert!(!config.enable_message_change_based_condition_update);
+    // NPD's custom plugin monitor docs: "Flag controls whether message change should result
+    // in a condition update". gpudoctor's message names the failing layer and check: when the
+    // cause changes while the node stays unhealthy, the condition must say the new one.
+    assert!(config.enable_message_change_based_condition_update);
     // gpudoctor's line is cut to NPD's limit, never by NPD.
     assert!(config.max_output_length >= gpudoctor::render::npd::MAX_MESSAGE_BYTES);
     let global = seconds(&config.timeout);
@@ -662,9 +681,7 @@ fn the_entry_script_builds_command_lines_gpudoctor_accepts() {
     use clap::Parser;
     let script = common::repo().join("deploy/image/gpudoctor-node.sh");
     let tmp = tempfile::tempdir().unwrap();
-    let lib = tmp.path().join("usr/lib64");
-    std::fs::create_dir_all(&lib).unwrap();
-    std::fs::write(lib.join("libnvidia-ml.so.1"), b"").unwrap();
+    let nvml = "/host/opt/nvidia/lib/libnvidia-ml.so.1";
     // A stand-in for the binary that prints its arguments, one a line.
     let echo = tmp.path().join("print-args");
     std::fs::write(
@@ -692,9 +709,11 @@ fn the_entry_script_builds_command_lines_gpudoctor_accepts() {
                     "GPUDOCTOR_TEXTFILE_DIR",
                     "/var/lib/node_exporter/textfile_collector",
                 ),
+                ("GPUDOCTOR_NVML_LIB", nvml),
             ],
         ),
     ] {
+        let named = env.iter().any(|(k, _)| *k == "GPUDOCTOR_NVML_LIB");
         let out = std::process::Command::new("sh")
             .arg(&script)
             .arg(mode)
@@ -712,11 +731,332 @@ fn the_entry_script_builds_command_lines_gpudoctor_accepts() {
         let printed = String::from_utf8(out.stdout).unwrap();
         let argv: Vec<&str> = printed.lines().collect();
         assert_eq!(argv.first(), Some(&"check"), "{printed}");
-        let nvml = lib.join("libnvidia-ml.so.1");
-        assert!(printed.contains(nvml.to_str().unwrap()), "{printed}");
+        // The binary finds the host's NVML under the root itself; the script passes
+        // --nvml-lib only when told where it is.
+        assert_eq!(printed.contains("--nvml-lib"), named, "{printed}");
+        assert_eq!(printed.contains(nvml), named, "{printed}");
         let mut full = vec!["gpudoctor"];
         full.extend(&argv);
         gpudoctor::cli::Cli::try_parse_from(&full)
             .unwrap_or_else(|e| panic!("{mode}: {full:?}: {e}"));
     }
+}
+
+/// The namespace every namespaced object lives in, and who creates it: only
+/// `deploy/namespace.yaml` (a Namespace in two files would make kustomize refuse the pair and
+/// `kubectl create -f deploy/job.yaml` fail on it), included first by the kustomization; every
+/// manifest the kustomization leaves out says to apply namespace.yaml first.
+#[test]
+fn every_manifest_has_its_namespace_from_namespace_yaml_or_the_kustomization() {
+    let deploy = common::repo().join("deploy");
+    let ns_docs = documents(&deploy.join("namespace.yaml"));
+    assert_eq!(ns_docs.len(), 1);
+    assert_eq!(ns_docs[0]["kind"], "Namespace");
+    let namespace = ns_docs[0]["metadata"]["name"].as_str().unwrap().to_string();
+
+    let kustomization: Kustomization =
+        serde_json::from_value(documents(&deploy.join("kustomization.yaml")).pop().unwrap())
+            .unwrap();
+    assert_eq!(kustomization.namespace.as_deref(), Some(namespace.as_str()));
+    assert_eq!(
+        kustomization.resources.first().map(String::as_str),
+        Some("namespace.yaml"),
+        "the namespace first"
+    );
+    let mut ids = std::collections::BTreeSet::new();
+    for resource in &kustomization.resources {
+        let path = deploy.join(resource);
+        assert!(path.is_file(), "kustomization names a missing {resource}");
+        for doc in documents(&path) {
+            // kustomize refuses two resources with one id.
+            let id = format!(
+                "{} {} {}",
+                doc["kind"], doc["metadata"]["namespace"], doc["metadata"]["name"]
+            );
+            assert!(ids.insert(id.clone()), "{id} twice in the kustomization");
+        }
+    }
+
+    for file in manifests() {
+        let rel = file
+            .strip_prefix(&deploy)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if rel == "kustomization.yaml" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for doc in documents(&file) {
+            let kind = doc["kind"].as_str().unwrap_or_default();
+            if kind == "Namespace" {
+                assert_eq!(
+                    rel, "namespace.yaml",
+                    "only namespace.yaml makes a Namespace"
+                );
+                continue;
+            }
+            if kind == "ClusterRoleBinding" {
+                for subject in doc["subjects"].as_array().into_iter().flatten() {
+                    assert_eq!(
+                        subject["namespace"].as_str(),
+                        Some(namespace.as_str()),
+                        "{rel}"
+                    );
+                }
+                continue;
+            }
+            assert_eq!(
+                doc["metadata"]["namespace"].as_str(),
+                Some(namespace.as_str()),
+                "{rel}: {kind} outside the {namespace} namespace"
+            );
+        }
+        if rel != "namespace.yaml" && !kustomization.resources.contains(&rel) {
+            assert!(
+                text.contains("deploy/namespace.yaml"),
+                "{rel} is not in the kustomization: its header must say to apply deploy/namespace.yaml first"
+            );
+        }
+    }
+}
+
+/// `record` has somewhere to write in the DaemonSet: its root filesystem is read-only, so a
+/// container that has one mounts an `emptyDir` (the Pod's, never the host's), and the record
+/// command docs/deploy.md shows writes under it.
+#[test]
+fn the_daemonset_has_scratch_space_for_record() {
+    let ds = documents(&common::repo().join("deploy/daemonset.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "DaemonSet")
+        .unwrap();
+    let spec = &ds["spec"]["template"]["spec"];
+    let empty_dirs: Vec<&str> = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v.get("emptyDir").is_some())
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    let container = &spec["containers"][0];
+    assert_eq!(
+        container["securityContext"]["readOnlyRootFilesystem"],
+        Value::Bool(true)
+    );
+    let scratch: Vec<&str> = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| empty_dirs.contains(&m["name"].as_str().unwrap()))
+        .filter(|m| m.get("readOnly") != Some(&Value::Bool(true)))
+        .map(|m| m["mountPath"].as_str().unwrap())
+        .collect();
+    assert_eq!(scratch.len(), 1, "one writable emptyDir: {scratch:?}");
+    let doc = std::fs::read_to_string(common::repo().join("docs/deploy.md")).unwrap();
+    let record = doc
+        .lines()
+        .find(|l| l.contains("gpudoctor record --root /host --out "))
+        .expect("docs/deploy.md records a node in the Pod");
+    let out = record
+        .split("--out ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert!(
+        out.starts_with(&format!("{}/", scratch[0])),
+        "{out} is not under the scratch mount {}",
+        scratch[0]
+    );
+    // And gpudoctor takes that command line.
+    use clap::Parser;
+    let args: Vec<&str> = record
+        .split(" -- ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    gpudoctor::cli::Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+}
+
+/// docs/deploy.md's walk-through names what the manifests ship: the namespace, the DaemonSet,
+/// its Pod labels and container, the files it applies, and its YAML excerpts appear in a
+/// manifest line for line.
+#[test]
+fn the_deploy_doc_quotes_the_manifests_as_shipped() {
+    let repo = common::repo();
+    let doc = std::fs::read_to_string(repo.join("docs/deploy.md")).unwrap();
+    let ds = documents(&repo.join("deploy/daemonset.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "DaemonSet")
+        .unwrap();
+    let namespace = ds["metadata"]["namespace"].as_str().unwrap();
+    let name = ds["metadata"]["name"].as_str().unwrap();
+    let labels = ds["spec"]["template"]["metadata"]["labels"]
+        .as_object()
+        .unwrap();
+    let containers: Vec<&str> = ds["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+
+    let mut blocks: Vec<(String, String)> = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in doc.lines() {
+        let trimmed = line.trim_start();
+        if let Some(lang) = trimmed.strip_prefix("```") {
+            match current.take() {
+                Some(block) => blocks.push(block),
+                None => current = Some((lang.to_string(), String::new())),
+            }
+        } else if let Some((_, text)) = &mut current {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    let mut kubectl = 0;
+    for (lang, text) in &blocks {
+        if lang == "yaml" {
+            let manifests: Vec<String> = manifests()
+                .iter()
+                .map(|p| std::fs::read_to_string(p).unwrap())
+                .collect();
+            // The excerpt, de-indented, is a run of lines of some manifest, de-indented alike.
+            let lines: Vec<&str> = text.lines().collect();
+            let indent = lines
+                .iter()
+                .map(|l| l.len() - l.trim_start().len())
+                .min()
+                .unwrap_or(0);
+            let excerpt: Vec<&str> = lines.iter().map(|l| &l[indent..]).collect();
+            let found = manifests.iter().any(|m| {
+                let mlines: Vec<&str> = m.lines().collect();
+                mlines.windows(excerpt.len()).any(|w| {
+                    let base = w[0].len() - w[0].trim_start().len();
+                    w.iter()
+                        .zip(&excerpt)
+                        .all(|(a, b)| a.len() >= base && a.get(base..) == Some(*b))
+                })
+            });
+            assert!(
+                found,
+                "docs/deploy.md quotes YAML no manifest holds:\n{text}"
+            );
+            continue;
+        }
+        for line in text.lines().map(str::trim) {
+            for word in line.split_whitespace() {
+                let word = word.trim_matches(|c| c == '`' || c == '"' || c == '\'');
+                if let Some(rel) = word.strip_prefix("deploy/") {
+                    let path = repo.join("deploy").join(rel.trim_end_matches('/'));
+                    assert!(path.exists(), "docs/deploy.md names a missing {word}");
+                }
+            }
+            if !line.starts_with("kubectl") && !line.contains("$(kubectl") {
+                continue;
+            }
+            kubectl += 1;
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for pair in words.windows(2) {
+                match pair[0] {
+                    "-n" => assert_eq!(pair[1], namespace, "{line}"),
+                    "-c" => assert!(
+                        containers.contains(&pair[1]),
+                        "{line}: no container {}",
+                        pair[1]
+                    ),
+                    "-l" => {
+                        for selector in pair[1].split(',') {
+                            let (k, v) = selector.split_once('=').unwrap();
+                            assert_eq!(
+                                labels.get(k).and_then(Value::as_str),
+                                Some(v),
+                                "{line}: the DaemonSet's Pods have no label {selector}"
+                            );
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            for word in &words {
+                if let Some(ds_name) = word.strip_prefix("daemonset/") {
+                    assert_eq!(ds_name, name, "{line}");
+                }
+            }
+        }
+    }
+    assert!(
+        kubectl >= 6,
+        "the walk-through's kubectl commands: {kubectl}"
+    );
+    for step in [
+        "kubectl apply -k deploy/",
+        "gpudoctor record --root /host",
+        "kubectl -n gpudoctor cp",
+    ] {
+        assert!(doc.contains(step), "docs/deploy.md lacks `{step}`");
+    }
+}
+
+/// One textfile-collector directory everywhere a user reads one (README, docs, `--help`,
+/// manifests), and it is the one the DaemonSet mounts (issue 19: the docs named two).
+#[test]
+fn one_textfile_collector_path_everywhere() {
+    let repo = common::repo();
+    let ds = documents(&repo.join("deploy/daemonset.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "DaemonSet")
+        .unwrap();
+    let mounted = ds["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "textfile")
+        .unwrap()["hostPath"]["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut files = vec![repo.join("README.md"), repo.join("src/cli.rs")];
+    for dir in ["docs", "deploy"] {
+        let mut stack = vec![repo.join(dir)];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(d).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path
+                    .extension()
+                    .is_some_and(|e| e == "md" || e == "yaml" || e == "json" || e == "sh")
+                {
+                    files.push(path);
+                }
+            }
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (at, _) in text.match_indices("/node_exporter/") {
+            let start = text[..at]
+                .rfind(|c: char| c.is_whitespace() || c == '=' || c == '`' || c == '"')
+                .map_or(0, |i| i + 1);
+            let path: String = text[start..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '-' | '.'))
+                .collect();
+            seen.insert((
+                path.trim_end_matches('.').to_string(),
+                file.display().to_string(),
+            ));
+        }
+    }
+    let paths: std::collections::BTreeSet<&str> = seen.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths.into_iter().collect::<Vec<_>>(),
+        vec![mounted.as_str()],
+        "textfile directories named: {seen:?}"
+    );
 }

@@ -71,8 +71,10 @@ fn profiles_json_parses_and_has_every_builtin() {
     let h100 = rows.iter().find(|r| r["name"] == "hgx-h100").unwrap();
     assert_eq!(h100["gpu_count"], 8);
     assert_eq!(h100["nvlinks_per_gpu"], 18);
-    assert_eq!(h100["rdma_rate_gbps"], 400);
-    assert_eq!(h100["nccl_busbw_fail_gbps"], 460.0);
+    // Unit-explicit keys (docs/profiles.md): Gb/s for link rates, GB/s for bus bandwidth.
+    assert_eq!(h100["rdma_rate_gbit_per_s"], 400);
+    assert_eq!(h100["nccl_busbw_fail_gbyte_per_s"], 460.0);
+    assert!(h100.get("rdma_rate_gbps").is_none());
     assert!(!h100["sources"].as_array().unwrap().is_empty());
 }
 
@@ -222,4 +224,97 @@ fn sriov_vfs_of_the_wrong_type_is_a_usage_error_naming_key_and_line() {
     for p in profile::builtins() {
         assert_eq!(p.sriov_vfs, None, "{}", p.name);
     }
+}
+
+/// The rdma layer's verdict and stderr for the healthy H100 node under a profile file. Its
+/// eight compute HCAs are 400 Gb/s InfiniBand; mlx5_8 and mlx5_9 are a 200 GbE front-end NIC.
+fn rdma_under(text: &str) -> (String, String) {
+    let (_dir, path) = profile_file(text);
+    let out = gpudoctor(&[
+        "check",
+        "--root",
+        HEALTHY,
+        "--profile",
+        &path,
+        "--only",
+        "rdma",
+        "--format",
+        "json",
+    ]);
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    let rate = report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["checks"].as_array().unwrap())
+        .find(|c| c["code"] == "rdma.port_rate")
+        .expect("rdma.port_rate ran")
+        .clone();
+    (rate["status"].as_str().unwrap().to_string(), stderr(&out))
+}
+
+#[test]
+fn rdma_devices_leave_a_front_end_nic_out_of_the_fabric() {
+    // Every device held to 400 Gb/s, whatever its link layer: the front-end fails.
+    let all = "name = \"any-layer\"\nrdma_ports = 8\nrdma_rate_gbit_per_s = 400\n";
+    let (status, err) = rdma_under(all);
+    assert_eq!(status, "fail", "{err}");
+    // The fabric named: the front-end is compared only with itself.
+    let fabric = format!(
+        "{all}rdma_devices = [\"mlx5_0\", \"mlx5_1\", \"mlx5_2\", \"mlx5_3\", \"mlx5_4\", \"mlx5_5\", \"mlx5_6\", \"mlx5_7\"]\n"
+    );
+    let (status, err) = rdma_under(&fabric);
+    assert_eq!(status, "pass", "{err}");
+    assert!(!err.contains("deprecated"), "{err}");
+}
+
+#[test]
+fn old_gbps_keys_still_read_with_a_deprecation_note() {
+    let (status, err) = rdma_under("name = \"old\"\nrdma_ports = 8\nrdma_rate_gbps = 400\n");
+    assert_eq!(status, "fail", "the old key still sets the rate: {err}");
+    assert!(
+        err.contains("`rdma_rate_gbps` is deprecated") && err.contains("`rdma_rate_gbit_per_s`"),
+        "{err}"
+    );
+    let (_dir, path) = profile_file("base = \"hgx-h100\"\nnccl_busbw_fail_gbps = 400.0\n");
+    assert_eq!(
+        profile::load(&path).unwrap().nccl_busbw_fail_gbps,
+        Some(400.0)
+    );
+    // Both names of one key: refused, naming the line.
+    let (_dir, path) =
+        profile_file("name = \"x\"\nrdma_rate_gbps = 400\nrdma_rate_gbit_per_s = 200\n");
+    let err = profile::load(&path).unwrap_err().to_string();
+    assert!(err.contains("set twice") && err.contains("line 2"), "{err}");
+}
+
+#[test]
+fn the_roce_h100_profile_expects_ethernet_and_is_never_automatic() {
+    let roce = profile::builtin("hgx-h100-roce").unwrap();
+    let ib = profile::builtin("hgx-h100").unwrap();
+    assert_eq!(roce.rdma_link_layer.as_deref(), Some("Ethernet"));
+    assert_eq!(roce.rdma_ports, Some(8));
+    assert_eq!(roce.rdma_rate_gbps, Some(400));
+    assert_eq!(roce.gpu_count, ib.gpu_count);
+    assert_eq!(roce.nccl_busbw_fail_gbps, ib.nccl_busbw_fail_gbps);
+    let names = ["NVIDIA H100 80GB HBM3"; 8];
+    assert_eq!(profile::select_auto(&names).unwrap().name, "hgx-h100");
+    // The healthy node's fabric is InfiniBand: under the RoCE profile its eight compute ports
+    // are not there.
+    let out = gpudoctor(&[
+        "check",
+        "--root",
+        HEALTHY,
+        "--profile",
+        "hgx-h100-roce",
+        "--only",
+        "rdma",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("profile hgx-h100-roce expects 8"),
+        "{}",
+        stdout(&out)
+    );
 }

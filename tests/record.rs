@@ -447,6 +447,104 @@ fn an_occupied_output_is_refused_and_force_replaces_only_a_capture() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// A replayed ticket is about the node when it was recorded: the table and Markdown show the
+/// capture's time (its manifest's), the JSON carries it as `source.captured_at`, and a capture
+/// re-recorded from it keeps the first one's time (issue 19).
+#[test]
+fn a_replay_shows_when_the_node_was_recorded() {
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("cap");
+    ok(&record(&fixture, &cap, &[]), "record");
+    let manifest_path = cap.join(".gpudoctor/manifest.json");
+    let mut manifest: Value =
+        serde_json::from_str(&fs::read_to_string(&manifest_path).unwrap()).unwrap();
+    assert!(manifest["time"].is_string(), "record writes its time");
+    let when = "2025-06-01T12:00:00Z";
+    manifest["time"] = Value::from(when);
+    fs::write(&manifest_path, serde_json::to_string(&manifest).unwrap()).unwrap();
+    let root = cap.to_str().unwrap();
+
+    let table = common::gpudoctor(&["check", "--root", root]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    let header = table.lines().next().unwrap();
+    assert!(header.ends_with(&format!("· recorded {when}")), "{header}");
+    let md = common::gpudoctor(&["check", "--root", root, "--format", "markdown"]);
+    let md = String::from_utf8_lossy(&md.stdout);
+    let row = md.lines().find(|l| l.starts_with("| time |")).unwrap();
+    assert!(
+        row.starts_with(&format!("| time | `{when}` (recorded; replayed `")),
+        "{row}"
+    );
+    let json = common::gpudoctor(&["check", "--root", root, "--format", "json"]);
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["source"]["captured_at"], when);
+    assert_ne!(report["generated_at"], when);
+
+    // Re-recorded: no node was read again, so the first capture's time stands.
+    let again = tmp.path().join("again");
+    ok(
+        &common::gpudoctor(&["record", "--root", root, "--out", again.to_str().unwrap()]),
+        "re-record",
+    );
+    let json = common::gpudoctor(&[
+        "check",
+        "--root",
+        again.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["source"]["captured_at"], when);
+
+    // A hand-built fixture says nothing of when; a live run has no capture time.
+    let md = common::gpudoctor(&[
+        "check",
+        "--root",
+        fixture.to_str().unwrap(),
+        "--format",
+        "markdown",
+    ]);
+    let md = String::from_utf8_lossy(&md.stdout);
+    let row = md.lines().find(|l| l.starts_with("| time |")).unwrap();
+    assert!(
+        row.starts_with("| time | not in the capture (replayed `"),
+        "{row}"
+    );
+}
+
+/// `--out cap.zip` used to write a directory named `cap.zip`: an archive ending record does not
+/// write is a usage error, said once, with nothing left behind (issue 19).
+#[test]
+fn an_output_named_like_another_archive_is_a_usage_error() {
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    let tmp = tempfile::tempdir().unwrap();
+    for name in [
+        "cap.zip",
+        "cap.tar",
+        "cap.ZIP",
+        "cap.tar.xz",
+        "cap.7z",
+        "cap.gz",
+    ] {
+        let out = tmp.path().join(name);
+        let refused = record(&fixture, &out, &[]);
+        assert_eq!(refused.status.code(), Some(2), "{name}");
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            err.contains("a directory or a .tar.gz") && err.contains(name),
+            "{name}: {err}"
+        );
+        assert!(!out.exists(), "{name}: nothing written");
+    }
+    let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    // A directory name with dots in it, and the two packed endings, are captures.
+    for name in ["node-01.example.com", "cap.tgz", "cap.tar.gz"] {
+        ok(&record(&fixture, &tmp.path().join(name), &[]), name);
+    }
+}
+
 /// `record` reads through the same confined source as `check`: a link out of the root (absolute,
 /// or `..` past it) is refused, so nothing outside lands in the capture, and the refusal is listed
 /// under the manifest's `unreadable` with the path that was asked for.

@@ -12,8 +12,8 @@
 #   GPUDOCTOR_INTERVAL      seconds between runs in loop mode (default 300)
 #   GPUDOCTOR_TEXTFILE_DIR  node_exporter textfile directory (loop/npd; empty: none)
 #   GPUDOCTOR_REPORT        where to save the last JSON report (empty: nowhere)
-#   GPUDOCTOR_NVML_LIB      the host's libnvidia-ml.so.1 as seen in the container (default:
-#                           searched for under the root, see below)
+#   GPUDOCTOR_NVML_LIB      the host's libnvidia-ml.so.1 as seen in the container, passed as
+#                           --nvml-lib (default: none, gpudoctor finds it under the root)
 #   GPUDOCTOR_ARGS          more `gpudoctor check` arguments (default: --skip nccl, because a
 #                           periodic NCCL run would take the node's GPUs from its workloads)
 #   GPUDOCTOR_BIN           the gpudoctor binary (default: next to this script, else PATH)
@@ -33,23 +33,10 @@ else
     bin=gpudoctor
 fi
 
-# NVML is loaded into this process, so it must be the host's library (it has to match the
-# host's kernel module). The container has none of its own: find the host's under the root —
-# the GPU Operator's driver container first (/run/nvidia/driver), then distribution paths.
+# NVML: gpudoctor itself loads the host's libnvidia-ml.so.1 from under the root (the GPU
+# Operator's driver root first, then the distribution paths; docs/deploy.md). Set
+# GPUDOCTOR_NVML_LIB only where the host keeps it elsewhere.
 nvml=${GPUDOCTOR_NVML_LIB:-}
-if [ -z "$nvml" ]; then
-    for dir in /run/nvidia/driver/usr/lib/x86_64-linux-gnu /run/nvidia/driver/usr/lib64 \
-        /run/nvidia/driver/usr/lib/aarch64-linux-gnu /usr/lib/x86_64-linux-gnu /usr/lib64 \
-        /usr/lib/aarch64-linux-gnu /usr/lib; do
-        if [ -e "$root$dir/libnvidia-ml.so.1" ]; then
-            nvml=$root$dir/libnvidia-ml.so.1
-            break
-        fi
-    done
-fi
-if [ -z "$nvml" ]; then
-    echo "gpudoctor-node: no libnvidia-ml.so.1 under $root; set GPUDOCTOR_NVML_LIB (the driver layer will report nvml as unavailable)" >&2
-fi
 
 # Assemble `gpudoctor check ...` in the positional parameters (POSIX sh has no arrays).
 user_args=$(printf '%s\n' "$@")

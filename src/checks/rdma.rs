@@ -279,10 +279,17 @@ fn devices(ctx: &Context<'_>) -> Outcome {
             .join(", ")
     };
     if let Some((want, layer, name)) = &expected {
-        let have = match layer {
-            Some(l) => by_layer.get(l).copied().unwrap_or(0),
-            None => by_layer.values().sum(),
-        } as u32;
+        // Only the GPU fabric's devices count when the profile names them (`rdma_devices`): a
+        // front-end NIC of the same link layer is not a missing or extra compute port.
+        let fabric = |d: &RdmaDevice| profile.is_none_or(|p| p.is_fabric_device(&d.name));
+        let have = ports(facts)
+            .filter(|(d, _)| fabric(d))
+            .filter(|(_, p)| {
+                layer.is_none()
+                    || p.link_layer.as_deref().unwrap_or("Unknown")
+                        == layer.as_deref().unwrap_or("")
+            })
+            .count() as u32;
         // Ports whose link layer was not read, and devices whose ports/ was not listed, may be
         // the ones missing: a shortfall they could explain is not claimed.
         let unread_ports = ports(facts)
@@ -398,11 +405,14 @@ fn port_rate(ctx: &Context<'_>) -> Outcome {
     let profile = ctx.profile();
     let mut fails = Vec::new();
     let mut evidence = Vec::new();
-    // The fastest rate per link layer is the reference when no profile says otherwise.
-    let mut fastest: BTreeMap<String, f64> = BTreeMap::new();
-    for (_, p) in ports(facts).filter(|(_, p)| p.is_up()) {
+    // The fastest rate per link layer is the reference when no profile says otherwise, among
+    // the GPU fabric's devices and among the others apart (`rdma_devices`: a 100 GbE front-end
+    // port is not a 400 GbE fabric port trained down).
+    let fabric = |d: &RdmaDevice| profile.is_none_or(|p| p.is_fabric_device(&d.name));
+    let mut fastest: BTreeMap<(bool, String), f64> = BTreeMap::new();
+    for (d, p) in ports(facts).filter(|(_, p)| p.is_up()) {
         if let (Some(rate), Some(layer)) = (p.rate_gbps, &p.link_layer) {
-            let e = fastest.entry(layer.clone()).or_insert(0.0);
+            let e = fastest.entry((fabric(d), layer.clone())).or_insert(0.0);
             *e = e.max(rate);
         }
     }
@@ -413,7 +423,7 @@ fn port_rate(ctx: &Context<'_>) -> Outcome {
         };
         judged += 1;
         let from_profile = profile.and_then(|pr| {
-            let applies = pr.rdma_link_layer.as_deref().is_none_or(|l| l == layer);
+            let applies = pr.rdma_link_layer.as_deref().is_none_or(|l| l == layer) && fabric(d);
             pr.rdma_rate_gbps
                 .filter(|_| applies)
                 .map(|r| (f64::from(r), format!("profile {}", pr.name)))
@@ -421,7 +431,10 @@ fn port_rate(ctx: &Context<'_>) -> Outcome {
         let (want, from) = match from_profile {
             Some(x) => x,
             None => (
-                fastest.get(layer).copied().unwrap_or(rate),
+                fastest
+                    .get(&(fabric(d), layer.to_string()))
+                    .copied()
+                    .unwrap_or(rate),
                 format!("the fastest {layer} port"),
             ),
         };
@@ -456,7 +469,14 @@ fn port_rate(ctx: &Context<'_>) -> Outcome {
     if fails.is_empty() {
         let rates: Vec<String> = fastest
             .iter()
-            .map(|(l, r)| format!("{l} {r} gb/s"))
+            .filter(|((f, _), _)| *f)
+            .map(|((_, l), r)| format!("{l} {r} gb/s"))
+            .chain(
+                fastest
+                    .iter()
+                    .filter(|((f, _), _)| !*f)
+                    .map(|((_, l), r)| format!("{l} {r} gb/s outside the gpu fabric")),
+            )
             .collect();
         return Outcome::pass(format!(
             "{judged} port(s) at the expected rate ({})",

@@ -143,6 +143,22 @@ fn hold() -> Result<RwLockReadGuard<'static, bool>, RecordError> {
     Ok(signals::hold_writes()?)
 }
 
+/// File name endings that promise an archive or a compressed file `record` does not write: an
+/// `--out` ending in one would otherwise silently become a directory of that name (issue 19).
+const OTHER_ARCHIVES: &[&str] = &[
+    "zip", "tar", "gz", "bz2", "xz", "zst", "lz4", "lzma", "7z", "rar", "tbz", "tbz2", "txz",
+    "tzst",
+];
+
+/// The archive ending of an `--out` that is neither a directory name nor `.tar.gz`/`.tgz`.
+fn other_archive(out: &Path) -> Option<String> {
+    if is_packed(out) {
+        return None;
+    }
+    let ext = out.extension()?.to_str()?.to_ascii_lowercase();
+    OTHER_ARCHIVES.contains(&ext.as_str()).then_some(ext)
+}
+
 /// Is `out` a packed capture (`.tar.gz` / `.tgz`)?
 pub fn is_packed(path: &Path) -> bool {
     let name = path.to_string_lossy();
@@ -586,6 +602,14 @@ fn replay(capture: &Path) -> Result<Report, RecordError> {
 /// `out.rs`.
 fn check_output(options: &RecordOptions) -> Result<(), RecordError> {
     let out = &options.out;
+    if let Some(ext) = other_archive(out) {
+        return Err(RecordError::OutputNotACapture {
+            path: out.clone(),
+            why: format!(
+                "record writes a directory or a .tar.gz (.tgz), and a name ending in .{ext} is neither; end it in .tar.gz, or name a directory"
+            ),
+        });
+    }
     let Ok(out_real) = out.canonicalize() else {
         return Ok(());
     };

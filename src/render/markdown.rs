@@ -184,16 +184,25 @@ pub fn render(report: &Report) -> String {
         SourceKind::Live => format!("live, root {}", code(&report.source.root)),
         SourceKind::Replay => format!("replay of {}", code(&report.source.root)),
     };
+    // A replay's ticket is about the node when it was recorded: the capture's time leads, the
+    // replay's follows (issue 19: a replayed ticket showed only when it was replayed).
+    let run_time = report
+        .generated_at
+        .as_deref()
+        .map(code)
+        .unwrap_or_else(|| "not recorded".to_string());
+    let time = match (report.source.kind, &report.source.captured_at) {
+        (SourceKind::Live, _) => run_time,
+        (SourceKind::Replay, Some(captured)) => {
+            format!("{} (recorded; replayed {run_time})", code(captured))
+        }
+        (SourceKind::Replay, None) => {
+            format!("not in the capture (replayed {run_time})")
+        }
+    };
     let rows = [
         ("node", or_unknown(node.hostname.as_deref())),
-        (
-            "time",
-            report
-                .generated_at
-                .as_deref()
-                .map(code)
-                .unwrap_or_else(|| "not recorded".to_string()),
-        ),
+        ("time", time),
         (
             "gpudoctor",
             format!(

@@ -11,3 +11,4 @@ pub mod prometheus;
 pub mod sanitize;
 pub mod table;
 pub mod topo;
+pub mod wrap;

@@ -21,20 +21,26 @@ use std::fmt::Write;
 use crate::report::{Figure, FigureName, Report, Status};
 use crate::source::SourceKind;
 
-/// The value `gpudoctor_layer_status` and `gpudoctor_check_status` carry for each status
-/// (worst first would reorder alerts; this order is the reference's and stays fixed).
+/// The value `gpudoctor_layer_status` and `gpudoctor_check_status` carry for each status,
+/// ordered by severity so that PromQL's comparisons and `max()` rank statuses as an operator
+/// does: nothing to act on (pass, then skip: does not apply, then not_run: not looked at
+/// because an earlier layer failed, whose own series says so), then the findings in the order
+/// a layer sums its checks ([`Status::severity`]: warn < error < fail). `>= 3` is "a finding",
+/// `== 5` "failed", `max by (instance) (...)` the node's worst. Before report schema 2 the
+/// values were 0 pass, 1 warn, 2 fail, 3 error, 4 skip, 5 not_run (docs/formats.md, migration
+/// note; `gpudoctor_info{schema_version}` tells which a node writes).
 pub fn status_value(status: Status) -> u8 {
     match status {
         Status::Pass => 0,
-        Status::Warn => 1,
-        Status::Fail => 2,
-        Status::Error => 3,
-        Status::Skip => 4,
-        Status::NotRun => 5,
+        Status::Skip => 1,
+        Status::NotRun => 2,
+        Status::Warn => 3,
+        Status::Error => 4,
+        Status::Fail => 5,
     }
 }
 
-const STATUS_HELP: &str = "(0 pass, 1 warn, 2 fail, 3 error, 4 skip, 5 not_run)";
+const STATUS_HELP: &str = "(by severity: 0 pass, 1 skip, 2 not_run, 3 warn, 4 error, 5 fail)";
 
 /// One metric family being written: HELP and TYPE once, then samples.
 struct Family<'a> {
@@ -125,6 +131,29 @@ fn seconds(ms: u64) -> f64 {
     ms as f64 / 1000.0
 }
 
+/// Every check's status: the report's results, then — for each layer the report holds — the
+/// registered checks of that layer it has no result for, as `not_run`. A blocked layer (the
+/// walk stopped at an earlier failure) has no results, and a series that vanishes while the
+/// node is broken would resolve the very alerts that watch it (Prometheus marks it stale);
+/// kept as `not_run`, it stays, below the finding threshold, until the layer runs again. The
+/// check registry is the catalogue `list-checks` prints, not node data.
+fn check_statuses(report: &Report) -> Vec<(&'static str, String, Status)> {
+    let registry = crate::checks::registry();
+    let mut out = Vec::new();
+    for layer in &report.layers {
+        let id = layer.id.id();
+        for check in &layer.checks {
+            out.push((id, check.code.clone(), check.status));
+        }
+        for def in registry.iter().filter(|d| d.layer == layer.id) {
+            if !layer.checks.iter().any(|c| c.code == def.code) {
+                out.push((id, def.code.to_string(), Status::NotRun));
+            }
+        }
+    }
+    out
+}
+
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
     let node = &report.node;
@@ -196,34 +225,33 @@ pub fn render(report: &Report) -> String {
         family.sample(&[("layer", layer.id.id())], seconds(layer.duration_ms));
     }
 
-    let checks: Vec<_> = report
-        .layers
-        .iter()
-        .flat_map(|l| l.checks.iter().map(move |c| (l.id.id(), c)))
-        .collect();
+    let checks = check_statuses(report);
     if !checks.is_empty() {
         let mut family = Family::gauge(
             &mut out,
             "check_status",
             &format!(
-                "Status of each check that ran {STATUS_HELP}; `gpudoctor explain <check>` describes it."
+                "Status of each check {STATUS_HELP}, not_run for a check whose layer did not run; `gpudoctor explain <check>` describes it."
             ),
         );
-        for (layer, check) in &checks {
+        for (layer, code, status) in &checks {
             family.sample(
-                &[("layer", layer), ("check", &check.code)],
-                f64::from(status_value(check.status)),
+                &[("layer", layer), ("check", code)],
+                f64::from(status_value(*status)),
             );
         }
     }
 
     if let Some(first) = &report.first_failure {
-        let action = report
-            .layers
-            .iter()
-            .flat_map(|l| l.checks.iter())
-            .find(|c| c.code == first.code)
-            .map(|c| c.action);
+        // A schema-1 report has no `action` on its first failure: its check result has.
+        let action = first.action.or_else(|| {
+            report
+                .layers
+                .iter()
+                .flat_map(|l| l.checks.iter())
+                .find(|c| c.code == first.code)
+                .map(|c| c.action)
+        });
         let action = action
             .and_then(|a| serde_json::to_value(a).ok())
             .and_then(|v| v.as_str().map(str::to_string))
@@ -288,6 +316,53 @@ mod tests {
         assert_eq!(format_value(0.003), "0.003");
         assert_eq!(format_value(3.0), "3");
         assert_eq!(format_value(f64::INFINITY), "+Inf");
+    }
+
+    #[test]
+    fn a_blocked_layer_keeps_its_check_series_as_not_run() {
+        use crate::report::{Layer, LayerReport, NodeInfo, SourceInfo};
+        let layer = |id: Layer, status| LayerReport {
+            id,
+            title: id.title().to_string(),
+            status,
+            reason: None,
+            duration_ms: 0,
+            checks: Vec::new(),
+        };
+        let report = Report {
+            schema_version: crate::report::SCHEMA_VERSION,
+            gpudoctor_version: "0".into(),
+            source: SourceInfo {
+                kind: SourceKind::Replay,
+                root: "r".into(),
+                captured_at: None,
+            },
+            node: NodeInfo::default(),
+            profile: None,
+            generated_at: None,
+            layers: vec![layer(Layer::Nvlink, Status::NotRun)],
+            first_failure: None,
+            exit_code: 1,
+            duration_ms: 0,
+            facts: None,
+        };
+        let text = render(&report);
+        let nvlink: Vec<_> = crate::checks::registry()
+            .into_iter()
+            .filter(|d| d.layer == Layer::Nvlink)
+            .collect();
+        assert!(!nvlink.is_empty());
+        for def in nvlink {
+            let line = format!(
+                "gpudoctor_check_status{{layer=\"nvlink\",check=\"{}\"}} 2\n",
+                def.code
+            );
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+        assert!(
+            text.contains("gpudoctor_layer_status{layer=\"nvlink\"} 2\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -75,6 +75,7 @@ pub fn report(report: &Report) -> Cow<'_, Report> {
     in_place_opt(&mut clean.node.driver_version);
     in_place_opt(&mut clean.profile);
     in_place_opt(&mut clean.generated_at);
+    in_place_opt(&mut clean.source.captured_at);
     for layer in &mut clean.layers {
         in_place(&mut layer.title);
         in_place_opt(&mut layer.reason);
@@ -174,6 +175,7 @@ mod tests {
             source: SourceInfo {
                 kind: crate::source::SourceKind::Replay,
                 root: "r".into(),
+                captured_at: None,
             },
             node: NodeInfo {
                 hostname: Some("h".into()),
@@ -195,6 +197,7 @@ mod tests {
                 code: "c".into(),
                 summary: "s".into(),
                 hint: Some("h".into()),
+                action: None,
             }),
             exit_code: 1,
             duration_ms: 0,

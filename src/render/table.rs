@@ -3,25 +3,46 @@
 //! Colour only on a terminal without `NO_COLOR` (https://no-color.org); plain text otherwise.
 //! Not a grid (a layer line, then its findings indented with evidence and hint lines of any
 //! length), so not laid out by comfy-table as the grids are (`grid.rs`): a table cell would wrap
-//! or pad the evidence that operators paste into tickets.
-
-use std::fmt::Write;
+//! or pad the evidence that operators paste into tickets. Lines longer than [`Style::width`]
+//! (the terminal's, else `COLUMNS`; none into a pipe) wrap at spaces (`wrap.rs`), each
+//! continuation under the text it continues: a layer's title, a finding's summary, or two
+//! columns in from `evidence:`/`hint:`.
 
 use crate::report::{Report, Status};
+
+use super::wrap;
+
+/// Where continuation lines start: under a layer's title, a finding's summary, two columns in
+/// from `evidence:` and `hint:`, two in for the header and verdict lines.
+const LAYER_INDENT: usize = 22;
+const FINDING_INDENT: usize = 14;
+const DETAIL_INDENT: usize = 16;
+const LINE_INDENT: usize = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Style {
     pub color: bool,
+    /// Wrap lines at this many columns (`wrap::stdout_width`); `None`: one line per item.
+    pub width: Option<usize>,
 }
 
 impl Style {
-    pub const PLAIN: Style = Style { color: false };
+    pub const PLAIN: Style = Style {
+        color: false,
+        width: None,
+    };
+
+    /// The same style wrapping at `width`.
+    pub fn with_width(self, width: Option<usize>) -> Style {
+        Style { width, ..self }
+    }
 
     /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty (https://no-color.org:
     /// "when present and not an empty string"). The one rule for every table gpudoctor prints.
     pub fn for_stdout(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> Style {
         Style {
             color: terminal && no_color.is_none_or(|v| v.is_empty()),
+            width: None,
         }
     }
 
@@ -65,9 +86,9 @@ pub fn render(report: &Report, style: Style) -> String {
     let report = &*super::sanitize::report(report);
     let mut out = String::new();
     let node = &report.node;
-    let _ = writeln!(
-        out,
-        "gpudoctor {} · node {} · kernel {} · driver {} · {} {}",
+    let w = style.width;
+    let line = format!(
+        "gpudoctor {} · node {} · kernel {} · driver {} · {} {}{}",
         report.gpudoctor_version,
         node.hostname.as_deref().unwrap_or("?"),
         node.kernel.as_deref().unwrap_or("?"),
@@ -77,15 +98,18 @@ pub fn render(report: &Report, style: Style) -> String {
             crate::source::SourceKind::Replay => "replay of",
         },
         report.source.root,
+        // When the replayed node was recorded: the verdict is about the node then, not now.
+        match &report.source.captured_at {
+            Some(at) => format!(" · recorded {at}"),
+            None => String::new(),
+        },
     );
-    let _ = writeln!(
-        out,
-        "{}",
-        match &report.profile {
-            Some(name) => format!("profile {name} (`gpudoctor profiles` lists what it expects)"),
-            None => "no platform profile matched: judging consistency only".to_string(),
-        }
-    );
+    wrap::push(&mut out, &line, w, LINE_INDENT);
+    let line = match &report.profile {
+        Some(name) => format!("profile {name} (`gpudoctor profiles` lists what it expects)"),
+        None => "no platform profile matched: judging consistency only".to_string(),
+    };
+    wrap::push(&mut out, &line, w, LINE_INDENT);
     out.push('\n');
     for layer in &report.layers {
         let counted = layer
@@ -98,36 +122,37 @@ pub fn render(report: &Report, style: Style) -> String {
             (None, false) => format!("{counted} check(s), {} ms", layer.duration_ms),
             (None, true) => String::new(),
         };
-        let _ = writeln!(
-            out,
+        let line = format!(
             "{} {:<14} {}  {}",
             style.paint(layer.status, mark(layer.status)),
             layer.id.id(),
             layer.title,
             style.dim(&format!("({detail})")),
         );
+        wrap::push(&mut out, &line, w, LAYER_INDENT);
         for check in layer.checks.iter().filter(|c| c.status.is_finding()) {
-            let _ = writeln!(
-                out,
+            let line = format!(
                 "       {} {}  {}",
                 style.paint(check.status, mark(check.status)),
                 check.code,
                 check.summary
             );
+            wrap::push(&mut out, &line, w, FINDING_INDENT);
             for e in &check.evidence {
                 let expected = e
                     .expected
                     .as_ref()
                     .map(|x| format!(" (expected: {x})"))
                     .unwrap_or_default();
-                let _ = writeln!(
-                    out,
+                let line = format!(
                     "              evidence: {}: {}{}",
                     e.source, e.observed, expected
                 );
+                wrap::push(&mut out, &line, w, DETAIL_INDENT);
             }
             if let Some(hint) = &check.hint {
-                let _ = writeln!(out, "              hint: {hint}");
+                let line = format!("              hint: {hint}");
+                wrap::push(&mut out, &line, w, DETAIL_INDENT);
             }
         }
     }
@@ -178,7 +203,7 @@ pub fn render(report: &Report, style: Style) -> String {
     } else {
         Status::Pass
     };
-    let _ = writeln!(out, "{}", style.paint(status, &verdict));
+    wrap::push(&mut out, &style.paint(status, &verdict), w, LINE_INDENT);
     out
 }
 
@@ -217,6 +242,7 @@ mod tests {
             source: crate::report::SourceInfo {
                 kind: crate::source::SourceKind::Replay,
                 root: "fixture".into(),
+                captured_at: None,
             },
             node: crate::report::NodeInfo::default(),
             profile: None,
@@ -226,7 +252,13 @@ mod tests {
             duration_ms: 0,
             facts: None,
         };
-        let coloured = render(&report, Style { color: true });
+        let coloured = render(
+            &report,
+            Style {
+                color: true,
+                width: None,
+            },
+        );
         assert!(coloured.contains("\x1b[32m[ ok ]\x1b[0m"), "{coloured}");
         let plain = render(&report, Style::PLAIN);
         assert!(plain.contains("[ ok ]"), "{plain}");

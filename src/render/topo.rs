@@ -13,6 +13,8 @@ use serde::Serialize;
 use crate::facts::numa::NumaNode;
 use crate::facts::topology::{DeviceKind, LEGEND, Link, Matrix, NumaSource, PciDevice, Topology};
 
+use super::wrap;
+
 /// Version of the `topo --format json` document (docs/topology.md).
 pub const TOPO_SCHEMA_VERSION: u32 = 1;
 
@@ -111,19 +113,33 @@ fn paint(color: bool, link: Link, text: &str) -> String {
 }
 
 /// The matrix as text: a [`grid`](super::grid) (columns padded with spaces, not tabs, so a
-/// paste keeps its shape, topology.md §2 hazards), colour only when `color`.
+/// paste keeps its shape, topology.md §2 hazards), colour only when `color`, one line per row
+/// whatever its width (as into a pipe).
 pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
+    render_table_at(topo, matrix, color, None)
+}
+
+/// [`render_table`] fitted to `width` columns (`wrap::stdout_width`): a matrix wider than that is
+/// printed in blocks of columns, one under the other, each repeating the row labels (as R and
+/// numpy print a wide matrix: every cell keeps its row and column name in view, nothing is
+/// cut), and the legends wrap at spaces under their text.
+pub fn render_table_at(
+    topo: &Topology,
+    matrix: &Matrix,
+    color: bool,
+    width: Option<usize>,
+) -> String {
     let matrix = &sanitized(matrix);
     let mut out = String::new();
     let entries: Vec<_> = matrix.gpus.iter().chain(&matrix.nics).collect();
     if entries.is_empty() {
-        let _ = writeln!(
-            out,
+        let line = format!(
             "no gpu and no rdma nic found under sys/bus/pci/devices ({} pci functions read)",
             topo.devices.len()
         );
-        write_numa(&mut out, topo);
-        write_problems(&mut out, topo);
+        wrap::push(&mut out, &line, width, 2);
+        write_numa(&mut out, topo, width);
+        write_problems(&mut out, topo, width);
         return out;
     }
     let mut header: Vec<String> = vec![String::new()];
@@ -161,31 +177,40 @@ pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
                 .collect()
         })
         .collect();
-    let mut lines = super::grid::lines(&header, &cells).into_iter();
-    if let Some(head) = lines.next() {
-        if color {
-            let _ = writeln!(out, "\x1b[4m{head}\x1b[0m");
-        } else {
-            let _ = writeln!(out, "{head}");
+    for (i, block) in blocks(&header, &cells, width).iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
         }
-    }
-    for line in lines {
-        let _ = writeln!(out, "{line}");
+        let mut lines = block.iter();
+        if let Some(head) = lines.next() {
+            if color {
+                let _ = writeln!(out, "\x1b[4m{head}\x1b[0m");
+            } else {
+                let _ = writeln!(out, "{head}");
+            }
+        }
+        for line in lines {
+            let _ = writeln!(out, "{line}");
+        }
     }
     out.push_str("\nLegend:\n\n");
     for (name, text) in LEGEND {
-        let _ = writeln!(out, "  {name:<4} = {text}");
+        wrap::push(&mut out, &format!("  {name:<4} = {text}"), width, 9);
     }
     if !matrix.nics.is_empty() {
         out.push_str("\nNIC Legend:\n\n");
         for nic in &matrix.nics {
-            let _ = writeln!(out, "  {}: {} ({})", nic.label, nic.name, nic.bdf);
+            let line = format!("  {}: {} ({})", nic.label, nic.name, nic.bdf);
+            wrap::push(&mut out, &line, width, 4);
         }
     }
     out.push('\n');
     if from_cpulist {
-        out.push_str(
-            "* numa_node is -1 (firmware gave no locality): node taken from local_cpulist\n",
+        wrap::push(
+            &mut out,
+            "* numa_node is -1 (firmware gave no locality): node taken from local_cpulist",
+            width,
+            2,
         );
     }
     let gpus: Vec<String> = matrix
@@ -193,8 +218,7 @@ pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
         .iter()
         .map(|g| format!("{}={}", g.label, g.bdf))
         .collect();
-    let _ = writeln!(
-        out,
+    let line = format!(
         "GPUs: {}",
         if gpus.is_empty() {
             "none".to_string()
@@ -202,14 +226,63 @@ pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
             gpus.join(" ")
         }
     );
+    wrap::push(&mut out, &line, width, 6);
     let nvlink = if matrix.nvlink == "nvml" {
         "NV# from NVML".to_string()
     } else {
         format!("NVLink {}: PCIe classes only", matrix.nvlink)
     };
-    let _ = writeln!(out, "{nvlink}");
-    write_numa(&mut out, topo);
-    write_problems(&mut out, topo);
+    wrap::push(&mut out, &nvlink, width, 2);
+    write_numa(&mut out, topo, width);
+    write_problems(&mut out, topo, width);
+    out
+}
+
+/// The grid's lines, as one block when it fits `width` (or there is none), else as blocks of
+/// columns that each fit, every block led by the row-label column. A single column wider than
+/// the width still gets a block of its own (a cell is never cut).
+fn blocks(header: &[String], cells: &[Vec<String>], width: Option<usize>) -> Vec<Vec<String>> {
+    let whole = super::grid::lines(header, cells);
+    let Some(width) = width else {
+        return vec![whole];
+    };
+    let fits = |lines: &[String]| lines.iter().all(|l| wrap::width_of(l) <= width);
+    if fits(&whole) || header.len() < 3 {
+        return vec![whole];
+    }
+    let pick = |columns: &[usize]| -> Vec<String> {
+        let header: Vec<String> = columns.iter().map(|c| header[*c].clone()).collect();
+        let rows: Vec<Vec<String>> = cells
+            .iter()
+            .map(|row| {
+                columns
+                    .iter()
+                    .map(|c| row.get(*c).cloned().unwrap_or_default())
+                    .collect()
+            })
+            .collect();
+        super::grid::lines(&header, &rows)
+    };
+    let mut out = Vec::new();
+    let mut columns = vec![0];
+    let mut last_fit: Option<Vec<String>> = None;
+    for c in 1..header.len() {
+        columns.push(c);
+        let lines = pick(&columns);
+        if fits(&lines) || columns.len() == 2 {
+            last_fit = Some(lines);
+            continue;
+        }
+        // Column c starts the next block.
+        if let Some(done) = last_fit.take() {
+            out.push(done);
+        }
+        columns = vec![0, c];
+        last_fit = Some(pick(&columns));
+    }
+    if let Some(done) = last_fit {
+        out.push(done);
+    }
     out
 }
 
@@ -230,7 +303,7 @@ fn sanitized(matrix: &Matrix) -> Matrix {
     matrix
 }
 
-fn write_numa(out: &mut String, topo: &Topology) {
+fn write_numa(out: &mut String, topo: &Topology, width: Option<usize>) {
     if topo.numa.nodes.is_empty() {
         out.push_str("NUMA: no node information under sys/devices/system/node\n");
         return;
@@ -260,17 +333,17 @@ fn write_numa(out: &mut String, topo: &Topology) {
             format!("node{} ({cpus}{distances})", n.id)
         })
         .collect();
-    let _ = writeln!(out, "NUMA: {}", nodes.join("; "));
+    wrap::push(out, &format!("NUMA: {}", nodes.join("; ")), width, 6);
 }
 
-fn write_problems(out: &mut String, topo: &Topology) {
+fn write_problems(out: &mut String, topo: &Topology, width: Option<usize>) {
     let n = topo.problems.len() + topo.numa.problems.len();
     if n > 0 {
-        let _ = writeln!(
-            out,
+        let line = format!(
             "{n} sysfs entr{} could not be read or resolved (listed under `problems` in --format json)",
             if n == 1 { "y" } else { "ies" }
         );
+        wrap::push(out, &line, width, 2);
     }
 }
 

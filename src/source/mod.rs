@@ -9,6 +9,7 @@
 
 pub mod nccl;
 mod nccl_log;
+pub mod nvml_lib;
 pub mod nvml_live;
 pub mod podresources;
 pub mod rooted;
@@ -54,7 +55,8 @@ pub enum SourceKind {
 /// Options that shape how probes run (not what is judged).
 #[derive(Debug, Clone)]
 pub struct SourceOptions {
-    /// `--nvml-lib`: load this NVML library instead of `libnvidia-ml.so.1`.
+    /// `--nvml-lib`: load this NVML library instead of the host's under `--root` or the loader's
+    /// `libnvidia-ml.so.1` (`nvml_lib.rs`).
     pub nvml_lib: Option<PathBuf>,
     /// `--kernel-log FILE`: read the kernel log from this file (a saved `dmesg`, `/dev/kmsg`,
     /// a pipe such as `<(journalctl -k)`) instead of `dev/kmsg` under the root, or instead of a
@@ -111,6 +113,11 @@ pub trait Source: Send + Sync {
     /// own (`check --sample` takes it and gives it to the context).
     fn baseline(&self) -> Result<Option<crate::sample::Baseline>, crate::facts::FactError> {
         Ok(None)
+    }
+    /// When the node was recorded, for a capture (RFC 3339); `None` for a live node or a capture
+    /// that does not say (a hand-built fixture).
+    fn captured_at(&self) -> Option<String> {
+        None
     }
     /// nccl-tests results to judge: a run made now, `--nccl-log` files, or a capture's
     /// `.gpudoctor/nccl/*.log`. A source that cannot run or read them says "not requested".
@@ -191,7 +198,8 @@ impl Source for HostSource {
     fn nvml(&self) -> NvmlFacts {
         self.nvml
             .get_or_init(|| {
-                nvml_live::probe(self.options.nvml_lib.clone(), self.options.probe_timeout)
+                let lib = nvml_lib::choose(&self.fs, self.options.nvml_lib.as_deref());
+                nvml_live::probe(lib, self.options.probe_timeout)
             })
             .clone()
     }
@@ -290,6 +298,9 @@ impl ReplaySource {
 impl Source for ReplaySource {
     fn kind(&self) -> SourceKind {
         SourceKind::Replay
+    }
+    fn captured_at(&self) -> Option<String> {
+        capture_time(&capture_manifest(&self.fs).ok()?)
     }
     fn fs(&self) -> &RootedFs {
         &self.fs
@@ -410,6 +421,30 @@ pub fn capture_manifest(fs: &RootedFs) -> Result<serde_json::Value, String> {
     }
 }
 
+/// When a capture's node was read: its manifest's `time`, or — for a capture re-recorded from
+/// another, which reads no node — the first capture's (`made.original.time`, followed down a
+/// chain of re-recordings to the innermost that has one). Only a well-formed RFC 3339 UTC time counts (it is shown in the
+/// report, and a manifest is node data).
+pub fn capture_time(manifest: &serde_json::Value) -> Option<String> {
+    let mut time = manifest.get("time");
+    let mut made = manifest.get("made");
+    for _ in 0..64 {
+        let Some(original) = made.and_then(|m| m.get("original")) else {
+            break;
+        };
+        // A hand-built fixture re-recorded has no time of its own: the recording's stands.
+        if let Some(t) = original.get("time").filter(|t| !t.is_null()) {
+            time = Some(t);
+        }
+        made = original.get("made");
+    }
+    // Said again in gpudoctor's own form: whatever else the text held does not reach a report.
+    let seconds = crate::time::unix_seconds(time?.as_str()?)?;
+    Some(crate::time::rfc3339(
+        std::time::UNIX_EPOCH + Duration::from_secs(seconds),
+    ))
+}
+
 /// Does `root` hold `.gpudoctor/` (the mark of a capture, complete or not)? Looked at without
 /// following a link out of the root.
 pub fn is_capture(root: &Path) -> bool {
@@ -441,5 +476,40 @@ pub fn open(root: &Path, options: SourceOptions) -> Result<Box<dyn Source>, NotA
             root: root.display().to_string(),
             why,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_capture_time_is_the_first_recording_and_well_formed() {
+        let t = |m: serde_json::Value| capture_time(&m);
+        assert_eq!(
+            t(json!({"time": "2025-06-01T12:00:00Z"})).as_deref(),
+            Some("2025-06-01T12:00:00Z")
+        );
+        // Re-recorded twice: the innermost original's time.
+        let chain = json!({"time": "2025-06-03T00:00:00Z", "made": {"original": {
+            "time": "2025-06-02T00:00:00Z", "made": {"original": {"time": "2025-06-01T00:00:00Z"}}}}});
+        assert_eq!(t(chain).as_deref(), Some("2025-06-01T00:00:00Z"));
+        // Re-recorded from a hand-built fixture (no time): the recording's.
+        let fixture = json!({"time": "2025-06-03T00:00:00Z", "made": {"original": {
+            "time": null, "made": {"how": "hand-edited"}}}});
+        assert_eq!(t(fixture).as_deref(), Some("2025-06-03T00:00:00Z"));
+        // An offset is said in UTC; anything else is no time.
+        assert_eq!(
+            t(json!({"time": "2025-06-01T14:00:00+02:00"})).as_deref(),
+            Some("2025-06-01T12:00:00Z")
+        );
+        for bad in [
+            json!({}),
+            json!({"time": 5}),
+            json!({"time": "yesterday\x1b[2J"}),
+        ] {
+            assert_eq!(t(bad), None);
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! The live NVML probe: loads `libnvidia-ml.so.1` (or `--nvml-lib`) through nvml-wrapper and
+//! The live NVML probe: loads `libnvidia-ml.so.1` (`--nvml-lib`, or the host's found under
+//! `--root`: `nvml_lib.rs`) through nvml-wrapper and
 //! fills [`NvmlFacts`]. Every per-device call is kept as a [`Reading`] with its error kind, so
 //! one failing query or one lost GPU never hides the rest (reference/gpu-health.md §1).
 //!
@@ -20,7 +21,6 @@ mod raw;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
@@ -30,6 +30,7 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::bitmasks::InitFlags;
 use nvml_wrapper::error::NvmlError as WrapperError;
 
+use super::nvml_lib::NvmlLibrary;
 use crate::facts::nvml::{NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Reading};
 
 /// Most GPUs probed. A node holds at most 16 (HGX 8, GB200 NVL trays 4); the cap only bounds a
@@ -37,8 +38,8 @@ use crate::facts::nvml::{NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Readin
 const MAX_DEVICES: u32 = 64;
 
 /// Query NVML: init under `budget`, then every GPU at once, each under `budget`.
-pub fn probe(lib_path: Option<PathBuf>, budget: Duration) -> NvmlFacts {
-    let system = match init(lib_path, budget) {
+pub fn probe(lib: Option<NvmlLibrary>, budget: Duration) -> NvmlFacts {
+    let system = match init(lib, budget) {
         Ok(system) => system,
         Err(facts) => return facts,
     };
@@ -62,12 +63,12 @@ struct System {
     device_count: u32,
 }
 
-fn init(lib_path: Option<PathBuf>, budget: Duration) -> Result<System, NvmlFacts> {
+fn init(lib: Option<NvmlLibrary>, budget: Duration) -> Result<System, NvmlFacts> {
     let (tx, rx) = mpsc::channel();
     let spawned = thread::Builder::new()
         .name("nvml-init".into())
         .spawn(move || {
-            let _ = tx.send(init_blocking(lib_path));
+            let _ = tx.send(init_blocking(lib));
         });
     if let Err(err) = spawned {
         return Err(NvmlFacts::failed(
@@ -88,17 +89,27 @@ fn init(lib_path: Option<PathBuf>, budget: Duration) -> Result<System, NvmlFacts
     }
 }
 
-fn init_blocking(lib_path: Option<PathBuf>) -> Result<System, NvmlFacts> {
+fn init_blocking(lib: Option<NvmlLibrary>) -> Result<System, NvmlFacts> {
     let mut builder = Nvml::builder();
     // NO_GPUS: a node whose GPUs all fell off the bus still initialises, so the count check can
     // name what is missing instead of one opaque init error.
     builder.flags(InitFlags::NO_GPUS);
-    if let Some(path) = lib_path.as_deref() {
-        builder.lib_path(OsStr::new(path));
+    if let Some(lib) = &lib {
+        builder.lib_path(OsStr::new(lib.path()));
     }
-    let nvml = builder
-        .init()
-        .map_err(|err| NvmlFacts::failed(error_kind(&err), err.to_string()))?;
+    // The loader's message names the path it opened: for a library found under the root that is
+    // a /proc/self/fd path, so say which file it is.
+    let nvml = builder.init().map_err(|err| {
+        let message = match &lib {
+            Some(lib) if lib.path() != std::path::Path::new(lib.shown()) => {
+                format!("{err} (loading {})", lib.shown())
+            }
+            _ => err.to_string(),
+        };
+        NvmlFacts::failed(error_kind(&err), message)
+    })?;
+    // Loaded: the descriptor that named the file may close.
+    drop(lib);
     let device_count = nvml
         .device_count()
         .map_err(|err| NvmlFacts::failed(error_kind(&err), format!("device count: {err}")))?;
@@ -304,7 +315,9 @@ mod tests {
     #[test]
     fn a_missing_library_is_library_not_found() {
         let facts = probe(
-            Some(PathBuf::from("/nonexistent/libnvidia-ml.so.1")),
+            Some(NvmlLibrary::named(std::path::Path::new(
+                "/nonexistent/libnvidia-ml.so.1",
+            ))),
             Duration::from_secs(10),
         );
         let err = facts.init_error.expect("must fail");

@@ -1,0 +1,350 @@
+//! docs/alerts.yaml is a Prometheus rules file `promtool check rules` accepts, and it watches
+//! series gpudoctor writes. promtool is not here, so the test checks what promtool checks
+//! (Prometheus `rulefmt`: the fields of a group and a rule, one of `alert`/`record`, a
+//! non-empty `expr`, a valid `for` duration, valid label names, no duplicate group names,
+//! annotation templates that close), then that every metric an expression names is one the
+//! fixtures' Prometheus output holds (or node_exporter's textfile stamp), with every label it
+//! matches on, and every `$labels.x` an annotation uses is a label the alert's series carry.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    groups: Vec<Group>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Group {
+    name: String,
+    #[serde(default)]
+    interval: Option<String>,
+    #[serde(default)]
+    limit: Option<u32>,
+    rules: Vec<Rule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rule {
+    #[serde(default)]
+    alert: Option<String>,
+    #[serde(default)]
+    record: Option<String>,
+    expr: String,
+    #[serde(default, rename = "for")]
+    for_: Option<String>,
+    #[serde(default)]
+    keep_firing_for: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+/// Prometheus' duration syntax (`model.ParseDuration`): units largest first, each at most once.
+fn is_duration(text: &str) -> bool {
+    let units = ["y", "w", "d", "h", "m", "s", "ms"];
+    let mut rest = text;
+    let mut last = None;
+    if rest.is_empty() {
+        return false;
+    }
+    while !rest.is_empty() {
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        if digits == 0 {
+            return false;
+        }
+        rest = &rest[digits..];
+        // "ms" before "m".
+        let Some(unit) = ["ms", "y", "w", "d", "h", "m", "s"]
+            .into_iter()
+            .find(|u| rest.starts_with(u))
+        else {
+            return false;
+        };
+        let index = units.iter().position(|u| *u == unit);
+        if index <= last {
+            return false;
+        }
+        last = index;
+        rest = &rest[unit.len()..];
+    }
+    true
+}
+
+fn is_label_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with("__")
+}
+
+/// Identifiers in an expression that name metrics: a name directly before `{`, or a bare word
+/// that is neither a PromQL keyword, function, nor a label inside `by (...)`/`on (...)`/braces.
+fn selectors(expr: &str) -> Vec<(String, Vec<String>)> {
+    const WORDS: &[&str] = &[
+        "and",
+        "or",
+        "unless",
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "offset",
+        "max",
+        "min",
+        "sum",
+        "avg",
+        "count",
+        "time",
+        "rate",
+        "increase",
+        "absent",
+        "changes",
+    ];
+    let bytes: Vec<char> = expr.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut in_grouping = false;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c == '"' {
+            i += 1;
+            while i < bytes.len() && bytes[i] != '"' {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == '_') {
+                i += 1;
+            }
+            let word: String = bytes[start..i].iter().collect();
+            let mut j = i;
+            while j < bytes.len() && bytes[j] == ' ' {
+                j += 1;
+            }
+            if WORDS.contains(&word.as_str()) {
+                in_grouping = matches!(word.as_str(), "by" | "without" | "on" | "ignoring")
+                    || (in_grouping && matches!(word.as_str(), "group_left" | "group_right"));
+                continue;
+            }
+            if in_grouping {
+                continue;
+            }
+            let mut labels = Vec::new();
+            if j < bytes.len() && bytes[j] == '{' {
+                let end = bytes[j..]
+                    .iter()
+                    .position(|c| *c == '}')
+                    .map(|p| p + j)
+                    .expect("a selector's braces close");
+                let inner: String = bytes[j + 1..end].iter().collect();
+                for matcher in inner.split(',') {
+                    let name: String = matcher
+                        .trim()
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    labels.push(name);
+                }
+                i = end + 1;
+            }
+            out.push((word, labels));
+            continue;
+        }
+        if c == ')' {
+            in_grouping = false;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Metric names and their label names, from every fixture's `--format prometheus --keep-going`.
+fn emitted() -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for dir in common::fixtures() {
+        let root = dir.to_string_lossy().into_owned();
+        let run = common::gpudoctor(&[
+            "check",
+            "--root",
+            &root,
+            "--keep-going",
+            "--format",
+            "prometheus",
+        ]);
+        let text = String::from_utf8(run.stdout).unwrap();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name: String = line
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let labels = out.entry(name.clone()).or_default();
+            if let Some(inner) = line
+                .strip_prefix(&name)
+                .and_then(|r| r.strip_prefix('{'))
+                .and_then(|r| r.rsplit_once('}'))
+            {
+                for pair in inner.0.split("\",") {
+                    if let Some((k, _)) = pair.split_once('=') {
+                        labels.insert(k.to_string());
+                    }
+                }
+            }
+        }
+    }
+    // node_exporter's, for the file gpudoctor writes (textfile collector).
+    out.insert(
+        "node_textfile_mtime_seconds".into(),
+        BTreeSet::from(["file".to_string()]),
+    );
+    out
+}
+
+fn rules() -> RuleFile {
+    let text = std::fs::read_to_string(common::repo().join("docs/alerts.yaml")).unwrap();
+    serde_yaml_ng::from_str(&text).expect("docs/alerts.yaml is a rules file")
+}
+
+#[test]
+fn the_alert_rules_have_the_shape_promtool_checks() {
+    let file = rules();
+    assert!(!file.groups.is_empty());
+    let mut names = BTreeSet::new();
+    for group in &file.groups {
+        assert!(!group.name.is_empty(), "a group needs a name");
+        assert!(names.insert(&group.name), "group {} twice", group.name);
+        if let Some(interval) = &group.interval {
+            assert!(is_duration(interval), "interval {interval}");
+        }
+        let _ = group.limit;
+        assert!(!group.rules.is_empty(), "group {} has no rules", group.name);
+        for rule in &group.rules {
+            let what = format!("{rule:?}");
+            assert!(
+                rule.alert.is_some() != rule.record.is_some(),
+                "one of alert/record: {what}"
+            );
+            assert!(rule.record.is_none(), "examples are alerts: {what}");
+            assert!(!rule.alert.as_deref().unwrap_or("").is_empty(), "{what}");
+            assert!(!rule.expr.trim().is_empty(), "{what}");
+            assert_eq!(
+                rule.expr.matches('(').count(),
+                rule.expr.matches(')').count(),
+                "{what}"
+            );
+            for d in rule.for_.iter().chain(&rule.keep_firing_for) {
+                assert!(is_duration(d), "duration {d}: {what}");
+            }
+            for name in rule.labels.keys().chain(rule.annotations.keys()) {
+                assert!(is_label_name(name), "label name {name}: {what}");
+            }
+            for text in rule.labels.values().chain(rule.annotations.values()) {
+                assert_eq!(
+                    text.matches("{{").count(),
+                    text.matches("}}").count(),
+                    "template: {text}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_alert_rules_watch_what_gpudoctor_writes() {
+    let emitted = emitted();
+    for name in [
+        "gpudoctor_layer_status",
+        "gpudoctor_check_status",
+        "gpudoctor_first_failure_info",
+    ] {
+        assert!(emitted.contains_key(name), "{name}: {emitted:?}");
+    }
+    for group in rules().groups {
+        for rule in group.rules {
+            let found = selectors(&rule.expr);
+            assert!(!found.is_empty(), "no metric in {}", rule.expr);
+            let mut carried: BTreeSet<String> = ["instance", "job"].map(String::from).into();
+            for (metric, matched) in &found {
+                let labels = emitted.get(metric).unwrap_or_else(|| {
+                    panic!(
+                        "{}: {metric} is not a metric gpudoctor writes: {:?}",
+                        rule.expr,
+                        emitted.keys()
+                    )
+                });
+                for label in matched {
+                    assert!(
+                        labels.contains(label),
+                        "{}: {metric} has no label {label}",
+                        rule.expr
+                    );
+                }
+                carried.extend(labels.iter().cloned());
+            }
+            for text in rule.annotations.values() {
+                for part in text.split("$labels.").skip(1) {
+                    let label: String = part
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    assert!(
+                        carried.contains(&label),
+                        "{}: $labels.{label} is on none of its series",
+                        rule.expr
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_checks_catch_what_promtool_would_refuse() {
+    assert!(is_duration("10m") && is_duration("1h30m") && is_duration("500ms"));
+    assert!(!is_duration("10") && !is_duration("m") && !is_duration("30m1h"));
+    assert!(!is_duration("1.5h"));
+    assert!(is_label_name("severity") && !is_label_name("9x") && !is_label_name("a-b"));
+    let bad = "groups:\n  - name: g\n    rules:\n      - alert: A\n        exprr: up\n";
+    assert!(serde_yaml_ng::from_str::<RuleFile>(bad).is_err());
+    assert_eq!(
+        selectors("max by (instance) (gpudoctor_x{a=\"b\", c=~\"d\"}) > on (instance) y"),
+        vec![
+            ("gpudoctor_x".to_string(), vec!["a".to_string(), "c".into()]),
+            ("y".to_string(), vec![])
+        ]
+    );
+}
+
+/// The status values the rules compare against are the ones the renderer writes.
+#[test]
+fn the_status_values_are_ordered_by_severity() {
+    use gpudoctor::render::prometheus::status_value;
+    use gpudoctor::report::Status;
+    let order = [
+        Status::Pass,
+        Status::Skip,
+        Status::NotRun,
+        Status::Warn,
+        Status::Error,
+        Status::Fail,
+    ];
+    let values: Vec<u8> = order.iter().map(|s| status_value(*s)).collect();
+    assert_eq!(values, vec![0, 1, 2, 3, 4, 5]);
+    let text = std::fs::read_to_string(common::repo().join("docs/alerts.yaml")).unwrap();
+    assert!(text.contains("0 pass, 1 skip, 2 not_run, 3 warn, 4 error, 5 fail"));
+}
