@@ -10,7 +10,7 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The layers, in the order data crosses them (DESIGN.md).
 #[derive(
@@ -205,6 +205,12 @@ pub struct CheckResult {
     /// when the check measured none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub figures: Vec<Figure>,
+    /// The code of the failed check this finding follows from (`driver.nouveau_absent` for a
+    /// missing `nvidia` module): a consequence, fixed by fixing its cause. Renderers show it
+    /// under its cause; `first_failure` is never one. Absent on causes, on results that are not
+    /// findings, and in schema-1 reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explained_by: Option<String>,
 }
 
 /// A number a check measured, with its stable name and labels. The Prometheus renderer exports
@@ -403,6 +409,15 @@ pub struct Report {
 impl Report {
     pub fn layer(&self, layer: Layer) -> Option<&LayerReport> {
         self.layers.iter().find(|l| l.id == layer)
+    }
+
+    /// The findings that follow from the check `code` (their `explained_by` names it), in walk
+    /// order.
+    pub fn consequences<'r>(&'r self, code: &'r str) -> impl Iterator<Item = &'r CheckResult> {
+        self.layers
+            .iter()
+            .flat_map(|l| l.checks.iter())
+            .filter(move |c| c.explained_by.as_deref() == Some(code))
     }
 
     /// Every check result with a status worth acting on, in walk order.

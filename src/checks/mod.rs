@@ -5,6 +5,7 @@
 //! Adding a check touches four places (DESIGN.md): a parser in `facts/` if it needs new facts,
 //! the check function with a unit test, one row in [`registry`], and a fixture that makes it fire.
 
+pub mod causes;
 pub mod device_plugin;
 pub mod driver;
 pub mod gpu_health;
