@@ -528,9 +528,10 @@ pub struct NcclArgs {
     #[arg(long, value_name = "NAME", value_parser = parse_nccl_test)]
     pub nccl_test: Option<String>,
 
-    /// Where the nccl-tests binaries are (also DIR/build); searched before PATH and
-    /// /opt/nccl-tests/build, /usr/local/nccl-tests/build, ... on the machine gpudoctor runs
-    /// on (the binary runs here, so it is not looked for under --root).
+    /// Where the nccl-tests binaries are (also DIR/build), on the machine gpudoctor runs on
+    /// (the binary runs here, so it is not looked for under --root). Given, it is the only place
+    /// looked; without it, PATH, then /opt/nccl-tests/build, /usr/local/nccl-tests/build, ...
+    /// A requested run whose binary is not found fails the nccl layer (exit 1).
     #[arg(long, value_name = "DIR")]
     pub nccl_tests_dir: Option<PathBuf>,
 
