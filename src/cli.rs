@@ -126,7 +126,7 @@ pub enum Command {
         "  gpudoctor topo --root fixtures/hgx-h100-healthy # a recorded node\n",
         "  gpudoctor topo --format json | jq '.matrix.cells'\n",
         "\n",
-        "Classes (topology.md): X self, NV# bonded NVLinks (from NVML when it answers), PIX at most\n",
+        "Classes (docs/topology.md): X self, NV# bonded NVLinks (from NVML when it answers), PIX at most\n",
         "one PCIe switch, PXB several switches, PHB through a host bridge, NODE between host bridges\n",
         "of one NUMA node, SYS across the CPU interconnect, ? not computable. See docs/topology.md.\n",
         "\n",

@@ -158,10 +158,36 @@ impl Action {
             Action::FixConfig => "fix the configuration",
             Action::RestartComponent => "restart the component",
             Action::ReloadDriver => "reload the nvidia driver",
-            Action::ResetGpu => "drain the node and reset the gpu (`nvidia-smi -r -i <index>`)",
+            Action::ResetGpu => {
+                "drain the node and reset the gpu by its pci bus id (`nvidia-smi -r -i <pci bus id>`)"
+            }
             Action::RebootNode => "drain and reboot the node",
-            Action::HardwareInspection => "take the gpu out of service for hardware inspection",
+            Action::HardwareInspection => {
+                "take the failing part the finding names (gpu, link, cable, nic) out of service for inspection"
+            }
             Action::CheckWorkload => "check the workload that ran on the gpu",
+        }
+    }
+}
+
+impl Action {
+    /// [`Action::describe`] for a finding of `layer`: hardware inspection names the part that
+    /// layer judges (a NIC or cable is not "the gpu").
+    pub fn describe_for(self, layer: Layer) -> &'static str {
+        match (self, layer) {
+            (Action::HardwareInspection, Layer::Driver) => {
+                "take the gpu out of service for hardware inspection"
+            }
+            (Action::HardwareInspection, Layer::Topology) => {
+                "have the pcie path the finding names inspected (slot, riser, retimer, cable)"
+            }
+            (Action::HardwareInspection, Layer::Rdma | Layer::Sriov) => {
+                "have the nic, cable or switch port the finding names inspected"
+            }
+            (Action::HardwareInspection, Layer::Nvlink) => {
+                "have the nvlink path the finding names inspected (gpu, nvswitch, bridge or baseboard)"
+            }
+            _ => self.describe(),
         }
     }
 }

@@ -51,7 +51,7 @@ fn healthy_fixture_exits_0_with_eight_layers_in_order() {
     );
     assert!(report["first_failure"].is_null());
     assert_eq!(report["exit_code"], 0);
-    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["schema_version"], 2);
     assert_eq!(report["source"]["kind"], "replay");
     assert_eq!(report["node"]["hostname"], "hgx-h100-01");
     assert_eq!(report["node"]["driver_version"], "550.54.15");

@@ -456,7 +456,11 @@ fn a_requested_nccl_run_that_cannot_run_leaves_no_capture() {
     let refused = record(
         &fixture,
         &out,
-        &["--nccl-quick", "--nccl-tests-dir", missing.to_str().unwrap()],
+        &[
+            "--nccl-quick",
+            "--nccl-tests-dir",
+            missing.to_str().unwrap(),
+        ],
     );
     assert_eq!(refused.status.code(), Some(2));
     let err = String::from_utf8_lossy(&refused.stderr);

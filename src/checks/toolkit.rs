@@ -335,6 +335,8 @@ fn cdi_specs(ctx: &Context<'_>) -> Outcome {
         .collect();
     let mut problems = Vec::new();
     let mut evidence = Vec::new();
+    // Names nvml does not know, by spec file: one sentence per file.
+    let mut unknown: Vec<(&str, Vec<&str>)> = Vec::new();
     for (name, path) in &names {
         if *name == "all" || name.contains(':') {
             continue; // `all`, and MIG devices `<gpu>:<mig>`
@@ -347,12 +349,21 @@ fn cdi_specs(ctx: &Context<'_>) -> Outcome {
         let maybe_unopened = unopened.iter().any(|d| names_gpu(name, d))
             || (name.starts_with("GPU-") && !unopened.is_empty());
         if full_gpu && !gpus.iter().any(|d| names_gpu(name, d)) && !maybe_unopened {
-            problems.push(format!("{path} names {name}, which nvml does not know"));
+            match unknown.iter_mut().find(|(p, _)| p == path) {
+                Some((_, list)) => list.push(name),
+                None => unknown.push((path, vec![name])),
+            }
             evidence.push(
                 Evidence::new(*path, format!("device {name:?}"))
                     .expected("a gpu nvml sees (uuid or index)"),
             );
         }
+    }
+    for (path, list) in &unknown {
+        problems.push(format!(
+            "{path} names {}, which nvml does not know",
+            list.join(", ")
+        ));
     }
     // Each naming style a spec uses (`nvidia-ctk --device-name-strategy=index,uuid`) must
     // cover every GPU: a device plugin asking for `nvidia.com/gpu=GPU-<uuid>` fails otherwise.

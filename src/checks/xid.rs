@@ -40,6 +40,54 @@ fn excerpt(text: &str) -> String {
     out
 }
 
+fn push_new<T: PartialEq>(list: &mut Vec<T>, item: T) {
+    if !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+fn numbers(xids: &[u32]) -> String {
+    xids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The one action for the fatal XIDs, naming the GPUs by PCI bus id where a reset needs it.
+fn fatal_hint(action: Action, gpus: &[&str]) -> String {
+    match action {
+        Action::ResetGpu if !gpus.is_empty() => {
+            let commands: Vec<String> = gpus
+                .iter()
+                .map(|g| format!("`nvidia-smi -r -i {g}`"))
+                .collect();
+            format!(
+                "drain the node, stop what holds the gpu (`lsof /dev/nvidia*`: device plugin and dcgm-exporter pods, nv-hostengine, nvidia-persistenced; leave nvidia-fabricmanager running on HGX/NVSwitch nodes), then reset it by pci bus id: {}; reboot if the reset is refused",
+                commands.join(", ")
+            )
+        }
+        other => other.describe_for(crate::report::Layer::Driver).to_string(),
+    }
+}
+
+/// Hints for application-level and uncatalogued XIDs, one per kind.
+fn other_hints(app: &[u32], unknown: &[u32]) -> Vec<String> {
+    let mut hints = Vec::new();
+    if !app.is_empty() {
+        hints.push(format!(
+            "xid {}: application-level, check the workload that ran on the gpu",
+            numbers(app)
+        ));
+    }
+    if !unknown.is_empty() {
+        hints.push(format!(
+            "xid {}: not in the catalogue, look it up in https://docs.nvidia.com/deploy/xid-errors/",
+            numbers(unknown)
+        ));
+    }
+    hints
+}
+
 /// A kmsg timestamp is microseconds since boot; dmesg's are already readable.
 fn when(timestamp: Option<&str>) -> String {
     match timestamp {
@@ -106,7 +154,12 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
     let mut informational = Vec::new();
     let mut evidence = Vec::new();
     let mut actions = Vec::new();
-    let mut hints = Vec::new();
+    // XID numbers by kind, for one hint per kind (catalogue resolution tokens such as
+    // WORKFLOW_XID_48 are data, never shown: the action they map to is).
+    let mut fatal_xids: Vec<u32> = Vec::new();
+    let mut fatal_gpus: Vec<&str> = Vec::new();
+    let mut app_xids: Vec<u32> = Vec::new();
+    let mut unknown_xids: Vec<u32> = Vec::new();
     let mut figures = Vec::new();
     for ((bus, number), group) in &groups {
         let info = group.last.info();
@@ -135,17 +188,14 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
             XidSeverity::Fatal => {
                 fails.push(line);
                 actions.push(info.action);
-                hints.push(format!(
-                    "xid {number}: {} (nvidia catalogue: {})",
-                    info.action.describe(),
-                    info.nvidia_resolution
-                ));
+                push_new(&mut fatal_xids, *number);
+                if let Some(bus) = bus {
+                    push_new(&mut fatal_gpus, *bus);
+                }
             }
             XidSeverity::Application => {
                 warns.push(line);
-                hints.push(format!(
-                    "xid {number}: application-level, check the workload that ran on the gpu"
-                ));
+                push_new(&mut app_xids, *number);
             }
             XidSeverity::Unknown => {
                 warns.push(format!(
@@ -153,25 +203,30 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
                     label(*bus),
                     group.count
                 ));
-                hints.push(format!(
-                    "xid {number}: look it up in https://docs.nvidia.com/deploy/xid-errors/"
-                ));
+                push_new(&mut unknown_xids, *number);
             }
             XidSeverity::Informational => {
-                informational.push(
-                    Evidence::new(from.as_str(), observed)
-                        .expected(format!("informational: {line}")),
-                );
+                // Not a fault: shown, with nothing expected of it.
+                informational.push(Evidence::new(
+                    from.as_str(),
+                    format!("{observed} (informational: {line})"),
+                ));
                 continue;
             }
         }
-        evidence.push(Evidence::new(from.as_str(), observed).expected(format!(
-            "no xid {number} (last of {}{})",
-            group.count,
-            when(group.last.timestamp.as_deref())
-        )));
+        // `expected` holds what a healthy node shows; when and how often goes with what was seen.
+        evidence.push(
+            Evidence::new(
+                from.as_str(),
+                format!(
+                    "{observed} (last of {}{})",
+                    group.count,
+                    when(group.last.timestamp.as_deref())
+                ),
+            )
+            .expected(format!("no xid {number}")),
+        );
     }
-    hints.dedup();
     let info_note = if informational.is_empty() {
         String::new()
     } else {
@@ -191,6 +246,12 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
         .into_iter()
         .find(|a| actions.contains(a))
         .unwrap_or(Action::RebootNode);
+        let mut hints = vec![format!(
+            "xid {}: {}",
+            numbers(&fatal_xids),
+            fatal_hint(action, &fatal_gpus)
+        )];
+        hints.extend(other_hints(&app_xids, &unknown_xids));
         let mut summary = fails.join("; ");
         if !warns.is_empty() {
             summary.push_str("; ");
@@ -203,6 +264,7 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
             .figures(figures);
     }
     if !warns.is_empty() {
+        let hints = other_hints(&app_xids, &unknown_xids);
         return Outcome::warn(format!("{}{info_note}", warns.join("; ")))
             .evidence_all(evidence)
             .hint(hints.join("; "))

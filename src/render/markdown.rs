@@ -286,7 +286,7 @@ pub fn render(report: &Report) -> String {
             out,
             "- action: {} ({})",
             code(action_id(check)),
-            prose(check.action.describe())
+            prose(check.action.describe_for(layer.id))
         );
         let _ = writeln!(
             out,

@@ -24,7 +24,7 @@ fn exit_meaning(code: i32) -> &'static str {
     }
 }
 
-const HANG_HINT: &str = "a hang (nccl.md §13): check ACS/IOMMU blocking P2P (`gpudoctor check --only topology`), the nvlink fabric (`--only nvlink`), net plugins that differ between nodes, and bootstrap traffic (NCCL_SOCKET_IFNAME); if it was only slow, raise --nccl-timeout";
+const HANG_HINT: &str = "a hang: check ACS/IOMMU blocking P2P (`gpudoctor check --only topology`), the nvlink fabric (`--only nvlink`), net plugins that differ between nodes, and bootstrap traffic (NCCL_SOCKET_IFNAME); if it was only slow, raise --nccl-timeout";
 
 pub(super) fn run_completed(ctx: &Context<'_>) -> Outcome {
     match ctx.nccl() {
