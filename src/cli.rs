@@ -52,6 +52,12 @@ pub enum Command {
         "\n",
         "Layers: driver, toolkit, device-plugin, topology, rdma, sriov, nvlink, nccl\n",
         "\n",
+        "Cause first: a finding that follows from another (nouveau loaded explains the missing\n",
+        "nvidia module and NVML) is shown under its cause as a consequence, and the first failure\n",
+        "names the cause (docs/report.md, `gpudoctor explain CODE` lists what explains what).\n",
+        "A probe asked for that cannot run (--nccl, --nccl-quick without nccl-tests, an\n",
+        "unreadable --nccl-log) fails its layer, saying where it looked.\n",
+        "\n",
         "Exit codes:\n",
         "  0  healthy (warnings allowed, unless --strict)\n",
         "  1  a layer failed (or warned, with --strict)\n",
@@ -235,7 +241,8 @@ pub struct FleetArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
-    /// Human-readable, one line per layer with findings under it (colour on a terminal).
+    /// Human-readable, one line per layer with findings under it, consequences under their cause
+    /// (colour on a terminal).
     Table,
     /// One JSON document on stdout (schema: docs/report.md, docs/report.schema.json).
     Json,
