@@ -188,6 +188,71 @@ fn findings_cite_nothing_outside_the_repository_and_hints_hold_no_placeholder() 
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// Paths the fixtures do not reach: every catalogued XID (and one the catalogue lacks), alone
+/// and all together on one GPU and across GPUs, through the XID check: its hint and summary hold
+/// no catalogue token, say nothing twice, and reset no GPU by index.
+#[test]
+fn every_catalogued_xid_gets_a_clean_hint() {
+    let node = common::node::Node::healthy();
+    // The healthy capture recorded no kernel log: each case is the whole log.
+    let kmsg = "6,1402,14503871,-;NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build\n";
+    let buses = ["0000:18:00", "0000:3a:00", "0000:ba:00"];
+    let line = |seq: usize, xid: u32, bus: &str| {
+        format!(
+            "4,{},{},-;NVRM: Xid (PCI:{bus}): {xid}, pid=1, name=python3, Ch 00000010\n",
+            90_000 + seq,
+            51_384_000_000 + seq
+        )
+    };
+    let mut cases: Vec<(String, String)> = Vec::new();
+    let mut all = String::new();
+    let xids: Vec<u32> = gpudoctor::facts::xid::CATALOGUED_XIDS
+        .iter()
+        .copied()
+        .chain([999])
+        .collect();
+    for (i, xid) in xids.iter().enumerate() {
+        cases.push((format!("xid {xid}"), line(i, *xid, buses[0])));
+        all.push_str(&line(i, *xid, buses[i % buses.len()]));
+        all.push_str(&line(i + 1000, *xid, buses[0]));
+    }
+    cases.push(("every xid".into(), all));
+    let mut problems = Vec::new();
+    for (name, extra) in cases {
+        node.write(".gpudoctor/kmsg.txt", &format!("{kmsg}{extra}"));
+        let report = node.run_layer(gpudoctor::report::Layer::Driver, None);
+        let check = common::node::check(&report, "driver.xid_events");
+        if name == "every xid" || name == "xid 48" || name == "xid 999" {
+            assert!(check.status.is_finding(), "{name}: {check:?}");
+            assert!(check.hint.is_some(), "{name}");
+        }
+        let mut texts = vec![("summary", check.summary.clone())];
+        texts.extend(check.hint.clone().map(|h| ("hint", h)));
+        for (what, t) in &texts {
+            for (kind, hit) in [
+                ("placeholder", placeholder(t)),
+                ("repeated phrase", duplicated_phrase(t)),
+                ("reset by index", reset_by_index(t)),
+                ("outside reference", outside_reference(t)),
+            ] {
+                if let Some(hit) = hit {
+                    problems.push(format!("{name}: {what}: {kind}: {hit}"));
+                }
+            }
+        }
+        for e in &check.evidence {
+            if let Some(x) = &e.expected
+                && (x.contains("last of")
+                    || x.contains("after boot")
+                    || x.contains("informational"))
+            {
+                problems.push(format!("{name}: `expected` is not an expectation: {x}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 #[test]
 fn explain_help_docs_and_readme_cite_nothing_outside_the_repository() {
     let mut texts: Vec<(String, String)> = Vec::new();
