@@ -53,6 +53,12 @@ pub enum Command {
         "\n",
         "Layers: driver, toolkit, device-plugin, topology, rdma, sriov, nvlink, nccl\n",
         "\n",
+        "Cause first: a finding that follows from another (nouveau loaded explains the missing\n",
+        "nvidia module and NVML) is shown under its cause as a consequence, and the first failure\n",
+        "names the cause (docs/report.md, `gpudoctor explain CODE` lists what explains what).\n",
+        "A probe asked for that cannot run (--nccl, --nccl-quick without nccl-tests, an\n",
+        "unreadable --nccl-log) fails its layer, saying where it looked.\n",
+        "\n",
         "Exit codes:\n",
         "  0  healthy (warnings allowed, unless --strict)\n",
         "  1  a layer failed (or warned, with --strict)\n",
@@ -128,7 +134,7 @@ pub enum Command {
         "  gpudoctor topo --root fixtures/hgx-h100-healthy # a recorded node\n",
         "  gpudoctor topo --format json | jq '.matrix.cells'\n",
         "\n",
-        "Classes (topology.md): X self, NV# bonded NVLinks (from NVML when it answers), PIX at most\n",
+        "Classes (docs/topology.md): X self, NV# bonded NVLinks (from NVML when it answers), PIX at most\n",
         "one PCIe switch, PXB several switches, PHB through a host bridge, NODE between host bridges\n",
         "of one NUMA node, SYS across the CPU interconnect, ? not computable. See docs/topology.md.\n",
         "\n",
@@ -237,7 +243,8 @@ pub struct FleetArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
-    /// Human-readable, one line per layer with findings under it (colour on a terminal).
+    /// Human-readable, one line per layer with findings under it, consequences under their cause
+    /// (colour on a terminal).
     Table,
     /// One JSON document on stdout (schema: docs/report.md, docs/report.schema.json).
     Json,
@@ -546,9 +553,10 @@ pub struct NcclArgs {
     #[arg(long, value_name = "NAME", value_parser = parse_nccl_test)]
     pub nccl_test: Option<String>,
 
-    /// Where the nccl-tests binaries are (also DIR/build); searched before PATH and
-    /// /opt/nccl-tests/build, /usr/local/nccl-tests/build, ... on the machine gpudoctor runs
-    /// on (the binary runs here, so it is not looked for under --root).
+    /// Where the nccl-tests binaries are (also DIR/build), on the machine gpudoctor runs on
+    /// (the binary runs here, so it is not looked for under --root). Given, it is the only place
+    /// looked; without it, PATH, then /opt/nccl-tests/build, /usr/local/nccl-tests/build, ...
+    /// A requested run whose binary is not found fails the nccl layer (exit 1).
     #[arg(long, value_name = "DIR")]
     pub nccl_tests_dir: Option<PathBuf>,
 

@@ -103,21 +103,8 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
         Ok(Some((v, _))) => Some(v.clone()),
         _ => None,
     };
-    let first_failure = layers
-        .iter()
-        .find(|l| l.status == Status::Fail)
-        .and_then(|l| {
-            l.checks
-                .iter()
-                .find(|c| c.status == Status::Fail)
-                .map(|c| FirstFailure {
-                    layer: l.id,
-                    code: c.code.clone(),
-                    summary: c.summary.clone(),
-                    hint: c.hint.clone(),
-                    action: Some(c.action),
-                })
-        });
+    attribute_causes(&mut layers);
+    let first_failure = first_failure(&layers);
     let exit_code = exit_code(&layers, options.strict);
     Report {
         schema_version: SCHEMA_VERSION,
@@ -146,6 +133,86 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
     }
 }
 
+/// Marks every finding a warned or failed cause explains ([`checks::causes`]) `explained_by`
+/// the root of its chain: nouveau explains the missing `nvidia` module, which explains NVML's
+/// failure, so NVML's failure is explained by nouveau. A chain that loops is left unexplained.
+fn attribute_causes(layers: &mut [LayerReport]) {
+    let results: Vec<(Layer, &str, Status)> = layers
+        .iter()
+        .flat_map(|l| {
+            l.checks
+                .iter()
+                .map(move |c| (l.id, c.code.as_str(), c.status))
+        })
+        .collect();
+    let is_cause = |code: &str| {
+        results
+            .iter()
+            .any(|(_, c, s)| *c == code && matches!(s, Status::Warn | Status::Fail))
+    };
+    // The direct cause of each finding: the first declared cause that warned or failed.
+    let direct: Vec<Option<&'static str>> = results
+        .iter()
+        .map(|(layer, code, status)| {
+            if !status.is_finding() {
+                return None;
+            }
+            checks::causes::CAUSES
+                .iter()
+                .find(|cause| cause.explains(code, *layer) && is_cause(cause.cause))
+                .map(|cause| cause.cause)
+        })
+        .collect();
+    let direct_of = |code: &str| {
+        results
+            .iter()
+            .position(|(_, c, _)| *c == code)
+            .and_then(|i| direct[i])
+    };
+    let roots: Vec<Option<String>> = direct
+        .iter()
+        .zip(&results)
+        .map(|(first, (_, code, _))| {
+            let mut root = (*first)?;
+            let mut seen = vec![*code, root];
+            while let Some(next) = direct_of(root) {
+                if seen.contains(&next) {
+                    return None;
+                }
+                seen.push(next);
+                root = next;
+            }
+            Some(root.to_string())
+        })
+        .collect();
+    let mut roots = roots.into_iter();
+    for check in layers.iter_mut().flat_map(|l| l.checks.iter_mut()) {
+        check.explained_by = roots.next().flatten();
+    }
+}
+
+/// The cause of the first failure: the first failed check of the first failed layer, or the
+/// finding that explains it (`explained_by`), which may sit in another layer or only warn (no
+/// GPUDirect RDMA explains a bus bandwidth below the floor).
+fn first_failure(layers: &[LayerReport]) -> Option<FirstFailure> {
+    let failed = layers
+        .iter()
+        .find(|l| l.status == Status::Fail)
+        .and_then(|l| l.checks.iter().find(|c| c.status == Status::Fail))?;
+    let cause_code = failed.explained_by.as_deref().unwrap_or(&failed.code);
+    let (layer, cause) = layers
+        .iter()
+        .flat_map(|l| l.checks.iter().map(move |c| (l.id, c)))
+        .find(|(_, c)| c.code == cause_code)?;
+    Some(FirstFailure {
+        layer,
+        code: cause.code.clone(),
+        summary: cause.summary.clone(),
+        hint: cause.hint.clone(),
+        action: Some(cause.action),
+    })
+}
+
 /// Run every registered check.
 pub fn run(source: &dyn Source, options: &RunOptions) -> Report {
     run_with(source, &checks::registry(), options)
@@ -172,6 +239,7 @@ fn run_check(def: &CheckDef, ctx: &Context<'_>) -> CheckResult {
         hint: outcome.hint,
         action: outcome.action,
         figures: outcome.figures,
+        explained_by: None,
     }
 }
 
@@ -240,6 +308,7 @@ mod tests {
             hint: None,
             action: crate::report::Action::None,
             figures: Default::default(),
+            explained_by: None,
         };
         let a = "no sr-iov capable functions";
         let b = "not running inside a pod";
@@ -303,6 +372,96 @@ mod tests {
             all.layer(Layer::DevicePlugin).unwrap().reason.as_deref(),
             Some("not implemented yet")
         );
+    }
+
+    #[test]
+    fn the_first_failure_is_the_cause_and_its_consequences_point_at_it() {
+        let (_d, src) = source();
+        // Walk order puts the symptoms first; the declared cause comes third.
+        let registry = [
+            def("driver.nvidia_module", Layer::Driver, |_| {
+                Outcome::fail("no nvidia")
+            }),
+            def("driver.nvml_init", Layer::Driver, |_| {
+                Outcome::fail("no nvml")
+            }),
+            def("driver.nouveau_absent", Layer::Driver, |_| {
+                Outcome::fail("nouveau")
+            }),
+            def("driver.persistence_mode", Layer::Driver, |_| {
+                Outcome::pass("ok")
+            }),
+        ];
+        let report = run_with(&src, &registry, &RunOptions::default());
+        let first = report.first_failure.as_ref().unwrap();
+        assert_eq!(first.code, "driver.nouveau_absent");
+        assert_eq!(first.summary, "nouveau");
+        let by = |code: &str| {
+            report.layers[0]
+                .checks
+                .iter()
+                .find(|c| c.code == code)
+                .unwrap()
+                .explained_by
+                .clone()
+        };
+        // The chain nouveau -> nvidia module -> nvml resolves to its root.
+        assert_eq!(
+            by("driver.nvidia_module").as_deref(),
+            Some("driver.nouveau_absent")
+        );
+        assert_eq!(
+            by("driver.nvml_init").as_deref(),
+            Some("driver.nouveau_absent")
+        );
+        assert_eq!(by("driver.nouveau_absent"), None);
+        assert_eq!(
+            by("driver.persistence_mode"),
+            None,
+            "a pass is nobody's consequence"
+        );
+        assert_eq!(report.consequences("driver.nouveau_absent").count(), 2);
+        assert_eq!(report.exit_code, 1);
+
+        // Without the cause failing, the symptom is the first failure and explained by nothing
+        // but the module's absence.
+        let registry = [
+            def("driver.nvidia_module", Layer::Driver, |_| {
+                Outcome::fail("no nvidia")
+            }),
+            def("driver.nvml_init", Layer::Driver, |_| {
+                Outcome::fail("no nvml")
+            }),
+            def("driver.nouveau_absent", Layer::Driver, |_| {
+                Outcome::pass("none")
+            }),
+        ];
+        let report = run_with(&src, &registry, &RunOptions::default());
+        assert_eq!(report.first_failure.unwrap().code, "driver.nvidia_module");
+        assert_eq!(
+            report.layers[0].checks[1].explained_by.as_deref(),
+            Some("driver.nvidia_module")
+        );
+
+        // A warning can be the cause of a failure (no GPUDirect RDMA, bandwidth below floor).
+        let registry = [
+            def("nccl.gpudirect_rdma", Layer::Nccl, |_| {
+                Outcome::warn("no gdr")
+            }),
+            def("nccl.bus_bandwidth", Layer::Nccl, |_| Outcome::fail("slow")),
+        ];
+        let report = run_with(&src, &registry, &RunOptions::default());
+        let first = report.first_failure.unwrap();
+        assert_eq!(
+            (first.layer, first.code.as_str()),
+            (Layer::Nccl, "nccl.gpudirect_rdma")
+        );
+        // Unrelated failures stay their own cause.
+        let registry = [def("toolkit.installed", Layer::Toolkit, |_| {
+            Outcome::fail("x")
+        })];
+        let report = run_with(&src, &registry, &RunOptions::default());
+        assert!(report.layers[1].checks[0].explained_by.is_none());
     }
 
     #[test]

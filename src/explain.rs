@@ -63,6 +63,9 @@ pub fn list_markdown() -> String {
             if let Some(policy) = crate::checks::nvml_errors::policy(c.code) {
                 let _ = writeln!(out, "- **NVML errors**: {policy}");
             }
+            if let Some(causes) = crate::checks::causes::describe(c.code, c.layer) {
+                let _ = writeln!(out, "- **Cause first**: {causes}");
+            }
         }
     }
     out
@@ -82,6 +85,9 @@ pub fn explain(check: &CheckDef) -> String {
     );
     if let Some(policy) = crate::checks::nvml_errors::policy(check.code) {
         let _ = writeln!(text, "NVML:     {policy}");
+    }
+    if let Some(causes) = crate::checks::causes::describe(check.code, check.layer) {
+        let _ = writeln!(text, "Causes:   {causes}");
     }
     text
 }

@@ -158,10 +158,36 @@ impl Action {
             Action::FixConfig => "fix the configuration",
             Action::RestartComponent => "restart the component",
             Action::ReloadDriver => "reload the nvidia driver",
-            Action::ResetGpu => "drain the node and reset the gpu (`nvidia-smi -r -i <index>`)",
+            Action::ResetGpu => {
+                "drain the node and reset the gpu by its pci bus id (`nvidia-smi -r -i <pci bus id>`)"
+            }
             Action::RebootNode => "drain and reboot the node",
-            Action::HardwareInspection => "take the gpu out of service for hardware inspection",
+            Action::HardwareInspection => {
+                "take the failing part the finding names (gpu, link, cable, nic) out of service for inspection"
+            }
             Action::CheckWorkload => "check the workload that ran on the gpu",
+        }
+    }
+}
+
+impl Action {
+    /// [`Action::describe`] for a finding of `layer`: hardware inspection names the part that
+    /// layer judges (a NIC or cable is not "the gpu").
+    pub fn describe_for(self, layer: Layer) -> &'static str {
+        match (self, layer) {
+            (Action::HardwareInspection, Layer::Driver) => {
+                "take the gpu out of service for hardware inspection"
+            }
+            (Action::HardwareInspection, Layer::Topology) => {
+                "have the pcie path the finding names inspected (slot, riser, retimer, cable)"
+            }
+            (Action::HardwareInspection, Layer::Rdma | Layer::Sriov) => {
+                "have the nic, cable or switch port the finding names inspected"
+            }
+            (Action::HardwareInspection, Layer::Nvlink) => {
+                "have the nvlink path the finding names inspected (gpu, nvswitch, bridge or baseboard)"
+            }
+            _ => self.describe(),
         }
     }
 }
@@ -205,6 +231,12 @@ pub struct CheckResult {
     /// when the check measured none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub figures: Vec<Figure>,
+    /// The code of the failed check this finding follows from (`driver.nouveau_absent` for a
+    /// missing `nvidia` module): a consequence, fixed by fixing its cause. Renderers show it
+    /// under its cause; `first_failure` is never one. Absent on causes, on results that are not
+    /// findings, and in schema-1 reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explained_by: Option<String>,
 }
 
 /// A number a check measured, with its stable name and labels. The Prometheus renderer exports
@@ -440,6 +472,15 @@ pub struct Report {
 impl Report {
     pub fn layer(&self, layer: Layer) -> Option<&LayerReport> {
         self.layers.iter().find(|l| l.id == layer)
+    }
+
+    /// The findings that follow from the check `code` (their `explained_by` names it), in walk
+    /// order.
+    pub fn consequences<'r>(&'r self, code: &'r str) -> impl Iterator<Item = &'r CheckResult> {
+        self.layers
+            .iter()
+            .flat_map(|l| l.checks.iter())
+            .filter(move |c| c.explained_by.as_deref() == Some(code))
     }
 
     /// Every check result with a status worth acting on, in walk order.

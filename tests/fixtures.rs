@@ -80,6 +80,28 @@ fn every_fixture_meets_its_expect_block() {
             expect["first_failing_layer"],
             "{name}: first failing layer"
         );
+        // Cause first: where the manifest names the cause, first_failure is it, never one of
+        // its consequences, and every consequence points at a finding that is not one.
+        if let Some(cause) = expect.get("first_failure_code") {
+            assert_eq!(
+                report
+                    .first_failure
+                    .as_ref()
+                    .map(|f| Value::from(f.code.clone())),
+                Some(cause.clone()),
+                "{name}: first failure's cause"
+            );
+        }
+        for (_, check) in report.findings() {
+            if let Some(cause) = &check.explained_by {
+                let root = common::node::check(&report, cause);
+                assert!(
+                    root.status.is_finding(),
+                    "{name}: {cause} explains but passed"
+                );
+                assert!(root.explained_by.is_none(), "{name}: {cause} is not a root");
+            }
+        }
         let codes: BTreeSet<String> = report.findings().map(|(_, c)| c.code.clone()).collect();
         let wanted: BTreeSet<String> = expect["codes"]
             .as_array()

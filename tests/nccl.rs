@@ -352,23 +352,81 @@ fn garbage_and_a_huge_output_are_skipped_in_bounded_memory() {
     );
 }
 
+/// Asked means required (issue 19): `--nccl-quick` with a missing nccl-tests directory fails the
+/// layer (exit 1), naming where it looked and how to install, instead of passing as `skip`.
 #[test]
-fn missing_binaries_skip_saying_where_it_looked_and_how_to_install() {
+fn a_requested_run_without_binaries_fails_saying_where_it_looked_and_how_to_install() {
     let empty = tempfile::tempdir().unwrap();
-    let args = run_args(empty.path());
-    let (out, report, _) = check(&strs(&args), &[]);
-    assert_eq!(out.status.code(), Some(0));
-    let layer = nccl_layer(&report);
-    assert_eq!(layer["status"], "skip");
-    let reason = layer["reason"].as_str().unwrap();
-    assert!(reason.contains("all_reduce_perf not found in"), "{reason}");
+    let missing = empty.path().join("nccl-tests");
+    for quick in [true, false] {
+        let mut args = run_args(&missing);
+        if !quick {
+            args[0] = "--nccl".to_string();
+        }
+        let (out, report, _) = check(&strs(&args), &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let layer = nccl_layer(&report);
+        assert_eq!(layer["status"], "fail");
+        assert_eq!(report["first_failure"]["code"], "nccl.run_completed");
+        let check = result(&report, "nccl.run_completed");
+        assert_eq!(check["status"], "fail");
+        assert_eq!(check["action"], "fix_config");
+        let summary = check["summary"].as_str().unwrap();
+        assert!(
+            summary.contains("all_reduce_perf was not found"),
+            "{summary}"
+        );
+        assert!(!summary.contains("not requested"), "{summary}");
+        let looked = check["evidence"][0]["observed"].as_str().unwrap();
+        // Only the directory given (and its build/): a wrong --nccl-tests-dir never falls back
+        // to another build on PATH.
+        assert_eq!(
+            looked,
+            format!("{0}, {0}/build", missing.display()),
+            "{looked}"
+        );
+        let hint = check["hint"].as_str().unwrap();
+        assert!(hint.contains("github.com/NVIDIA/nccl-tests"), "{hint}");
+        // The checks that judge results have nothing to judge and say where to look.
+        let bw = result(&report, "nccl.bus_bandwidth");
+        assert_eq!(bw["status"], "skip");
+        assert!(
+            bw["summary"]
+                .as_str()
+                .unwrap()
+                .contains("nccl.run_completed")
+        );
+    }
+}
+
+/// A `--nccl-log` that cannot be read was asked for too: the layer fails naming the file.
+#[test]
+fn a_requested_log_that_cannot_be_read_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("all_reduce.log");
+    let (out, report, _) = check(&["--nccl-log", missing.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let check = result(&report, "nccl.run_completed");
+    assert_eq!(check["status"], "fail");
+    let summary = check["summary"].as_str().unwrap();
     assert!(
-        reason.contains(&empty.path().display().to_string()),
-        "{reason}"
+        summary.contains(&missing.display().to_string()),
+        "{summary}"
     );
-    assert!(reason.contains("PATH=/usr/bin:/bin"), "{reason}");
-    assert!(reason.contains("/opt/nccl-tests/build"), "{reason}");
-    assert!(reason.contains("github.com/NVIDIA/nccl-tests"), "{reason}");
+}
+
+/// Without --nccl-tests-dir the search covers PATH and the usual install directories, and a
+/// requested run that finds nothing there fails all the same.
+#[test]
+fn a_requested_run_searches_path_and_the_usual_directories() {
+    let (out, report, _) = check(&["--nccl-quick", "--nccl-gpus", "8"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let looked = result(&report, "nccl.run_completed")["evidence"][0]["observed"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(looked.contains("PATH=/usr/bin:/bin"), "{looked}");
+    assert!(looked.contains("/opt/nccl-tests/build"), "{looked}");
 }
 
 #[test]
@@ -549,13 +607,18 @@ fn another_collective_runs_its_own_binary_and_is_not_judged_by_all_reduce_figure
     );
     assert_eq!(bw["figures"][0]["labels"]["test"], "all_gather", "{bw}");
 
-    // Asked for all_gather where only all_reduce_perf exists: skip naming the binary it wanted.
+    // Asked for all_gather where only all_reduce_perf exists: a failure naming the binary it
+    // wanted (asked means required), never all_reduce in its place.
     let only_reduce = fake_tests(&cat("h100-nccl-healthy"));
     let mut args = run_args(only_reduce.path());
     args.extend(["--nccl-test".to_string(), "all_gather".to_string()]);
-    let (_, report, _) = check(&strs(&args), &[]);
-    let reason = nccl_layer(&report)["reason"].to_string();
-    assert!(reason.contains("all_gather_perf not found"), "{reason}");
+    let (out, report, _) = check(&strs(&args), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let summary = result(&report, "nccl.run_completed")["summary"].to_string();
+    assert!(
+        summary.contains("all_gather_perf was not found"),
+        "{summary}"
+    );
 }
 
 /// `check --only nccl --nccl-quick` on a live root (no manifest) with this NVML library and

@@ -545,6 +545,36 @@ fn an_output_named_like_another_archive_is_a_usage_error() {
     }
 }
 
+/// Asked means required (issue 19): `record --nccl-quick` whose nccl-tests directory holds no
+/// binary writes no capture (one without the run would replay as "not requested"), exit 2,
+/// naming where it looked; nothing is left beside --out.
+#[test]
+fn a_requested_nccl_run_that_cannot_run_leaves_no_capture() {
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nccl-tests");
+    let out = tmp.path().join("cap");
+    let refused = record(
+        &fixture,
+        &out,
+        &[
+            "--nccl-quick",
+            "--nccl-tests-dir",
+            missing.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("all_reduce_perf was not found in"), "{err}");
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+    assert!(!out.exists(), "no capture written");
+    let left: Vec<String> = fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// `record` reads through the same confined source as `check`: a link out of the root (absolute,
 /// or `..` past it) is refused, so nothing outside lands in the capture, and the refusal is listed
 /// under the manifest's `unreadable` with the path that was asked for.

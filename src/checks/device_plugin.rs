@@ -333,7 +333,7 @@ enum Target {
 }
 
 /// The answer when allocatable lacks a GPU or MIG device NVML has.
-const GPU_UNHEALTHY_HINT: &str = "read the xid for that gpu (`dmesg | grep -i xid`), reset or repair the gpu (`nvidia-smi -r -i <index>` when idle), then restart the device plugin pod on this node: its unhealthy mark is sticky until it restarts";
+const GPU_UNHEALTHY_HINT: &str = "read the xid for that gpu (`dmesg | grep -i xid`) and follow driver.xid_events; once the gpu is healthy again, restart the device plugin pod on this node: its unhealthy mark is sticky until it restarts";
 
 /// The answer when only MIG devices are missing: the plugin marks one MIG device unhealthy on
 /// an XID in its instance (kubernetes.md §2), and a GPU reset would end every MIG device on it.

@@ -83,7 +83,7 @@ pub fn checks() -> Vec<CheckDef> {
                 reads: "NVML (libnvidia-ml.so.1 through nvml-wrapper, or --nvml-lib); .gpudoctor/nvml.json in a capture",
                 expects: "nvmlInit succeeds and reports the driver version and device count",
                 why: "NVML is what nvidia-smi, the device plugin, DCGM and gpudoctor's own GPU checks use; if it fails, Kubernetes sees no healthy GPU",
-                fix: "library not found: install the driver's user-space libraries or pass --nvml-lib; driver not loaded: load the nvidia module; version mismatch: the driver was upgraded without a reboot, so reboot (or drain, unload the nvidia modules and load them again); no permission: run as root",
+                fix: "library not found: install the driver's user-space libraries or pass --nvml-lib; driver not loaded: load the nvidia module; version mismatch: the driver was upgraded without a reboot, so drain and reboot (a reload without reboot: see driver.driver_version_match); no permission: run as root",
             },
             run: nvml_init,
         },
@@ -95,7 +95,7 @@ pub fn checks() -> Vec<CheckDef> {
                 reads: "/sys/bus/pci/devices (NVIDIA display functions), NVML device list, per-device handle errors and every reading's error kind, /proc/driver/nvidia/gpus/*/information (GPU Excluded), the kernel log",
                 expects: "the same set of PCI addresses on both sides, no device NVML reports lost (at its handle or any reading), every handle opened and answered within the per-GPU budget",
                 why: "a GPU on the bus that NVML cannot use has usually fallen off the bus (XID 79) or needs a reset; the device plugin then advertises fewer GPUs and 8-GPU jobs never schedule",
-                fix: "read `dmesg | grep -iE 'xid|fallen off'`; try `nvidia-smi -r -i <index>` on an idle GPU, otherwise drain and reboot; a GPU that falls off again needs a reseat or RMA. A refused handle is not a fault: run gpudoctor outside the job's device cgroup (as root, or as the privileged DaemonSet); a GPU that does not answer in time is wedged or initialising without persistence mode",
+                fix: "read `dmesg | grep -iE 'xid|fallen off'`, then drain and reboot the node: a GPU that fell off the bus does not come back with a reset, and NVML indexes shift while it is gone, so name it by PCI bus id; a GPU that falls off again after the reboot needs a reseat or RMA. A refused handle is not a fault: run gpudoctor outside the job's device cgroup (as root, or as the privileged DaemonSet); a GPU that does not answer in time is wedged or initialising without persistence mode",
             },
             run: gpu_count,
         },
@@ -107,7 +107,7 @@ pub fn checks() -> Vec<CheckDef> {
                 reads: "/sys/module/nvidia/version or /proc/driver/nvidia/version; NVML's driver version; libnvidia-ml.so.<version> files in the library directories",
                 expects: "one version everywhere",
                 why: "a user-space library newer than the loaded module (an upgrade without reboot) makes NVML fail with LIB_RM_VERSION_MISMATCH and CUDA fail to initialise",
-                fix: "reboot the node (or drain it, `rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia` and `modprobe nvidia`), so the module matches the installed libraries",
+                fix: "drain and reboot the node, so the module matches the installed libraries. A reload without reboot first stops everything that holds /dev/nvidia* (`lsof /dev/nvidia*`: device plugin and dcgm-exporter pods, nv-hostengine/DCGM, nvidia-persistenced, nvidia-fabricmanager on HGX/NVSwitch nodes), then `modprobe -r nvidia_peermem nvidia_drm nvidia_modeset nvidia_uvm nvidia` and `modprobe nvidia nvidia_uvm`, and starts the fabric manager and persistenced again before any workload",
             },
             run: driver_version_match,
         },
@@ -125,6 +125,29 @@ pub fn checks() -> Vec<CheckDef> {
         },
     ]
 }
+
+/// Bringing the loaded module in line with newer user-space libraries. A reboot is the safe way;
+/// a reload without one must first stop everything that holds the driver, or `rmmod` fails with
+/// "Module nvidia is in use" halfway (NVIDIA driver README, "Installing the NVIDIA Driver"; the
+/// Fabric Manager user guide: on NVSwitch systems the fabric manager is stopped before the driver
+/// unloads and started after it loads, before any CUDA work; nvidia_peermem depends on nvidia and
+/// goes first).
+/// What to do about GPUs NVML lost or never listed. A GPU that fell off the bus (XID 79) does
+/// not come back with a reset and NVML indexes shift while it is missing, so the action is a
+/// reboot and the GPU is named by its PCI bus id (nvidia-smi(1), `-i`: "use either UUID or PCI
+/// bus ID, since device enumeration ordering is not guaranteed to be consistent").
+fn lost_gpu_hint(lost: &[String]) -> String {
+    let named = if lost.is_empty() {
+        "by its pci bus id".to_string()
+    } else {
+        format!("by pci bus id ({})", lost.join(", "))
+    };
+    format!(
+        "read the kernel log (`dmesg | grep -iE 'xid|fallen off'`), then drain and reboot the node: a gpu that fell off the bus does not come back with a reset, and nvml indexes shift while it is gone, so name it {named}; one that falls off again after the reboot needs a reseat or RMA"
+    )
+}
+
+const RELOAD_AFTER_UPGRADE: &str = "the driver was upgraded without a reboot: drain the node and reboot it. To reload instead, on the drained node stop what holds /dev/nvidia* (`lsof /dev/nvidia*` lists it: the device plugin and dcgm-exporter pods, nv-hostengine/DCGM, nvidia-persistenced, and on HGX/NVSwitch nodes nvidia-fabricmanager), then `modprobe -r nvidia_peermem nvidia_drm nvidia_modeset nvidia_uvm nvidia`, `modprobe nvidia nvidia_uvm`, and start the fabric manager and persistenced again before the pods";
 
 fn pci_evidence_source() -> String {
     PCI_DEVICES.to_string()
@@ -405,7 +428,7 @@ fn nvml_init(ctx: &Context<'_>) -> Outcome {
             .hint("load the driver (`modprobe nvidia`) and read `dmesg | grep -i nvrm` if that fails")
             .action(Action::ReloadDriver),
         NvmlErrorKind::LibRmVersionMismatch => outcome(Outcome::fail("nvml library and nvidia kernel module versions differ (driver upgraded without reboot?)"))
-            .hint("reboot the node, or drain it and reload the modules (`rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia`)")
+            .hint(RELOAD_AFTER_UPGRADE)
             .action(Action::RebootNode),
         NvmlErrorKind::NoPermission | NvmlErrorKind::OperatingSystem => outcome(Outcome::error(format!("nvml: no permission to open the gpus ({})", err.kind.describe())))
             .hint("run gpudoctor as root (or in a privileged pod with /dev mounted)"),
@@ -494,6 +517,8 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
     let excluded = excluded_gpus(ctx, &gpus, unread);
 
     let mut fails: Vec<String> = Vec::new();
+    // PCI bus ids of the GPUs NVML lost or does not list, for the hint.
+    let mut lost: Vec<String> = Vec::new();
     let mut evidence: Vec<Evidence> = Vec::new();
     // Handles refused (permission) or not answered (timeout): not faults of the GPU, and their
     // bus ids are unknown, so the PCI addresses NVML lacks may be theirs.
@@ -539,6 +564,7 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
             );
             if let Some(bdf) = &device.pci_bus_id {
                 evidence.extend(kernel_log_mentions(ctx, bdf));
+                lost.push(bdf.clone());
             }
         }
     }
@@ -560,6 +586,7 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
     } else {
         // A device whose handle failed has no bus id; the pci addresses nvml lacks name it.
         for bdf in &missing {
+            lost.push((*bdf).clone());
             fails.push(format!("gpu {bdf} is on pci but unknown to nvml"));
             evidence.push(
                 Evidence::new(
@@ -620,10 +647,13 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
     }
     if !fails.is_empty() {
         fails.extend(not_judged);
-        return Outcome::fail(format!("{} ({count_text}); it may have fallen off the bus", fails.join("; ")))
-            .evidence_all(evidence)
-            .hint("read the kernel log (`dmesg | grep -iE 'xid|fallen off'`); reset an idle gpu with `nvidia-smi -r -i <index>` or drain and reboot; a gpu that falls off again needs a reseat or RMA")
-            .action(Action::RebootNode);
+        return Outcome::fail(format!(
+            "{} ({count_text}); it may have fallen off the bus",
+            fails.join("; ")
+        ))
+        .evidence_all(evidence)
+        .hint(lost_gpu_hint(&lost))
+        .action(Action::RebootNode);
     }
     if !not_judged.is_empty() {
         let mut hints = Vec::new();
@@ -699,7 +729,9 @@ fn driver_version_match(ctx: &Context<'_>) -> Outcome {
         })
     };
     match (&nvml.init_error, &module) {
-        (Some(err), Some((module_version, from))) if err.kind == NvmlErrorKind::LibRmVersionMismatch => {
+        (Some(err), Some((module_version, from)))
+            if err.kind == NvmlErrorKind::LibRmVersionMismatch =>
+        {
             let others: Vec<&str> = libraries
                 .iter()
                 .map(|(v, _)| v.as_str())
@@ -708,27 +740,37 @@ fn driver_version_match(ctx: &Context<'_>) -> Outcome {
             let summary = if others.is_empty() {
                 format!("kernel module is {module_version} but nvml reports a version mismatch")
             } else {
-                format!("kernel module is {module_version}, user-space nvml is {}", others.join(", "))
+                format!(
+                    "kernel module is {module_version}, user-space nvml is {}",
+                    others.join(", ")
+                )
             };
             Outcome::fail(summary)
-                .evidence(Evidence::new(*from, module_version.as_str()).expected("the user-space library's version"))
+                .evidence(
+                    Evidence::new(*from, module_version.as_str())
+                        .expected("the user-space library's version"),
+                )
                 .evidence_all(library_evidence())
-                .hint("the driver was upgraded without a reboot: reboot the node (or drain it and reload the nvidia modules)")
+                .hint(RELOAD_AFTER_UPGRADE)
                 .action(Action::RebootNode)
         }
         (Some(_), _) => Outcome::skip("nvml unavailable (see driver.nvml_init)"),
         (None, None) => Outcome::skip("kernel module version unknown (see driver.nvidia_module)"),
         (None, Some((module_version, from))) => match nvml.driver_version.as_deref() {
             None => Outcome::skip("nvml did not report a driver version"),
-            Some(v) if v == module_version => Outcome::pass(format!("driver {v} in kernel and nvml"))
-                .evidence(Evidence::new(*from, module_version.as_str()))
-                .evidence(Evidence::new("nvml.driver_version", v)),
-            Some(v) => Outcome::fail(format!("kernel module is {module_version}, nvml reports driver {v}"))
-                .evidence(Evidence::new(*from, module_version.as_str()).expected(v))
-                .evidence(Evidence::new("nvml.driver_version", v))
-                .evidence_all(library_evidence())
-                .hint("the driver was upgraded without a reboot: reboot the node (or drain it and reload the nvidia modules)")
-                .action(Action::RebootNode),
+            Some(v) if v == module_version => {
+                Outcome::pass(format!("driver {v} in kernel and nvml"))
+                    .evidence(Evidence::new(*from, module_version.as_str()))
+                    .evidence(Evidence::new("nvml.driver_version", v))
+            }
+            Some(v) => Outcome::fail(format!(
+                "kernel module is {module_version}, nvml reports driver {v}"
+            ))
+            .evidence(Evidence::new(*from, module_version.as_str()).expected(v))
+            .evidence(Evidence::new("nvml.driver_version", v))
+            .evidence_all(library_evidence())
+            .hint(RELOAD_AFTER_UPGRADE)
+            .action(Action::RebootNode),
         },
     }
 }

@@ -36,7 +36,7 @@ pub fn checks() -> Vec<CheckDef> {
                 reads: "NVML nvmlDeviceGetTotalEccErrors (uncorrected, volatile and aggregate) and nvmlDeviceGetEccMode",
                 expects: "volatile uncorrected count 0 on every GPU with ECC on (fail); ECC mode current = pending. With --sample: live is the uncorrected count rising during the window (fail), history a count that did not move (warn: since the driver loaded, none now); corrected errors are reported as a rate, not judged (NVIDIA's catalogue ignores them)",
                 why: "an uncorrected (double-bit) error kills the CUDA context that touched it and often comes with XID 48; gcm fails on any volatile uncorrected error",
-                fix: "drain the node and reset the GPU (`nvidia-smi -r -i <index>`) or reboot; on Ampere and later check driver.row_remap; if errors return, send the GPU for hardware inspection",
+                fix: "drain the node, stop what holds the GPU (`lsof /dev/nvidia*`: device plugin, dcgm-exporter, nv-hostengine, nvidia-persistenced; leave nvidia-fabricmanager running on NVSwitch systems) and reset it by PCI bus id (`nvidia-smi -r -i <pci bus id>`: indexes shift when a GPU leaves NVML), or reboot if the reset is refused; on Ampere and later the reset also applies a pending row remap (driver.row_remap); uncorrected errors that return after it mean hardware inspection",
             },
             run: ecc_errors,
         },
@@ -60,7 +60,7 @@ pub fn checks() -> Vec<CheckDef> {
                 reads: "NVML nvmlDeviceGetRemappedRows (correctable, uncorrectable, pending, failure)",
                 expects: "pending = 0 and failure = 0",
                 why: "a pending remap needs a GPU reset before the faulty row is retired; a failed remap means the memory cannot heal itself (DCGM, gpud and gcm treat it as an RMA signal)",
-                fix: "pending: drain the node and reset the GPU (`nvidia-smi -r -i <index>`) or reboot; failure: take the GPU out of service and send it for hardware inspection",
+                fix: "pending: drain the node, stop what holds the GPU and reset it by PCI bus id (`nvidia-smi -r -i <pci bus id>`), or reboot; failure: take the GPU out of service (`kubectl cordon`, then RMA): a failed remap does not heal",
             },
             run: row_remap,
         },
@@ -108,7 +108,7 @@ pub fn checks() -> Vec<CheckDef> {
                 reads: "NVML nvmlDeviceGetMigMode (current, pending)",
                 expects: "current = pending",
                 why: "a MIG mode change takes effect only after a GPU reset: until then the device plugin advertises the old layout and MIG-strategy pods do not schedule",
-                fix: "drain the GPU and reset it (`nvidia-smi -r -i <index>`), or let the GPU Operator's MIG manager finish; reboot if the reset is refused",
+                fix: "on GPU Operator nodes let the MIG manager finish (it drains and resets the GPU itself); otherwise drain the node, stop what holds the GPU and reset it by PCI bus id (`nvidia-smi -r -i <pci bus id>`); reboot if the reset is refused",
             },
             run: mig_pending,
         },
@@ -156,6 +156,25 @@ pub(crate) struct PerGpu {
     pub evidence: Vec<Evidence>,
     pub judged: usize,
     unread: Vec<(String, String, NvmlError)>,
+    /// PCI bus ids of the GPUs with a finding, for a reset hint that names them.
+    targets: Vec<String>,
+}
+
+/// How to reset `buses` (PCI bus ids; none known: a placeholder the operator fills in), by bus id
+/// and after stopping what holds them; see [`PerGpu::reset_hint`]. `after` is appended.
+pub(crate) fn reset_by_bus_id<S: AsRef<str>>(buses: &[S], after: &str) -> String {
+    let commands = if buses.is_empty() {
+        "`nvidia-smi -r -i <pci bus id>`".to_string()
+    } else {
+        buses
+            .iter()
+            .map(|t| format!("`nvidia-smi -r -i {}`", t.as_ref()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "drain the node, stop what holds the gpu (`lsof /dev/nvidia*`: device plugin and dcgm-exporter pods, nv-hostengine, nvidia-persistenced; leave nvidia-fabricmanager running on HGX/NVSwitch nodes), then reset it by pci bus id: {commands}; reboot if the reset is refused{after}"
+    )
 }
 
 impl PerGpu {
@@ -166,7 +185,25 @@ impl PerGpu {
             evidence: Vec::new(),
             judged: 0,
             unread: Vec::new(),
+            targets: Vec::new(),
         }
+    }
+
+    /// `d` has a finding: a reset hint names it.
+    pub fn target(&mut self, d: &NvmlDevice) {
+        if let Some(bdf) = &d.pci_bus_id
+            && !self.targets.contains(bdf)
+        {
+            self.targets.push(bdf.clone());
+        }
+    }
+
+    /// How to reset the GPUs with a finding, by PCI bus id (indexes shift when a GPU leaves
+    /// NVML; nvidia-smi(1), `-i`), after stopping what holds them: `nvidia-smi -r` refuses a GPU
+    /// any process has open (nvidia-smi(1), `-r`). The fabric manager stays up on NVSwitch
+    /// systems: it retrains the reset GPU's NVLinks (Fabric Manager user guide, GPU reset).
+    pub fn reset_hint(&self, after: &str) -> String {
+        reset_by_bus_id(&self.targets, after)
     }
 
     /// The value of a reading; an error is noted as unread, "not supported" is just `None`.
@@ -210,15 +247,26 @@ impl PerGpu {
     fn unread_hint(&self) -> &'static str {
         let kinds: Vec<NvmlErrorKind> = self.unread.iter().map(|(_, _, e)| e.kind).collect();
         if kinds.iter().all(|k| k.is_permission()) {
-            "run gpudoctor as root (or as the privileged DaemonSet) so nvml may read every gpu; compare with `nvidia-smi -q -i <index>`"
+            "run gpudoctor as root (or as the privileged DaemonSet) so nvml may read every gpu; compare with `nvidia-smi -q -i <pci bus id>`"
         } else if kinds.iter().all(|k| *k == NvmlErrorKind::Timeout) {
             "nvml did not answer in time: read `dmesg | grep -i xid`, enable persistence mode, raise --timeout if the node is only slow"
         } else {
-            "run `nvidia-smi -q -i <index>` to see the error directly; if it repeats, read `dmesg | grep -i xid` and reset the gpu"
+            "run `nvidia-smi -q -i <pci bus id>` to see the error directly; if it repeats, read `dmesg | grep -i xid` before resetting the gpu"
         }
     }
 
     pub fn finish(self, ok: String, unsupported: &str, hint: &str, action: Action) -> Outcome {
+        self.finish_with(ok, unsupported, hint.to_string(), action)
+    }
+
+    /// [`PerGpu::finish`] with a hint made for the GPUs found (see [`PerGpu::reset_hint`]).
+    pub fn finish_with(
+        self,
+        ok: String,
+        unsupported: &str,
+        hint: String,
+        action: Action,
+    ) -> Outcome {
         if !self.fails.is_empty() || !self.warns.is_empty() {
             let mut parts = self.fails.clone();
             parts.extend(self.warns.iter().cloned());
@@ -266,6 +314,7 @@ fn ecc_errors(ctx: &Context<'_>) -> Outcome {
     for d in &devices {
         if let Some(mode) = acc.read(d, "ecc_mode", &d.ecc_mode) {
             if mode.current != mode.pending {
+                acc.target(d);
                 acc.warns.push(format!(
                     "{} ecc mode change pending (reset needed)",
                     gpu_label(d)
@@ -357,6 +406,7 @@ fn ecc_errors(ctx: &Context<'_>) -> Outcome {
             continue;
         }
         if counts.volatile_uncorrected > 0 {
+            acc.target(d);
             acc.fails.push(format!(
                 "{} has {} uncorrected ecc error(s) since the driver loaded",
                 gpu_label(d),
@@ -394,10 +444,13 @@ fn ecc_errors(ctx: &Context<'_>) -> Outcome {
             )
         }
     };
-    let mut outcome = acc.finish(
+    let hint = acc.reset_hint(
+        " (on Ampere and later the reset also applies a pending row remap, driver.row_remap); uncorrected errors that return after it mean hardware inspection",
+    );
+    let mut outcome = acc.finish_with(
         ok,
         "ecc not enabled or not reported",
-        "drain the node and reset the gpu (`nvidia-smi -r -i <index>`) or reboot; see driver.row_remap; if errors return, send the gpu for inspection",
+        hint,
         Action::ResetGpu,
     );
     if matches!(window, Window::Totals { .. })
@@ -480,11 +533,13 @@ fn row_remap(ctx: &Context<'_>) -> Outcome {
         );
         if rows.failure {
             any_failure = true;
+            acc.target(d);
             acc.fails
                 .push(format!("{} row remapping failed", gpu_label(d)));
             acc.evidence
                 .push(Evidence::new(field(d, "remapped_rows"), observed).expected("failure false"));
         } else if rows.pending {
+            acc.target(d);
             acc.fails.push(format!(
                 "{} has a row remap pending (reset needed)",
                 gpu_label(d)
@@ -495,12 +550,12 @@ fn row_remap(ctx: &Context<'_>) -> Outcome {
     }
     let (hint, action) = if any_failure {
         (
-            "take the gpu out of service (cordon, or `nvidia-smi drain`) and send it for hardware inspection / RMA; a failed remap does not heal",
+            "take the gpu out of service (cordon, or `nvidia-smi drain`) and send it for hardware inspection / RMA; a failed remap does not heal".to_string(),
             Action::HardwareInspection,
         )
     } else {
         (
-            "drain the node and reset the gpu (`nvidia-smi -r -i <index>`) or reboot, so the remap takes effect",
+            acc.reset_hint(" (the reset applies the pending remap)"),
             Action::ResetGpu,
         )
     };
@@ -511,7 +566,7 @@ fn row_remap(ctx: &Context<'_>) -> Outcome {
         )
     });
     let judged = acc.judged;
-    let mut outcome = acc.finish(
+    let mut outcome = acc.finish_with(
         format!("no row remap pending or failed on {judged} gpu(s)"),
         mig_text
             .as_deref()
@@ -820,6 +875,7 @@ fn mig_pending(ctx: &Context<'_>) -> Outcome {
         enabled += usize::from(mode.current);
         if mode.current != mode.pending {
             let change = if mode.pending { "enable" } else { "disable" };
+            acc.target(d);
             acc.fails.push(format!(
                 "{} mig {change} pending (gpu reset needed)",
                 gpu_label(d)
@@ -837,10 +893,12 @@ fn mig_pending(ctx: &Context<'_>) -> Outcome {
             );
         }
     }
-    acc.finish(
+    let hint =
+        acc.reset_hint(" (on GPU Operator nodes the mig-manager does this itself: let it finish)");
+    acc.finish_with(
         format!("no mig change pending ({enabled} gpu(s) in mig mode)"),
         "mig not supported on these gpus",
-        "drain the gpu and reset it (`nvidia-smi -r -i <index>`), or let the gpu operator's mig-manager finish; reboot if the reset is refused",
+        hint,
         Action::ResetGpu,
     )
 }

@@ -204,11 +204,11 @@ const TABLE: &[(&str, &str)] = &[
     ),
     (
         "nccl.test_errors",
-        "no nccl-tests log (none recorded, no --nccl-log, no run asked for): the layer skips; an unreadable log: error naming it",
+        "no nccl-tests log (none recorded, no --nccl-log, no run asked for): the layer skips; a log or run that cannot be had: skip, nccl.run_completed names it",
     ),
     (
         "nccl.run_completed",
-        "no nccl-tests log: skip; a log cut short: the missing footer is the finding (a run that did not conclude)",
+        "no nccl-tests log and none asked for: skip; a run or --nccl-log asked for that cannot be had (binary not found, does not start, unreadable): fail naming where it looked (asked means required); an unreadable recorded log: error naming it; a log cut short: the missing footer is the finding (a run that did not conclude)",
     ),
     ("nccl.wrong_results", "no nccl-tests log: skip"),
     (

@@ -6,6 +6,7 @@
 //! the check function with a unit test, one row in [`registry`], and a fixture that makes it fire.
 
 mod aer;
+pub mod causes;
 pub mod device_plugin;
 pub mod driver;
 pub mod gpu_counters;

@@ -64,7 +64,7 @@ pub fn checks() -> Vec<CheckDef> {
             explain: Explain {
                 reads: "/run/nvidia/validations/{driver,toolkit,cuda,plugin,mofed,nvidia-peermem,gdrcopy,nvidia-fs}-ready and driver-ready's IS_HOST_DRIVER; the profile's gpudirect_rdma, Mellanox (15b3) RDMA devices, and /proc/modules (nvidia_peermem, gdrdrv, nvidia_fs)",
                 expects: "on GPU Operator nodes (the directory exists) the four markers driver → toolkit → cuda → plugin, and every optional one the node should have: mofed-ready and nvidia-peermem-ready on a GPUDirect RDMA platform (the profile says so and Mellanox NICs are present) whose RDMA the operator manages (it runs the driver, IS_HOST_DRIVER=false, or wrote either marker); nvidia-peermem-ready, gdrcopy-ready and nvidia-fs-ready when the operator runs the driver and nvidia_peermem, gdrdrv or nvidia_fs is loaded. The markers describe now (the validator's preStop removes them), there is no history to them",
-                why: "the operator's validator writes each marker only after that stage worked end to end (toolkit: nvidia-smi inside a container; nvidia-peermem: the module loaded for GPUDirect RDMA); the first missing one names the stage that is broken, and without the peermem validation NCCL moves inter-node traffic through host memory (reference/kubernetes.md §7, NVIDIA/gpu-operator cmd/nvidia-validator)",
+                why: "the operator's validator writes each marker only after that stage worked end to end (toolkit: nvidia-smi inside a container; nvidia-peermem: the module loaded for GPUDirect RDMA); the first missing one names the stage that is broken, and without the peermem validation NCCL moves inter-node traffic through host memory (NVIDIA GPU Operator's nvidia-validator, https://github.com/NVIDIA/gpu-operator/tree/main/cmd/nvidia-validator)",
                 fix: "read the validator's log for the missing stage: `kubectl -n gpu-operator logs -l app=nvidia-operator-validator -c <stage>-validation`; then the logs of that component on this node (nvidia-peermem: the nvidia-peermem-ctr container of the driver DaemonSet, enabled by driver.rdma.enabled=true; mofed: the network operator's driver pod)",
             },
             run: operator_validations,
@@ -335,6 +335,8 @@ fn cdi_specs(ctx: &Context<'_>) -> Outcome {
         .collect();
     let mut problems = Vec::new();
     let mut evidence = Vec::new();
+    // Names nvml does not know, by spec file: one sentence per file.
+    let mut unknown: Vec<(&str, Vec<&str>)> = Vec::new();
     for (name, path) in &names {
         if *name == "all" || name.contains(':') {
             continue; // `all`, and MIG devices `<gpu>:<mig>`
@@ -347,12 +349,21 @@ fn cdi_specs(ctx: &Context<'_>) -> Outcome {
         let maybe_unopened = unopened.iter().any(|d| names_gpu(name, d))
             || (name.starts_with("GPU-") && !unopened.is_empty());
         if full_gpu && !gpus.iter().any(|d| names_gpu(name, d)) && !maybe_unopened {
-            problems.push(format!("{path} names {name}, which nvml does not know"));
+            match unknown.iter_mut().find(|(p, _)| p == path) {
+                Some((_, list)) => list.push(name),
+                None => unknown.push((path, vec![name])),
+            }
             evidence.push(
                 Evidence::new(*path, format!("device {name:?}"))
                     .expected("a gpu nvml sees (uuid or index)"),
             );
         }
+    }
+    for (path, list) in &unknown {
+        problems.push(format!(
+            "{path} names {}, which nvml does not know",
+            list.join(", ")
+        ));
     }
     // Each naming style a spec uses (`nvidia-ctk --device-name-strategy=index,uuid`) must
     // cover every GPU: a device plugin asking for `nvidia.com/gpu=GPU-<uuid>` fails otherwise.

@@ -109,9 +109,9 @@ pub fn checks() -> Vec<CheckDef> {
             title: "the kubelet aligns GPUs with CPUs and memory on multi-socket nodes",
             explain: Explain {
                 reads: "the kubelet config (/var/lib/kubelet/config.yaml and other installers' paths): topologyManagerPolicy, topologyManagerScope, cpuManagerPolicy, memoryManagerPolicy; the GPUs' NUMA nodes",
-                expects: "when the GPUs sit on more than one NUMA node, topologyManagerPolicy single-numa-node, restricted or best-effort (cpu and memory manager policies are reported)",
+                expects: "when the GPUs sit on more than one NUMA node, topologyManagerPolicy restricted, best-effort or single-numa-node (cpu and memory manager policies are reported; with single-numa-node the summary says the largest GPU request the node still admits)",
                 why: "with policy none the kubelet hands a pod GPUs from one socket and CPUs and memory from the other: every host↔GPU copy crosses the CPU interconnect",
-                fix: "set `topologyManagerPolicy: single-numa-node` (or restricted / best-effort) with `cpuManagerPolicy: static` and `memoryManagerPolicy: Static` in the kubelet config; changing the CPU manager policy needs `rm /var/lib/kubelet/cpu_manager_state` and a kubelet restart on a drained node",
+                fix: "set `topologyManagerPolicy: restricted` (aligns on one NUMA node when the request fits one, admits requests that need several) or `best-effort` (never rejects); `single-numa-node` rejects every pod asking for more GPUs than one NUMA node holds (on a two-socket 8-GPU node: more than 4, so every full-node job), so use it only on nodes whose pods never need more. Alignment needs `cpuManagerPolicy: static`, which requires a CPU reservation (`reservedSystemCPUs`, or kubeReserved/systemReserved cpu), and `memoryManagerPolicy: Static`, which requires `reservedMemory` per NUMA node summing to kubeReserved + systemReserved + evictionHard memory: without them the kubelet does not start (Kubernetes docs: Control Topology Management Policies on a node; Control CPU Management Policies on the Node; Utilizing the NUMA-aware Memory Manager). Apply on a drained node: stop the kubelet, remove /var/lib/kubelet/cpu_manager_state and memory_manager_state, start it",
             },
             run: kubelet_topology_manager,
         },
@@ -889,6 +889,20 @@ fn iommu_judged(ctx: &Context<'_>, facts: &iommu::IommuFacts) -> Outcome {
     .action(Action::FixConfig)
 }
 
+/// What to set when GPUs span NUMA nodes and nothing aligns them, for this node: the policy
+/// that still admits the largest GPU request it can serve, and the kubelet's prerequisites for
+/// the CPU and memory managers that make alignment mean anything (Kubernetes docs: "Control
+/// Topology Management Policies on a node", "Control CPU Management Policies on the Node" —
+/// static needs a CPU reservation, `reservedSystemCPUs` or kube/system-reserved cpu — and
+/// "Utilizing the NUMA-aware Memory Manager" — Static needs `reservedMemory`, per NUMA node,
+/// summing to kube-reserved + system-reserved + the hard eviction threshold, or the kubelet
+/// does not start).
+fn topology_policy_hint(path: &str, most_on_one: usize, total: usize) -> String {
+    format!(
+        "set `topologyManagerPolicy: restricted` in {path}: it aligns gpus, cpus and memory on one numa node when the request fits one and still admits requests that need both (up to all {total} gpus; `best-effort` never rejects); `single-numa-node` would reject every pod asking for more than {most_on_one} gpus (TopologyAffinityError), so use it only if no pod here needs more. Alignment needs `cpuManagerPolicy: static`, which requires a cpu reservation (`reservedSystemCPUs`, e.g. the first core of each socket, or kubeReserved/systemReserved cpu), and `memoryManagerPolicy: Static`, which requires `reservedMemory` per numa node summing to kubeReserved + systemReserved + evictionHard memory; without them the kubelet does not start. Apply on a drained node: stop the kubelet, remove /var/lib/kubelet/cpu_manager_state and memory_manager_state, start it"
+    )
+}
+
 fn kubelet_topology_manager(ctx: &Context<'_>) -> Outcome {
     let (config, path) = match ctx.kubelet_config() {
         Ok(Some((c, p))) => (c, p.as_str()),
@@ -943,15 +957,28 @@ fn kubelet_topology_manager(ctx: &Context<'_>) -> Outcome {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(",");
+    // The largest GPU request one NUMA node can serve: single-numa-node admits a pod only if
+    // its GPUs fit one node, so a full-node request on a multi-socket node never fits
+    // (Kubernetes "Control Topology Management Policies on a node": single-numa-node).
+    let most_on_one = nodes
+        .iter()
+        .map(|n| gpus.iter().filter(|g| g.numa == Some(*n)).count())
+        .max()
+        .unwrap_or(0);
+    let total = gpus.len();
     if nodes.len() > 1 && policy.eq_ignore_ascii_case("none") {
         return Outcome::warn(format!(
             "gpus on numa nodes {node_list} but topology manager policy is {policy}: pods can get gpus from one socket and cpus and memory from the other ({managers})"
         ))
         .evidence_all(evidence)
-        .hint(format!("set `topologyManagerPolicy: single-numa-node` in {path} (admits a pod only if its gpus, cpus and memory fit one numa node; others fail with TopologyAffinityError), or `restricted` (same, by each resource's preferred nodes) or `best-effort` (aligns when it can, admits anyway), with `cpuManagerPolicy: static` and `memoryManagerPolicy: Static`; a cpu manager change needs `rm /var/lib/kubelet/cpu_manager_state` and a kubelet restart on a drained node"))
+        .hint(topology_policy_hint(path, most_on_one, total))
         .action(Action::FixConfig);
     }
-    let placement = if nodes.len() > 1 {
+    let placement = if nodes.len() > 1 && policy.eq_ignore_ascii_case("single-numa-node") {
+        format!(
+            "gpus on numa nodes {node_list}, at most {most_on_one} on one: single-numa-node rejects pods asking for more than {most_on_one} of the {total} gpus (TopologyAffinityError); `restricted` admits them"
+        )
+    } else if nodes.len() > 1 {
         format!("gpus on numa nodes {node_list}")
     } else if unknown > 0 {
         format!(

@@ -24,7 +24,7 @@ pub fn checks() -> Vec<CheckDef> {
         title: "no live fatal XID errors in the kernel log",
         explain: Explain {
             reads: "the kernel log: /dev/kmsg (read without blocking), --kernel-log FILE, or .gpudoctor/kmsg.txt in a capture; NVRM `Xid` lines and the 'fallen off the bus' lines, the lines after which a GPU was brought back (`Linux version`, `NVRM: loading NVIDIA ...`, `pci <bdf>: [10de:....] type ..`, NVSentinel's `GPU reset executed: GPU-<uuid>`, XID 154 back to `(None)`), each line's timestamp, /proc/uptime and /proc/stat btime for ages",
-            expects: "no live XID whose catalogue severity is fatal. Live: nothing after the XID says the GPU was brought back (or it came back after one: recurring). History: a boot, driver load, PCI re-enumeration, GPU reset or recovery action `(None)` followed it, or it is stamped before the current boot; history warns with its age and count, live fatal fails. Application-level XIDs (13, 31, 68, 94, 109; NVIDIA RESTART_APP) warn when live and are only noted as history; 43 follows the XID before it (IGNORE); 45 alone asks to restart the fabric manager (WORKFLOW_XID_45), with other XIDs it follows them; XID 154's recovery action (GPU Reset Required, Drain and Reset, Node Reboot Required) is the action",
+            expects: "no live XID whose catalogue severity is fatal. Live: nothing after the XID says the GPU was brought back (or it came back after one: recurring). History: a boot, driver load, PCI re-enumeration, GPU reset or recovery action `(None)` followed it, or it is stamped before the current boot; history warns with its age and count, live fatal fails. Application-level XIDs (13, 31, 68, 94, 109: the catalogue says restart the application) warn when live and are only noted as history; 43 follows the XID before it (the catalogue says ignore it); 45 alone asks to restart the fabric manager (the catalogue's workflow for XID 45), with other XIDs it follows them; XID 154's recovery action (GPU Reset Required, Drain and Reset, Node Reboot Required) is the action",
             why: "XIDs are the driver's own report of GPU faults: 79 a GPU fallen off the bus, 48 a double-bit ECC error, 119/120 a GSP timeout, 74 an NVLink error; the device plugin marks such a GPU unhealthy and it vanishes from the node's allocatable count. A fault from before a reset is not one now: failing on it forever drains healthy nodes; one that returns after a reset is the hardware (NVIDIA XID catalogue, docs.nvidia.com/deploy/xid-errors; gpud's reboot threshold)",
             fix: "follow the catalogue action printed with the finding: restart the application (13, 31, 94), reset the GPU (46, 62, 95, 119, 120), reboot the node (79), the recovery action XID 154 names, or send it for hardware inspection when the same XID returns after a reset; https://docs.nvidia.com/deploy/xid-errors/",
         },
@@ -66,6 +66,138 @@ fn severity_label(s: XidSeverity) -> &'static str {
         XidSeverity::Application => "application",
         XidSeverity::Informational => "informational",
         XidSeverity::Unknown => "unknown",
+    }
+}
+
+fn push_new<T: PartialEq>(list: &mut Vec<T>, item: T) {
+    if !list.contains(&item) {
+        list.push(item);
+    }
+}
+
+fn numbers(xids: &[u32]) -> String {
+    xids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Live fatal XIDs that call for one action: said once, naming the XIDs and, for a reset, the
+/// GPUs by PCI bus id (indexes shift when a GPU leaves NVML).
+struct FatalGroup {
+    action: Action,
+    recurring: bool,
+    xids: Vec<u32>,
+    buses: Vec<String>,
+    /// XID 154's recovery texts folded in (the same action).
+    asks: Vec<String>,
+}
+
+impl FatalGroup {
+    fn add(
+        groups: &mut Vec<FatalGroup>,
+        action: Action,
+        recurring: bool,
+        xid: u32,
+        bus: Option<&str>,
+    ) {
+        let i = match groups
+            .iter()
+            .position(|g| g.action == action && g.recurring == recurring)
+        {
+            Some(i) => i,
+            None => {
+                groups.push(FatalGroup {
+                    action,
+                    recurring,
+                    xids: Vec::new(),
+                    buses: Vec::new(),
+                    asks: Vec::new(),
+                });
+                groups.len() - 1
+            }
+        };
+        let g = &mut groups[i];
+        push_new(&mut g.xids, xid);
+        if let Some(bus) = bus {
+            push_new(&mut g.buses, bus_id(bus));
+        }
+    }
+
+    fn hint(&self) -> String {
+        let what = match self.action {
+            Action::ResetGpu => super::gpu_health::reset_by_bus_id(&self.buses, ""),
+            other => other.describe_for(Layer::Driver).to_string(),
+        };
+        let gpus = if self.buses.is_empty() || self.action == Action::ResetGpu {
+            String::new()
+        } else {
+            format!(" (gpu {})", self.buses.join(", "))
+        };
+        let why = if self.recurring {
+            ": it returned after the gpu was brought back, so the gpu itself is suspect"
+        } else {
+            ""
+        };
+        let asks = if self.asks.is_empty() {
+            String::new()
+        } else {
+            let quoted: Vec<String> = self.asks.iter().map(|a| format!("`{a}`")).collect();
+            format!(" (the driver asks for {})", quoted.join(", "))
+        };
+        format!("xid {}{asks}: {what}{gpus}{why}", numbers(&self.xids))
+    }
+}
+
+/// Live XID 154s asking for one recovery action: said once, naming the GPUs.
+struct Recovery {
+    text: String,
+    action: Action,
+    buses: Vec<String>,
+}
+
+impl Recovery {
+    fn add(list: &mut Vec<Recovery>, text: &str, action: Action, bus: Option<&str>) {
+        let i = match list
+            .iter()
+            .position(|r| r.text == text && r.action == action)
+        {
+            Some(i) => i,
+            None => {
+                list.push(Recovery {
+                    text: text.to_string(),
+                    action,
+                    buses: Vec::new(),
+                });
+                list.len() - 1
+            }
+        };
+        if let Some(bus) = bus {
+            push_new(&mut list[i].buses, bus_id(bus));
+        }
+    }
+
+    fn hint(&self) -> String {
+        let what = match self.action {
+            Action::ResetGpu => super::gpu_health::reset_by_bus_id(&self.buses, ""),
+            other if self.buses.is_empty() => other.describe_for(Layer::Driver).to_string(),
+            other => format!(
+                "{} (gpu {})",
+                other.describe_for(Layer::Driver),
+                self.buses.join(", ")
+            ),
+        };
+        format!("xid 154: the driver asks for `{}`: {what}", self.text)
+    }
+}
+
+/// The kernel prints `PCI:0000:3a:00` (domain, bus, device); nvidia-smi's `-i` takes a full
+/// bus id with the function, which is 0 for a GPU.
+fn bus_id(bus: &str) -> String {
+    if bus.matches(':').count() == 2 && !bus.contains('.') {
+        format!("{bus}.0")
+    } else {
+        bus.to_string()
     }
 }
 
@@ -158,7 +290,8 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
             history_of(event),
         );
     }
-    // GPUs with live XIDs other than 45, 43 and 154: a 45 there follows them (WORKFLOW_XID_45).
+    // GPUs with live XIDs other than 45, 43 and 154: a 45 there follows them (the catalogue's
+    // workflow for XID 45).
     let others_live: BTreeSet<Option<&str>> = groups
         .iter()
         .filter(|((_, x), t)| ![45, 43, 154].contains(x) && t.live > 0)
@@ -171,7 +304,14 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
     let mut evidence = Vec::new();
     let mut informational = Vec::new();
     let mut actions = Vec::new();
-    let mut hints = Vec::new();
+    let mut hints: Vec<String> = Vec::new();
+    // Hints are grouped so that one action is said once: fatal XIDs by action (with the GPUs a
+    // reset must name), history, application-level and uncatalogued XIDs each as one list.
+    let mut fatal: Vec<FatalGroup> = Vec::new();
+    let mut recoveries: Vec<Recovery> = Vec::new();
+    let mut history_xids: Vec<u32> = Vec::new();
+    let mut app_xids: Vec<u32> = Vec::new();
+    let mut unknown_xids: Vec<u32> = Vec::new();
     let mut figures = Vec::new();
     for ((bus, number), group) in &groups {
         let info = group.last.info();
@@ -200,23 +340,23 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
             None => info.name.to_string(),
         };
         let line = format!(
-            "{} xid {number} {} ({name}), last {when}, {state}",
+            "{} xid {number} {} ({name}) last {when}: {state}",
             label(*bus),
             group.count_text(),
         );
         let verdict = if *number == 154 {
             match group.last.recovery_action() {
                 Some((text, action)) if action != Action::None && live => {
-                    hints.push(format!(
-                        "xid 154: the driver asks for `{text}`: {}",
-                        action.describe()
-                    ));
+                    Recovery::add(&mut recoveries, text, action, *bus);
                     Verdict::Fail(action)
                 }
                 Some((text, action)) if action != Action::None => {
-                    hints.push(format!(
-                        "xid 154 asked for `{text}` before the gpu was brought back; nothing to do unless it returns"
-                    ));
+                    push_new(
+                        &mut hints,
+                        format!(
+                            "xid 154 asked for `{text}` before the gpu was brought back; nothing to do unless it returns"
+                        ),
+                    );
                     Verdict::Warn(Action::None)
                 }
                 _ => Verdict::Note,
@@ -229,41 +369,29 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
                     } else {
                         info.action
                     };
-                    hints.push(format!(
-                        "xid {number}: {} (nvidia catalogue: {}){}",
-                        action.describe(),
-                        info.nvidia_resolution,
-                        if group.recurring() {
-                            "; it returned after the gpu was brought back, so the gpu itself is suspect"
-                        } else {
-                            ""
-                        }
-                    ));
+                    FatalGroup::add(&mut fatal, action, group.recurring(), *number, *bus);
                     Verdict::Fail(action)
                 }
                 XidSeverity::Fatal => {
-                    hints.push(format!(
-                        "xid {number} happened before the gpu was brought back: no action now; if it returns, {} (nvidia catalogue: {})",
-                        info.action.describe(),
-                        info.nvidia_resolution
-                    ));
+                    push_new(&mut history_xids, *number);
                     Verdict::Warn(Action::None)
                 }
                 XidSeverity::Application if *number == 45 && others_live.contains(bus) => {
                     Verdict::Note
                 }
                 XidSeverity::Application if live => {
-                    hints.push(if *number == 45 {
-                        "xid 45 alone: restart the fabric manager on nvswitch systems (nvidia's WORKFLOW_XID_45), else restart the application".to_string()
+                    if *number == 45 {
+                        push_new(
+                            &mut hints,
+                            "xid 45 alone: restart the fabric manager on nvswitch systems, else restart the application".to_string(),
+                        );
                     } else {
-                        format!("xid {number}: application-level, check the workload that ran on the gpu")
-                    });
+                        push_new(&mut app_xids, *number);
+                    }
                     Verdict::Warn(info.action)
                 }
                 XidSeverity::Unknown if live => {
-                    hints.push(format!(
-                        "xid {number}: look it up in https://docs.nvidia.com/deploy/xid-errors/"
-                    ));
+                    push_new(&mut unknown_xids, *number);
                     Verdict::Warn(Action::None)
                 }
                 _ => Verdict::Note,
@@ -281,18 +409,87 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
             }
             Verdict::Note => {
                 notes.push(line.clone());
-                informational.push(
-                    Evidence::new(from.as_str(), observed).expected(format!("noted: {line}")),
-                );
+                informational.push(Evidence::new(
+                    from.as_str(),
+                    format!("{observed} (noted: {line})"),
+                ));
                 continue;
             }
         }
+        // `expected` says what a healthy node shows; the state and age are what was seen.
         evidence.push(
-            Evidence::new(from.as_str(), observed)
-                .expected(format!("no live xid {number} ({state}, last {when})")),
+            Evidence::new(from.as_str(), format!("{observed} ({state}, last {when})"))
+                .expected(format!("no live xid {number}")),
         );
     }
-    hints.dedup();
+    // An XID 154 asking for the action another live XID already calls for is said with it.
+    recoveries.retain(|r| {
+        match fatal
+            .iter_mut()
+            .find(|g| g.action == r.action && !g.recurring)
+        {
+            Some(g) => {
+                push_new(&mut g.xids, 154);
+                push_new(&mut g.asks, r.text.clone());
+                for b in &r.buses {
+                    push_new(&mut g.buses, b.clone());
+                }
+                false
+            }
+            None => true,
+        }
+    });
+    // A node reboot also does what a GPU reset or a driver reload would: one action, said once.
+    if fatal
+        .iter()
+        .any(|g| g.action == Action::RebootNode && !g.recurring)
+    {
+        let (folded, kept): (Vec<FatalGroup>, Vec<FatalGroup>) =
+            std::mem::take(&mut fatal).into_iter().partition(|g| {
+                !g.recurring && matches!(g.action, Action::ResetGpu | Action::ReloadDriver)
+            });
+        fatal = kept;
+        if let Some(target) = fatal
+            .iter_mut()
+            .find(|g| g.action == Action::RebootNode && !g.recurring)
+        {
+            for g in folded {
+                for x in g.xids {
+                    push_new(&mut target.xids, x);
+                }
+                for b in g.buses {
+                    push_new(&mut target.buses, b);
+                }
+                for a in g.asks {
+                    push_new(&mut target.asks, a);
+                }
+            }
+        }
+    }
+    let mut hints: Vec<String> = fatal
+        .iter()
+        .map(FatalGroup::hint)
+        .chain(recoveries.iter().map(Recovery::hint))
+        .chain(hints)
+        .collect();
+    if !history_xids.is_empty() {
+        hints.push(format!(
+            "xid {} came before the gpu was brought back: nothing to do now, act only if it returns",
+            numbers(&history_xids)
+        ));
+    }
+    if !app_xids.is_empty() {
+        hints.push(format!(
+            "xid {}: application-level, check the workload that ran on the gpu",
+            numbers(&app_xids)
+        ));
+    }
+    if !unknown_xids.is_empty() {
+        hints.push(format!(
+            "xid {}: not in the catalogue, look it up in https://docs.nvidia.com/deploy/xid-errors/",
+            numbers(&unknown_xids)
+        ));
+    }
     let mut tail: Vec<String> = Vec::new();
     if !notes.is_empty() {
         tail.push(format!("noted: {}", notes.join("; ")));

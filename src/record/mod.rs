@@ -116,6 +116,10 @@ pub enum RecordError {
         "--out {0} changed while recording (another record, or something created there); nothing was written, the other is left as it is"
     )]
     OutputChanged(PathBuf),
+    #[error(
+        "{0}; nothing was written (a capture without the run asked for would replay as \"not requested\"): fix it, or record without --nccl/--nccl-quick/--nccl-log"
+    )]
+    NcclNotHad(String),
     #[error("{0}")]
     Interrupted(#[from] Interrupted),
     #[error("{path}: {source}")]
@@ -283,6 +287,26 @@ fn record_into(
             ..RunOptions::default()
         },
     );
+    // Asked means required: an NCCL run or log asked for that could not be had leaves no
+    // capture, rather than one that replays as if nothing had been asked.
+    match recording.nccl() {
+        NcclProbe::BinaryMissing { binary, searched } => {
+            return Err(RecordError::NcclNotHad(format!(
+                "--nccl asked for a run, but {binary} was not found in {}",
+                searched.join(", ")
+            )));
+        }
+        NcclProbe::Unavailable {
+            origin,
+            message,
+            requested: true,
+        } => {
+            return Err(RecordError::NcclNotHad(format!(
+                "the nccl run or log asked for could not be run or read: {origin}: {message}"
+            )));
+        }
+        _ => {}
+    }
     let identity = node::gather(&recording);
     let nvml = recording.nvml();
     let kernel_log = recording.kernel_log();

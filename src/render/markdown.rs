@@ -1,6 +1,7 @@
 //! `--format markdown`: a ticket body. Node, time and version first, the verdict in one line, a
 //! table of the layers in walk order, then every finding with its evidence, hint and action —
-//! the first failing layer's findings first. GitHub-flavoured Markdown that still reads as plain
+//! the first failing layer's findings first, each cause with the findings it explains listed under
+//! it as consequences. GitHub-flavoured Markdown that still reads as plain
 //! text in a ticket system that does not render it.
 //!
 //! Everything shown comes from the report; text from the node (kernel-log lines, file contents)
@@ -151,7 +152,11 @@ fn layer_detail(layer: &LayerReport) -> String {
 /// Findings in ticket order: the first failing layer's (its first failure leading), then the
 /// rest in walk order.
 fn ordered_findings(report: &Report) -> Vec<(&LayerReport, &CheckResult)> {
-    let mut findings: Vec<(&LayerReport, &CheckResult)> = report.findings().collect();
+    // A consequence is listed under its cause (see `render`), not as a finding of its own.
+    let mut findings: Vec<(&LayerReport, &CheckResult)> = report
+        .findings()
+        .filter(|(_, c)| c.explained_by.is_none())
+        .collect();
     if let Some(first) = &report.first_failure {
         // A stable sort keeps walk order inside each group.
         findings.sort_by_key(|(layer, check)| {
@@ -290,13 +295,39 @@ pub fn render(report: &Report) -> String {
             out,
             "- action: {} ({})",
             code(action_id(check)),
-            prose(check.action.describe())
+            prose(check.action.describe_for(layer.id))
         );
         let _ = writeln!(
             out,
             "- more: `gpudoctor explain {}`",
             check.code.replace('`', "")
         );
+        let mut consequences = report.consequences(&check.code).peekable();
+        if consequences.peek().is_some() {
+            out.push_str("- consequences (they clear when this is fixed):\n");
+        }
+        for consequence in consequences {
+            let _ = writeln!(
+                out,
+                "  - {} {}: {}",
+                word(consequence.status),
+                code(&consequence.code),
+                prose(&consequence.summary)
+            );
+            for e in &consequence.evidence {
+                let expected = e
+                    .expected
+                    .as_deref()
+                    .map(|x| format!(" (expected: {})", prose(x)))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "    - evidence: {}: {}{expected}",
+                    code(&e.source),
+                    code(&e.observed)
+                );
+            }
+        }
         out.push('\n');
     }
     let _ = writeln!(

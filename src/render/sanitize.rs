@@ -84,6 +84,7 @@ pub fn report(report: &Report) -> Cow<'_, Report> {
             in_place(&mut check.title);
             in_place(&mut check.summary);
             in_place_opt(&mut check.hint);
+            in_place_opt(&mut check.explained_by);
             for e in &mut check.evidence {
                 in_place(&mut e.source);
                 in_place(&mut e.observed);
@@ -168,6 +169,7 @@ mod tests {
             hint: Some("h".into()),
             action: Action::None,
             figures: vec![Figure::new(FigureName::ALL[0], 1.0).label("gpu", "0")],
+            explained_by: Some("e".into()),
         };
         let report = Report {
             schema_version: SCHEMA_VERSION,

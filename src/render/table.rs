@@ -1,5 +1,6 @@
 //! `--format table` (the default): one line per layer with a status mark, each finding indented
-//! under its layer with evidence and hint, and a closing line naming the first failing layer.
+//! under its layer with evidence and hint, the findings it explains as `consequence:` lines under
+//! it (their evidence is in the JSON), and a closing line naming the first failure's cause.
 //! Colour only on a terminal without `NO_COLOR` (https://no-color.org); plain text otherwise.
 //! Not a grid (a layer line, then its findings indented with evidence and hint lines of any
 //! length), so not laid out by comfy-table as the grids are (`grid.rs`): a table cell would wrap
@@ -8,7 +9,7 @@
 //! continuation under the text it continues: a layer's title, a finding's summary, or two
 //! columns in from `evidence:`/`hint:`.
 
-use crate::report::{Report, Status};
+use crate::report::{CheckResult, Report, Status};
 
 use super::wrap;
 
@@ -130,7 +131,9 @@ pub fn render(report: &Report, style: Style) -> String {
             style.dim(&format!("({detail})")),
         );
         wrap::push(&mut out, &line, w, LAYER_INDENT);
-        for check in layer.checks.iter().filter(|c| c.status.is_finding()) {
+        // A consequence is shown under its cause (below), not in its own place.
+        let shown = |c: &&CheckResult| c.status.is_finding() && c.explained_by.is_none();
+        for check in layer.checks.iter().filter(shown) {
             let line = format!(
                 "       {} {}  {}",
                 style.paint(check.status, mark(check.status)),
@@ -154,14 +157,29 @@ pub fn render(report: &Report, style: Style) -> String {
                 let line = format!("              hint: {hint}");
                 wrap::push(&mut out, &line, w, DETAIL_INDENT);
             }
+            for consequence in report.consequences(&check.code) {
+                let line = format!(
+                    "              consequence: {} {}  {}",
+                    style.paint(consequence.status, mark(consequence.status)),
+                    consequence.code,
+                    consequence.summary
+                );
+                wrap::push(&mut out, &line, w, DETAIL_INDENT);
+            }
         }
     }
     out.push('\n');
     let verdict = match &report.first_failure {
-        Some(first) => format!(
-            "first failure: {} layer — {} ({}); exit {}",
-            first.layer, first.summary, first.code, report.exit_code
-        ),
+        Some(first) => {
+            let consequences = match report.consequences(&first.code).count() {
+                0 => String::new(),
+                n => format!(", with {n} consequence(s)"),
+            };
+            format!(
+                "first failure: {} layer — {} ({}){consequences}; exit {}",
+                first.layer, first.summary, first.code, report.exit_code
+            )
+        }
         None => {
             let warns = report
                 .findings()

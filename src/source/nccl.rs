@@ -4,7 +4,8 @@
 //!
 //! Running (reference/nccl.md §1):
 //! - the binary `<test>_perf` (or `<test>_perf_mpi`, the `NAME_SUFFIX` build) is looked for in
-//!   `--nccl-tests-dir` (and its `build/`), then `PATH`, then [`COMMON_DIRS`]. These are paths of
+//!   `--nccl-tests-dir` (and its `build/`) only when it is given, else in `PATH`, then
+//!   [`COMMON_DIRS`]; not found fails the layer (it was asked for). These are paths of
 //!   the machine gpudoctor itself runs on, **not** under `--root`: the binary is executed here,
 //!   so it must be runnable here (in a DaemonSet, ship nccl-tests in the gpudoctor image or mount
 //!   it and pass `--nccl-tests-dir`);
@@ -196,8 +197,14 @@ pub enum NcclProbe {
         binary: String,
         searched: Vec<String>,
     },
-    /// A log could not be read, or the binary could not be started.
-    Unavailable { origin: String, message: String },
+    /// A log could not be read, or the binary could not be started. `requested`: the user asked
+    /// for it (`--nccl`, `--nccl-quick`, `--nccl-log`), so it not running fails the layer; a
+    /// capture's unreadable log is an input problem (`error`), not a request that failed.
+    Unavailable {
+        origin: String,
+        message: String,
+        requested: bool,
+    },
     /// One or more runs or logs to judge.
     Runs(Vec<NcclRun>),
 }
@@ -218,18 +225,21 @@ pub fn find_binary(
     let names = [name.clone(), format!("{name}_mpi")];
     let mut places: Vec<(String, Vec<PathBuf>)> = Vec::new();
     if let Some(dir) = tests_dir {
+        // Asked means required: a directory named on the command line is the only place
+        // looked, so a wrong one fails instead of silently running another build from PATH.
         places.push((dir.display().to_string(), vec![dir.to_path_buf()]));
         let build = dir.join("build");
         places.push((build.display().to_string(), vec![build]));
-    }
-    if let Some(p) = path_var.filter(|p| !p.is_empty()) {
-        let dirs = std::env::split_paths(p)
-            .filter(|d| !d.as_os_str().is_empty())
-            .collect();
-        places.push((format!("PATH={p}"), dirs));
-    }
-    for dir in COMMON_DIRS {
-        places.push((dir.to_string(), vec![PathBuf::from(dir)]));
+    } else {
+        if let Some(p) = path_var.filter(|p| !p.is_empty()) {
+            let dirs = std::env::split_paths(p)
+                .filter(|d| !d.as_os_str().is_empty())
+                .collect();
+            places.push((format!("PATH={p}"), dirs));
+        }
+        for dir in COMMON_DIRS {
+            places.push((dir.to_string(), vec![PathBuf::from(dir)]));
+        }
     }
     for (_, dirs) in &places {
         for dir in dirs {
@@ -715,7 +725,13 @@ pub fn read_user_logs(paths: &[PathBuf]) -> NcclProbe {
                 .and_then(|text| serde_json::from_str::<RunMeta>(&text).ok());
                 runs.push(run);
             }
-            Err(message) => return NcclProbe::Unavailable { origin, message },
+            Err(message) => {
+                return NcclProbe::Unavailable {
+                    origin,
+                    message,
+                    requested: true,
+                };
+            }
         }
     }
     NcclProbe::Runs(runs)
@@ -734,6 +750,7 @@ pub fn read_capture(fs: &RootedFs) -> NcclProbe {
             return NcclProbe::Unavailable {
                 origin: NCCL_DIR.to_string(),
                 message: err.to_string(),
+                requested: false,
             };
         }
     };
@@ -755,6 +772,7 @@ pub fn read_capture(fs: &RootedFs) -> NcclProbe {
                 return NcclProbe::Unavailable {
                     origin: rel,
                     message,
+                    requested: false,
                 };
             }
         };
@@ -766,6 +784,7 @@ pub fn read_capture(fs: &RootedFs) -> NcclProbe {
                     return NcclProbe::Unavailable {
                         origin: meta_rel,
                         message: format!("does not parse: {err}"),
+                        requested: false,
                     };
                 }
             },
@@ -774,6 +793,7 @@ pub fn read_capture(fs: &RootedFs) -> NcclProbe {
                 return NcclProbe::Unavailable {
                     origin: meta_rel,
                     message: err.to_string(),
+                    requested: false,
                 };
             }
         }
@@ -812,6 +832,7 @@ pub fn probe_live(options: &NcclOptions, gpu_count: &dyn Fn() -> Option<u32>) ->
             return NcclProbe::Unavailable {
                 origin: "--nccl-launcher".to_string(),
                 message: e,
+                requested: true,
             };
         }
         None => Vec::new(),
@@ -895,6 +916,7 @@ pub fn probe_live(options: &NcclOptions, gpu_count: &dyn Fn() -> Option<u32>) ->
         Err(err) => NcclProbe::Unavailable {
             origin: argv.join(" "),
             message: format!("could not start: {err}"),
+            requested: true,
         },
     }
 }
@@ -963,16 +985,30 @@ mod tests {
     #[test]
     fn binary_search_reports_where_it_looked() {
         let dir = tempfile::tempdir().unwrap();
-        let err = find_binary(
-            "all_reduce",
-            Some(dir.path()),
-            Some("/nonexistent-a:/nonexistent-b"),
-        )
-        .unwrap_err();
-        assert_eq!(err[0], dir.path().display().to_string());
-        assert_eq!(err[1], dir.path().join("build").display().to_string());
-        assert_eq!(err[2], "PATH=/nonexistent-a:/nonexistent-b");
+        let err =
+            find_binary("all_reduce", None, Some("/nonexistent-a:/nonexistent-b")).unwrap_err();
+        assert_eq!(err[0], "PATH=/nonexistent-a:/nonexistent-b");
         assert!(err.contains(&"/opt/nccl-tests/build".to_string()));
+        // A directory given is the only place looked: a wrong --nccl-tests-dir never runs
+        // another build found on PATH.
+        let on_path = tempfile::tempdir().unwrap();
+        let elsewhere = on_path.path().join("all_reduce_perf");
+        std::fs::write(&elsewhere, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path_var = on_path.path().display().to_string();
+        assert_eq!(
+            find_binary("all_reduce", None, Some(&path_var)).unwrap(),
+            elsewhere
+        );
+        let err = find_binary("all_reduce", Some(dir.path()), Some(&path_var)).unwrap_err();
+        assert_eq!(
+            err,
+            [
+                dir.path().display().to_string(),
+                dir.path().join("build").display().to_string()
+            ]
+        );
 
         let build = dir.path().join("build");
         std::fs::create_dir(&build).unwrap();
@@ -980,7 +1016,6 @@ mod tests {
         std::fs::write(&bin, "#!/bin/sh\n").unwrap();
         // Not executable yet: not found.
         assert!(find_binary("all_reduce", Some(dir.path()), None).is_err());
-        use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(
             find_binary("all_reduce", Some(dir.path()), None).unwrap(),
@@ -997,7 +1032,9 @@ mod tests {
         assert!(matches!(read_capture(&fs), NcclProbe::NotRequested { .. }));
         std::os::unix::fs::symlink("/etc/hostname", nccl.join("escape.log")).unwrap();
         match read_capture(&fs) {
-            NcclProbe::Unavailable { origin, message } => {
+            NcclProbe::Unavailable {
+                origin, message, ..
+            } => {
                 assert_eq!(origin, ".gpudoctor/nccl/escape.log");
                 assert!(message.contains("leaves the root"), "{message}");
             }

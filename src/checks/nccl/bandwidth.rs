@@ -144,7 +144,7 @@ fn slow_cause(ctx: &Context<'_>, run: &NcclRun) -> (String, Action) {
         );
     }
     (
-        "a downtrained pcie link, a missing nvlink or a slow nic (nccl.md §13): check driver.pcie_link, nvlink.links_active and the rdma layer; rerun with --nccl-quick to confirm".to_string(),
+        "a downtrained pcie link, a missing nvlink or a slow nic: check driver.pcie_link, nvlink.links_active and the rdma layer; rerun with --nccl-quick to confirm".to_string(),
         Action::HardwareInspection,
     )
 }
@@ -280,14 +280,14 @@ fn bandwidth_verdict(ctx: &Context<'_>, run: &NcclRun) -> Outcome {
     }
     if log.ranks() == 1 {
         return Outcome::skip(format!(
-            "{numbers}; one rank: busbw is 0 by definition (nccl.md §4), nothing to judge"
+            "{numbers}; one rank: busbw is 0 by definition (nccl-tests scales it by (ranks - 1) / ranks), nothing to judge"
         ));
     }
     let avg = log.tables[table].avg_busbw.as_ref().map(|(x, q)| {
         Evidence::new(
             format!("{}:{}", run.origin, q.line),
             format!(
-                "sweep average {x} GB/s (shown, not judged: it averages every size, nccl.md §4)"
+                "sweep average {x} GB/s (shown, not judged: nccl-tests averages every size of the sweep, far below the peak)"
             ),
         )
     });
@@ -390,7 +390,9 @@ pub(super) fn bandwidth_collapse(ctx: &Context<'_>) -> Outcome {
             );
         }
         if log.ranks() == 1 {
-            return Outcome::skip("one rank: busbw is 0 by definition (nccl.md §4)");
+            return Outcome::skip(
+                "one rank: busbw is 0 by definition (nccl-tests scales it by (ranks - 1) / ranks)",
+            );
         }
         let mut judged: Vec<(usize, Sweep)> = Vec::new();
         let mut fewest = 0;

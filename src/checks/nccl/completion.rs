@@ -7,7 +7,7 @@ use super::{collective_name, each_run, naming_nodes, quote, table_collective, ta
 use crate::checks::{Context, Outcome};
 use crate::facts::nccl::{LogKind, NcclLog, format_size};
 use crate::report::{Action, Evidence};
-use crate::source::nccl::{NcclProbe, NcclRun, RunExit};
+use crate::source::nccl::{INSTALL_HINT, NcclProbe, NcclRun, RunExit};
 
 /// What an nccl-tests exit status means (`testResult_t`, nccl.md §4).
 fn exit_meaning(code: i32) -> &'static str {
@@ -24,13 +24,44 @@ fn exit_meaning(code: i32) -> &'static str {
     }
 }
 
-const HANG_HINT: &str = "a hang (nccl.md §13): check ACS/IOMMU blocking P2P (`gpudoctor check --only topology`), the nvlink fabric (`--only nvlink`), net plugins that differ between nodes, and bootstrap traffic (NCCL_SOCKET_IFNAME); if it was only slow, raise --nccl-timeout";
+const HANG_HINT: &str = "a hang: check ACS/IOMMU blocking P2P (`gpudoctor check --only topology`), the nvlink fabric (`--only nvlink`), net plugins that differ between nodes, and bootstrap traffic (NCCL_SOCKET_IFNAME); if it was only slow, raise --nccl-timeout";
 
 pub(super) fn run_completed(ctx: &Context<'_>) -> Outcome {
-    if let NcclProbe::Unavailable { origin, message } = ctx.nccl() {
-        return Outcome::error(format!("could not run or read nccl-tests: {message}"))
+    match ctx.nccl() {
+        // Asked means required: a run or log the user asked for that cannot be had fails the
+        // layer (exit 1) instead of passing as "skip".
+        NcclProbe::Unavailable {
+            origin,
+            message,
+            requested: true,
+        } => {
+            return Outcome::fail(format!(
+                "the nccl-tests run or log asked for could not be run or read: {origin}: {message}"
+            ))
             .evidence(Evidence::new(origin.clone(), message.clone()))
-            .hint("check the path and permissions; run the command by hand to see why it does not start");
+            .hint("check the path and permissions; run the command by hand to see why it does not start")
+            .action(Action::FixConfig);
+        }
+        NcclProbe::Unavailable {
+            origin, message, ..
+        } => {
+            return Outcome::error(format!("could not read the recorded nccl log: {message}"))
+                .evidence(Evidence::new(origin.clone(), message.clone()))
+                .hint("re-record the node with `gpudoctor record --nccl-quick`, or judge a saved log with --nccl-log FILE");
+        }
+        NcclProbe::BinaryMissing { binary, searched } => {
+            return Outcome::fail(format!(
+                "an nccl-tests run was asked for (--nccl or --nccl-quick), but {binary} was not found ({} place(s) looked in)",
+                searched.len()
+            ))
+            .evidence(
+                Evidence::new("nccl-tests search", searched.join(", "))
+                    .expected(format!("{binary} or {binary}_mpi, executable, in one of them")),
+            )
+            .hint(INSTALL_HINT)
+            .action(Action::FixConfig);
+        }
+        _ => {}
     }
     each_run(ctx, |_, run| {
         naming_nodes(completed_verdict(run), run).evidence_all(killed_evidence(run))

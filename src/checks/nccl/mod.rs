@@ -42,7 +42,7 @@ use super::{CheckDef, Context, Explain, Outcome};
 use crate::facts::nccl::{LogKind, NcclLog, Quoted, Row, collective_from_rows};
 use crate::profile::{self, Profile};
 use crate::report::{Action, Evidence, Layer, Status};
-use crate::source::nccl::{INSTALL_HINT, NcclProbe, NcclRun};
+use crate::source::nccl::{NcclProbe, NcclRun};
 
 pub use bandwidth::{COLLAPSE_MIN_SIZES, COLLAPSE_SHARE};
 
@@ -176,11 +176,7 @@ fn runs<'c>(ctx: &'c Context<'_>) -> Result<&'c [NcclRun], Outcome> {
         NcclProbe::Runs(runs) if !runs.is_empty() => Ok(runs),
         NcclProbe::Runs(_) => Err(Outcome::skip("no nccl log to judge")),
         NcclProbe::NotRequested { why } => Err(Outcome::skip(why.clone())),
-        NcclProbe::BinaryMissing { binary, searched } => Err(Outcome::skip(format!(
-            "{binary} not found in {}; {INSTALL_HINT}",
-            searched.join(", ")
-        ))),
-        NcclProbe::Unavailable { .. } => Err(Outcome::skip(
+        NcclProbe::BinaryMissing { .. } | NcclProbe::Unavailable { .. } => Err(Outcome::skip(
             "no nccl result to judge (see nccl.run_completed)",
         )),
     }

@@ -97,7 +97,7 @@ pub(super) fn sxid_events(ctx: &Context<'_>) -> Outcome {
             (Some(since), false) => format!("history: {}", since.text()),
         };
         let line = format!(
-            "{switch}{port} sxid {number} {} ({}, {severity}; guide: {}), last {when}, {state}",
+            "{switch}{port} sxid {number} {} ({}, {severity}; guide: {}) last {when}: {state}",
             group.count_text(),
             info.name,
             class_label(info.class)
@@ -109,7 +109,11 @@ pub(super) fn sxid_events(ctx: &Context<'_>) -> Outcome {
             .next()
             .unwrap_or_default()
             .to_string();
-        let ev = Evidence::new(from.as_str(), format!("sxid {number}: {observed}"));
+        // `expected` says what a healthy node shows; the state and age are what was seen.
+        let ev = Evidence::new(
+            from.as_str(),
+            format!("sxid {number}: {observed} ({state}, last {when})"),
+        );
         let live = group.live > 0;
         if fatal && live {
             fails.push(line);
@@ -118,10 +122,10 @@ pub(super) fn sxid_events(ctx: &Context<'_>) -> Outcome {
             } else {
                 Action::RebootNode
             });
-            evidence.push(ev.expected(format!("no live fatal sxid ({state}, last {when})")));
+            evidence.push(ev.expected("no live fatal sxid"));
         } else if fatal || live {
             warns.push(line);
-            evidence.push(ev.expected(format!("no sxid ({state}, last {when})")));
+            evidence.push(ev.expected("no sxid"));
         } else {
             notes.push(line);
         }

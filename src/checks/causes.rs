@@ -1,0 +1,170 @@
+//! Cause first: which findings follow from which. A check that warns or fails here declares the
+//! findings it explains; the engine marks those `explained_by` it (the root of a chain: nouveau
+//! explains the missing `nvidia` module, which explains NVML's init failure), renderers show them
+//! under their cause, and `first_failure` names the cause, not its first symptom. This module
+//! only declares; it reads no facts and judges nothing (the engine applies it).
+//!
+//! Each row states a dependency documented by its source:
+//! - no NVIDIA function on PCI: nothing for the driver to bind, so every other driver check
+//!   fails by consequence (the `nvidia` module refuses to load without a device: "NVRM: No
+//!   NVIDIA devices probed", NVIDIA driver README "Common Problems").
+//! - nouveau bound to the GPUs: the `nvidia` module cannot bind them, so its device nodes and NVML
+//!   are missing (NVIDIA driver README, "Interaction with the Nouveau Driver").
+//! - no `nvidia` module: no `nvidia_uvm` (it depends on `nvidia`), no /dev/nvidia*, NVML returns
+//!   NVML_ERROR_DRIVER_NOT_LOADED (NVML API reference, nvmlInit_v2).
+//! - user-space NVML newer than the loaded module: nvmlInit returns
+//!   NVML_ERROR_LIB_RM_VERSION_MISMATCH (NVML API reference).
+//! - an NCCL run that fell back to sockets, staged through host memory (no GPUDirect RDMA),
+//!   used shared memory instead of P2P/NVLink, or collapsed after its peak: the bus bandwidth
+//!   below the floor is that, measured (NCCL environment variables documentation: NCCL_NET,
+//!   NCCL_NET_GDR_LEVEL, NCCL_P2P_DISABLE).
+
+use crate::report::Layer;
+
+/// What a cause explains.
+#[derive(Debug, Clone, Copy)]
+pub enum Explains {
+    /// These check codes.
+    Codes(&'static [&'static str]),
+    /// Every other check of this layer.
+    RestOfLayer(Layer),
+}
+
+/// One declared cause: when `cause` warns or fails, the findings it `explains` follow from it.
+#[derive(Debug, Clone, Copy)]
+pub struct Cause {
+    pub cause: &'static str,
+    pub explains: Explains,
+}
+
+/// What the `nvidia` module's absence takes with it.
+const WITHOUT_NVIDIA_MODULE: &[&str] = &[
+    "driver.nvidia_module",
+    "driver.nvidia_uvm_module",
+    "driver.device_nodes",
+    "driver.nvml_init",
+    "driver.gpu_count",
+    "driver.driver_version_match",
+    "driver.persistence_mode",
+];
+
+/// Every declared cause, most fundamental first: when several causes explain one finding, the
+/// first row whose cause warned or failed wins.
+pub const CAUSES: &[Cause] = &[
+    Cause {
+        cause: "driver.gpu_on_pci",
+        explains: Explains::RestOfLayer(Layer::Driver),
+    },
+    Cause {
+        cause: "driver.nouveau_absent",
+        explains: Explains::Codes(WITHOUT_NVIDIA_MODULE),
+    },
+    Cause {
+        cause: "driver.nvidia_module",
+        explains: Explains::Codes(WITHOUT_NVIDIA_MODULE),
+    },
+    Cause {
+        cause: "driver.driver_version_match",
+        explains: Explains::Codes(&["driver.nvml_init"]),
+    },
+    Cause {
+        cause: "nccl.socket_fallback",
+        explains: Explains::Codes(&["nccl.bus_bandwidth"]),
+    },
+    Cause {
+        cause: "nccl.gpudirect_rdma",
+        explains: Explains::Codes(&["nccl.bus_bandwidth"]),
+    },
+    Cause {
+        cause: "nccl.p2p_transport",
+        explains: Explains::Codes(&["nccl.bus_bandwidth"]),
+    },
+    Cause {
+        cause: "nccl.bandwidth_collapse",
+        explains: Explains::Codes(&["nccl.bus_bandwidth"]),
+    },
+];
+
+impl Cause {
+    /// Does this cause explain the finding `code` of `layer`?
+    pub fn explains(&self, code: &str, layer: Layer) -> bool {
+        if code == self.cause {
+            return false;
+        }
+        match self.explains {
+            Explains::Codes(codes) => codes.contains(&code),
+            Explains::RestOfLayer(l) => l == layer,
+        }
+    }
+}
+
+/// For `gpudoctor explain` and docs/checks.md: what a finding of `code` (of `layer`) explains
+/// and what can explain it, in words; `None` when it takes part in no declared cause.
+pub fn describe(code: &str, layer: Layer) -> Option<String> {
+    let mut parts = Vec::new();
+    for cause in CAUSES.iter().filter(|c| c.cause == code) {
+        parts.push(match cause.explains {
+            Explains::Codes(codes) => {
+                let others: Vec<&str> = codes.iter().copied().filter(|c| *c != code).collect();
+                format!("explains `{}` when it fails", others.join("`, `"))
+            }
+            Explains::RestOfLayer(l) => {
+                format!("explains every other `{l}` finding when it fails")
+            }
+        });
+    }
+    let by: Vec<&str> = CAUSES
+        .iter()
+        .filter(|c| c.explains(code, layer))
+        .map(|c| c.cause)
+        .collect();
+    if !by.is_empty() {
+        parts.push(format!(
+            "explained by `{}` when that fails",
+            by.join("`, `")
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_named_is_a_registered_check() {
+        let registry = crate::checks::registry();
+        let known = |code: &str| registry.iter().any(|d| d.code == code);
+        for cause in CAUSES {
+            assert!(known(cause.cause), "{}", cause.cause);
+            if let Explains::Codes(codes) = cause.explains {
+                for code in codes {
+                    assert!(known(code), "{} explains unknown {code}", cause.cause);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn describe_names_both_directions() {
+        let text = describe("driver.nvidia_module", Layer::Driver).unwrap();
+        assert!(
+            text.contains("explains `driver.nvidia_uvm_module`"),
+            "{text}"
+        );
+        assert!(!text.contains("explains `driver.nvidia_module`"), "{text}");
+        assert!(
+            text.contains("explained by `driver.gpu_on_pci`, `driver.nouveau_absent`"),
+            "{text}"
+        );
+        assert_eq!(describe("toolkit.installed", Layer::Toolkit), None);
+    }
+
+    #[test]
+    fn a_cause_never_explains_itself() {
+        let c = &CAUSES[0];
+        assert!(!c.explains("driver.gpu_on_pci", Layer::Driver));
+        assert!(c.explains("driver.nvml_init", Layer::Driver));
+        assert!(!c.explains("toolkit.installed", Layer::Toolkit));
+    }
+}
