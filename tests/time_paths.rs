@@ -50,7 +50,7 @@ fn an_xid_before_a_driver_load_is_history_and_after_it_live() {
         &node.run_all(),
         "driver.xid_events",
         Status::Fail,
-        &["2 h ago, live"],
+        &["2 h ago: live"],
     );
     // Back after the reload: recurring, the gpu itself is suspect.
     let node = with_log(&(rec(1, 7200.0, XID79) + &rec(2, 3600.0, LOAD) + &rec(3, 60.0, XID79)));
@@ -169,7 +169,7 @@ fn sxids_age_and_a_switch_probe_makes_them_history() {
         &r,
         "nvlink.sxid_events",
         Status::Fail,
-        &["nvswitch 0000:06:00.0", "link 48", "2 min ago, live"],
+        &["nvswitch 0000:06:00.0", "link 48", "2 min ago: live"],
     );
     let r = with_log(&(rec(1, 120.0, fatal) + &rec(2, 60.0, probe))).run_all();
     assert_check(
