@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::RunOptions;
 use crate::report::Layer;
-use crate::source::{NcclOptions, SourceOptions};
+use crate::source::{CudaOptions, GdrOptions, NcclOptions, SourceOptions};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -166,6 +166,14 @@ pub enum Command {
         "outlier, 2 usage error (no readable report), 4 internal error"
     ))]
     Fleet(FleetArgs),
+    /// The CUDA probe's helper process (`--cuda`, `--bandwidth`): gpudoctor runs itself with
+    /// this to keep a hung or crashing CUDA driver out of its own process. Not for people.
+    #[command(name = "__cuda-probe", hide = true)]
+    CudaProbe {
+        /// What to probe, as JSON (source/cuda/mod.rs `Request`).
+        #[arg(long)]
+        request: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -410,6 +418,61 @@ pub struct ProbeArgs {
 
     #[command(flatten)]
     pub nccl: NcclArgs,
+
+    #[command(flatten)]
+    pub active: ActiveArgs,
+}
+
+/// The active probes (docs/checks.md "Active probes"): they occupy every GPU and NIC for
+/// seconds, so they run only when asked.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Active probes (run only when asked; they occupy the GPUs and NICs)")]
+pub struct ActiveArgs {
+    /// Prove CUDA works on every GPU NVML lists: a context and a 1 MiB copy in and out, compared
+    /// (about a second per GPU; driver layer, `driver.cuda`).
+    #[arg(long)]
+    pub cuda: bool,
+
+    /// Also measure host-GPU copies per GPU (from its own NUMA node and another), GPU-GPU peer
+    /// copies, and a GPUDirect RDMA `ib_write_bw` loopback per HCA (implies --cuda; about 30 s
+    /// on 8 GPUs and 8 HCAs).
+    #[arg(long)]
+    pub bandwidth: bool,
+
+    /// Load this CUDA driver library instead of libcuda.so.1 (live nodes only).
+    #[arg(long, value_name = "PATH")]
+    pub cuda_lib: Option<PathBuf>,
+
+    /// Longest one step of the CUDA probe (cuInit, a context, one series of copies) or one
+    /// ib_write_bw loopback may take, in seconds; what hangs longer is stopped and reported.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub cuda_timeout: u64,
+
+    /// Where ib_write_bw (perftest) is, instead of PATH, /usr/bin, ...: asked for explicitly, so
+    /// a binary missing there is an error rather than a skip.
+    #[arg(long, value_name = "DIR")]
+    pub perftest_dir: Option<PathBuf>,
+}
+
+impl ActiveArgs {
+    pub fn cuda_options(&self) -> CudaOptions {
+        CudaOptions {
+            run: self.cuda || self.bandwidth,
+            bandwidth: self.bandwidth,
+            library: self.cuda_lib.clone(),
+            step_timeout: Duration::from_secs(self.cuda_timeout),
+            ..CudaOptions::default()
+        }
+    }
+
+    pub fn gpudirect_options(&self) -> GdrOptions {
+        GdrOptions {
+            run: self.bandwidth,
+            dir: self.perftest_dir.clone(),
+            timeout: Duration::from_secs(self.cuda_timeout),
+            progress: true,
+        }
+    }
 }
 
 /// A probe option given where it cannot apply: the option as typed and why (a usage error,
@@ -499,6 +562,8 @@ impl ProbeArgs {
             kubelet_socket: self.kubelet_socket.clone(),
             kubelet_timeout: Duration::from_secs(self.timeout.unwrap_or(5)),
             nccl: self.nccl.options(),
+            cuda: self.active.cuda_options(),
+            gpudirect: self.active.gpudirect_options(),
         }
     }
 }

@@ -272,16 +272,27 @@ pub enum FigureName {
     /// Time the live NVML probe spent on one GPU (`driver.nvml_init`), in seconds: a GPU that
     /// answers slowly (no persistence mode) or not at all (the budget) shows here.
     NvmlProbeSeconds,
+    /// Host↔GPU copy bandwidth of one GPU, per direction and host-memory placement
+    /// (`topology.host_bandwidth`, `--bandwidth`).
+    HostGpuCopyBytesPerSecond,
+    /// GPU→GPU peer copy bandwidth of one ordered pair (`nvlink.p2p_bandwidth`, `--bandwidth`).
+    GpuPeerCopyBytesPerSecond,
+    /// GPUDirect RDMA `ib_write_bw` loopback bandwidth through one HCA port into GPU memory
+    /// (`rdma.gpudirect_bandwidth`, `--bandwidth`).
+    GpudirectRdmaBytesPerSecond,
 }
 
 impl FigureName {
-    pub const ALL: [FigureName; 6] = [
+    pub const ALL: [FigureName; 9] = [
         FigureName::XidEvents,
         FigureName::NcclBusbwPeakBytesPerSecond,
         FigureName::NcclBusbwPeakSizeBytes,
         FigureName::NcclBusbwAverageBytesPerSecond,
         FigureName::RdmaPortRateBytesPerSecond,
         FigureName::NvmlProbeSeconds,
+        FigureName::HostGpuCopyBytesPerSecond,
+        FigureName::GpuPeerCopyBytesPerSecond,
+        FigureName::GpudirectRdmaBytesPerSecond,
     ];
 
     /// The name as it appears in JSON and after `gpudoctor_` in Prometheus.
@@ -293,6 +304,9 @@ impl FigureName {
             FigureName::NcclBusbwAverageBytesPerSecond => "nccl_busbw_average_bytes_per_second",
             FigureName::RdmaPortRateBytesPerSecond => "rdma_port_rate_bytes_per_second",
             FigureName::NvmlProbeSeconds => "nvml_probe_seconds",
+            FigureName::HostGpuCopyBytesPerSecond => "host_gpu_copy_bytes_per_second",
+            FigureName::GpuPeerCopyBytesPerSecond => "gpu_peer_copy_bytes_per_second",
+            FigureName::GpudirectRdmaBytesPerSecond => "gpudirect_rdma_bytes_per_second",
         }
     }
 
@@ -317,6 +331,15 @@ impl FigureName {
             FigureName::NvmlProbeSeconds => {
                 "Time the live NVML probe spent on one GPU (its handle and every reading), in seconds; the budget when it did not answer."
             }
+            FigureName::HostGpuCopyBytesPerSecond => {
+                "Host-GPU copy bandwidth of one GPU from pinned memory (median of timed 256 MiB copies), by direction (h2d, d2h) and NUMA placement (local, remote), in bytes per second."
+            }
+            FigureName::GpuPeerCopyBytesPerSecond => {
+                "GPU-to-GPU peer copy bandwidth of one ordered pair (cuMemcpyPeer, 256 MiB copies), with the path between them (NV18, PIX, SYS), in bytes per second."
+            }
+            FigureName::GpudirectRdmaBytesPerSecond => {
+                "GPUDirect RDMA ib_write_bw loopback bandwidth (BW average, 8 MiB messages) through one HCA port into the memory of its nearest GPU, in bytes per second."
+            }
         }
     }
 
@@ -331,6 +354,9 @@ impl FigureName {
             | FigureName::NcclBusbwAverageBytesPerSecond => &["test", "nodes", "ranks"],
             FigureName::RdmaPortRateBytesPerSecond => &["device", "port", "link_layer"],
             FigureName::NvmlProbeSeconds => &["gpu", "index"],
+            FigureName::HostGpuCopyBytesPerSecond => &["gpu", "direction", "numa"],
+            FigureName::GpuPeerCopyBytesPerSecond => &["gpu", "peer", "link"],
+            FigureName::GpudirectRdmaBytesPerSecond => &["device", "port", "gpu"],
         }
     }
 }

@@ -6,6 +6,7 @@
 //! check to turn into an `error` result.
 
 pub mod cdi;
+pub mod cuda;
 pub mod iommu;
 pub mod k8s;
 pub mod kubelet;
@@ -17,6 +18,7 @@ pub mod nvidia;
 pub mod nvml;
 pub mod pci;
 pub mod pcicfg;
+pub mod perftest;
 pub mod rdma;
 pub mod sriov;
 pub mod toolkit;

@@ -156,6 +156,8 @@ struct RecordingSource {
     pod_resources: OnceLock<PodResourcesFacts>,
     env_vars: OnceLock<BTreeMap<String, String>>,
     nccl: OnceLock<NcclProbe>,
+    cuda: OnceLock<source::CudaProbe>,
+    gpudirect: OnceLock<source::GdrProbe>,
 }
 
 impl Source for RecordingSource {
@@ -183,6 +185,14 @@ impl Source for RecordingSource {
     }
     fn nccl(&self) -> NcclProbe {
         self.nccl.get_or_init(|| self.inner.nccl()).clone()
+    }
+    fn cuda(&self, plan: &dyn Fn() -> source::CudaPlan) -> source::CudaProbe {
+        self.cuda.get_or_init(|| self.inner.cuda(plan)).clone()
+    }
+    fn gpudirect(&self, targets: &dyn Fn() -> Vec<source::GdrTarget>) -> source::GdrProbe {
+        self.gpudirect
+            .get_or_init(|| self.inner.gpudirect(targets))
+            .clone()
     }
 }
 
@@ -242,6 +252,8 @@ fn record_into(
         pod_resources: OnceLock::new(),
         env_vars: OnceLock::new(),
         nccl: OnceLock::new(),
+        cuda: OnceLock::new(),
+        gpudirect: OnceLock::new(),
     };
     let _live = engine::run(
         &recording,
@@ -418,6 +430,59 @@ fn record_into(
                     &capture,
                     &format!("{NCCL_DIR}/{name}.json"),
                     &meta_text,
+                    &mut counts,
+                    options.redact.then_some(&mut redactor),
+                )?;
+            }
+        }
+    }
+
+    // The active probes (`--cuda`, `--bandwidth`): what the CUDA helper found, and each
+    // GPUDirect loopback's client and server output with the runner's record beside them.
+    if let Some(source::CudaProbe::Ran(facts)) = recording.cuda.get() {
+        let text = serde_json::to_string_pretty(facts).unwrap_or_else(|_| "{}".into());
+        write_text(
+            &capture,
+            source::cuda::CUDA_JSON,
+            &text,
+            &mut counts,
+            options.redact.then_some(&mut redactor),
+        )?;
+    }
+    if let Some(source::GdrProbe::Runs(runs)) = recording.gpudirect.get() {
+        let dir = source::gpudirect::GPUDIRECT_DIR;
+        for run in runs {
+            // Device names are kernel names (`mlx5_0`); anything else is not a file name.
+            let safe = run
+                .device
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                && !run.device.starts_with('.');
+            if !safe {
+                continue;
+            }
+            let name = if run.port == 1 {
+                run.device.clone()
+            } else {
+                format!("{}-port{}", run.device, run.port)
+            };
+            if let Some((client, server)) = &run.transcript {
+                for (suffix, text) in [("log", client), ("server.log", server)] {
+                    write_text(
+                        &capture,
+                        &format!("{dir}/{name}.{suffix}"),
+                        &crate::facts::perftest::mask_gids(text),
+                        &mut counts,
+                        options.redact.then_some(&mut redactor),
+                    )?;
+                }
+            }
+            if let Some(meta) = &run.meta {
+                let text = serde_json::to_string_pretty(meta).unwrap_or_else(|_| "{}".into());
+                write_text(
+                    &capture,
+                    &format!("{dir}/{name}.json"),
+                    &text,
                     &mut counts,
                     options.redact.then_some(&mut redactor),
                 )?;
