@@ -45,6 +45,8 @@ pub enum Command {
         "  gpudoctor check --only driver,topology        # just these layers\n",
         "  gpudoctor check --nccl-quick                  # also run nccl-tests (1-8 GiB) and judge it\n",
         "  gpudoctor check --only nccl --nccl-log run.log   # judge a saved nccl-tests log\n",
+        "  gpudoctor check --cuda                        # prove CUDA works on every GPU\n",
+        "  gpudoctor check --bandwidth                   # + host-GPU, GPU-GPU and GPUDirect bandwidth\n",
         "  gpudoctor check --format markdown > ticket.md # a ticket body\n",
         "  gpudoctor check --root /host --textfile-dir /var/lib/node_exporter/textfile \\\n",
         "      --save-report /var/lib/gpudoctor/last.json   # metrics for node_exporter, report kept\n",

@@ -322,8 +322,15 @@ fn init_failure(ctx: &Context<'_>, facts: &CudaFacts, init: i32, nvml_count: usi
         ))
         .hint("remove `.../cuda/lib64/stubs` from LD_LIBRARY_PATH (stubs are for linking only), or pass --cuda-lib /usr/lib/x86_64-linux-gnu/libcuda.so.1")
         .action(Action::FixConfig),
+        // docs/checks.md driver.nvidia_uvm_module: without nvidia_uvm cuInit fails with
+        // CUDA_ERROR_UNKNOWN while nvidia-smi works.
+        _ if !uvm_loaded(ctx) => Outcome::fail(format!(
+            "cuInit failed: {name} ({init}): nvidia_uvm is not loaded"
+        ))
+        .hint("load it with `modprobe nvidia-uvm` (or `nvidia-modprobe -u -c=0`) and check /dev/nvidia-uvm exists")
+        .action(Action::ReloadDriver),
         _ => Outcome::fail(format!("cuInit failed: {name} ({init})"))
-            .hint("look for XIDs and NVRM errors (`dmesg | grep -iE 'xid|nvrm'`) and for nvidia_uvm (`lsmod | grep nvidia_uvm`); reload the driver or reboot the node")
+            .hint("look for XIDs and NVRM errors (`dmesg | grep -iE 'xid|nvrm'`); reload the driver or reboot the node")
             .action(Action::ReloadDriver),
     };
     let mut out = out

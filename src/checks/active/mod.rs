@@ -21,6 +21,29 @@ use crate::facts::cuda::CudaFacts;
 use crate::report::Evidence;
 use crate::source::CudaProbe;
 
+/// The "Active probes" section of docs/checks.md (generated with the catalogue): where each
+/// probe's check sits in the walk and why, what it expects and from where, what it costs.
+pub const CATALOGUE_SECTION: &str = r#"
+## Active probes (`--cuda`, `--bandwidth`)
+
+Four checks judge what gpudoctor measures instead of reads. They occupy every GPU and NIC for
+seconds, so they run only when asked; without the flags they `skip`, and a capture recorded with
+them (`gpudoctor record --bandwidth`) is judged the same way without the flags.
+
+| check | layer | why there | expects (sources) | cost on 8 GPUs / 10 ports (worked out from the work done, not measured) |
+|---|---|---|---|---|
+| `driver.cuda` | driver | the probe runs the host driver's own `libcuda.so.1` against the kernel module on the host, before any container is involved; every cause it names (exclusive-process mode, a pending ECC error, nvidia_uvm, the fabric manager, a libcuda from another driver) is fixed on the host, and a GPU that cannot hold a context blocks every layer above it, as the GPU Operator's `cuda-ready` validation blocks the device plugin | every GPU NVML lists (outside MIG) enumerated by CUDA with the same bus id, a primary context, a 1 MiB round trip unchanged | 1-3 s (the first context on each GPU costs tens of ms, 0.5 s or more without persistence mode); a hung step costs `--cuda-timeout` (30 s) |
+| `topology.host_bandwidth` | topology | host↔GPU copies cross exactly the PCIe path and NUMA placement the topology layer reads; a GPU whose link trained at full width can still move data at a third of the speed | ≥ 70 % of the narrowest link's payload rate (Gen5 x16 63.0, Gen4 x16 31.5 GB/s; 80 %+ is usual: H100 53-55, A100 25.9 — IBM autopilot, superbench baseline), ≥ 70 % of the median of GPUs on the same path, ≥ the profile's `host_copy_fail_gbps` (AzNHC: 48 on H100/H200, 21 on A100) | 8 GPUs × 2 placements × 2 directions × 6 copies of 256 MiB ≈ 1 s at Gen5 |
+| `nvlink.p2p_bandwidth` | nvlink | peer copies measure the GPU-to-GPU fabric the nvlink layer reads link by link; one degraded GPU or switch port slows every pair it is in | ≥ the profile's `p2p_copy_fail_gbps` over NVLink (AzNHC D2D: 335 on H100/H200, 235 on A100), ≥ 70 % of the median pair of the same kind; NVLink pairs able to access each other | 56 ordered pairs × 6 copies of 256 MiB ≈ 0.3 s at ~370 GB/s |
+| `rdma.gpudirect_bandwidth` | rdma | the loopback runs through one HCA into the GPU nearest to it: the rail each GPU's inter-node traffic takes | `ib_write_bw --use_cuda` loopback with 8 MiB messages ≥ the profile's `gpudirect_fail_gbits` on its compute rails (AzNHC: 380 Gb/s on H100, 360 on H200, 180 on A100), else ≥ 90 % of the port's rate; skipped naming the package when perftest is not installed | 3-5 s per HCA (start-up, CUDA context, 5000 × 8 MiB), one after the other: 30-50 s for 10 ports; `--cuda-timeout` per HCA at most |
+
+The CUDA probe runs in a helper process (`gpudoctor __cuda-probe`) that is killed with everything
+it started when a step is silent for `--cuda-timeout` seconds; a stall on one GPU restarts it
+without that GPU (at most three times), so a wedged GPU is named and the others still answer.
+Copies are timed with CUDA events on the GPU (as NVIDIA's bandwidthTest and nvbandwidth do).
+docs/performance.md has the time budget.
+"#;
+
 pub fn checks() -> Vec<CheckDef> {
     vec![cuda::DEF, bandwidth::DEF, peer::DEF, gpudirect::DEF]
 }

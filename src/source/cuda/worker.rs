@@ -219,9 +219,11 @@ fn median(mut samples: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// GB/s, to 0.001: an event's resolution (about half a microsecond, cuda.h
+/// `cuEventElapsedTime`) leaves nothing meaningful below that on a copy of milliseconds.
 fn gbps(bytes: usize, seconds: f64) -> f64 {
     if seconds > 0.0 {
-        bytes as f64 / seconds / 1e9
+        (bytes as f64 / seconds / 1e9 * 1000.0).round() / 1000.0
     } else {
         f64::INFINITY
     }
