@@ -441,20 +441,29 @@ pub struct ActiveArgs {
     #[arg(long)]
     pub bandwidth: bool,
 
-    /// Load this CUDA driver library instead of libcuda.so.1 (live nodes only).
+    /// Load this CUDA driver library instead of libcuda.so.1 (live nodes only, with --cuda or
+    /// --bandwidth).
     #[arg(long, value_name = "PATH")]
     pub cuda_lib: Option<PathBuf>,
 
     /// Longest one step of the CUDA probe (cuInit, a context, one series of copies) or one
-    /// ib_write_bw loopback may take, in seconds; what hangs longer is stopped and reported.
-    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub cuda_timeout: u64,
+    /// ib_write_bw loopback may take, in seconds; what hangs longer is stopped and reported
+    /// [default: 30].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub cuda_timeout: Option<u64>,
 
-    /// Where ib_write_bw (perftest) is, instead of PATH, /usr/bin, ...: asked for explicitly, so
-    /// a binary missing there is an error rather than a skip.
+    /// Where ib_write_bw (perftest) is, instead of PATH, /usr/bin, ... (with --bandwidth): asked
+    /// for explicitly, so a binary missing there fails the rdma layer rather than skipping.
     #[arg(long, value_name = "DIR")]
     pub perftest_dir: Option<PathBuf>,
 }
+
+/// `--cuda-timeout` when not given: a cold cuInit on 8 GPUs without persistence mode takes
+/// seconds, a 256 MiB copy series well under one; 30 s is far past both.
+pub const DEFAULT_CUDA_TIMEOUT_SECS: u64 = 30;
+
+/// Why an option of the active probes cannot apply to a capture.
+const CAPTURE_PROBES_NOTHING: &str = "shapes a live cuda or ib_write_bw probe, and a capture runs nothing: its recorded .gpudoctor/cuda.json and .gpudoctor/gpudirect/ are judged";
 
 impl ActiveArgs {
     pub fn cuda_options(&self) -> CudaOptions {
@@ -462,7 +471,7 @@ impl ActiveArgs {
             run: self.cuda || self.bandwidth,
             bandwidth: self.bandwidth,
             library: self.cuda_lib.clone(),
-            step_timeout: Duration::from_secs(self.cuda_timeout),
+            step_timeout: Duration::from_secs(self.timeout_secs()),
             ..CudaOptions::default()
         }
     }
@@ -471,9 +480,57 @@ impl ActiveArgs {
         GdrOptions {
             run: self.bandwidth,
             dir: self.perftest_dir.clone(),
-            timeout: Duration::from_secs(self.cuda_timeout),
+            timeout: Duration::from_secs(self.timeout_secs()),
             progress: true,
         }
+    }
+
+    fn timeout_secs(&self) -> u64 {
+        self.cuda_timeout.unwrap_or(DEFAULT_CUDA_TIMEOUT_SECS)
+    }
+
+    /// The active-probe options given where they cannot apply: any of them with a capture
+    /// (its recorded answers are judged, as `--nccl` with a capture), and on a live root the
+    /// options that shape a probe without the flag that runs it.
+    fn inapplicable(&self, capture: bool, out: &mut Vec<Inapplicable>) {
+        let mut refuse = |given: bool, option: &'static str, why: &'static str| {
+            if given {
+                out.push(Inapplicable { option, why });
+            }
+        };
+        if capture {
+            refuse(
+                self.cuda,
+                "--cuda",
+                "runs the cuda driver on this machine, and a capture runs nothing: its recorded .gpudoctor/cuda.json is judged",
+            );
+            refuse(
+                self.bandwidth,
+                "--bandwidth",
+                "runs copies and ib_write_bw on this machine, and a capture runs nothing: its recorded .gpudoctor/cuda.json and .gpudoctor/gpudirect/ are judged",
+            );
+        }
+        let cuda = !capture && (self.cuda || self.bandwidth);
+        let bandwidth = !capture && self.bandwidth;
+        let (cuda_why, bandwidth_why) = if capture {
+            (CAPTURE_PROBES_NOTHING, CAPTURE_PROBES_NOTHING)
+        } else {
+            (
+                "shapes the cuda probe: add --cuda or --bandwidth",
+                "shapes the gpudirect loopbacks: add --bandwidth",
+            )
+        };
+        refuse(!cuda && self.cuda_lib.is_some(), "--cuda-lib", cuda_why);
+        refuse(
+            !cuda && self.cuda_timeout.is_some(),
+            "--cuda-timeout",
+            cuda_why,
+        );
+        refuse(
+            !bandwidth && self.perftest_dir.is_some(),
+            "--perftest-dir",
+            bandwidth_why,
+        );
     }
 }
 
@@ -553,6 +610,7 @@ impl ProbeArgs {
         );
         refuse(!runs && nccl.nccl_gpus.is_some(), "--nccl-gpus", why);
         refuse(!runs && nccl.nccl_timeout.is_some(), "--nccl-timeout", why);
+        self.active.inapplicable(capture, &mut out);
         out
     }
 

@@ -449,6 +449,22 @@ fn record_into(
             options.redact.then_some(&mut redactor),
         )?;
     }
+    // ib_write_bw not found: where it was looked for, so that the replay skips (or fails, when
+    // --perftest-dir was given) as the live run did.
+    if let Some(source::GdrProbe::BinaryMissing { searched, asked }) = recording.gpudirect.get() {
+        let not_found = source::gpudirect::NotFound {
+            searched: searched.clone(),
+            asked: *asked,
+        };
+        let text = serde_json::to_string_pretty(&not_found).unwrap_or_else(|_| "{}".into());
+        write_text(
+            &capture,
+            source::gpudirect::NOT_FOUND_JSON,
+            &text,
+            &mut counts,
+            options.redact.then_some(&mut redactor),
+        )?;
+    }
     if let Some(source::GdrProbe::Runs(runs)) = recording.gpudirect.get() {
         let dir = source::gpudirect::GPUDIRECT_DIR;
         for run in runs {

@@ -37,6 +37,17 @@ use crate::source::nccl::RunExit;
 
 /// Where a capture keeps the loopback outputs.
 pub const GPUDIRECT_DIR: &str = ".gpudoctor/gpudirect";
+/// In a capture: ib_write_bw was not found when it was recorded, and where it was looked for
+/// (`record` writes it so that a replay gives the verdict the live run gave).
+pub const NOT_FOUND_JSON: &str = ".gpudoctor/gpudirect/not-found.json";
+
+/// The content of [`NOT_FOUND_JSON`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotFound {
+    pub searched: Vec<String>,
+    /// `--perftest-dir` was given.
+    pub asked: bool,
+}
 pub const BINARY: &str = "ib_write_bw";
 /// Message size: AzNHC's (8 MiB), large enough for the plateau of a 400 Gb/s port.
 pub const MESSAGE_BYTES: u64 = 8 << 20;
@@ -464,6 +475,27 @@ pub fn probe_live(options: &GdrOptions, targets: &[GdrTarget]) -> GdrProbe {
 
 /// Replay: `.gpudoctor/gpudirect/<device>.log` with `<device>.json` beside it.
 pub fn read_capture(fs: &RootedFs) -> GdrProbe {
+    match fs.read_to_string(NOT_FOUND_JSON) {
+        Ok(text) => {
+            return match serde_json::from_str::<NotFound>(&text) {
+                Ok(n) => GdrProbe::BinaryMissing {
+                    searched: n.searched,
+                    asked: n.asked,
+                },
+                Err(e) => GdrProbe::Unavailable {
+                    origin: NOT_FOUND_JSON.to_string(),
+                    message: format!("does not parse: {e}"),
+                },
+            };
+        }
+        Err(err) if err.is_missing() => {}
+        Err(err) => {
+            return GdrProbe::Unavailable {
+                origin: NOT_FOUND_JSON.to_string(),
+                message: err.to_string(),
+            };
+        }
+    }
     let names = match fs.list_dir(GPUDIRECT_DIR, &|n| {
         n.ends_with(".log") && !n.ends_with(".server.log")
     }) {

@@ -109,10 +109,25 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
         .library
         .clone()
         .unwrap_or_else(|| crate::source::cuda::DEFAULT_LIBRARY.to_string());
+    // Asked means required (issue 19): --cuda that cannot run fails, saying where it looked;
+    // libcuda.so.1 ships with every driver, so a node without it cannot run any CUDA job.
     if let Some(err) = &facts.load_error {
-        return Outcome::error(format!("the cuda driver library could not be loaded: {err}"))
-            .evidence(Evidence::new("cuda.library", err).expected("libcuda.so.1 of the loaded driver"))
-            .hint("libcuda.so.1 is the user-space half of the nvidia driver: check `ldconfig -p | grep libcuda`; in a pod NVIDIA_DRIVER_CAPABILITIES must include `compute` (or `all`); or pass --cuda-lib PATH");
+        let looked = if library.contains('/') {
+            library.clone()
+        } else {
+            format!(
+                "{library} through the dynamic loader (LD_LIBRARY_PATH, /etc/ld.so.cache, /lib, /usr/lib)"
+            )
+        };
+        return Outcome::fail(format!(
+            "cuda was asked for but its driver library could not be loaded from {looked}: {err}"
+        ))
+        .evidence(
+            Evidence::new("cuda.library", format!("{looked}: {err}"))
+                .expected("libcuda.so.1 of the loaded driver"),
+        )
+        .hint("libcuda.so.1 is the user-space half of the nvidia driver: check `ldconfig -p | grep libcuda`; in a pod NVIDIA_DRIVER_CAPABILITIES must include `compute` (or `all`); or pass --cuda-lib PATH")
+        .action(Action::FixConfig);
     }
     let stalled = facts.runs.iter().find_map(|r| r.stalled.as_ref());
     if facts.init.is_none() {

@@ -48,12 +48,16 @@ fn run(ctx: &Context<'_>) -> Outcome {
         }
         GdrProbe::BinaryMissing { searched, asked } => {
             let text = format!("{BINARY} (perftest) not found in {}", searched.join(", "));
+            // Asked means required (issue 19): a --perftest-dir that holds no ib_write_bw
+            // fails; without it the loopbacks are an extra of --bandwidth for nodes that have
+            // perftest (issue 18), skipped naming the package.
             return if *asked {
-                Outcome::error(format!(
+                Outcome::fail(format!(
                     "{text}: --perftest-dir was given but holds no {BINARY}"
                 ))
                 .evidence(Evidence::new("--perftest-dir", searched.join(", ")))
                 .hint(INSTALL_HINT)
+                .action(Action::FixConfig)
             } else {
                 Outcome::skip(format!(
                     "{text}: install the perftest package to measure gpudirect rdma"
