@@ -557,7 +557,9 @@ fn reading_error_kinds_round_trip() {
             *value = err("gpu_is_lost");
         }
     }
-    lost.insert("mig_devices".into(), err("gpu_is_lost"));
+    for key in ["mig_devices", "compute_mode", "compute_processes"] {
+        lost.insert(key.into(), err("gpu_is_lost"));
+    }
     let live = probe_injected("reading error kinds", &facts);
     let kind = |r: &gpudoctor::facts::nvml::Reading<u32>| r.error().map(|e| e.kind);
     assert_eq!(
