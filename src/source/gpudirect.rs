@@ -544,15 +544,28 @@ pub fn read_capture(fs: &RootedFs) -> GdrProbe {
                 };
             }
         };
+        // The server's output, kept so that re-recording the capture carries it over.
+        let server_rel = format!("{GPUDIRECT_DIR}/{stem}.server.log");
+        let server = match fs.read_to_string(&server_rel) {
+            Ok(t) => t,
+            Err(err) if err.is_missing() => String::new(),
+            Err(err) => {
+                return GdrProbe::Unavailable {
+                    origin: server_rel,
+                    message: err.to_string(),
+                };
+            }
+        };
         let port = meta.as_ref().map_or(1, |m| m.port);
         let device = meta.as_ref().map_or(stem.clone(), |m| m.device.clone());
+        let output = perftest::parse(&text);
         runs.push(GdrRun {
             device,
             port,
             meta,
-            output: perftest::parse(&text),
+            output,
             origin: rel,
-            transcript: None,
+            transcript: Some((text, server)),
         });
     }
     if runs.is_empty() {
