@@ -815,3 +815,59 @@ fn the_gpu_node_script_prints_versions_figures_and_verdicts() {
     assert_eq!(check(&report, "topology.host_bandwidth")["status"], "pass");
     live.assert_nothing_left();
 }
+
+/// The GDR failure a missing peer-memory module gives (`nvidia_peermem`, or dma-buf not used):
+/// perftest allocates the GPU buffer and cannot register it with the HCA. Real outputs from
+/// perftest#31 (an old perftest) and perftest#346 (25.x), tests/data/perftest/README.md.
+#[test]
+fn a_gpu_buffer_the_hca_cannot_register_fails_naming_the_hca_and_the_error() {
+    use gpudoctor::facts::perftest::parse;
+    let sample = |name: &str| common::repo().join("tests/data/perftest").join(name);
+    for (name, first) in [
+        ("perftest-31-cuda-mr-fail.txt", "Couldn't allocate MR"),
+        (
+            "perftest-346-cuda-mr-error-14.txt",
+            "Couldn't allocate MR with error=14",
+        ),
+    ] {
+        let out = parse(&std::fs::read_to_string(sample(name)).unwrap());
+        assert!(
+            out.rows.is_empty() && out.malformed_rows.is_empty(),
+            "{name}"
+        );
+        assert_eq!(
+            out.errors.first().map(String::as_str),
+            Some(first),
+            "{name}"
+        );
+        assert!(
+            out.errors
+                .iter()
+                .any(|e| e.contains("Couldn't create IB resources")),
+            "{name}: {:?}",
+            out.errors
+        );
+        assert!(out.gpu_memory, "{name}: the buffer was in GPU memory");
+    }
+    // Through a loopback: mlx5_3's client prints perftest#346's output.
+    let live = live_from("h100-bandwidth-healthy");
+    std::fs::copy(
+        sample("perftest-346-cuda-mr-error-14.txt"),
+        live.perftest.join("mlx5_3.out"),
+    )
+    .unwrap();
+    let (out, report, _) = live.run(&["--bandwidth", "--only", "rdma"]);
+    let gdr = check(&report, "rdma.gpudirect_bandwidth");
+    assert_eq!(gdr["status"], "fail", "{gdr}");
+    let summary = gdr["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("mlx5_3") && summary.contains("Couldn't allocate MR with error=14"),
+        "{summary}"
+    );
+    assert!(
+        gdr["hint"].as_str().unwrap().contains("nvidia_peermem"),
+        "{gdr}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    live.assert_nothing_left();
+}

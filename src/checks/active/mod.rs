@@ -50,6 +50,13 @@ pub fn checks() -> Vec<CheckDef> {
     vec![cuda::DEF, bandwidth::DEF, peer::DEF, gpudirect::DEF]
 }
 
+/// One of the active probes' checks (they run only when asked).
+pub fn is_active(code: &str) -> bool {
+    [cuda::DEF, bandwidth::DEF, peer::DEF, gpudirect::DEF]
+        .iter()
+        .any(|d| d.code == code)
+}
+
 /// The CUDA probe's facts with bandwidth figures, or the outcome to give instead: skip when
 /// nothing (or no bandwidth) was asked, error when the probe could not run or read.
 fn bandwidth_facts<'c>(ctx: &'c Context<'_>) -> Result<&'c CudaFacts, Outcome> {
