@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::RunOptions;
 use crate::report::Layer;
-use crate::source::{NcclOptions, SourceOptions};
+use crate::source::{CudaOptions, GdrOptions, NcclOptions, SourceOptions};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -46,6 +46,8 @@ pub enum Command {
         "  gpudoctor check --sample 60                   # error counters as rates over a minute\n",
         "  gpudoctor check --nccl-quick                  # also run nccl-tests (1-8 GiB) and judge it\n",
         "  gpudoctor check --only nccl --nccl-log run.log   # judge a saved nccl-tests log\n",
+        "  gpudoctor check --cuda                        # prove CUDA works on every GPU\n",
+        "  gpudoctor check --bandwidth                   # + host-GPU, GPU-GPU and GPUDirect bandwidth\n",
         "  gpudoctor check --format markdown > ticket.md # a ticket body\n",
         "  gpudoctor check --root /host --textfile-dir /var/lib/node_exporter/textfile_collector \\\n",
         "      --save-report /var/lib/gpudoctor/last.json   # metrics for node_exporter, report kept\n",
@@ -174,6 +176,14 @@ pub enum Command {
         "outlier, 2 usage error (no readable report), 4 internal error"
     ))]
     Fleet(FleetArgs),
+    /// The CUDA probe's helper process (`--cuda`, `--bandwidth`): gpudoctor runs itself with
+    /// this to keep a hung or crashing CUDA driver out of its own process. Not for people.
+    #[command(name = "__cuda-probe", hide = true)]
+    CudaProbe {
+        /// What to probe, as JSON (source/cuda/mod.rs `Request`).
+        #[arg(long)]
+        request: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -426,6 +436,118 @@ pub struct ProbeArgs {
 
     #[command(flatten)]
     pub nccl: NcclArgs,
+
+    #[command(flatten)]
+    pub active: ActiveArgs,
+}
+
+/// The active probes (docs/checks.md "Active probes"): they occupy every GPU and NIC for
+/// seconds, so they run only when asked.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Active probes (run only when asked; they occupy the GPUs and NICs)")]
+pub struct ActiveArgs {
+    /// Prove CUDA works on every GPU NVML lists: a context and a 1 MiB copy in and out, compared
+    /// (about a second per GPU; driver layer, `driver.cuda`).
+    #[arg(long)]
+    pub cuda: bool,
+
+    /// Also measure host-GPU copies per GPU (from its own NUMA node and another), GPU-GPU peer
+    /// copies, and a GPUDirect RDMA `ib_write_bw` loopback per HCA (implies --cuda; about 30 s
+    /// on 8 GPUs and 8 HCAs).
+    #[arg(long)]
+    pub bandwidth: bool,
+
+    /// Load this CUDA driver library instead of libcuda.so.1 (live nodes only, with --cuda or
+    /// --bandwidth).
+    #[arg(long, value_name = "PATH")]
+    pub cuda_lib: Option<PathBuf>,
+
+    /// Longest one step of the CUDA probe (cuInit, a context, one series of copies) or one
+    /// ib_write_bw loopback may take, in seconds; what hangs longer is stopped and reported
+    /// [default: 30].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub cuda_timeout: Option<u64>,
+
+    /// Where ib_write_bw (perftest) is, instead of PATH, /usr/bin, ... (with --bandwidth): asked
+    /// for explicitly, so a binary missing there fails the rdma layer rather than skipping.
+    #[arg(long, value_name = "DIR")]
+    pub perftest_dir: Option<PathBuf>,
+}
+
+/// `--cuda-timeout` when not given: a cold cuInit on 8 GPUs without persistence mode takes
+/// seconds, a 256 MiB copy series well under one; 30 s is far past both.
+pub const DEFAULT_CUDA_TIMEOUT_SECS: u64 = 30;
+
+/// Why an option of the active probes cannot apply to a capture.
+const CAPTURE_PROBES_NOTHING: &str = "shapes a live cuda or ib_write_bw probe, and a capture runs nothing: its recorded .gpudoctor/cuda.json and .gpudoctor/gpudirect/ are judged";
+
+impl ActiveArgs {
+    pub fn cuda_options(&self) -> CudaOptions {
+        CudaOptions {
+            run: self.cuda || self.bandwidth,
+            bandwidth: self.bandwidth,
+            library: self.cuda_lib.clone(),
+            step_timeout: Duration::from_secs(self.timeout_secs()),
+            ..CudaOptions::default()
+        }
+    }
+
+    pub fn gpudirect_options(&self) -> GdrOptions {
+        GdrOptions {
+            run: self.bandwidth,
+            dir: self.perftest_dir.clone(),
+            timeout: Duration::from_secs(self.timeout_secs()),
+            progress: true,
+        }
+    }
+
+    fn timeout_secs(&self) -> u64 {
+        self.cuda_timeout.unwrap_or(DEFAULT_CUDA_TIMEOUT_SECS)
+    }
+
+    /// The active-probe options given where they cannot apply: any of them with a capture
+    /// (its recorded answers are judged, as `--nccl` with a capture), and on a live root the
+    /// options that shape a probe without the flag that runs it.
+    fn inapplicable(&self, capture: bool, out: &mut Vec<Inapplicable>) {
+        let mut refuse = |given: bool, option: &'static str, why: &'static str| {
+            if given {
+                out.push(Inapplicable { option, why });
+            }
+        };
+        if capture {
+            refuse(
+                self.cuda,
+                "--cuda",
+                "runs the cuda driver on this machine, and a capture runs nothing: its recorded .gpudoctor/cuda.json is judged",
+            );
+            refuse(
+                self.bandwidth,
+                "--bandwidth",
+                "runs copies and ib_write_bw on this machine, and a capture runs nothing: its recorded .gpudoctor/cuda.json and .gpudoctor/gpudirect/ are judged",
+            );
+        }
+        let cuda = !capture && (self.cuda || self.bandwidth);
+        let bandwidth = !capture && self.bandwidth;
+        let (cuda_why, bandwidth_why) = if capture {
+            (CAPTURE_PROBES_NOTHING, CAPTURE_PROBES_NOTHING)
+        } else {
+            (
+                "shapes the cuda probe: add --cuda or --bandwidth",
+                "shapes the gpudirect loopbacks: add --bandwidth",
+            )
+        };
+        refuse(!cuda && self.cuda_lib.is_some(), "--cuda-lib", cuda_why);
+        refuse(
+            !cuda && self.cuda_timeout.is_some(),
+            "--cuda-timeout",
+            cuda_why,
+        );
+        refuse(
+            !bandwidth && self.perftest_dir.is_some(),
+            "--perftest-dir",
+            bandwidth_why,
+        );
+    }
 }
 
 /// A probe option given where it cannot apply: the option as typed and why (a usage error,
@@ -513,6 +635,7 @@ impl ProbeArgs {
         );
         refuse(!runs && nccl.nccl_gpus.is_some(), "--nccl-gpus", why);
         refuse(!runs && nccl.nccl_timeout.is_some(), "--nccl-timeout", why);
+        self.active.inapplicable(capture, &mut out);
         out
     }
 
@@ -524,6 +647,8 @@ impl ProbeArgs {
             kubelet_socket: self.kubelet_socket.clone(),
             kubelet_timeout: Duration::from_secs(self.timeout.unwrap_or(5)),
             nccl: self.nccl.options(),
+            cuda: self.active.cuda_options(),
+            gpudirect: self.active.gpudirect_options(),
         }
     }
 }

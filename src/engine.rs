@@ -249,8 +249,21 @@ fn run_check(def: &CheckDef, ctx: &Context<'_>) -> CheckResult {
 /// three different ones, the generic "does not apply to this node".
 fn skip_reason(checks: &[CheckResult]) -> String {
     const MOST: usize = 3;
+    // The active probes' checks run only when asked (`--cuda`, `--bandwidth`): "not requested"
+    // says nothing about whether the layer applies to this node, so another check's reason
+    // stands alone.
+    let said = |c: &&CheckResult| !c.summary.trim().is_empty();
+    let passive: Vec<&CheckResult> = checks
+        .iter()
+        .filter(|c| !crate::checks::active::is_active(&c.code))
+        .collect();
+    let chosen: Vec<&CheckResult> = if passive.iter().any(said) {
+        passive
+    } else {
+        checks.iter().collect()
+    };
     let mut reasons: Vec<&str> = Vec::new();
-    for summary in checks.iter().map(|c| c.summary.trim()) {
+    for summary in chosen.iter().map(|c| c.summary.trim()) {
         if !summary.is_empty() && !reasons.contains(&summary) {
             reasons.push(summary);
         }
@@ -321,6 +334,13 @@ mod tests {
         assert_eq!(skip_reason(&[skipped(""), skipped(" ")]), generic);
         let many: Vec<CheckResult> = ["a", "b", "c", "d"].map(skipped).into();
         assert_eq!(skip_reason(&many), generic);
+        // An active probe not asked for leaves the reason to the layer's other checks.
+        let probe = CheckResult {
+            code: "nvlink.p2p_bandwidth".into(),
+            ..skipped("bandwidth not requested")
+        };
+        assert_eq!(skip_reason(&[skipped(a), probe.clone()]), a);
+        assert_eq!(skip_reason(&[probe]), "bandwidth not requested");
     }
 
     fn def(code: &'static str, layer: Layer, run: fn(&Context<'_>) -> Outcome) -> CheckDef {

@@ -68,6 +68,7 @@ pub fn list_markdown() -> String {
             }
         }
     }
+    out.push_str(crate::checks::active::CATALOGUE_SECTION);
     out
 }
 

@@ -101,6 +101,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Diff(args) => diff(&args),
         Command::Fleet(args) => fleet(&args),
+        Command::CudaProbe { request } => Ok(source::cuda::helper_main(&request)),
     }
 }
 

@@ -99,6 +99,18 @@ pub struct Profile {
     pub nccl_multinode_busbw_warn_gbps: Option<f64>,
     #[serde(default, rename = "nccl_multinode_busbw_fail_gbyte_per_s")]
     pub nccl_multinode_busbw_fail_gbps: Option<f64>,
+    /// Host↔GPU copy bandwidth per GPU and direction (`--bandwidth`, pinned memory on the GPU's
+    /// own NUMA node), GB/s: below fails `topology.host_bandwidth`.
+    #[serde(default, rename = "host_copy_fail_gbyte_per_s")]
+    pub host_copy_fail_gbps: Option<f64>,
+    /// GPU↔GPU peer copy bandwidth over NVLink per pair and direction (`--bandwidth`), GB/s:
+    /// below fails `nvlink.p2p_bandwidth`.
+    #[serde(default, rename = "p2p_copy_fail_gbyte_per_s")]
+    pub p2p_copy_fail_gbps: Option<f64>,
+    /// GPUDirect RDMA `ib_write_bw` loopback per HCA (`--bandwidth`, 8 MiB messages), Gb/s:
+    /// below fails `rdma.gpudirect_bandwidth`. Unset: 90 % of the port's rate.
+    #[serde(default, rename = "gpudirect_fail_gbit_per_s")]
+    pub gpudirect_fail_gbits: Option<f64>,
     /// Not yet validated on hardware: counts and link states only, no bandwidth thresholds.
     #[serde(default)]
     pub provisional: bool,
@@ -159,6 +171,9 @@ pub const FILE_KEYS: &[&str] = &[
     "nccl_ring_busbw_fail_gbyte_per_s",
     "nccl_multinode_busbw_warn_gbyte_per_s",
     "nccl_multinode_busbw_fail_gbyte_per_s",
+    "host_copy_fail_gbyte_per_s",
+    "p2p_copy_fail_gbyte_per_s",
+    "gpudirect_fail_gbit_per_s",
     "provisional",
     "sources",
 ];
@@ -260,13 +275,19 @@ fn hgx_a100(name: &str, gpu_names: &[&str], memory: &str) -> Profile {
         // (`NVIDIA/nccl#812`, profiles.md §3); fail at 0.9 × that (nccl.md §12, derived).
         nccl_multinode_busbw_warn_gbps: Some(192.0),
         nccl_multinode_busbw_fail_gbps: Some(172.8),
+        // AzNHC conf/nd96asr_v4.conf (ND A100 v4, an HGX A100): H2D/D2H fail < 21 GB/s (its
+        // README says 23), P2P D2D < 235 (NDm: 238), GDR ib_write_bw < 180 Gb/s (raised from
+        // 175, Azure/azurehpc-health-checks PR #73). reference/profiles.md §7.
+        host_copy_fail_gbps: Some(21.0),
+        p2p_copy_fail_gbps: Some(235.0),
+        gpudirect_fail_gbits: Some(180.0),
         provisional: false,
         sources: strings(&[
             "pci.ids https://pci-ids.ucw.cz/read/PC/10de",
             "NVIDIA/nccl#1505 (topology, NV12)",
             "NVIDIA/nccl-tests#100, #244, #149",
             "facebookresearch/gcm gcm/tests/data/health_checks/DGX_A100.json",
-            "Azure/azurehpc-health-checks conf/nd96asr_v4.conf (fail < 228)",
+            "Azure/azurehpc-health-checks conf/nd96asr_v4.conf (fail < 228; H2D < 21, P2P < 235, GDR < 180 Gb/s)",
             "NVIDIA/nccl#812 (multi-node 192 GB/s busbw, 8 x HDR)",
             "microsoft/superbench-results v0.4.0 baseline (235)",
         ]),
@@ -326,11 +347,16 @@ pub fn builtins() -> Vec<Profile> {
             // 8 × 46–49 ≈ 370–390 GB/s) in checks/nccl.rs `thresholds`.
             nccl_multinode_busbw_warn_gbps: None,
             nccl_multinode_busbw_fail_gbps: None,
+            // AzNHC conf/nd96isr_h200_v5.conf: H2D/D2H fail < 48 GB/s (README 55), P2P D2D
+            // < 335 GB/s, GDR ib_write_bw < 360 Gb/s (README 400). profiles.md §5, §8.
+            host_copy_fail_gbps: Some(48.0),
+            p2p_copy_fail_gbps: Some(335.0),
+            gpudirect_fail_gbits: Some(360.0),
             provisional: false,
             sources: strings(&[
                 "pci.ids https://pci-ids.ucw.cz/read/PC/10de",
                 "MLCommons inference_results_v4.1 closed/Lenovo/results/H200_SXM_141GBx8_TRT/README.md",
-                "Azure/azurehpc-health-checks conf/nd96isr_h200_v5.conf (IB 400, fail < 431)",
+                "Azure/azurehpc-health-checks conf/nd96isr_h200_v5.conf (IB 400, fail < 431; H2D < 48, P2P < 335, GDR < 360 Gb/s)",
                 "leptonai/gpud PR #1206 (GH200 is not H200)",
                 "ring thresholds carried over from hgx-h100 (derived, same NVLink 4)",
             ]),
@@ -375,6 +401,10 @@ pub fn builtins() -> Vec<Profile> {
             nccl_ring_busbw_fail_gbps: None,
             nccl_multinode_busbw_warn_gbps: None,
             nccl_multinode_busbw_fail_gbps: None,
+            // Provisional: no copy or GPUDirect figure until one is published (§6).
+            host_copy_fail_gbps: None,
+            p2p_copy_fail_gbps: None,
+            gpudirect_fail_gbits: None,
             provisional: true,
             sources: strings(&[
                 "pci.ids https://pci-ids.ucw.cz/read/PC/10de",
@@ -424,6 +454,10 @@ pub fn builtins() -> Vec<Profile> {
             nccl_ring_busbw_fail_gbps: None,
             nccl_multinode_busbw_warn_gbps: None,
             nccl_multinode_busbw_fail_gbps: None,
+            // No published copy or GPUDirect figure for H100 NVL cards in the reference.
+            host_copy_fail_gbps: None,
+            p2p_copy_fail_gbps: None,
+            gpudirect_fail_gbits: None,
             provisional: true,
             sources: strings(&[
                 "akash-network/provider-configs#91 (NVIDIA H100 NVL, 0x232110DE)",
@@ -465,6 +499,10 @@ pub fn builtins() -> Vec<Profile> {
             nccl_ring_busbw_fail_gbps: None,
             nccl_multinode_busbw_warn_gbps: None,
             nccl_multinode_busbw_fail_gbps: None,
+            // Any model, any slot: consistency checks only.
+            host_copy_fail_gbps: None,
+            p2p_copy_fail_gbps: None,
+            gpudirect_fail_gbits: None,
             provisional: false,
             sources: strings(&["definition (one GPU, no peers); no measured values"]),
         },
@@ -515,6 +553,11 @@ fn hgx_h100() -> Profile {
         // 8 × 46–49 ≈ 370–390 GB/s) in checks/nccl.rs `thresholds`.
         nccl_multinode_busbw_warn_gbps: None,
         nccl_multinode_busbw_fail_gbps: None,
+        // AzNHC conf/nd96isr_h100_v5.conf (ND H100 v5, an HGX H100): H2D/D2H fail < 48 GB/s
+        // (README 52), P2P D2D < 335 GB/s, GDR ib_write_bw < 380 Gb/s. profiles.md §4, §8.
+        host_copy_fail_gbps: Some(48.0),
+        p2p_copy_fail_gbps: Some(335.0),
+        gpudirect_fail_gbits: Some(380.0),
         provisional: false,
         sources: strings(&[
             "pci.ids https://pci-ids.ucw.cz/read/PC/10de",
@@ -522,7 +565,7 @@ fn hgx_h100() -> Profile {
             "MLCommons inference_results_v3.1 closed/NVIDIA/documentation/start_from_device/dgx-h100.md",
             "DGX H100 user guide https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html",
             "NVIDIA/nccl#1264 (NV18)",
-            "Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf (IB 400, fail < 460)",
+            "Azure/azurehpc-health-checks conf/nd96isr_h100_v5.conf (IB 400, fail < 460; H2D < 48, P2P < 335, GDR < 380 Gb/s)",
             "NVIDIA/nccl-tests#212, #290 (NVLS ~480, ring ~370)",
             "leptonai/gpud threshold_default.go (8 ports >= 400)",
         ]),
@@ -1094,6 +1137,9 @@ mod tests {
             nccl_ring_busbw_fail_gbps: Some(0.0),
             nccl_multinode_busbw_warn_gbps: Some(0.0),
             nccl_multinode_busbw_fail_gbps: Some(0.0),
+            host_copy_fail_gbps: Some(0.0),
+            p2p_copy_fail_gbps: Some(0.0),
+            gpudirect_fail_gbits: Some(0.0),
             provisional: false,
             sources: vec![String::new()],
         };

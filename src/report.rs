@@ -313,10 +313,18 @@ pub enum FigureName {
     /// How fast an error counter rose, per second: over the `--sample` window (`window` =
     /// `sample`) or as its total over the node's uptime (`window` = `uptime`).
     CounterRatePerSecond,
+    /// Host↔GPU copy bandwidth of one GPU, per direction and host-memory placement
+    /// (`topology.host_bandwidth`, `--bandwidth`).
+    HostGpuCopyBytesPerSecond,
+    /// GPU→GPU peer copy bandwidth of one ordered pair (`nvlink.p2p_bandwidth`, `--bandwidth`).
+    GpuPeerCopyBytesPerSecond,
+    /// GPUDirect RDMA `ib_write_bw` loopback bandwidth through one HCA port into GPU memory
+    /// (`rdma.gpudirect_bandwidth`, `--bandwidth`).
+    GpudirectRdmaBytesPerSecond,
 }
 
 impl FigureName {
-    pub const ALL: [FigureName; 9] = [
+    pub const ALL: [FigureName; 12] = [
         FigureName::XidEvents,
         FigureName::NcclBusbwPeakBytesPerSecond,
         FigureName::NcclBusbwPeakSizeBytes,
@@ -326,6 +334,9 @@ impl FigureName {
         FigureName::SxidEvents,
         FigureName::PcieAerEvents,
         FigureName::CounterRatePerSecond,
+        FigureName::HostGpuCopyBytesPerSecond,
+        FigureName::GpuPeerCopyBytesPerSecond,
+        FigureName::GpudirectRdmaBytesPerSecond,
     ];
 
     /// The name as it appears in JSON and after `gpudoctor_` in Prometheus.
@@ -340,6 +351,9 @@ impl FigureName {
             FigureName::SxidEvents => "sxid_events",
             FigureName::PcieAerEvents => "pcie_aer_events",
             FigureName::CounterRatePerSecond => "counter_rate_per_second",
+            FigureName::HostGpuCopyBytesPerSecond => "host_gpu_copy_bytes_per_second",
+            FigureName::GpuPeerCopyBytesPerSecond => "gpu_peer_copy_bytes_per_second",
+            FigureName::GpudirectRdmaBytesPerSecond => "gpudirect_rdma_bytes_per_second",
         }
     }
 
@@ -373,6 +387,15 @@ impl FigureName {
             FigureName::CounterRatePerSecond => {
                 "How fast an error counter rose, per second: over the --sample window (window=sample) or its total over the node's uptime (window=uptime)."
             }
+            FigureName::HostGpuCopyBytesPerSecond => {
+                "Host-GPU copy bandwidth of one GPU from pinned memory (median of timed 256 MiB copies), by direction (h2d, d2h) and NUMA placement (local, remote), in bytes per second."
+            }
+            FigureName::GpuPeerCopyBytesPerSecond => {
+                "GPU-to-GPU peer copy bandwidth of one ordered pair (cuMemcpyPeer, 256 MiB copies), with the path between them (NV18, PIX, SYS), in bytes per second."
+            }
+            FigureName::GpudirectRdmaBytesPerSecond => {
+                "GPUDirect RDMA ib_write_bw loopback bandwidth (BW average, 8 MiB messages) through one HCA port into the memory of its nearest GPU, in bytes per second."
+            }
         }
     }
 
@@ -390,6 +413,9 @@ impl FigureName {
             FigureName::SxidEvents => &["switch", "sxid", "severity", "state"],
             FigureName::PcieAerEvents => &["device", "severity", "state"],
             FigureName::CounterRatePerSecond => &["check", "device", "counter", "window"],
+            FigureName::HostGpuCopyBytesPerSecond => &["gpu", "direction", "numa"],
+            FigureName::GpuPeerCopyBytesPerSecond => &["gpu", "peer", "link"],
+            FigureName::GpudirectRdmaBytesPerSecond => &["device", "port", "gpu"],
         }
     }
 }

@@ -155,6 +155,14 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[("driver/nvml gpu 0000:18:00.0/mig mode", 1)],
     ),
     ("h100-nccl-collapse", &[("nccl/run all_reduce_perf/-", 1)]),
+    // The active probes' fixtures: the healthy node measured (`--cuda`, `--bandwidth`). Their
+    // figures are compared only where both sides measured them (not the healthy node), and the
+    // facts hold no probe answer: the verdict is the only difference. The healthy measurement
+    // differs in nothing that matters.
+    ("h100-bandwidth-healthy", &[]),
+    ("h100-h2d-third", &[]),
+    ("h100-cuda-exclusive-busy", &[]),
+    ("h100-gdr-slow-hca", &[]),
     (
         "h100-nccl-gdr-disabled",
         &[("nccl/run all_reduce_perf/-", 1)],

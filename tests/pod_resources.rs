@@ -150,6 +150,12 @@ fn every_answered_fixture_reads_the_same_through_a_real_kubelet_socket() {
         got.socket = facts.socket.clone();
         assert_eq!(got, facts, "{name}: live answers vs {POD_RESOURCES_JSON}");
 
+        // A capture of the active probes (`.gpudoctor/cuda.json`) is judged live only with the
+        // stand-in CUDA library and ib_write_bw running: tests/active_probes.rs compares those
+        // live runs with their replay. The pod-resources answers above are compared all the same.
+        if root.join(".gpudoctor/cuda.json").is_file() {
+            continue;
+        }
         let live_report = engine::run(&source, &ALL);
         let replay_report = engine::run(&ReplaySource::new(&root), &ALL);
         assert_eq!(

@@ -130,6 +130,26 @@ fn options<'a>(r: &'a Roots, socket: &'a str) -> Vec<(Vec<&'a str>, Option<&'sta
         ),
         // A capture replays the window it was recorded with (record --sample), if any.
         (vec!["--sample", "1"], Some("--sample")),
+        (vec!["--cuda"], Some("--cuda")),
+        (vec!["--bandwidth"], Some("--bandwidth")),
+        (
+            vec!["--cuda", "--cuda-lib", "/nonexistent/libcuda.so.1"],
+            Some("--cuda-lib"),
+        ),
+        (
+            vec![
+                "--cuda",
+                "--cuda-lib",
+                "/nonexistent/libcuda.so.1",
+                "--cuda-timeout",
+                "5",
+            ],
+            Some("--cuda-timeout"),
+        ),
+        (
+            vec!["--bandwidth", "--perftest-dir", "/nonexistent"],
+            Some("--perftest-dir"),
+        ),
     ]
 }
 
@@ -208,6 +228,52 @@ fn nccl_run_options_without_a_run_are_usage_errors_on_a_live_root() {
     }
 }
 
+#[test]
+fn active_probe_options_without_their_probe_are_usage_errors_on_a_live_root() {
+    let r = roots();
+    for (args, option, needs) in [
+        (
+            vec!["--cuda-lib", "/nonexistent/libcuda.so.1"],
+            "--cuda-lib",
+            "add --cuda or --bandwidth",
+        ),
+        (
+            vec!["--cuda-timeout", "5"],
+            "--cuda-timeout",
+            "add --cuda or --bandwidth",
+        ),
+        (
+            vec!["--perftest-dir", "/nonexistent"],
+            "--perftest-dir",
+            "add --bandwidth",
+        ),
+        // --cuda runs no loopback: the perftest directory shapes nothing.
+        (
+            vec![
+                "--cuda",
+                "--cuda-lib",
+                "/nonexistent/libcuda.so.1",
+                "--perftest-dir",
+                "/nonexistent",
+            ],
+            "--perftest-dir",
+            "add --bandwidth",
+        ),
+    ] {
+        let out = check(&r.live, &args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: a refused run prints no report"
+        );
+        assert!(
+            err.contains(&format!("gpudoctor: {option} shapes")) && err.contains(needs),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 fn xid_check(report: &Value) -> Value {
     report["layers"][0]["checks"]
         .as_array()
@@ -258,6 +324,8 @@ fn record_and_topo_refuse_live_probe_options_with_a_capture() {
             vec!["--kubelet-socket", "/nonexistent.sock"],
             vec!["--nccl-quick"],
             vec!["--timeout", "3"],
+            vec!["--bandwidth"],
+            vec!["--cuda"],
         ] {
             let out_path = tmp.path().join("never");
             let mut full = vec![

@@ -51,6 +51,45 @@ fn record_from(root: &Path, answers: &Path, out: &Path, extra: &[&str]) -> Outpu
     for log in logs {
         cmd.arg("--nccl-log").arg(log);
     }
+    // The active probes ran when the fixture was made: the stand-in libcuda answers its
+    // cuda.json, the stand-in ib_write_bw prints its loopback logs (tests/active_probes.rs).
+    let perftest = tempfile::tempdir().unwrap();
+    let cuda_json = answers.join(".gpudoctor/cuda.json");
+    if let Ok(text) = fs::read_to_string(&cuda_json) {
+        let cuda: Value = serde_json::from_str(&text).unwrap();
+        let flag = if cuda["bandwidth"] == true {
+            "--bandwidth"
+        } else {
+            "--cuda"
+        };
+        for entry in fs::read_dir(answers.join(".gpudoctor/gpudirect"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(hca) = name
+                .strip_suffix(".log")
+                .filter(|n| !n.ends_with(".server"))
+            {
+                fs::copy(entry.path(), perftest.path().join(format!("{hca}.out"))).unwrap();
+            }
+        }
+        cmd.arg(flag)
+            .arg("--cuda-lib")
+            .arg(common::fake_cuda_lib())
+            .env(common::FAKE_CUDA_JSON, &cuda_json)
+            .env("GPUDOCTOR_FAKE_PERFTEST", perftest.path())
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    common::fake_perftest_dir().display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .env_remove("CUDA_VISIBLE_DEVICES");
+    }
     // The kubelet answered when the fixture was made: serve its answers on a real socket.
     let kubelet_dir = tempfile::tempdir().unwrap();
     if let Some(facts) = answered_pod_resources(answers) {

@@ -345,7 +345,15 @@ fn broken_trees_give_results_not_panics() {
         },
     );
     let layer = report.layer(Layer::Topology).unwrap();
-    assert_eq!(layer.checks.len(), 7);
+    let registered = gpudoctor::checks::registry()
+        .iter()
+        .filter(|d| d.layer == Layer::Topology)
+        .count();
+    assert_eq!(layer.checks.len(), registered);
+    assert_eq!(
+        registered, 8,
+        "seven passive checks and topology.host_bandwidth"
+    );
     let numa = layer
         .checks
         .iter()

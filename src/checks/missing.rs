@@ -68,6 +68,10 @@ const TABLE: &[(&str, &str)] = &[
     ("driver.pcie_link", NVML_RECORDED),
     ("driver.mig_pending", NVML_RECORDED),
     (
+        "driver.cuda",
+        "no .gpudoctor/cuda.json in a capture: skip (recorded without --cuda: not probed), never a CUDA verdict; an unreadable or unparsable one: error naming it; live, a libcuda that does not load when --cuda was asked: fail naming where it looked",
+    ),
+    (
         "toolkit.installed",
         "the toolkit's config and binaries missing: fail (an uninstalled toolkit is the fault) on a node that runs containers",
     ),
@@ -140,6 +144,10 @@ const TABLE: &[(&str, &str)] = &[
         "no kubelet config: skip (not a Kubernetes node) or error naming an unreadable one",
     ),
     (
+        "topology.host_bandwidth",
+        "no .gpudoctor/cuda.json or one recorded without --bandwidth: skip (not measured); a GPU's link attributes missing: its figure reported and held to its siblings only, never to an unknown link",
+    ),
+    (
         "rdma.devices",
         "/sys/class/infiniband missing: no RDMA device (the class appears when the RDMA core registers one) — fail if ConnectX functions lack one; a device's ports/ or a port's link_layer missing: error naming it, never a port-count shortfall",
     ),
@@ -172,6 +180,10 @@ const TABLE: &[(&str, &str)] = &[
         "a device's fw_ver or hca_type missing: that device not compared, error naming it",
     ),
     (
+        "rdma.gpudirect_bandwidth",
+        "no .gpudoctor/gpudirect/ in a capture: skip (recorded without --bandwidth); an unreadable log: error naming it; a port's rate missing: its figure reported, held to the profile's floor only; ib_write_bw not installed: skip naming the package (fail when --perftest-dir names where it should be)",
+    ),
+    (
         "sriov.vfs_enabled",
         "sys/bus/pci/devices missing: error; an advertised VF on the bus whose PF was not read: error naming it, never \"VF does not exist\"",
     ),
@@ -201,6 +213,10 @@ const TABLE: &[(&str, &str)] = &[
     (
         "nvlink.fabric_manager",
         "none of /sys/fs/cgroup, /proc, the nvidia-fabricmanager unit file or its log readable: error (cannot tell), never \"stopped\"; a /proc/<pid>/comm that cannot be read: error (that process may be it); no nv-fabricmanager process where the cgroups or /proc were read: fail (a stopped service is the fault); its log missing: judged without it",
+    ),
+    (
+        "nvlink.p2p_bandwidth",
+        "no .gpudoctor/cuda.json or one recorded without --bandwidth: skip (not measured); NVLink state NVML did not answer: a pair is classed by its PCIe path and held to pairs of that class, never called a degraded NVLink",
     ),
     (
         "nccl.test_errors",

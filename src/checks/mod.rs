@@ -5,6 +5,7 @@
 //! Adding a check touches four places (DESIGN.md): a parser in `facts/` if it needs new facts,
 //! the check function with a unit test, one row in [`registry`], and a fixture that makes it fire.
 
+pub mod active;
 mod aer;
 pub mod causes;
 pub mod device_plugin;
@@ -80,6 +81,9 @@ pub fn registry() -> Vec<CheckDef> {
     all.extend(device_plugin::checks());
     all.extend(topology::checks());
     all.extend(nccl::checks());
+    // Each row names its own layer (driver, topology, nvlink, rdma) and runs after that
+    // layer's passive checks.
+    all.extend(active::checks());
     all
 }
 
@@ -285,6 +289,9 @@ pub struct Context<'a> {
         OnceCell<Result<Option<(crate::facts::kubelet::KubeletConfig, String)>, FactError>>,
     // The NCCL layer: one benchmark run (or the logs) per walk.
     nccl: OnceCell<crate::source::NcclProbe>,
+    // The active probes (`--cuda`, `--bandwidth`): run once, when a check first asks.
+    cuda: OnceCell<crate::source::CudaProbe>,
+    gpudirect: OnceCell<crate::source::GdrProbe>,
 }
 
 impl<'a> Context<'a> {
@@ -304,6 +311,8 @@ impl<'a> Context<'a> {
             forced_profile: None,
             pod_interfaces: Vec::new(),
             nccl: OnceCell::new(),
+            cuda: OnceCell::new(),
+            gpudirect: OnceCell::new(),
             rdma: OnceCell::new(),
             sriov: OnceCell::new(),
             kubelet: OnceCell::new(),
@@ -380,6 +389,29 @@ impl<'a> Context<'a> {
     /// (`snapshot` must not run one the checks did not).
     pub fn nccl_if_asked(&self) -> Option<&crate::source::NcclProbe> {
         self.nccl.get()
+    }
+
+    /// The CUDA probe's answer: run once per walk (live `--cuda`/`--bandwidth`, with the plan
+    /// built from NVML and the topology only then), or read from a capture.
+    pub fn cuda(&self) -> &crate::source::CudaProbe {
+        self.cuda
+            .get_or_init(|| self.source.cuda(&|| active::cuda_plan(self)))
+    }
+
+    /// The CUDA probe's answer if the walk already asked for it (never starts it).
+    pub fn cuda_if_asked(&self) -> Option<&crate::source::CudaProbe> {
+        self.cuda.get()
+    }
+
+    /// The GPUDirect RDMA loopbacks: run once per walk (live `--bandwidth`), or read.
+    pub fn gpudirect(&self) -> &crate::source::GdrProbe {
+        self.gpudirect
+            .get_or_init(|| self.source.gpudirect(&|| active::gdr_targets(self)))
+    }
+
+    /// The loopbacks if the walk already asked for them (never starts them).
+    pub fn gpudirect_if_asked(&self) -> Option<&crate::source::GdrProbe> {
+        self.gpudirect.get()
     }
 
     /// Judge against this profile instead of choosing one from the GPUs (`--profile`).

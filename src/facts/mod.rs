@@ -7,6 +7,7 @@
 
 pub mod boot;
 pub mod cdi;
+pub mod cuda;
 pub mod fabric_manager;
 pub mod iommu;
 pub mod k8s;
@@ -19,6 +20,7 @@ pub mod nvidia;
 pub mod nvml;
 pub mod pci;
 pub mod pcicfg;
+pub mod perftest;
 pub mod rdma;
 pub mod sriov;
 pub mod toolkit;

@@ -180,6 +180,8 @@ struct RecordingSource {
     nccl: OnceLock<NcclProbe>,
     /// The first reading of a `--sample` window.
     baseline: Option<crate::sample::Baseline>,
+    cuda: OnceLock<source::CudaProbe>,
+    gpudirect: OnceLock<source::GdrProbe>,
 }
 
 impl Source for RecordingSource {
@@ -214,6 +216,14 @@ impl Source for RecordingSource {
             // Re-recording: the capture's own window, if it has one.
             None => self.inner.baseline(),
         }
+    }
+    fn cuda(&self, plan: &dyn Fn() -> source::CudaPlan) -> source::CudaProbe {
+        self.cuda.get_or_init(|| self.inner.cuda(plan)).clone()
+    }
+    fn gpudirect(&self, targets: &dyn Fn() -> Vec<source::GdrTarget>) -> source::GdrProbe {
+        self.gpudirect
+            .get_or_init(|| self.inner.gpudirect(targets))
+            .clone()
     }
 }
 
@@ -279,6 +289,8 @@ fn record_into(
         env_vars: OnceLock::new(),
         nccl: OnceLock::new(),
         baseline,
+        cuda: OnceLock::new(),
+        gpudirect: OnceLock::new(),
     };
     let _live = engine::run(
         &recording,
@@ -495,6 +507,75 @@ fn record_into(
                     &capture,
                     &format!("{NCCL_DIR}/{name}.json"),
                     &meta_text,
+                    &mut counts,
+                    options.redact.then_some(&mut redactor),
+                )?;
+            }
+        }
+    }
+
+    // The active probes (`--cuda`, `--bandwidth`): what the CUDA helper found, and each
+    // GPUDirect loopback's client and server output with the runner's record beside them.
+    if let Some(source::CudaProbe::Ran(facts)) = recording.cuda.get() {
+        let text = serde_json::to_string_pretty(facts).unwrap_or_else(|_| "{}".into());
+        write_text(
+            &capture,
+            source::cuda::CUDA_JSON,
+            &text,
+            &mut counts,
+            options.redact.then_some(&mut redactor),
+        )?;
+    }
+    // ib_write_bw not found: where it was looked for, so that the replay skips (or fails, when
+    // --perftest-dir was given) as the live run did.
+    if let Some(source::GdrProbe::BinaryMissing { searched, asked }) = recording.gpudirect.get() {
+        let not_found = source::gpudirect::NotFound {
+            searched: searched.clone(),
+            asked: *asked,
+        };
+        let text = serde_json::to_string_pretty(&not_found).unwrap_or_else(|_| "{}".into());
+        write_text(
+            &capture,
+            source::gpudirect::NOT_FOUND_JSON,
+            &text,
+            &mut counts,
+            options.redact.then_some(&mut redactor),
+        )?;
+    }
+    if let Some(source::GdrProbe::Runs(runs)) = recording.gpudirect.get() {
+        let dir = source::gpudirect::GPUDIRECT_DIR;
+        for run in runs {
+            // Device names are kernel names (`mlx5_0`); anything else is not a file name.
+            let safe = run
+                .device
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                && !run.device.starts_with('.');
+            if !safe {
+                continue;
+            }
+            let name = if run.port == 1 {
+                run.device.clone()
+            } else {
+                format!("{}-port{}", run.device, run.port)
+            };
+            if let Some((client, server)) = &run.transcript {
+                for (suffix, text) in [("log", client), ("server.log", server)] {
+                    write_text(
+                        &capture,
+                        &format!("{dir}/{name}.{suffix}"),
+                        &crate::facts::perftest::mask_gids(text),
+                        &mut counts,
+                        options.redact.then_some(&mut redactor),
+                    )?;
+                }
+            }
+            if let Some(meta) = &run.meta {
+                let text = serde_json::to_string_pretty(meta).unwrap_or_else(|_| "{}".into());
+                write_text(
+                    &capture,
+                    &format!("{dir}/{name}.json"),
+                    &text,
                     &mut counts,
                     options.redact.then_some(&mut redactor),
                 )?;

@@ -7,6 +7,9 @@
 //!
 //! Only this module and `facts/` know paths. Nothing here judges anything.
 
+pub mod child;
+pub mod cuda;
+pub mod gpudirect;
 pub mod nccl;
 mod nccl_log;
 pub mod nvml_lib;
@@ -22,6 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::facts::k8s::{self, POD_RESOURCES_SOCKET, PodResourcesFacts, RpcErrorKind};
 use crate::facts::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
+pub use cuda::{CudaOptions, CudaPlan, CudaProbe};
+pub use gpudirect::{GdrOptions, GdrProbe, GdrTarget};
 pub use nccl::{NcclOptions, NcclProbe};
 pub use rooted::{FsError, RootedFs};
 
@@ -72,6 +77,10 @@ pub struct SourceOptions {
     pub kubelet_timeout: Duration,
     /// The NCCL layer: run nccl-tests or read `--nccl-log` files (source/nccl.rs).
     pub nccl: NcclOptions,
+    /// `--cuda`, `--bandwidth`: the CUDA helper (source/cuda/).
+    pub cuda: CudaOptions,
+    /// `--bandwidth`: GPUDirect RDMA loopbacks (source/gpudirect.rs).
+    pub gpudirect: GdrOptions,
 }
 
 impl Default for SourceOptions {
@@ -83,6 +92,8 @@ impl Default for SourceOptions {
             kubelet_socket: None,
             kubelet_timeout: Duration::from_secs(5),
             nccl: NcclOptions::default(),
+            cuda: CudaOptions::default(),
+            gpudirect: GdrOptions::default(),
         }
     }
 }
@@ -124,6 +135,21 @@ pub trait Source: Send + Sync {
     fn nccl(&self) -> NcclProbe {
         NcclProbe::NotRequested {
             why: nccl::NOT_REQUESTED.to_string(),
+        }
+    }
+
+    /// The CUDA probe: a run now (`--cuda`, `--bandwidth`) with what the walk knows about the
+    /// GPUs (`plan`, asked only when the probe runs), or a capture's `.gpudoctor/cuda.json`.
+    fn cuda(&self, _plan: &dyn Fn() -> CudaPlan) -> CudaProbe {
+        CudaProbe::NotRequested {
+            why: cuda::NOT_REQUESTED.to_string(),
+        }
+    }
+    /// GPUDirect RDMA loopbacks through these HCAs (`--bandwidth`; `targets` asked only when
+    /// they run), or a capture's `.gpudoctor/gpudirect/`.
+    fn gpudirect(&self, _targets: &dyn Fn() -> Vec<GdrTarget>) -> GdrProbe {
+        GdrProbe::NotRequested {
+            why: gpudirect::NOT_REQUESTED.to_string(),
         }
     }
 
@@ -244,6 +270,22 @@ impl Source for HostSource {
                 .map(|d| d.len() as u32)
         };
         nccl::probe_live(&self.options.nccl, &gpus)
+    }
+    fn cuda(&self, plan: &dyn Fn() -> CudaPlan) -> CudaProbe {
+        if !self.options.cuda.requested() {
+            return CudaProbe::NotRequested {
+                why: cuda::NOT_REQUESTED.to_string(),
+            };
+        }
+        cuda::probe_live(&self.options.cuda, &plan())
+    }
+    fn gpudirect(&self, targets: &dyn Fn() -> Vec<GdrTarget>) -> GdrProbe {
+        if !self.options.gpudirect.run {
+            return GdrProbe::NotRequested {
+                why: gpudirect::NOT_REQUESTED.to_string(),
+            };
+        }
+        gpudirect::probe_live(&self.options.gpudirect, &targets())
     }
 }
 
@@ -382,6 +424,12 @@ impl Source for ReplaySource {
         } else {
             nccl::read_user_logs(&self.nccl_logs)
         }
+    }
+    fn cuda(&self, _plan: &dyn Fn() -> CudaPlan) -> CudaProbe {
+        cuda::read_capture(&self.fs)
+    }
+    fn gpudirect(&self, _targets: &dyn Fn() -> Vec<GdrTarget>) -> GdrProbe {
+        gpudirect::read_capture(&self.fs)
     }
 }
 

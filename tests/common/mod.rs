@@ -46,13 +46,32 @@ pub fn fake_nvml_old_driver_lib() -> &'static Path {
     })
 }
 
+/// The environment variable naming the `cuda.json` the stand-in CUDA library answers from.
+pub const FAKE_CUDA_JSON: &str = "GPUDOCTOR_FAKE_CUDA_JSON";
+
+/// Build the stand-in `libcuda` (tests/fake-cuda) once per test binary, in its own target
+/// directory.
+pub fn fake_cuda_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| build_stand_in("fake-cuda", "target/fake-cuda", "cuda_fake", &[]))
+}
+
+/// The stand-in `ib_write_bw` (a shell script answering from `GPUDOCTOR_FAKE_PERFTEST`).
+pub fn fake_perftest_dir() -> PathBuf {
+    repo().join("tests/data/perftest/fake")
+}
+
 fn build_fake_nvml(target_dir: &str, extra: &[&str]) -> PathBuf {
+    build_stand_in("fake-nvml", target_dir, "nvidia_ml_fake", extra)
+}
+
+fn build_stand_in(package: &str, target_dir: &str, lib_name: &str, extra: &[&str]) -> PathBuf {
     {
         let repo = repo();
         let target = repo.join(target_dir);
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let out = Command::new(cargo)
-            .args(["build", "-p", "fake-nvml", "--locked"])
+            .args(["build", "-p", package, "--locked"])
             .args(extra)
             .arg("--target-dir")
             .arg(&target)
@@ -61,12 +80,12 @@ fn build_fake_nvml(target_dir: &str, extra: &[&str]) -> PathBuf {
             .expect("cargo runs");
         assert!(
             out.status.success(),
-            "building tests/fake-nvml failed:\n{}",
+            "building tests/{package} failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
         let lib = target
             .join("debug")
-            .join(format!("{DLL_PREFIX}nvidia_ml_fake{DLL_SUFFIX}"));
+            .join(format!("{DLL_PREFIX}{lib_name}{DLL_SUFFIX}"));
         assert!(lib.is_file(), "{} was not built", lib.display());
         lib
     }

@@ -160,6 +160,17 @@ pub struct NvmlDevice {
     #[serde(default)]
     pub mig_devices: Reading<Vec<MigDevice>>,
 
+    // --- who may run CUDA here, and who does (the `driver.cuda` probe's hints)
+    /// `nvmlDeviceGetComputeMode`: whether several processes may hold a context (nvml.h
+    /// `nvmlComputeMode_t`); in exclusive-process mode a second one gets
+    /// `CUDA_ERROR_DEVICE_UNAVAILABLE`.
+    #[serde(default)]
+    pub compute_mode: Reading<ComputeMode>,
+    /// `nvmlDeviceGetComputeRunningProcesses` with each name (`nvmlSystemGetProcessName`): the
+    /// processes holding a CUDA context on this GPU when NVML was asked.
+    #[serde(default)]
+    pub compute_processes: Reading<Vec<GpuProcess>>,
+
     // --- NVLink and fabric (§6, §7)
     /// One entry per link that answered `nvmlDeviceGetNvLinkState`; `NotSupported` when the GPU
     /// has no NVLink at all.
@@ -245,6 +256,8 @@ impl NvmlDevice {
         add("pcie_replay_counter", self.pcie_replay_counter.error());
         add("mig_mode", self.mig_mode.error());
         add("mig_devices", self.mig_devices.error());
+        add("compute_mode", self.compute_mode.error());
+        add("compute_processes", self.compute_processes.error());
         add("nvlinks", self.nvlinks.error());
         add("fabric", self.fabric.error());
         if let Reading::Value(links) = &self.nvlinks {
@@ -299,6 +312,51 @@ impl NvmlDevice {
             self.mig_devices.value().map(Vec::as_slice)
         } else {
             None
+        }
+    }
+}
+
+/// `nvmlComputeMode_t` (nvml.h): 0 default, 1 exclusive thread (deprecated), 2 prohibited,
+/// 3 exclusive process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputeMode {
+    Default,
+    ExclusiveThread,
+    Prohibited,
+    ExclusiveProcess,
+}
+
+impl ComputeMode {
+    /// As `nvidia-smi -q` prints it (`Exclusive_Process`).
+    pub fn label(self) -> &'static str {
+        match self {
+            ComputeMode::Default => "Default",
+            ComputeMode::ExclusiveThread => "Exclusive_Thread",
+            ComputeMode::Prohibited => "Prohibited",
+            ComputeMode::ExclusiveProcess => "Exclusive_Process",
+        }
+    }
+}
+
+/// A process with a CUDA context on a GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuProcess {
+    pub pid: u32,
+    /// GPU memory it holds, MiB (`None`: NVML could not say, as under some hypervisors).
+    #[serde(default)]
+    pub used_memory_mib: Option<u64>,
+    /// `nvmlSystemGetProcessName`: its executable, as NVML gives it.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+impl GpuProcess {
+    /// `pid 4242 (python3)`.
+    pub fn describe(&self) -> String {
+        match &self.name {
+            Some(name) => format!("pid {} ({name})", self.pid),
+            None => format!("pid {}", self.pid),
         }
     }
 }

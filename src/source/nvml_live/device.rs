@@ -14,9 +14,12 @@ use nvml_wrapper::{Device, Nvml};
 
 use super::{raw, reading, to_error};
 use crate::facts::nvml::{
-    CurrentPending, EccCounts, MigDevice, NvLink, NvmlDevice, NvmlError, NvmlErrorKind, Reading,
-    RetiredPages, normalize_bus_id,
+    ComputeMode, CurrentPending, EccCounts, GpuProcess, MigDevice, NvLink, NvmlDevice, NvmlError,
+    NvmlErrorKind, Reading, RetiredPages, normalize_bus_id,
 };
+
+/// Most processes listed per GPU (the name lookup is a call each).
+const MAX_PROCESSES: usize = 32;
 
 /// Highest link index asked; NVML answers `INVALID_ARGUMENT` past the GPU's real count
 /// (`NVML_NVLINK_MAX_LINKS` grew from 12 to 18 to 36 across headers, gpu-health.md §6).
@@ -150,9 +153,44 @@ pub fn describe(nvml: &Nvml, index: u32, identity: &dyn Fn(&NvmlDevice)) -> Nvml
     out.pcie_replay_counter = lost.read("pcie_replay_counter", || {
         d.pcie_replay_counter().map(u64::from)
     });
+    out.compute_mode = lost.read("compute_mode", || {
+        d.compute_mode().map(|m| {
+            use nvml_wrapper::enum_wrappers::device::ComputeMode as M;
+            match m {
+                M::Default => ComputeMode::Default,
+                M::ExclusiveThread => ComputeMode::ExclusiveThread,
+                M::Prohibited => ComputeMode::Prohibited,
+                M::ExclusiveProcess => ComputeMode::ExclusiveProcess,
+            }
+        })
+    });
+    out.compute_processes = lost.read("compute_processes", || {
+        d.running_compute_processes()
+            .map(|list| processes(nvml, list))
+    });
     out.nvlinks = lost.read_with("nvlinks", || nvlinks(d));
     out.fabric = lost.read_with("fabric", || raw::fabric_info(d));
     out
+}
+
+/// NVML's process list with names, at most [`MAX_PROCESSES`].
+fn processes(
+    nvml: &Nvml,
+    list: Vec<nvml_wrapper::struct_wrappers::device::ProcessInfo>,
+) -> Vec<GpuProcess> {
+    use nvml_wrapper::enums::device::UsedGpuMemory;
+    list.into_iter()
+        .take(MAX_PROCESSES)
+        .map(|p| GpuProcess {
+            pid: p.pid,
+            used_memory_mib: match p.used_gpu_memory {
+                UsedGpuMemory::Used(bytes) => Some(bytes / MIB),
+                UsedGpuMemory::Unavailable => None,
+            },
+            // nvml.h: a buffer of NVML_DEVICE_NAME_BUFFER_SIZE-like length; 256 holds a path.
+            name: nvml.sys_process_name(p.pid, 256).ok(),
+        })
+        .collect()
 }
 
 fn ecc_counts(device: &Device<'_>) -> Result<EccCounts, WrapperError> {

@@ -58,6 +58,19 @@ use std::sync::{Mutex, MutexGuard};
 use ffi::*;
 use model::{Device, FabricInfo, FabricState, Facts, MigDevice, NvLink, Reading, RemoteType};
 
+/// `nvmlProcessInfo_t` (v2 layout, what `nvmlDeviceGetComputeRunningProcesses_v3` fills).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ProcessInfo {
+    pub pid: c_uint,
+    pub used_gpu_memory: c_ulonglong,
+    pub gpu_instance_id: c_uint,
+    pub compute_instance_id: c_uint,
+}
+
+/// nvml.h `NVML_VALUE_NOT_AVAILABLE`: used memory NVML could not read.
+const VALUE_NOT_AVAILABLE: c_ulonglong = c_ulonglong::MAX;
+
 /// The environment variable naming the `nvml.json` to answer from.
 pub const ENV_JSON: &str = "GPUDOCTOR_FAKE_NVML_JSON";
 /// Seconds every `nvmlInit*` sleeps before it answers (unset: none).
@@ -765,6 +778,82 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(
             };
             // SAFETY: `temp` is an out-pointer for one unsigned int.
             unsafe { put(temp, value) }
+        })
+    })
+}
+
+// `compute_mode` → `nvmlComputeMode_t`: 0 default, 1 exclusive thread, 2 prohibited, 3
+// exclusive process (nvml.h).
+device_u32!(nvmlDeviceGetComputeMode, |d: &Device| {
+    match read(&d.compute_mode)?.as_str() {
+        "default" => Ok(0),
+        "exclusive_thread" => Ok(1),
+        "prohibited" => Ok(2),
+        "exclusive_process" => Ok(3),
+        _ => Err(ERROR_UNKNOWN),
+    }
+});
+
+/// nvml.h: `*infoCount` in, the count out; INSUFFICIENT_SIZE (with the count) when the array
+/// is too small, which is how callers ask for the count with a NULL array.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    device: Handle,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| {
+            let list = read(&d.compute_processes)?;
+            if count.is_null() {
+                return Err(ERROR_INVALID_ARGUMENT);
+            }
+            // SAFETY: `count` is a valid in/out pointer (nvml.h).
+            let room = unsafe { count.read() } as usize;
+            // SAFETY: as above.
+            unsafe { count.write(list.len() as c_uint) };
+            if room < list.len() || (infos.is_null() && !list.is_empty()) {
+                return Err(ERROR_INSUFFICIENT_SIZE);
+            }
+            for (i, p) in list.iter().enumerate() {
+                let info = ProcessInfo {
+                    pid: p.pid,
+                    used_gpu_memory: p
+                        .used_memory_mib
+                        .map_or(VALUE_NOT_AVAILABLE, |m| m * 1024 * 1024),
+                    gpu_instance_id: c_uint::MAX,
+                    compute_instance_id: c_uint::MAX,
+                };
+                // SAFETY: the caller's array holds `room` >= len entries.
+                unsafe { infos.add(i).write(info) };
+            }
+            Ok(())
+        })
+    })
+}
+
+/// The name of a process some GPU lists, NOT_FOUND for any other pid.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetProcessName(
+    pid: c_uint,
+    name: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        with_facts(|f| {
+            let found = f
+                .devices
+                .iter()
+                .filter_map(|d| match &d.compute_processes {
+                    Reading::Value(list) => Some(list),
+                    _ => None,
+                })
+                .flatten()
+                .find(|p| p.pid == pid)
+                .ok_or(ERROR_NOT_FOUND)?;
+            let text = present(found.name.as_deref())?;
+            // SAFETY: `name` holds `length` bytes (nvml.h).
+            unsafe { put_str(name, length, text) }
         })
     })
 }

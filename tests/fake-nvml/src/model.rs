@@ -118,6 +118,20 @@ pub struct Device {
     pub nvlinks: Reading<Vec<NvLink>>,
     #[serde(default)]
     pub fabric: Reading<FabricInfo>,
+    /// `default`, `exclusive_thread`, `prohibited`, `exclusive_process`.
+    #[serde(default)]
+    pub compute_mode: Reading<String>,
+    #[serde(default)]
+    pub compute_processes: Reading<Vec<GpuProcess>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct GpuProcess {
+    pub pid: u32,
+    #[serde(default)]
+    pub used_memory_mib: Option<u64>,
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

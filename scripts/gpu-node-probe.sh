@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# gpu-node-probe.sh — run gpudoctor's active probes (issue 18: --cuda, --bandwidth) on a real
+# GPU node and print what a reviewer needs: versions, every figure, every verdict, the time each
+# probe took, and a capture to replay anywhere.
+#
+#   scripts/gpu-node-probe.sh [--gpudoctor PATH] [--out DIR] [--perftest-dir DIR]
+#                             [--cuda-timeout SECS] [--skip-gpudirect] [--reference]
+#                             [-- GPUDOCTOR ARGS...]
+#
+# Arguments after `--` go to every gpudoctor run (`--root /host`, `--nvml-lib PATH`,
+# `--cuda-lib PATH`, `--kernel-log FILE`); tests/active_probes.rs runs this script that way against
+# the stand-in libcuda, NVML and ib_write_bw.
+#
+# It changes nothing on the node: it reads versions, runs `gpudoctor check` three times
+# (--cuda, --bandwidth, and --bandwidth as JSON) and `gpudoctor record --bandwidth`, and writes
+# only under --out (default ./gpu-node-probe-<host>-<time>). With --reference it also runs
+# NVIDIA's nvbandwidth (host<->device and device<->device copy engines) and a plain
+# `ib_write_bw` loopback without --use_cuda, when they are installed, to set gpudoctor's figures
+# beside the tools the expectations come from (docs/checks.md "Active probes").
+#
+# Every GPU and HCA is busy while it runs (about a minute on an 8-GPU, 8-HCA node): drain the
+# node first (`kubectl drain NODE --ignore-daemonsets`). Needs bash, coreutils `timeout` and
+# python3 (for the summary; without it the JSON report is kept and printed raw).
+#
+# Exit status: gpudoctor's own for the --bandwidth run (0 healthy, 1 a layer failed, 3
+# inconclusive, ...); 2 for a usage error of this script.
+
+set -u -o pipefail
+
+gpudoctor=""
+out=""
+perftest_dir=""
+cuda_timeout=30
+skip_gdr=0
+reference=0
+
+usage() {
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --gpudoctor) gpudoctor="${2:?--gpudoctor needs a path}"; shift 2 ;;
+        --out) out="${2:?--out needs a directory}"; shift 2 ;;
+        --perftest-dir) perftest_dir="${2:?--perftest-dir needs a directory}"; shift 2 ;;
+        --cuda-timeout) cuda_timeout="${2:?--cuda-timeout needs seconds}"; shift 2 ;;
+        --skip-gpudirect) skip_gdr=1; shift ;;
+        --reference) reference=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        --) shift; break ;;
+        *) echo "gpu-node-probe.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
+    esac
+done
+
+case "$cuda_timeout" in
+    ''|*[!0-9]*) echo "gpu-node-probe.sh: --cuda-timeout takes whole seconds" >&2; exit 2 ;;
+esac
+
+# The binary: --gpudoctor, else this checkout's release or debug build, else PATH.
+here="$(cd "$(dirname "$0")/.." && pwd)"
+if [ -z "$gpudoctor" ]; then
+    for candidate in "$here/target/release/gpudoctor" "$here/target/debug/gpudoctor"; do
+        if [ -x "$candidate" ]; then gpudoctor="$candidate"; break; fi
+    done
+fi
+if [ -z "$gpudoctor" ]; then
+    gpudoctor="$(command -v gpudoctor || true)"
+fi
+if [ -z "$gpudoctor" ] || [ ! -x "$gpudoctor" ]; then
+    echo "gpu-node-probe.sh: no gpudoctor binary: build one (cargo build --release) or pass --gpudoctor PATH" >&2
+    exit 2
+fi
+
+host="$(hostname 2>/dev/null || echo node)"
+out="${out:-./gpu-node-probe-$host-$(date -u +%Y%m%dT%H%M%SZ)}"
+if [ -e "$out" ]; then
+    echo "gpu-node-probe.sh: $out exists; pass another --out" >&2
+    exit 2
+fi
+mkdir -p "$out" || exit 2
+
+# The timeout this script gives each gpudoctor run: gpudoctor bounds itself (docs/performance.md
+# "Bounds": 4 x (cuda-timeout + 6 s) for the CUDA probe, cuda-timeout + 6 s per HCA port), this
+# is a backstop against a gpudoctor bug, generous enough never to cut a healthy run.
+backstop=$(( 4 * (cuda_timeout + 6) + 64 * (cuda_timeout + 6) + 120 ))
+
+probe_args=(--cuda-timeout "$cuda_timeout" "$@")
+rec_args=()
+if [ -n "$perftest_dir" ]; then rec_args+=(--perftest-dir "$perftest_dir"); fi
+bw_args=("${rec_args[@]}")
+if [ "$skip_gdr" = 1 ]; then bw_args+=(--skip rdma); fi
+
+section() { printf '\n== %s ==\n' "$1"; }
+# `run NAME CMD...`: CMD's stdout to $out/NAME.out, stderr to $out/NAME.err, its wall time and
+# exit status to $out/NAME.time; echoes the status.
+run() {
+    local name="$1"; shift
+    local start end rc
+    start=$(date +%s.%N)
+    timeout --kill-after=10 "$backstop" "$@" >"$out/$name.out" 2>"$out/$name.err"
+    rc=$?
+    end=$(date +%s.%N)
+    printf '%s %s\n' "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')" "$rc" >"$out/$name.time"
+    return "$rc"
+}
+took() { awk '{ printf "%s s, exit %s", $1, $2 }' "$out/$1.time"; }
+
+section "versions"
+{
+    echo "gpudoctor:      $("$gpudoctor" --version 2>&1 | head -n1) ($gpudoctor)"
+    echo "kernel:         $(uname -r)"
+    if [ -r /proc/driver/nvidia/version ]; then
+        echo "nvidia module:  $(head -n1 /proc/driver/nvidia/version)"
+    else
+        echo "nvidia module:  /proc/driver/nvidia/version not readable"
+    fi
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        echo "nvidia-smi:     $(timeout 20 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1 | head -n1)"
+        echo "cuda (driver):  $(timeout 20 nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -n1)"
+        echo "gpus:"
+        timeout 20 nvidia-smi --query-gpu=index,name,pci.bus_id,pcie.link.gen.max,pcie.link.width.current,persistence_mode,compute_mode \
+            --format=csv,noheader 2>&1 | sed 's/^/  /'
+    else
+        echo "nvidia-smi:     not installed"
+    fi
+    echo "libcuda:        $( (ldconfig -p 2>/dev/null | grep -m1 'libcuda.so.1 ' | sed 's/.*=> //') || true)"
+    ibwb="$(command -v ib_write_bw 2>/dev/null || true)"
+    if [ -n "$perftest_dir" ] && [ -x "$perftest_dir/ib_write_bw" ]; then ibwb="$perftest_dir/ib_write_bw"; fi
+    if [ -n "$ibwb" ]; then
+        echo "ib_write_bw:    $("$ibwb" --version 2>&1 | head -n1) ($ibwb)"
+    else
+        echo "ib_write_bw:    not found (the GPUDirect loopbacks will skip: install perftest)"
+    fi
+    if command -v ibv_devinfo >/dev/null 2>&1; then
+        echo "rdma ports:"
+        for port in /sys/class/infiniband/*/ports/*; do
+            [ -r "$port/rate" ] || continue
+            dev="${port#/sys/class/infiniband/}"; dev="${dev%%/*}"
+            printf '  %s port %s: %s, %s\n' "$dev" "${port##*/}" "$(cat "$port/state" 2>/dev/null)" "$(cat "$port/rate" 2>/dev/null)"
+        done
+    fi
+    echo "nvidia_peermem: $(grep -q '^nvidia_peermem ' /proc/modules 2>/dev/null && echo loaded || echo 'not loaded')"
+} | tee "$out/versions.txt"
+
+section "1. gpudoctor check --cuda (driver layer)"
+run cuda "$gpudoctor" check --only driver --cuda "${probe_args[@]}"
+echo "took $(took cuda)"
+cat "$out/cuda.out"
+
+section "2. gpudoctor check --bandwidth --keep-going (table)"
+run bandwidth "$gpudoctor" check --keep-going --bandwidth "${probe_args[@]}" "${bw_args[@]}"
+echo "took $(took bandwidth)"
+cat "$out/bandwidth.out"
+echo "progress (stderr):"
+sed 's/^/  /' "$out/bandwidth.err"
+
+section "3. the same as JSON: every active-probe figure and verdict"
+run report "$gpudoctor" check --keep-going --bandwidth --format json "${probe_args[@]}" "${bw_args[@]}"
+status=$?
+echo "took $(took report)"
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$out/report.out" "$out/report.json" <<'EOF' || cat "$out/report.out"
+import json, sys
+
+with open(sys.argv[1]) as f:
+    report = json.load(f)
+with open(sys.argv[2], "w") as f:
+    json.dump(report, f, indent=2)
+active = {"driver.cuda", "topology.host_bandwidth", "nvlink.p2p_bandwidth", "rdma.gpudirect_bandwidth"}
+node = report.get("node") or {}
+print(f"node {node.get('hostname', '?')}, driver {node.get('driver_version', '?')}, profile {report.get('profile') or '-'}")
+for layer in report.get("layers", []):
+    print(f"{layer.get('id', '?'):<14} {layer.get('status', '?'):<8} {layer.get('duration_ms', '?')} ms")
+for layer in report.get("layers", []):
+    for check in layer.get("checks", []):
+        if check.get("code") not in active:
+            continue
+        print(f"\n{check['code']}: {check.get('status')} - {check.get('summary', '')}")
+        for ev in check.get("evidence", [])[:20]:
+            exp = f" (expected {ev['expected']})" if ev.get("expected") else ""
+            print(f"  evidence {ev.get('source', '')}: {ev.get('observed', '')}{exp}")
+        for fig in check.get("figures", []):
+            labels = ",".join(f"{k}={v}" for k, v in sorted(fig.get("labels", {}).items()))
+            value = fig.get("value", 0)
+            unit = ""
+            if fig.get("name", "").endswith("_bytes_per_second"):
+                value, unit = value / 1e9, " GB/s"
+            print(f"  {fig.get('name')}{{{labels}}} = {value:.2f}{unit}")
+        if check.get("hint"):
+            print(f"  hint: {check['hint']}")
+first = report.get("first_failure") or {}
+print(f"\nexit status {report.get('exit_code', '?')}, first failure {first.get('layer', '-')} ({first.get('code', '-')})")
+EOF
+else
+    cat "$out/report.out"
+fi
+
+section "4. gpudoctor record --bandwidth (a capture to replay anywhere)"
+run record "$gpudoctor" record --bandwidth --out "$out/capture.tar.gz" "${probe_args[@]}" "${rec_args[@]}"
+echo "took $(took record)"
+tail -n 5 "$out/record.err"
+echo "replay it with: gpudoctor check --root $out/capture.tar.gz --keep-going"
+
+if [ "$reference" = 1 ]; then
+    section "5. reference tools"
+    if command -v nvbandwidth >/dev/null 2>&1; then
+        run nvbandwidth nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce device_to_device_memcpy_read_ce
+        echo "nvbandwidth took $(took nvbandwidth)"
+        cat "$out/nvbandwidth.out"
+    else
+        echo "nvbandwidth not installed (https://github.com/NVIDIA/nvbandwidth)"
+    fi
+    if [ -n "${ibwb:-}" ] && [ "$skip_gdr" = 0 ]; then
+        for port in /sys/class/infiniband/*/ports/1; do
+            [ -r "$port/state" ] && grep -q ACTIVE "$port/state" || continue
+            dev="${port#/sys/class/infiniband/}"; dev="${dev%%/*}"
+            # Host memory, no --use_cuda: tells the NIC from the GPU path (docs/rdma.md).
+            timeout 60 "$ibwb" -d "$dev" -i 1 -p 18999 -s 8388608 -F --report_gbits >"$out/ibwb-$dev.server" 2>&1 &
+            server=$!
+            sleep 2
+            timeout 60 "$ibwb" -d "$dev" -i 1 -p 18999 -s 8388608 -F --report_gbits localhost >"$out/ibwb-$dev.client" 2>&1
+            wait "$server" 2>/dev/null
+            echo "$dev host memory: $(grep -E '^ *8388608 ' "$out/ibwb-$dev.client" | awk '{ print $4 " Gb/s average" }')"
+        done
+    fi
+fi
+
+section "files"
+ls -l "$out"
+exit "$status"

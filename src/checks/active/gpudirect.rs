@@ -1,0 +1,288 @@
+//! `rdma.gpudirect_bandwidth`: each HCA's GPUDirect RDMA loopback (`--bandwidth`, `ib_write_bw
+//! --use_cuda` through the HCA with both buffers in its nearest GPU's memory, source/
+//! gpudirect.rs) against the port's rate. Thresholds: the profile's `gpudirect_fail_gbit_per_s`
+//! (AzNHC's GDR floors: 380 Gb/s on H100, 360 on H200, 180 on A100, reference/profiles.md §4,
+//! §5, §7), else [`RATE_FAIL`] of the port's rate (those floors are 90-95 % of 400 and 200).
+
+use crate::checks::{CheckDef, Context, Explain, Outcome};
+use crate::facts::perftest::BwRow;
+use crate::report::{Action, Evidence, Figure, FigureName, Layer, Status};
+use crate::source::GdrProbe;
+use crate::source::gpudirect::{BINARY, GdrRun, INSTALL_HINT, MESSAGE_BYTES};
+
+/// Below this share of the port's rate fails (AzNHC's lowest GDR floor relative to its port:
+/// 360/400 and 180/200).
+pub const RATE_FAIL: f64 = 0.90;
+
+pub const DEF: CheckDef = CheckDef {
+    code: "rdma.gpudirect_bandwidth",
+    layer: Layer::Rdma,
+    title: "GPUDirect RDMA through each HCA runs at its port rate (--bandwidth)",
+    explain: Explain {
+        reads: "an `ib_write_bw` loopback per active RDMA port (`--bandwidth`; perftest built with CUDA, found on PATH or --perftest-dir): server and client on the same HCA, `--use_cuda` on the GPU nearest to it, 8 MiB messages, `--report_gbits`, the client's BW average; or a capture's .gpudoctor/gpudirect/*.log; the port's rate from /sys/class/infiniband/*/ports/*/rate; the profile's gpudirect_fail_gbit_per_s",
+        expects: "each HCA's loopback finishes within --cuda-timeout and reaches the profile's floor (380 Gb/s on HGX H100), or 90 % of its port rate without one",
+        why: "GPUDirect RDMA is how every inter-node collective reaches GPU memory: one HCA whose path into its GPU is slow (a missing nvidia_peermem, ACS redirecting peer traffic through the root complex, a degraded switch port) slows every job that uses that rail, and the NCCL average over eight rails hides it",
+        fix: "for the HCA named: check nvidia_peermem is loaded (`lsmod | grep peermem`), ACS on the switch between HCA and GPU (topology.acs_redirect), the HCA's and GPU's PCIe links; rerun `ib_write_bw` without --use_cuda to tell the NIC from the GPU path",
+    },
+    run,
+};
+
+fn rate_of(ctx: &Context<'_>, device: &str, port: u32) -> Option<f64> {
+    let rdma = ctx.rdma().as_ref().ok()?;
+    rdma.devices
+        .iter()
+        .find(|d| d.name == device)?
+        .ports
+        .iter()
+        .find(|p| p.port == port)?
+        .rate_gbps
+}
+
+fn run(ctx: &Context<'_>) -> Outcome {
+    let runs = match ctx.gpudirect() {
+        GdrProbe::NotRequested { why } => return Outcome::skip(why),
+        GdrProbe::NoTargets => {
+            return Outcome::skip(
+                "no rdma device with an active port: no gpudirect loopback to run",
+            );
+        }
+        GdrProbe::BinaryMissing { searched, asked } => {
+            let text = format!("{BINARY} (perftest) not found in {}", searched.join(", "));
+            // Asked means required (issue 19): a --perftest-dir that holds no ib_write_bw
+            // fails; without it the loopbacks are an extra of --bandwidth for nodes that have
+            // perftest (issue 18), skipped naming the package.
+            return if *asked {
+                Outcome::fail(format!(
+                    "{text}: --perftest-dir was given but holds no {BINARY}"
+                ))
+                .evidence(Evidence::new("--perftest-dir", searched.join(", ")))
+                .hint(INSTALL_HINT)
+                .action(Action::FixConfig)
+            } else {
+                Outcome::skip(format!(
+                    "{text}: install the perftest package to measure gpudirect rdma"
+                ))
+                .hint(INSTALL_HINT)
+            };
+        }
+        GdrProbe::Unavailable { origin, message } => {
+            return Outcome::error(format!("the gpudirect loopback could not run: {origin}: {message}"))
+                .evidence(Evidence::new(origin, message))
+                .hint("check that ib_write_bw starts by hand (`ib_write_bw -h`); a capture's .gpudoctor/gpudirect/ holds the files `gpudoctor record --bandwidth` wrote");
+        }
+        GdrProbe::Runs(runs) => runs,
+    };
+    // The profile's floor is for its compute rails (ports of its `rdma_devices`, at its
+    // `rdma_rate_gbit_per_s`); a storage or management NIC is held to its own rate.
+    let profile = ctx.profile().filter(|p| !p.provisional);
+    let floor_for = |device: &str, rate: Option<f64>| {
+        let p = profile?;
+        let f = p.gpudirect_fail_gbits?;
+        if !p.is_fabric_device(device) {
+            return None;
+        }
+        match (p.rdma_rate_gbps, rate) {
+            (Some(want), Some(have)) if (f64::from(want) - have).abs() > 0.5 => None,
+            _ => Some((f, p.name.clone())),
+        }
+    };
+    let mut figures = Vec::new();
+    let mut problems: Vec<(Status, String, Vec<Evidence>)> = Vec::new();
+    let mut values = Vec::new();
+    let mut unbuilt = Vec::new();
+    for run in runs {
+        let gpu = run
+            .meta
+            .as_ref()
+            .and_then(|m| m.gpu.clone())
+            .unwrap_or_else(|| "?".into());
+        let path = run
+            .meta
+            .as_ref()
+            .and_then(|m| m.path.clone())
+            .map(|p| format!(", {p}"))
+            .unwrap_or_default();
+        let who = format!("{} port {} (gpu {gpu}{path})", run.device, run.port);
+        let size = run
+            .meta
+            .as_ref()
+            .map(|m| m.message_bytes)
+            .filter(|b| *b > 0)
+            .unwrap_or(MESSAGE_BYTES);
+        let Some(row) = run.output.at_size(size) else {
+            match no_row(run, &who) {
+                Ok(problem) => problems.push(problem),
+                Err(note) => unbuilt.push(note),
+            }
+            continue;
+        };
+        values.push(row.average_gbits);
+        figures.push(
+            Figure::new(
+                FigureName::GpudirectRdmaBytesPerSecond,
+                row.average_gbits * 1e9 / 8.0,
+            )
+            .label("device", &run.device)
+            .label("port", run.port.to_string())
+            .label("gpu", &gpu),
+        );
+        let rate = rate_of(ctx, &run.device, run.port);
+        let floor = floor_for(&run.device, rate);
+        if let Some(p) = judge_row(row, rate, floor.as_ref(), &who, run) {
+            problems.push(p);
+        }
+    }
+    if !unbuilt.is_empty() && values.is_empty() && problems.is_empty() {
+        return Outcome::error(format!(
+            "{BINARY} cannot use gpu memory: {}",
+            unbuilt.join("; ")
+        ))
+        .hint(INSTALL_HINT);
+    }
+    let overview = format!(
+        "{} on {} hca port(s){}",
+        super::range(&values, "Gb/s"),
+        values.len(),
+        match profile.and_then(|p| p.gpudirect_fail_gbits.map(|f| (f, &p.name))) {
+            Some((f, name)) => format!(
+                " ({name} floor {f:.0} on its compute rails, {:.0} % of the rate elsewhere)",
+                RATE_FAIL * 100.0
+            ),
+            None => format!(" (floor {:.0} % of each port's rate)", RATE_FAIL * 100.0),
+        }
+    );
+    if problems.is_empty() {
+        return Outcome::pass(format!("gpudirect rdma loopbacks: {overview}"))
+            .evidence(Evidence::new("gpudirect", &overview))
+            .figures(figures);
+    }
+    problems.sort_by_key(|p| std::cmp::Reverse(p.0.severity()));
+    let count = problems.len();
+    let summary = if count > 1 {
+        format!(
+            "{} (and {} more); all: {overview}",
+            problems[0].1,
+            count - 1
+        )
+    } else {
+        format!("{}; all: {overview}", problems[0].1)
+    };
+    Outcome::fail(summary)
+        .evidence_all(problems.into_iter().flat_map(|p| p.2))
+        .hint("for the hca named: check nvidia_peermem is loaded (`lsmod | grep peermem`), ACS on the switch between the hca and its gpu, and both pcie links (`lspci -vv -s <bdf>`); run `ib_write_bw -d <hca> --report_gbits` without --use_cuda to tell the nic from the gpu path")
+        .action(Action::HardwareInspection)
+        .figures(figures)
+}
+
+/// A run without a result row: why, as a problem; `Err` when perftest lacks CUDA support.
+fn no_row(run: &GdrRun, who: &str) -> Result<(Status, String, Vec<Evidence>), String> {
+    let meta = run.meta.as_ref();
+    let detail = run
+        .output
+        .errors
+        .first()
+        .cloned()
+        .or_else(|| {
+            run.output
+                .malformed_rows
+                .first()
+                .map(|r| format!("cut row `{r}`"))
+        })
+        .unwrap_or_else(|| format!("no result row in {} line(s)", run.output.lines));
+    let cuda_option = run
+        .output
+        .errors
+        .iter()
+        .chain(&run.output.malformed_rows)
+        .any(|e| e.contains("use_cuda"));
+    if cuda_option {
+        return Err(format!("{who}: {}", run.output.errors.join("; ")));
+    }
+    let what = match meta {
+        Some(m) if m.timed_out && m.server_not_ready => format!(
+            "the {BINARY} server on {who} never said it was listening within {} s",
+            m.timeout_s.unwrap_or(0)
+        ),
+        Some(m) if m.timed_out => format!(
+            "the loopback on {who} did not finish within {} s",
+            m.timeout_s.unwrap_or(0)
+        ),
+        _ => match run.output.errors.first() {
+            Some(e) => format!("the loopback on {who} failed: {e}"),
+            None => format!(
+                "the loopback on {who} printed no result ({})",
+                crate::source::child::describe_exit(meta.and_then(|m| m.exit))
+            ),
+        },
+    };
+    let mut evidence = vec![
+        Evidence::new(&run.origin, format!("{what}: {detail}"))
+            .expected("a result row for 8 MiB messages"),
+    ];
+    if let Some(m) = meta
+        && !m.killed.is_empty()
+    {
+        let killed: Vec<String> = m.killed.iter().map(|k| k.describe()).collect();
+        evidence.push(Evidence::new("killed", killed.join("; ")));
+    }
+    Ok((Status::Fail, what, evidence))
+}
+
+fn judge_row(
+    row: &BwRow,
+    rate: Option<f64>,
+    floor: Option<&(f64, String)>,
+    who: &str,
+    run: &GdrRun,
+) -> Option<(Status, String, Vec<Evidence>)> {
+    let g = row.average_gbits;
+    let mut reasons = Vec::new();
+    let expected = match (floor, rate) {
+        (Some((f, name)), _) => {
+            if g < *f {
+                reasons.push(format!("below the {name} floor of {f:.0} Gb/s"));
+            }
+            format!("≥ {f:.0} Gb/s ({name})")
+        }
+        (None, Some(r)) => {
+            if g < RATE_FAIL * r {
+                reasons.push(format!("{:.0} % of its {r:.0} Gb/s port", g / r * 100.0));
+            }
+            format!(
+                "≥ {:.0} Gb/s ({:.0} % of the port)",
+                RATE_FAIL * r,
+                RATE_FAIL * 100.0
+            )
+        }
+        (None, None) => return None,
+    };
+    if let (Some(r), Some(_)) = (rate, floor)
+        && !reasons.is_empty()
+    {
+        reasons.push(format!("{:.0} % of its {r:.0} Gb/s port", g / r * 100.0));
+    }
+    if reasons.is_empty() {
+        return None;
+    }
+    let mut evidence = vec![
+        Evidence::new(
+            &run.origin,
+            format!("BW average {g:.2} Gb/s at {} bytes", row.bytes),
+        )
+        .expected(expected),
+    ];
+    if !run.output.gpu_memory {
+        evidence.push(Evidence::new(
+            &run.origin,
+            "perftest did not say it used gpu memory (no `allocated GPU buffer` line)",
+        ));
+    }
+    Some((
+        Status::Fail,
+        format!(
+            "{who}: gpudirect loopback {g:.1} Gb/s, {}",
+            reasons.join(", ")
+        ),
+        evidence,
+    ))
+}
