@@ -186,15 +186,8 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
         Ok(pair) => pair,
         Err(code) => return Ok(code),
     };
+    // An archive given as --root is a capture here (open_root refused anything else).
     let capture = source::is_capture(&root);
-    if unpacked.is_some() && !capture {
-        eprintln!(
-            "gpudoctor: --root {} is a .tar.gz without {}/: only a capture is re-recorded from an archive; pass the node's root directory to record a node",
-            render::sanitize::text(&args.root.display().to_string()),
-            source::CAPTURE_DIR
-        );
-        return Ok(exit::USAGE);
-    }
     let mut refused = args.probes.inapplicable(capture);
     refused.extend(gpudoctor::cli::sample_inapplicable(args.sample, capture));
     if let Some(code) = refuse(&refused, &args.root, capture) {
@@ -581,14 +574,21 @@ fn open_root(
     limits: &record::UnpackLimits,
 ) -> Result<(Option<record::Unpacked>, std::path::PathBuf), i32> {
     if root.is_file() && record::is_packed(root) {
-        return match record::unpack(root, limits) {
+        // Only a capture: an archive's tree is never judged as a live node (nothing in it is
+        // loaded, issue 30).
+        return match record::unpack::unpack_capture(root, limits) {
             Ok(dir) => {
                 let path = dir.path().to_path_buf();
                 Ok((Some(dir), path))
             }
             Err(err) => {
-                // An entry's name comes from the archive.
-                let err = format!("--root {}: cannot unpack: {err}", root.display());
+                let err = match err {
+                    record::UnpackError::NotACapture(why) => {
+                        format!("--root {} is not a capture: {why}", root.display())
+                    }
+                    // An entry's name comes from the archive.
+                    err => format!("--root {}: cannot unpack: {err}", root.display()),
+                };
                 eprintln!("gpudoctor: {}", render::sanitize::text(&err));
                 Err(exit::USAGE)
             }

@@ -331,6 +331,9 @@ fn an_archive_that_is_not_a_capture_is_not_recorded() {
     ]);
     assert_eq!(result.status.code(), Some(2));
     let err = String::from_utf8_lossy(&result.stderr);
-    assert!(err.contains("without .gpudoctor/"), "{err}");
+    assert!(
+        err.contains("is not a capture: no .gpudoctor/manifest.json"),
+        "{err}"
+    );
     assert!(!out.exists());
 }

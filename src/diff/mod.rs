@@ -117,8 +117,14 @@ pub fn open(path: &Path, options: &DiffOptions) -> Result<Side, OpenError> {
     }
     let unpacked = if kind == InputKind::PackedCapture {
         Some(
-            record::unpack(path, &record::UnpackLimits::default())
-                .map_err(|e| OpenError(format!("{name}: cannot unpack: {e}")))?,
+            record::unpack::unpack_capture(path, &record::UnpackLimits::default()).map_err(
+                |e| match e {
+                    record::UnpackError::NotACapture(why) => {
+                        OpenError(format!("{name} is not a capture: {why}"))
+                    }
+                    e => OpenError(format!("{name}: cannot unpack: {e}")),
+                },
+            )?,
         )
     } else {
         None

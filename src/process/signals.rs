@@ -210,6 +210,23 @@ impl Drop for TempRegistration {
     }
 }
 
+/// Is `path` a temporary tree gpudoctor made in this run (an unpacked archive, a capture being
+/// built), or inside one? Such a tree came from an archive or is being written by gpudoctor: it
+/// is never a host's filesystem, so nothing in it is loaded and it is never judged as a live
+/// node (source::open, issue 30). Compared as given and with links resolved.
+pub fn is_own_temp(path: &Path) -> bool {
+    let temps = match TEMPS.lock() {
+        Ok(t) => t.clone(),
+        Err(e) => e.into_inner().clone(),
+    };
+    let resolved = std::fs::canonicalize(path).ok();
+    temps.iter().any(|(_, temp)| {
+        let temp_resolved = std::fs::canonicalize(temp).ok();
+        path.starts_with(temp)
+            || matches!((&resolved, &temp_resolved), (Some(p), Some(t)) if p.starts_with(t))
+    })
+}
+
 /// gpudoctor is stopping on a signal; nothing more may be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("stopped by {}", name(*.0))]

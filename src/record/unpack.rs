@@ -8,6 +8,16 @@
 //! any other entry (hard link, device, FIFO, sparse file) and any path that would land outside
 //! the directory is refused, not skipped. Symlinks are created as they are; the rooted reader
 //! refuses those that leave the root when the capture is read.
+//!
+//! The archive's modes are not the capture's: every directory is made 0700 and every file 0600
+//! as it is written (a 0777 directory would let any user of the machine change what is judged;
+//! a 0000 one would stop a non-root gpudoctor from writing into it, and from removing it).
+//! Concatenated gzip members (`cat a.gz b.gz`, pigz, a resumed upload) are read to the end, as
+//! gzip(1) reads them.
+//!
+//! An archive is replayed only as a capture: [`unpack_capture`] refuses one without a valid
+//! `.gpudoctor/manifest.json` at its top (issue 30: an archive judged as a live node loaded the
+//! `libnvidia-ml.so.1` it carried), saying what to do when the capture sits one level down.
 
 use std::cell::Cell;
 use std::fs::File;
@@ -18,6 +28,8 @@ use std::rc::Rc;
 use thiserror::Error;
 
 use crate::process::signals::{self, Interrupted, TempRegistration};
+use crate::source::rooted::{RootedFs, Visited};
+use crate::source::{CAPTURE_DIR, MANIFEST};
 
 /// Limits of [`unpack`]; `check`/`topo` flags raise them (docs/security.md, "Unpacking captures").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +93,9 @@ pub enum UnpackError {
     Write { path: PathBuf, source: io::Error },
     #[error("{0}")]
     Interrupted(#[from] Interrupted),
+    /// Unpacked, but not a capture: the text says what it holds and what to do.
+    #[error("{0}")]
+    NotACapture(String),
 }
 
 pub const FLAG_BYTES: &str = "--unpack-max-bytes";
@@ -160,7 +175,48 @@ fn hit(err: &io::Error) -> Option<Hit> {
     None
 }
 
-/// Unpack `archive` into a new temporary directory within `limits`.
+/// Unpack `archive` and require a capture at its top: a `.gpudoctor/manifest.json` that
+/// [`crate::source::capture_manifest`] accepts. Anything else is refused (and removed) here, so
+/// no command ever judges an archive's tree as a live node or loads a library from it.
+pub fn unpack_capture(archive: &Path, limits: &UnpackLimits) -> Result<Unpacked, UnpackError> {
+    let unpacked = unpack(archive, limits)?;
+    let fs = RootedFs::new(unpacked.path());
+    match crate::source::capture_manifest(&fs) {
+        Ok(_) => Ok(unpacked),
+        Err(why) => Err(UnpackError::NotACapture(not_a_capture(&fs, &why))),
+    }
+}
+
+/// Why an unpacked archive is no capture, and what to do about it.
+fn not_a_capture(fs: &RootedFs, why: &str) -> String {
+    const MADE_BY: &str = "a .tar.gz is replayed only as a capture written by `gpudoctor record --out NAME.tar.gz`; a live node is read from its root directory, never from an archive";
+    let top = fs.read_dir("").unwrap_or_default();
+    if top.is_empty() {
+        return format!("the archive is empty; {MADE_BY}");
+    }
+    if top.iter().any(|name| name == CAPTURE_DIR) {
+        return format!("its {CAPTURE_DIR}/ is not a complete capture: {why}; re-record it");
+    }
+    // `tar czf cap.tgz cap/` puts the capture one level down, under `cap/`.
+    let nested: Vec<&String> = top
+        .iter()
+        .filter(|dir| {
+            matches!(
+                fs.entry_kind(&format!("{dir}/{MANIFEST}")),
+                Ok(Visited::File)
+            )
+        })
+        .collect();
+    if let [dir] = nested.as_slice() {
+        return format!(
+            "the capture is packed one level down, under {dir}/ (as `tar czf NAME.tar.gz {dir}/` packs it); pack it from inside the directory, `tar czf NAME.tar.gz -C {dir} .`, or unpack it and pass {dir}/ as --root"
+        );
+    }
+    format!("no {MANIFEST} at its top; {MADE_BY}")
+}
+
+/// Unpack `archive` into a new temporary directory within `limits`, whatever it holds (see
+/// [`unpack_capture`] for a `--root`).
 pub fn unpack(archive: &Path, limits: &UnpackLimits) -> Result<Unpacked, UnpackError> {
     let file = File::open(archive).map_err(UnpackError::Open)?;
     let dir = tempfile::Builder::new()
@@ -184,7 +240,7 @@ fn fill(file: File, dir: &Path, limits: &UnpackLimits) -> Result<(), UnpackError
     let since_entry = Rc::new(Cell::new(0));
     let in_headers = Rc::new(Cell::new(false));
     let counted = Counted {
-        inner: flate2::read::GzDecoder::new(io::BufReader::new(file)),
+        inner: flate2::read::MultiGzDecoder::new(io::BufReader::new(file)),
         total: total.clone(),
         since_entry: since_entry.clone(),
         in_headers: in_headers.clone(),
@@ -200,9 +256,13 @@ fn fill(file: File, dir: &Path, limits: &UnpackLimits) -> Result<(), UnpackError
     };
     let mut tar = tar::Archive::new(counted);
     tar.set_preserve_permissions(false);
+    // No group or other bit survives (the explicit 0700/0600 after each entry is the rule; the
+    // mask keeps an entry from being more open than that even for the instant between).
+    tar.set_mask(0o077);
     tar.set_overwrite(true);
     let mut entries = tar.entries().map_err(read_error)?;
     let mut count: u64 = 0;
+    let mut owned_dirs = std::collections::HashSet::new();
     loop {
         since_entry.set(0);
         in_headers.set(true);
@@ -253,8 +313,50 @@ fn fill(file: File, dir: &Path, limits: &UnpackLimits) -> Result<(), UnpackError
                 why: "the path leaves the capture's directory".into(),
             });
         }
+        if let Some(rel) = entry.path().ok().and_then(|p| inside_path(&p)) {
+            let write_error = |source| UnpackError::Write {
+                path: dir.join(&path),
+                source,
+            };
+            own_mode(&dir.join(&rel), kind.is_dir()).map_err(write_error)?;
+            // Directories tar made on the way (no entry of their own) got the umask's mode.
+            for parent in rel.ancestors().skip(1) {
+                if !parent.as_os_str().is_empty() && owned_dirs.insert(parent.to_path_buf()) {
+                    own_mode(&dir.join(parent), true).map_err(write_error)?;
+                }
+            }
+        }
     }
     Ok(())
+}
+
+/// Where `tar` put an entry, relative to the directory: its normal components, as
+/// `Entry::unpack_in` takes them (a leading `/` and `.` skipped); `None` for `..` (refused
+/// there already).
+fn inside_path(path: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    let mut rel = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::Normal(name) => rel.push(name),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+            Component::ParentDir => return None,
+        }
+    }
+    Some(rel)
+}
+
+/// Make what an entry wrote its owner's alone: 0700 for a directory, 0600 for a file. A
+/// symlink is left as it is (its mode means nothing, and chmod would follow it).
+fn own_mode(path: &Path, dir: bool) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(path)?;
+    let mode = match (dir, meta.file_type()) {
+        (true, t) if t.is_dir() => 0o700,
+        (false, t) if t.is_file() => 0o600,
+        _ => return Ok(()),
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
 fn kind_name(kind: tar::EntryType) -> &'static str {

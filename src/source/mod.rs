@@ -505,6 +505,17 @@ pub fn is_capture(root: &Path) -> bool {
 pub fn open(root: &Path, options: SourceOptions) -> Result<Box<dyn Source>, NotACapture> {
     let fs = RootedFs::new(root);
     match fs.entry_kind(CAPTURE_DIR) {
+        // A tree gpudoctor unpacked from an archive (or is building) is never a host: judging it
+        // live would load its `libnvidia-ml.so.1` into this process (issue 30). The archive's
+        // unpacking refuses it before this (record::unpack_capture); this holds whoever calls.
+        Err(err) if err.is_missing() && crate::process::signals::is_own_temp(root) => {
+            return Err(NotACapture {
+                root: root.display().to_string(),
+                why: format!(
+                    "no {MANIFEST}, and it is a tree gpudoctor unpacked, not a host's filesystem"
+                ),
+            });
+        }
         Err(err) if err.is_missing() => return Ok(Box::new(HostSource::new(root, options))),
         Err(err) => {
             return Err(NotACapture {
@@ -531,6 +542,21 @@ pub fn open(root: &Path, options: SourceOptions) -> Result<Box<dyn Source>, NotA
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Whoever calls `open` on a tree gpudoctor unpacked (or is building) without a manifest
+    /// gets an error, never a live source that would load the tree's NVML (issue 30).
+    #[test]
+    fn a_tree_gpudoctor_unpacked_is_never_a_live_root() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("usr/lib64")).unwrap();
+        assert!(open(dir.path(), SourceOptions::default()).is_ok());
+        let registration = crate::process::signals::register_temp(dir.path());
+        let err = open(dir.path(), SourceOptions::default()).err().unwrap();
+        assert!(err.why.contains("a tree gpudoctor unpacked"), "{err}");
+        assert!(open(&dir.path().join("usr"), SourceOptions::default()).is_err());
+        drop(registration);
+        assert!(open(dir.path(), SourceOptions::default()).is_ok());
+    }
 
     #[test]
     fn a_capture_time_is_the_first_recording_and_well_formed() {
