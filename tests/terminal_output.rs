@@ -238,14 +238,21 @@ fn forbidden(c: char) -> bool {
 /// BEL, CR, LF, NUL, DEL, C1 (NEL, CSI), bidi override and isolate, ALM, LRM, RLM, LS, PS.
 const HOSTILE: &str = "\x1b[31m\x1b]0;pwned\x07\r\n\u{0}\u{7f}\u{85}\u{9b}2J\u{202e}\u{2066}\u{61c}\u{200e}\u{200f}\u{2028}\u{2029}";
 
-fn assert_no_forbidden(what: &str, out: &Output) {
+/// Where `out` carries a [`forbidden`] character raw: `what stream: 'c' in …excerpt…`.
+fn leaks(what: &str, out: &Output, found: &mut Vec<String>) {
     for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
         let text = String::from_utf8_lossy(bytes);
-        if let Some(c) = text.chars().find(|c| forbidden(*c)) {
-            panic!(
-                "{what}: a raw {c:?} reaches {stream}:\n{}",
-                text.escape_debug()
-            );
+        if let Some((at, c)) = text.char_indices().find(|(_, c)| forbidden(*c)) {
+            let before = text[..at].chars().count();
+            let excerpt: String = text
+                .chars()
+                .skip(before.saturating_sub(60))
+                .take(90)
+                .collect();
+            found.push(format!(
+                "{what} {stream}: {c:?} in …{}…",
+                excerpt.escape_debug()
+            ));
         }
     }
 }
@@ -344,6 +351,7 @@ fn hostile_saved_reports_reach_no_output_raw() {
     let base_file = scratch.path().join("base.json");
     fs::write(&base_file, serde_json::to_vec_pretty(&base).unwrap()).unwrap();
     let base_file = base_file.to_str().unwrap();
+    let mut found = Vec::new();
     for (i, kind) in kinds.iter().enumerate() {
         // One node per kind, so that the fleet summarises every one of them.
         let mut report = base.clone();
@@ -354,11 +362,19 @@ fn hostile_saved_reports_reach_no_output_raw() {
         let file = file.to_str().unwrap();
         for format in ["table", "markdown", "prometheus", "json"] {
             let out = common::gpudoctor(&["render", file, "--format", format]);
-            assert_no_forbidden(&format!("render --format {format} of {kind}"), &out);
+            leaks(
+                &format!("render --format {format} of {kind}"),
+                &out,
+                &mut found,
+            );
         }
         for format in ["table", "markdown", "json"] {
             let out = common::gpudoctor(&["diff", base_file, file, "--all", "--format", format]);
-            assert_no_forbidden(&format!("diff --format {format} of {kind}"), &out);
+            leaks(
+                &format!("diff --format {format} of {kind}"),
+                &out,
+                &mut found,
+            );
         }
     }
     // A file name is data too (a collected directory holds what the nodes named their files),
@@ -368,9 +384,15 @@ fn hostile_saved_reports_reach_no_output_raw() {
     let dir = fleet.to_str().unwrap();
     for format in ["table", "markdown", "json"] {
         let out = common::gpudoctor(&["fleet", dir, "--format", format]);
-        assert_no_forbidden(&format!("fleet --format {format}"), &out);
+        leaks(&format!("fleet --format {format}"), &out, &mut found);
         assert_eq!(out.status.code(), Some(1), "fleet --format {format}");
     }
+    assert!(
+        found.is_empty(),
+        "{} output(s) carry a raw control, C1, bidi or line-separator character:\n{}",
+        found.len(),
+        found.join("\n")
+    );
 
     // JSON stays lossless: the planted host name reads back as written.
     let hostname = kinds.iter().position(|k| k == "/node/hostname").unwrap();
