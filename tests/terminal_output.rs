@@ -6,6 +6,10 @@
 //! an NCCL log line and a profile name. Every human format (table, Markdown, NPD line, topology
 //! table, `render` of a saved report) must show each payload escaped and none of it raw; the
 //! JSON and Prometheus formats keep their own, lossless escaping.
+//!
+//! Saved reports are hostile input too (issue 30): a real one gets a payload of every forbidden
+//! kind of character in every kind of string it holds, in turn, and `render`, `diff` and `fleet`
+//! must print none of them raw, in any format, on stdout or stderr.
 
 mod common;
 
