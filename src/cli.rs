@@ -171,6 +171,8 @@ pub enum Command {
         "\n",
         "Collect the DaemonSet's --save-report files (one per node) into a directory first.\n",
         "Files that cannot be read or are not reports are skipped with a warning on stderr.\n",
+        "Two reports of one host: the worse verdict is summarised (then the file modified last),\n",
+        "never the one a report's own timestamp favours; the warning names both files.\n",
         "\n",
         "Exit codes: 0 no check fails and no outlier, 1 a check fails on some node or a node is an\n",
         "outlier, 2 usage error (no readable report), 4 internal error"

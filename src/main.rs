@@ -541,8 +541,10 @@ fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
     let report: gpudoctor::report::Report = match serde_json::from_str(&text) {
         Ok(r) => r,
         Err(err) => {
+            // serde quotes the offending value (`unknown variant ...`): text from the file.
             eprintln!(
-                "gpudoctor: {name} is not a gpudoctor JSON report ({err}); save one with `gpudoctor check --format json` or --save-report"
+                "gpudoctor: {name} is not a gpudoctor JSON report ({}); save one with `gpudoctor check --format json` or --save-report",
+                render::sanitize::text(&err.to_string())
             );
             return Ok(exit::USAGE);
         }

@@ -156,16 +156,22 @@ impl std::fmt::Display for ReadError {
     }
 }
 
+/// An error's text, which may name the file or quote a value from it (serde: `invalid type:
+/// string "..."`), shown escaped like every string from a report (`render::sanitize`).
+fn shown(err: impl std::fmt::Display) -> String {
+    crate::render::sanitize::text(&err.to_string()).into_owned()
+}
+
 /// Read a file's text, bounded in size and time.
 pub fn read_text(path: &Path) -> Result<String, ReadError> {
-    let shown = path.display().to_string();
-    rooted::read_named_file(path, &shown, MAX_REPORT_BYTES, READ_WAIT)
-        .map_err(|e| ReadError::Unreadable(e.to_string()))
+    let shown_path = path.display().to_string();
+    rooted::read_named_file(path, &shown_path, MAX_REPORT_BYTES, READ_WAIT)
+        .map_err(|e| ReadError::Unreadable(shown(e)))
 }
 
 /// Parse a report's text leniently.
 pub fn parse(text: &str) -> Result<SavedReport, ReadError> {
-    serde_json::from_str(text).map_err(|e| ReadError::NotAReport(e.to_string()))
+    serde_json::from_str(text).map_err(|e| ReadError::NotAReport(shown(e)))
 }
 
 /// The `facts` of a report's text (`check --with-facts`): `Ok(None)` when it has none, `Err`
@@ -176,12 +182,10 @@ pub fn parse_facts(text: &str) -> Result<Option<Facts>, String> {
         #[serde(default)]
         facts: Option<serde_json::Value>,
     }
-    let only: Only = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let only: Only = serde_json::from_str(text).map_err(shown)?;
     match only.facts {
         None | Some(serde_json::Value::Null) => Ok(None),
-        Some(value) => serde_json::from_value(value)
-            .map(Some)
-            .map_err(|e| e.to_string()),
+        Some(value) => serde_json::from_value(value).map(Some).map_err(shown),
     }
 }
 
@@ -211,6 +215,33 @@ mod tests {
         ));
         assert!(matches!(parse("\u{0}\u{1}"), Err(ReadError::NotAReport(_))));
         assert!(matches!(parse(""), Err(ReadError::NotAReport(_))));
+    }
+
+    #[test]
+    fn errors_name_the_file_and_quote_it_escaped() {
+        // A file name is whatever the collected directory holds; the error naming it is printed
+        // on stderr and in fleet's output.
+        let dir = tempfile::tempdir().unwrap();
+        let hostile = dir.path().join("r\x1b]0;t\x07\u{9b}\u{202e}\u{2028}.json");
+        std::fs::create_dir(&hostile).unwrap();
+        let Err(err) = read_text(&hostile) else {
+            panic!("a directory is not a report")
+        };
+        let text = err.to_string();
+        assert!(
+            text.contains("r\\x1b]0;t\\x07\\u{9b}\\u{202e}\\u{2028}.json"),
+            "{text}"
+        );
+        // serde quotes a refused value (with Debug escapes today; whatever it does, the
+        // message carries no raw control).
+        let bad = r#"{"schema_version": "\u001b]0;t\u0007\u009b\u202e\u2028", "layers": []}"#;
+        let Err(err) = parse(bad) else {
+            panic!("a string schema_version is not a report")
+        };
+        let text = err.to_string();
+        for c in ['\x1b', '\x07', '\u{9b}', '\u{202e}', '\u{2028}'] {
+            assert!(!text.contains(c), "{text}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `gpudoctor fleet`: a fleet of reports generated from the fixtures, plus synthetic variations
 //! (one node with low NCCL bus bandwidth, a fleet-wide failing check, a port trained low, a
 //! newer version's report, a duplicate, files that are not reports), names exactly the right
-//! nodes and checks. Speed is benches/fleet.py's job, not a test's.
+//! nodes and checks; of two reports of one host, the worse verdict is kept whatever either
+//! file's times say. Speed is benches/fleet.py's job, not a test's.
 
 mod common;
 
@@ -104,6 +105,8 @@ fn build_fleet(dir: &Path) {
             *layer_mut(&mut old, "driver") = json!({"id": "driver", "title": "", "status": "fail", "duration_ms": 0,
                 "checks": [{"code": "driver.nvml_init", "title": "", "status": "fail", "summary": "old", "evidence": [], "action": "none"}]});
             write(&sub, "last-week.json", &old);
+            // Both fail: the file modified last is kept (src/fleet/pick.rs).
+            set_modified(&sub.join("last-week.json"), 7 * 24 * 3600);
         }
     }
     std::fs::write(
@@ -113,6 +116,17 @@ fn build_fleet(dir: &Path) {
     .unwrap();
     write(dir, "inventory.json", &json!({"nodes": 12}));
     std::fs::write(dir.join("README.txt"), "not json, not read").unwrap();
+}
+
+/// Set a file's modification time `ago` seconds into the past.
+fn set_modified(file: &Path, ago: u64) {
+    let when = std::time::SystemTime::now() - std::time::Duration::from_secs(ago);
+    std::fs::File::options()
+        .write(true)
+        .open(file)
+        .unwrap()
+        .set_modified(when)
+        .unwrap();
 }
 
 fn summary(dir: &Path) -> (Value, String, i32) {
@@ -362,4 +376,75 @@ fn no_readable_report_is_a_usage_error_and_a_fifo_is_skipped_not_waited_on() {
     assert!(err.contains("no readable report"), "{err}");
     let out = common::gpudoctor(&["fleet", "no/such/dir"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn of_two_reports_of_one_host_the_worse_is_kept_and_both_are_named() {
+    // Issue 30: a report's own timestamp is data from whoever wrote the file. A passing report
+    // stamped later (and written later) must not hide a failing one of the same host.
+    let scratch = tempfile::tempdir().unwrap();
+    let mut failing = report("h100-ib-port-hdr");
+    failing["node"]["hostname"] = json!("gpu-7");
+    failing["generated_at"] = json!("2020-01-01T00:00:00Z");
+    let mut passing = report("h100-nccl-healthy");
+    passing["node"]["hostname"] = json!("gpu-7");
+    passing["generated_at"] = json!("2030-01-01T00:00:00Z");
+    assert_eq!(passing["exit_code"], 0);
+    write(scratch.path(), "failing.json", &failing);
+    write(scratch.path(), "passing.json", &passing);
+    set_modified(&scratch.path().join("failing.json"), 3600);
+    let (s, stderr, code) = summary(scratch.path());
+    assert_eq!(code, 1, "the failure is not hidden");
+    assert_eq!(s["reports"], 1);
+    assert_eq!(s["nodes"][0]["node"], "gpu-7");
+    assert!(
+        s["nodes"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("failing.json"),
+        "{s}"
+    );
+    assert_eq!(s["nodes"][0]["layers"]["rdma"], "fail");
+    let skipped = &s["skipped"][0];
+    assert!(skipped["file"].as_str().unwrap().ends_with("passing.json"));
+    let why = skipped["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("gpu-7 holds 2 reports; kept ")
+            && why.contains("failing.json (fail (exit 1), modified ")
+            && why.contains("over this one (pass (exit 0), modified ")
+            && why.contains("because its verdict is worse"),
+        "{why}"
+    );
+    // Said on stderr and in the table, both files named.
+    for text in [
+        stderr,
+        String::from_utf8_lossy(
+            &common::gpudoctor(&["fleet", scratch.path().to_str().unwrap()]).stdout,
+        )
+        .into_owned(),
+    ] {
+        assert!(
+            text.lines().any(|l| l.contains("passing.json")
+                && l.contains("failing.json")
+                && l.contains("holds 2 reports")),
+            "{text}"
+        );
+    }
+
+    // Equal verdicts: the file modified last wins, not the later stamp inside a file.
+    let mut stale = failing.clone();
+    stale["generated_at"] = json!("2030-01-01T00:00:00Z");
+    write(scratch.path(), "passing.json", &stale);
+    set_modified(&scratch.path().join("passing.json"), 7200);
+    let (s, _, code) = summary(scratch.path());
+    assert_eq!(code, 1);
+    assert!(
+        s["nodes"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("failing.json"),
+        "{s}"
+    );
+    let why = s["skipped"][0]["why"].as_str().unwrap();
+    assert!(why.contains("because same verdict, modified last"), "{why}");
 }

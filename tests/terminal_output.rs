@@ -6,6 +6,10 @@
 //! an NCCL log line and a profile name. Every human format (table, Markdown, NPD line, topology
 //! table, `render` of a saved report) must show each payload escaped and none of it raw; the
 //! JSON and Prometheus formats keep their own, lossless escaping.
+//!
+//! Saved reports are hostile input too (issue 30): a real one gets a payload of every forbidden
+//! kind of character in every kind of string it holds, in turn, and `render`, `diff` and `fleet`
+//! must print none of them raw, in any format, on stdout or stderr.
 
 mod common;
 
@@ -183,6 +187,15 @@ fn no_escape_sequence_from_the_node_reaches_the_human_formats() {
         payload("HOST"),
         "json is lossless"
     );
+    // serde_json escapes only C0; C1 and bidi characters are escaped too (issue 30), so `cat`
+    // of a saved report cannot drive a terminal.
+    let text = String::from_utf8_lossy(&json.stdout);
+    assert!(
+        !text.contains('\u{9b}') && !text.contains('\u{202e}'),
+        "json: a raw C1 or bidi character"
+    );
+    assert!(text.contains("HOST\\u001b[31m"), "{text}");
+    assert!(text.contains("\\r\\u009b2J\\u202e"), "{text}");
     for format in ["table", "markdown"] {
         let out = common::gpudoctor(&["render", saved.to_str().unwrap(), "--format", format]);
         assert_clean(&format!("render --format {format}"), &out);
@@ -212,5 +225,208 @@ fn prometheus_label_values_show_the_payload_escaped_and_parse() {
     assert!(
         text.contains(&shown("HOST").replace('\\', "\\\\")),
         "{text}"
+    );
+}
+
+/// A character no output may carry raw (issue 30): C0 controls but the newline and tab of the
+/// output's own layout, DEL, C1, the bidi embeddings, overrides, isolates and implicit marks,
+/// and the line and paragraph separators.
+fn forbidden(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
+        | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}'
+        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Every kind of character [`forbidden`] names, in one value: CSI colour, an OSC title ended by
+/// BEL, CR, LF, NUL, DEL, C1 (NEL, CSI), bidi override and isolate, ALM, LRM, RLM, LS, PS.
+const HOSTILE: &str = "\x1b[31m\x1b]0;pwned\x07\r\n\u{0}\u{7f}\u{85}\u{9b}2J\u{202e}\u{2066}\u{61c}\u{200e}\u{200f}\u{2028}\u{2029}";
+
+/// Where `out` carries a [`forbidden`] character raw: `what stream: 'c' in …excerpt…`.
+fn leaks(what: &str, out: &Output, found: &mut Vec<String>) {
+    for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        let text = String::from_utf8_lossy(bytes);
+        if let Some((at, c)) = text.char_indices().find(|(_, c)| forbidden(*c)) {
+            let before = text[..at].chars().count();
+            let excerpt: String = text
+                .chars()
+                .skip(before.saturating_sub(60))
+                .take(90)
+                .collect();
+            found.push(format!(
+                "{what} {stream}: {c:?} in …{}…",
+                excerpt.escape_debug()
+            ));
+        }
+    }
+}
+
+/// Objects whose keys are data, not field names: figure labels and the facts' sections,
+/// subjects, attributes and unavailable sources.
+fn keys_are_data(at: &str) -> bool {
+    at.ends_with("/labels") || at.starts_with("/facts/sections") || at == "/facts/unavailable"
+}
+
+/// The kinds of string in a report: each string value's path with array indices and data keys
+/// as `*` (`/layers/*/checks/*/status`), and `{key}` for the keys of data objects.
+fn string_kinds(v: &serde_json::Value, at: &str, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::String(_) => {
+            out.insert(at.to_string());
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                string_kinds(item, &format!("{at}/*"), out);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            let data = keys_are_data(at);
+            if data && !map.is_empty() {
+                out.insert(format!("{at}/{{key}}"));
+            }
+            for (k, item) in map {
+                let step = if data { "*" } else { k.as_str() };
+                string_kinds(item, &format!("{at}/{step}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `value` with [`HOSTILE`] appended to every string of kind `kind` (every layer's status, every
+/// label name, ...).
+fn plant(v: &mut serde_json::Value, at: &str, kind: &str) {
+    match v {
+        serde_json::Value::String(s) if at == kind => s.push_str(HOSTILE),
+        serde_json::Value::Array(items) => {
+            for item in items {
+                plant(item, &format!("{at}/*"), kind);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            let data = keys_are_data(at);
+            if data && kind == format!("{at}/{{key}}") {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(k, item)| (format!("{k}{HOSTILE}"), item))
+                    .collect();
+            }
+            for (k, item) in map.iter_mut() {
+                let step = if data { "*" } else { k.as_str() };
+                plant(item, &format!("{at}/{step}"), kind);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn hostile_saved_reports_reach_no_output_raw() {
+    // A real report with findings, figures (labels) and facts, as `--save-report` writes it.
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        "fixtures/h100-ib-port-hdr",
+        "--keep-going",
+        "--with-facts",
+        "--format",
+        "json",
+    ]);
+    let mut base: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    base["node"]["hostname"] = "node-base".into();
+    let mut kinds = std::collections::BTreeSet::new();
+    string_kinds(&base, "", &mut kinds);
+    for needed in [
+        "/node/hostname",
+        "/layers/*/status",
+        "/layers/*/checks/*/code",
+        "/layers/*/checks/*/status",
+        "/layers/*/checks/*/evidence/*/observed",
+        "/layers/*/checks/*/figures/*/labels/{key}",
+        "/first_failure/summary",
+        "/facts/sections/*/*/*",
+        "/facts/sections/{key}",
+    ] {
+        assert!(kinds.contains(needed), "{needed} not among {kinds:#?}");
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let fleet = scratch.path().join("fleet");
+    fs::create_dir(&fleet).unwrap();
+    let base_file = scratch.path().join("base.json");
+    fs::write(&base_file, serde_json::to_vec_pretty(&base).unwrap()).unwrap();
+    let base_file = base_file.to_str().unwrap();
+    let mut found = Vec::new();
+    for (i, kind) in kinds.iter().enumerate() {
+        // One node per kind, so that the fleet summarises every one of them.
+        let mut report = base.clone();
+        report["node"]["hostname"] = format!("node-{i:02}").into();
+        plant(&mut report, "", kind);
+        let file = fleet.join(format!("node-{i:02}.json"));
+        fs::write(&file, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
+        let file = file.to_str().unwrap();
+        for format in ["table", "markdown", "prometheus", "json"] {
+            let out = common::gpudoctor(&["render", file, "--format", format]);
+            leaks(
+                &format!("render --format {format} of {kind}"),
+                &out,
+                &mut found,
+            );
+        }
+        for format in ["table", "markdown", "json"] {
+            let out = common::gpudoctor(&["diff", base_file, file, "--all", "--format", format]);
+            leaks(
+                &format!("diff --format {format} of {kind}"),
+                &out,
+                &mut found,
+            );
+        }
+    }
+    // A file name is data too (a collected directory holds what the nodes named their files),
+    // and one that is not a report is named in a warning.
+    let name = HOSTILE.replace('\0', "");
+    fs::write(fleet.join(format!("x{name}.json")), "[]").unwrap();
+    let dir = fleet.to_str().unwrap();
+    for format in ["table", "markdown", "json"] {
+        let out = common::gpudoctor(&["fleet", dir, "--format", format]);
+        leaks(&format!("fleet --format {format}"), &out, &mut found);
+        assert_eq!(out.status.code(), Some(1), "fleet --format {format}");
+    }
+    assert!(
+        found.is_empty(),
+        "{} output(s) carry a raw control, C1, bidi or line-separator character:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+
+    // JSON stays lossless: the planted host name reads back as written.
+    let hostname = kinds.iter().position(|k| k == "/node/hostname").unwrap();
+    let planted = format!("node-{hostname:02}{HOSTILE}");
+    let out = common::gpudoctor(&["fleet", dir, "--format", "json"]);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        summary["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["node"] == planted.as_str()),
+        "{summary}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\\u009b2J\\u202e\\u2066\\u061c\\u200e\\u200f\\u2028\\u2029"),
+        "{text}"
+    );
+    let file = fleet.join(format!("node-{hostname:02}.json"));
+    let out = common::gpudoctor(&["render", file.to_str().unwrap(), "--format", "json"]);
+    let rendered: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rendered["node"]["hostname"], planted.as_str());
+    // The human formats show it escaped.
+    let out = common::gpudoctor(&["fleet", dir]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!(
+            "node-{hostname:02}\\x1b[31m\\x1b]0;pwned\\x07\\r\\n\\x00\\x7f\\u{{85}}\\u{{9b}}2J\\u{{202e}}\\u{{2066}}\\u{{61c}}\\u{{200e}}\\u{{200f}}\\u{{2028}}\\u{{2029}}"
+        )),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
     );
 }

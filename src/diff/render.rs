@@ -21,7 +21,7 @@ pub fn json(diff: &Diff) -> String {
     let mut text = serde_json::to_string_pretty(diff)
         .unwrap_or_else(|e| format!("{{\"error\": \"could not serialise the diff: {e}\"}}"));
     text.push('\n');
-    text
+    crate::render::sanitize::json(text)
 }
 
 /// Sections in output order, each with its lines (those not counted only when `all`).

@@ -7,8 +7,9 @@
 //! This module finds and reads the reports: directories are walked (bounded depth and count,
 //! symlinked directories not followed), every file is read bounded in size and time on a few
 //! threads, and a file that cannot be read or is not a report is skipped with a named warning.
-//! Reports of any gpudoctor version are read (`saved`).
+//! Reports of any gpudoctor version are read (`saved`). Two reports of one node: `pick`.
 
+pub mod pick;
 pub mod render;
 pub mod summary;
 
@@ -31,6 +32,8 @@ pub struct NodeReport {
     /// Host name from the report, else the file's name.
     pub name: String,
     pub file: String,
+    /// The file's modification time, when the file system says.
+    pub modified: Option<std::time::SystemTime>,
     pub report: SavedReport,
 }
 
@@ -149,8 +152,9 @@ pub fn read_all(files: &[PathBuf], threads: usize) -> Vec<Result<SavedReport, St
     })
 }
 
-/// Find, read and name the reports. Two reports of one host keep the newer (by `generated_at`,
-/// then file name) and skip the other with a warning: a fleet counts nodes, not files.
+/// Find, read and name the reports. Two reports of one host keep one (`pick`: the worst
+/// verdict, then the file modified last) and skip the others with a warning naming both files:
+/// a fleet counts nodes, not files.
 pub fn load(args: &[PathBuf]) -> Loaded {
     let (files, mut skipped) = find_files(args);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -169,33 +173,18 @@ pub fn load(args: &[PathBuf]) -> Loaded {
                             .map(|s| s.to_string_lossy().into_owned())
                             .unwrap_or_else(|| file.clone())
                     });
-                nodes.push(NodeReport { name, file, report });
+                let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+                nodes.push(NodeReport {
+                    name,
+                    file,
+                    modified,
+                    report,
+                });
             }
             Err(why) => skipped.push(Skipped { file, why }),
         }
     }
-    // Newest first within a name, then keep the first of each name.
-    nodes.sort_by(|a, b| {
-        a.name
-            .cmp(&b.name)
-            .then_with(|| b.report.generated_at.cmp(&a.report.generated_at))
-            .then_with(|| b.file.cmp(&a.file))
-    });
-    let mut kept: Vec<NodeReport> = Vec::with_capacity(nodes.len());
-    for node in nodes {
-        match kept.last() {
-            Some(last) if last.name == node.name => skipped.push(Skipped {
-                file: node.file,
-                why: format!(
-                    "an older report of {} than {} (one report per node is summarised)",
-                    node.name, last.file
-                ),
-            }),
-            _ => kept.push(node),
-        }
-    }
-    Loaded {
-        nodes: kept,
-        skipped,
-    }
+    let (nodes, duplicates) = pick::one_per_node(nodes);
+    skipped.extend(duplicates);
+    Loaded { nodes, skipped }
 }

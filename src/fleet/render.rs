@@ -1,7 +1,10 @@
 //! Printing a fleet [`Summary`]: a table for the terminal, Markdown for a ticket or a wiki page,
-//! JSON for automation. Node names, codes and file names come from reports and go through
-//! [`clean`] first.
+//! JSON for automation. Every string from a report or a file name — node names, profiles,
+//! codes, layer and check statuses (a report of another version, or a hostile one, can hold
+//! any text there), figure keys, file names and reasons — goes through [`clean`] (Markdown:
+//! [`code`]) first; JSON escapes them its own way plus `sanitize::json`.
 
+use std::borrow::Cow;
 use std::fmt::Write;
 
 use super::summary::{Outlier, Scope, Spread, Summary};
@@ -11,19 +14,30 @@ pub fn json(summary: &Summary) -> String {
     let mut text = serde_json::to_string_pretty(summary)
         .unwrap_or_else(|e| format!("{{\"error\": \"could not serialise the summary: {e}\"}}"));
     text.push('\n');
-    text
+    crate::render::sanitize::json(text)
 }
 
-/// A layer status as a short table cell.
-fn cell(status: &str) -> &str {
-    match status {
+/// A layer status as a short table cell; a status this version does not know is shown as
+/// written, escaped.
+fn cell(status: &str) -> Cow<'_, str> {
+    Cow::Borrowed(match status {
         "pass" => "ok",
         "not_run" => "--",
         "absent" => "",
         "fail" => "FAIL",
         "warn" => "warn",
         "error" => "ERR",
-        other => other,
+        other => return clean(other),
+    })
+}
+
+/// A layer status as a Markdown table cell: known ones bold when they need attention, others
+/// as a code span (so neither markup nor a `|` in them changes the table).
+fn md_cell(status: &str) -> String {
+    match status {
+        "fail" | "error" | "warn" => format!("**{}**", cell(status)),
+        "pass" | "not_run" | "absent" => cell(status).into_owned(),
+        other => md(other),
     }
 }
 
@@ -37,7 +51,7 @@ fn spread_line(s: &Spread) -> String {
     format!(
         "{} {} on {} of {} node(s) that ran it: {shown}",
         clean(&s.code),
-        s.status,
+        clean(&s.status),
         s.nodes.len(),
         s.evaluated
     )
@@ -89,7 +103,7 @@ pub fn table(s: &Summary) -> String {
             row.extend(
                 s.columns
                     .iter()
-                    .map(|c| cell(n.layers.get(c).map_or("", String::as_str)).to_string()),
+                    .map(|c| cell(n.layers.get(c).map_or("", String::as_str)).into_owned()),
             );
             row.push(n.exit_code.to_string());
             row
@@ -159,6 +173,14 @@ fn md(text: &str) -> String {
     code(text)
 }
 
+/// A check's status in a sentence: known ones as words, others as a code span.
+fn md_status(status: &str) -> String {
+    match crate::saved::status(status) {
+        Some(known) => known.as_str().to_string(),
+        None => md(status),
+    }
+}
+
 fn md_spread(s: &Spread) -> String {
     let nodes: Vec<String> = s.nodes.iter().map(|n| md(n)).collect();
     let shown = if nodes.len() > 10 {
@@ -169,7 +191,7 @@ fn md_spread(s: &Spread) -> String {
     format!(
         "{} {} on {} of {} node(s) that ran it: {shown}",
         md(&s.code),
-        s.status,
+        md_status(&s.status),
         s.nodes.len(),
         s.evaluated
     )
@@ -200,13 +222,11 @@ pub fn markdown(s: &Summary) -> String {
     let _ = writeln!(out, "|{}", "---|".repeat(head.len()));
     for n in &s.nodes {
         let mut row = vec![md(&n.node), md(n.profile.as_deref().unwrap_or("none"))];
-        row.extend(s.columns.iter().map(|c| {
-            let status = n.layers.get(c).map_or("", String::as_str);
-            match status {
-                "fail" | "error" | "warn" => format!("**{}**", cell(status)),
-                other => cell(other).to_string(),
-            }
-        }));
+        row.extend(
+            s.columns
+                .iter()
+                .map(|c| md_cell(n.layers.get(c).map_or("", String::as_str))),
+        );
         row.push(n.exit_code.to_string());
         let _ = writeln!(out, "| {} |", row.join(" | "));
     }

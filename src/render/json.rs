@@ -1,4 +1,6 @@
-//! `--format json`: one pretty-printed document, the contract in `report.rs`.
+//! `--format json`: one pretty-printed document, the contract in `report.rs`. Strings keep
+//! JSON's own escaping, and C1, bidi and line-separator characters are escaped too
+//! (`sanitize::json`), so `cat report.json` cannot drive a terminal either.
 
 use crate::report::Report;
 
@@ -8,5 +10,5 @@ pub fn render(report: &Report) -> String {
     let mut text = serde_json::to_string_pretty(report)
         .unwrap_or_else(|e| format!("{{\"error\": \"could not serialise the report: {e}\"}}"));
     text.push('\n');
-    text
+    super::sanitize::json(text)
 }

@@ -94,7 +94,8 @@ pub fn render_json(topo: &Topology, matrix: &Matrix, root: &str) -> String {
     let mut text = serde_json::to_string_pretty(&report(topo, matrix, root))
         .unwrap_or_else(|e| format!("{{\"error\": \"could not serialise the topology: {e}\"}}"));
     text.push('\n');
-    text
+    // Sysfs names may hold C1 or bidi characters, which serde_json writes raw.
+    super::sanitize::json(text)
 }
 
 fn paint(color: bool, link: Link, text: &str) -> String {
