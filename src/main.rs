@@ -207,7 +207,7 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
     if capture {
         eprintln!(
             "gpudoctor: re-recording the capture {} (its recorded NVML, kubelet, environment, kernel-log and NCCL answers are carried over{}) ...",
-            args.root.display(),
+            shown(&args.root),
             if args.no_redact {
                 ""
             } else {
@@ -215,7 +215,7 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
             }
         );
     } else {
-        eprintln!("gpudoctor: recording {} ...", args.root.display());
+        eprintln!("gpudoctor: recording {} ...", shown(&args.root));
     }
     match record::record(&options) {
         Ok(summary) => {
@@ -229,7 +229,7 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
                 .collect();
             eprintln!(
                 "gpudoctor: wrote {} ({} files, {} links, {} KiB); {} unreadable path(s) listed in the manifest; redacted: {}",
-                summary.out.display(),
+                shown(&summary.out),
                 summary.files,
                 summary.links,
                 summary.bytes / 1024,
@@ -245,16 +245,16 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
             if summary.rerecorded {
                 eprintln!(
                     "gpudoctor: re-recorded the capture {} into {}",
-                    args.root.display(),
-                    summary.out.display()
+                    shown(&args.root),
+                    shown(&summary.out)
                 );
             }
             eprintln!(
                 "gpudoctor: the capture replays with `gpudoctor check --root {}` (verdict: exit {})",
-                summary.out.display(),
+                shown(&summary.out),
                 summary.report.exit_code
             );
-            emit(&format!("{}\n", summary.out.display()))?;
+            emit(&format!("{}\n", shown(&summary.out)))?;
             Ok(exit::HEALTHY)
         }
         // Said here, once; nothing is left at --out or beside it (record/out.rs).
@@ -283,7 +283,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         };
         eprintln!(
             "gpudoctor: --root {} {why}; pass the node's root directory (`/`, the host mount such as /host), a recorded fixture directory or a .tar.gz capture",
-            args.root.display()
+            shown(&args.root)
         );
         return Ok(exit::USAGE);
     }
@@ -383,7 +383,7 @@ fn check_outputs(
     {
         eprintln!(
             "gpudoctor: --textfile-dir {} is not a directory; pass node_exporter's --collector.textfile.directory",
-            dir.display()
+            shown(dir)
         );
         return Some(exit::USAGE);
     }
@@ -395,7 +395,7 @@ fn check_outputs(
         if !parent.is_dir() || file.is_dir() {
             eprintln!(
                 "gpudoctor: --save-report {}: not a file in an existing directory",
-                file.display()
+                shown(file)
             );
             return Some(exit::USAGE);
         }
@@ -461,7 +461,7 @@ impl Extra<'_> {
                 gpudoctor::output::write_atomically(file, render::json::render(report).as_bytes()),
             ),
         };
-        result.map_err(|err| format!("cannot write {}: {err}", path.display()))
+        result.map_err(|err| format!("cannot write {}: {err}", shown(&path)))
     }
 }
 
@@ -607,7 +607,7 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
     if !root.is_dir() {
         eprintln!(
             "gpudoctor: --root {} is not a directory; pass the node's root directory, a recorded fixture directory or a .tar.gz capture",
-            args.root.display()
+            shown(&args.root)
         );
         return Ok(exit::USAGE);
     }
@@ -682,6 +682,12 @@ fn not_a_capture(given: &std::path::Path, err: &source::NotACapture) -> i32 {
     };
     eprintln!("gpudoctor: {}", render::sanitize::text(&err.to_string()));
     exit::USAGE
+}
+
+/// A path the user gave (or gpudoctor made from one), as stderr shows it: escaped like node
+/// text, since a file name can hold an escape sequence too.
+fn shown(path: &std::path::Path) -> String {
+    render::sanitize::text(&path.display().to_string()).into_owned()
 }
 
 /// Write to stdout; a reader that went away (`| head`) ends the output quietly.
