@@ -287,9 +287,12 @@ unsafe fn be_init(status: RawFd) -> io::Result<()> {
         }
         // Keep only the status pipe: std's exec-error pipe must close when the benchmark
         // execs, and the benchmark's stdout/stderr must reach EOF when its processes end.
-        let keep = status;
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-        quiet_fds(keep);
+        // gpudoctor's handlers were copied by fork: a signal sent to the group must not run
+        // them here (and the init, without a handler, gets only SIGKILL from outside).
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+        quiet_fds(status);
         let mut bench_status: libc::c_int = 0;
         loop {
             let mut st: libc::c_int = 0;
