@@ -383,7 +383,7 @@ fn chains_past_the_timeout(env: &[(&str, &str)], containment: &str) {
     let dir = chain_benchmark();
     let child = start_with(dir.path(), &["--nccl-timeout", "3"], env);
     wait_for_chains(dir.path());
-    // 3 s timeout, 3 s grace after SIGTERM, up to 6 s of freeze-then-kill, slack.
+    // 3 s timeout, 3 s grace after SIGTERM, up to 3 s of freeze-then-kill, slack.
     let out = wait_within(child, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");

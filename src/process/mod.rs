@@ -330,7 +330,8 @@ impl Group {
     /// is left; in a PID namespace, last, the keeper is killed, which kills the init, and the
     /// kernel empties the namespace. Then reap. Returns the benchmark's exit and what had to
     /// be killed; anything still there at the end is marked `survived`. Bounded: about
-    /// `3 * grace` at most.
+    /// `2 * grace` at most, plus [`contain::TEARDOWN`] for a namespace the kernel is slow to
+    /// empty.
     pub fn finish(mut self, grace: Duration) -> Finished {
         let mut killed: BTreeMap<(i32, u64), Killed> = BTreeMap::new();
         // Round 1: SIGTERM, then wait for them to go.
@@ -350,21 +351,24 @@ impl Group {
             }
         }
         // Round 2: freeze, then kill, while any is left. The freeze ends when a walk finds
-        // every process already stopped, or after `grace` (a process in `D` state never stops).
-        let freeze_until = Instant::now() + grace;
-        while Instant::now() < freeze_until {
+        // every process already stopped, or at the deadline (a process in `D` state never
+        // stops).
+        // Both share one grace, and the kill below runs at least once whatever the freeze took.
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
             self.reap_some();
             if self.freeze_walk() {
                 break;
             }
         }
-        let deadline = Instant::now() + grace;
+        let mut first = true;
         loop {
             self.reap_some();
             let targets = self.targets();
-            if targets.is_empty() || Instant::now() >= deadline {
+            if targets.is_empty() || (!first && Instant::now() >= deadline) {
                 break;
             }
+            first = false;
             // Whatever a process that was not stopped forked since: stopped too, then killed.
             self.freeze_walk();
             for (p, left) in &targets {
