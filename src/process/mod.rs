@@ -14,12 +14,17 @@
 //! pid, which is the group id, cannot be reused, so `killpg` can never reach a stranger's group.
 //! Nothing here reads `--root`: `/proc` is the machine gpudoctor runs on.
 
+pub mod contain;
 pub mod signals;
 pub mod tree;
 
+pub use contain::Containment;
+
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -30,6 +35,8 @@ use serde::{Deserialize, Serialize};
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
 /// How often a finishing group is looked at again.
 const POLL: Duration = Duration::from_millis(25);
+/// Between freeze rounds: short, since a process that was not caught may be forking.
+const FREEZE_POLL: Duration = Duration::from_millis(2);
 
 /// Leaders of the groups now running, by pid (the process group ids).
 static LIVE: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
@@ -95,14 +102,23 @@ pub struct Group {
     reaped: Option<Exit>,
     /// Every process seen as this group's business (pid, start time), to reap them later.
     seen: BTreeSet<(i32, u64)>,
+    containment: Containment,
+    /// gpudoctor's own helpers in a PID namespace: the keeper (the leader) and the init. Never
+    /// reported as killed; the keeper is killed last, which tears the namespace down.
+    helpers: BTreeSet<i32>,
+    /// Where the namespace's init writes the benchmark's wait status, and what it wrote so far.
+    status: Option<OwnedFd>,
+    status_buf: RefCell<Vec<u8>>,
 }
 
 /// The result of [`Group::finish`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Finished {
-    /// The leader's exit; `None` if it could not be reaped (still in `D` state after SIGKILL).
+    /// The benchmark's exit; `None` if it could not be reaped (still in `D` state after
+    /// SIGKILL).
     pub exit: Option<Exit>,
     pub killed: Vec<Killed>,
+    pub containment: Containment,
 }
 
 /// A started [`Group`] and the leader's output pipes (when the command asked for them).
@@ -163,8 +179,27 @@ fn mark(
     entry.signal = signals::name(sig);
 }
 
+/// Send `sig` to `p` and record it when it was sent. The command line is read first: a
+/// process killed is soon gone with it.
+fn signal_and_mark(
+    killed: &mut BTreeMap<(i32, u64), Killed>,
+    p: &tree::Proc,
+    left_group: bool,
+    sig: libc::c_int,
+) {
+    let before = killed.get(&(p.pid, p.start)).cloned();
+    mark(killed, p, left_group, sig);
+    if tree::signal(p, sig) != tree::Sent::Sent {
+        match before {
+            Some(k) => killed.insert((p.pid, p.start), k),
+            None => killed.remove(&(p.pid, p.start)),
+        };
+    }
+}
+
 impl Group {
-    /// Start `command` as the leader of a new process group (stdio as the caller set it up).
+    /// Start `command` as the leader of a new process group (stdio as the caller set it up),
+    /// contained as [`contain`] describes: in its own PID namespace where the kernel allows it.
     pub fn spawn(command: &mut Command) -> std::io::Result<Spawned> {
         tree::become_subreaper();
         STARTED_ANY.store(true, Ordering::SeqCst);
@@ -172,19 +207,40 @@ impl Group {
         // Registered under the same lock the spawn happens in: a signal watcher that looks
         // finds the group as soon as it exists.
         let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-        let mut child: Child = command.spawn()?;
-        let pid = child.id() as i32;
+        let mut started = contain::spawn(command)?;
+        let pid = started.child.id() as i32;
         live.insert(pid);
+        let mut helpers = BTreeSet::new();
+        if started.containment == Containment::PidNamespace {
+            helpers.insert(pid);
+            helpers.extend(started.init);
+        }
         // The `Child` is dropped without waiting: the leader is reaped by `finish`.
         Ok(Spawned {
             group: Group {
                 pid,
                 reaped: None,
                 seen: BTreeSet::new(),
+                containment: started.containment,
+                helpers,
+                status: started.status.take(),
+                status_buf: RefCell::new(Vec::new()),
             },
-            stdout: child.stdout.take(),
-            stderr: child.stderr.take(),
+            stdout: started.child.stdout.take(),
+            stderr: started.child.stderr.take(),
         })
+    }
+
+    /// What holds this group's processes.
+    pub fn containment(&self) -> Containment {
+        self.containment
+    }
+
+    /// In a PID namespace: the benchmark's exit, as the namespace's init reported it.
+    fn benchmark_exit(&self) -> Option<Exit> {
+        let fd = self.status.as_ref()?;
+        let mut buf = self.status_buf.borrow_mut();
+        contain::poll_exit(fd, &mut buf).map(Exit::from_wait_status)
     }
 
     pub fn pid(&self) -> i32 {
@@ -193,7 +249,12 @@ impl Group {
 
     /// The leader's exit if it has ended, without reaping it (`waitid(WNOWAIT)`): the zombie
     /// keeps the group id reserved until [`Group::finish`].
+    /// In a PID namespace the leader is gpudoctor's keeper: the benchmark's exit comes from the
+    /// namespace's init, or the keeper's when the namespace ended without a word.
     pub fn leader_exited(&self) -> Option<Exit> {
+        if let Some(exit) = self.benchmark_exit() {
+            return Some(exit);
+        }
         if self.reaped.is_some() {
             return self.reaped;
         }
@@ -248,7 +309,7 @@ impl Group {
         let targets: Vec<(tree::Proc, bool)> = found
             .into_iter()
             .filter_map(|pid| all.get(&pid).cloned())
-            .filter(|p| p.pid != me)
+            .filter(|p| p.pid != me && !self.helpers.contains(&p.pid))
             .map(|p| {
                 let left = p.pgrp != self.pid;
                 (p, left)
@@ -263,8 +324,14 @@ impl Group {
     }
 
     /// Stop everything the group left: SIGTERM to the group and each target, up to `grace`
-    /// for them to go, then SIGKILL, repeated while new ones appear, then reap. Returns the
-    /// leader's exit and what had to be killed. Bounded: about `2 * grace` at most.
+    /// for them to go; then freeze-then-kill rounds: SIGSTOP to everything found, again until
+    /// a look finds every one stopped (a stopped process cannot fork, so a chain that forks and
+    /// exits is caught within a few rounds), then SIGKILL to all of them, repeated while any
+    /// is left; in a PID namespace, last, the keeper is killed, which kills the init, and the
+    /// kernel empties the namespace. Then reap. Returns the benchmark's exit and what had to
+    /// be killed; anything still there at the end is marked `survived`. Bounded: about
+    /// `2 * grace` at most, plus [`contain::TEARDOWN`] for a namespace the kernel is slow to
+    /// empty.
     pub fn finish(mut self, grace: Duration) -> Finished {
         let mut killed: BTreeMap<(i32, u64), Killed> = BTreeMap::new();
         // Round 1: SIGTERM, then wait for them to go.
@@ -272,9 +339,7 @@ impl Group {
         if !targets.is_empty() {
             self.killpg(libc::SIGTERM);
             for (p, left) in &targets {
-                if tree::signal(p, libc::SIGTERM) == tree::Sent::Sent {
-                    mark(&mut killed, p, *left, libc::SIGTERM);
-                }
+                signal_and_mark(&mut killed, p, *left, libc::SIGTERM);
             }
             let deadline = Instant::now() + grace;
             while Instant::now() < deadline {
@@ -285,36 +350,127 @@ impl Group {
                 std::thread::sleep(POLL);
             }
         }
-        // Round 2: SIGKILL whatever is left, again while new ones appear (a fork between a
-        // look and a kill), until none is left or the grace is over.
+        // Round 2: freeze, then kill, while any is left. The freeze ends when a walk finds
+        // every process already stopped, or at the deadline (a process in `D` state never
+        // stops).
+        // Both share one grace, and the kill below runs at least once whatever the freeze took.
         let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            self.reap_some();
+            if self.freeze_walk() {
+                break;
+            }
+        }
+        let mut first = true;
         loop {
             self.reap_some();
             let targets = self.targets();
-            if targets.is_empty() || Instant::now() >= deadline {
-                for (p, left) in targets {
-                    mark(&mut killed, &p, left, libc::SIGKILL);
-                    if let Some(k) = killed.get_mut(&(p.pid, p.start)) {
-                        k.survived = true;
-                    }
-                }
+            if targets.is_empty() || (!first && Instant::now() >= deadline) {
                 break;
             }
-            self.killpg(libc::SIGKILL);
+            first = false;
+            // Whatever a process that was not stopped forked since: stopped too, then killed.
+            self.freeze_walk();
             for (p, left) in &targets {
-                if tree::signal(p, libc::SIGKILL) == tree::Sent::Sent {
-                    mark(&mut killed, p, *left, libc::SIGKILL);
-                }
+                signal_and_mark(&mut killed, p, *left, libc::SIGKILL);
             }
+            self.group_signal(libc::SIGKILL);
             std::thread::sleep(POLL);
         }
+        let mut exit = self.benchmark_exit();
+        // In a PID namespace: kill the keeper; its death kills the init, and the kernel kills
+        // whatever is left in the namespace and reaps it before the init is gone.
+        if self.containment == Containment::PidNamespace {
+            self.killpg(libc::SIGKILL);
+            let until = Instant::now() + contain::TEARDOWN;
+            while Instant::now() < until {
+                self.reap_some();
+                let all = tree::snapshot();
+                let helpers_left = self
+                    .helpers
+                    .iter()
+                    .any(|pid| all.get(pid).is_some_and(|p| p.pgrp == self.pid));
+                if !helpers_left {
+                    break;
+                }
+                std::thread::sleep(FREEZE_POLL);
+            }
+            exit = exit.or_else(|| self.benchmark_exit());
+        }
         self.reap_some();
+        for (p, left) in self.targets() {
+            mark(&mut killed, &p, left, libc::SIGKILL);
+            if let Some(k) = killed.get_mut(&(p.pid, p.start)) {
+                k.survived = true;
+            }
+        }
         if let Ok(mut live) = LIVE.lock() {
             live.remove(&self.pid);
         }
         Finished {
-            exit: self.reaped,
+            exit: exit.or(self.reaped),
             killed: killed.into_values().collect(),
+            containment: self.containment,
+        }
+    }
+
+    /// Walk down from the leader (and from gpudoctor, when the orphans below it are this
+    /// group's, as in [`Group::targets`]) through the `children` files, sending SIGSTOP to each
+    /// process as soon as it is found, before its children are read: a chain that forks and
+    /// exits is caught at its newest process. gpudoctor's helpers are walked through, not
+    /// stopped (the init must go on reaping). True when every process found was stopped
+    /// already: then nothing below can fork, and the set is complete. Where the `children`
+    /// files are missing, a `/proc` snapshot stands in (slower; the rounds still repeat).
+    fn freeze_walk(&mut self) -> bool {
+        self.group_signal(libc::SIGSTOP);
+        let me = me();
+        let others = self.others();
+        let mut todo = vec![self.pid];
+        if others.is_empty() && SOLE_OWNER.load(Ordering::SeqCst) {
+            todo.push(me);
+        }
+        let mut visited = BTreeSet::new();
+        let mut all_stopped = true;
+        while let Some(pid) = todo.pop() {
+            if !visited.insert(pid) || others.contains(&pid) {
+                continue;
+            }
+            if pid != me && !self.helpers.contains(&pid) {
+                let Some(p) = tree::read_proc(pid) else {
+                    continue;
+                };
+                if p.is_zombie() {
+                    continue;
+                }
+                if !p.is_stopped() {
+                    all_stopped = false;
+                    tree::signal(&p, libc::SIGSTOP);
+                }
+            }
+            match tree::children(pid) {
+                Some(kids) => todo.extend(kids),
+                None if pid == me => {
+                    // No `children` files: stop what a snapshot finds.
+                    for (p, _) in self.targets() {
+                        if !p.is_stopped() {
+                            all_stopped = false;
+                            tree::signal(&p, libc::SIGSTOP);
+                        }
+                    }
+                }
+                None => {}
+            }
+        }
+        all_stopped
+    }
+
+    /// In a process group: signal the whole group at once (the kernel restarts a fork that
+    /// races a group signal, so no member escapes it). In a PID namespace the keeper and the
+    /// init are in the group and must not be stopped or killed yet: the rounds reach each
+    /// process there one by one.
+    fn group_signal(&self, sig: libc::c_int) {
+        if self.containment == Containment::ProcessGroup {
+            self.killpg(sig);
         }
     }
 
@@ -354,7 +510,7 @@ impl Group {
 }
 
 /// Kill and reap every descendant of gpudoctor (the last step before it exits on a signal):
-/// SIGTERM, up to `grace`, then SIGKILL.
+/// SIGTERM, up to `grace`, then SIGSTOP and SIGKILL to all found, again while any is left.
 pub fn kill_all_descendants(grace: Duration) -> Vec<Killed> {
     let me = me();
     let mut killed: BTreeMap<(i32, u64), Killed> = BTreeMap::new();
@@ -378,10 +534,14 @@ pub fn kill_all_descendants(grace: Duration) -> Vec<Killed> {
                 break;
             }
             if round < rounds {
-                for p in alive {
-                    if tree::signal(p, sig) == tree::Sent::Sent {
-                        mark(&mut killed, p, false, sig);
+                if sig == libc::SIGKILL {
+                    // Freeze first: a process stopped while the others are killed cannot fork.
+                    for p in &alive {
+                        tree::signal(p, libc::SIGSTOP);
                     }
+                }
+                for p in alive {
+                    signal_and_mark(&mut killed, p, false, sig);
                 }
                 round += 1;
             }

@@ -130,7 +130,8 @@ fn watch(read_end: libc::c_int) {
         name(sig)
     );
     // 1. The run loops stop their groups themselves; wait for them, bounded.
-    let deadline = Instant::now() + super::KILL_GRACE * 2 + Duration::from_secs(2);
+    let deadline =
+        Instant::now() + super::KILL_GRACE * 2 + super::contain::TEARDOWN + Duration::from_secs(2);
     while super::live_groups() > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -165,8 +166,9 @@ pub fn wait_if_interrupted() {
     let Some(sig) = interrupted() else {
         return;
     };
-    // The watcher is bounded (two grace periods and a sweep); this bound is only a backstop.
-    let deadline = Instant::now() + super::KILL_GRACE * 4 + Duration::from_secs(10);
+    // The watcher is bounded (two grace periods, a namespace teardown and a sweep); this bound is only a backstop.
+    let deadline =
+        Instant::now() + super::KILL_GRACE * 4 + super::contain::TEARDOWN + Duration::from_secs(10);
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }

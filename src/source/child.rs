@@ -154,10 +154,7 @@ pub fn run_lines(
         if finisher.as_ref().is_some_and(|h| h.is_finished())
             && let Some(handle) = finisher.take()
         {
-            let done = handle.join().unwrap_or(Finished {
-                exit: None,
-                killed: Vec::new(),
-            });
+            let done = handle.join().unwrap_or_default();
             finished = Some((done, now));
         }
         if open == 0 && finished.is_some() {
@@ -184,10 +181,7 @@ pub fn run_lines(
     for (i, l) in lines.iter_mut().enumerate() {
         l.finish(&mut |line| on_line(streams[i], line));
     }
-    let done = finished.map(|(d, _)| d).unwrap_or(Finished {
-        exit: None,
-        killed: Vec::new(),
-    });
+    let done = finished.map(|(d, _)| d).unwrap_or_default();
     ended.exit = done.exit.or(observed).map(|e| match e {
         Exit::Code(c) => RunExit::Code(c),
         Exit::Signal(s) => RunExit::Signal(s),

@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 
 use super::RootedFs;
 use crate::facts::nccl::{LineSplitter, NcclLog, NcclLogParser, format_size};
-use crate::process::{Exit, Finished, Group, KILL_GRACE, Killed, signals};
+use crate::process::{Containment, Exit, Finished, Group, KILL_GRACE, Killed, signals};
 
 /// Where a capture keeps NCCL logs.
 pub const NCCL_DIR: &str = ".gpudoctor/nccl";
@@ -170,6 +170,9 @@ pub struct RunMeta {
     /// still there at the timeout (process.rs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub killed: Vec<Killed>,
+    /// What held the run's processes (process/contain.rs); absent in older captures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<Containment>,
 }
 
 /// One judged log.
@@ -420,6 +423,7 @@ pub struct RunOutput {
     pub interrupted: Option<i32>,
     /// What was still running after the leader exited or was stopped, and was killed.
     pub killed: Vec<Killed>,
+    pub containment: Containment,
     pub elapsed: Duration,
     pub log: NcclLog,
     pub transcript: String,
@@ -610,10 +614,7 @@ pub fn run_command(
         if finisher.as_ref().is_some_and(|h| h.is_finished())
             && let Some(handle) = finisher.take()
         {
-            let done = handle.join().unwrap_or(Finished {
-                exit: None,
-                killed: Vec::new(),
-            });
+            let done = handle.join().unwrap_or_default();
             finished = Some((done, now));
         }
         if open == 0 && finished.is_some() {
@@ -651,13 +652,7 @@ pub fn run_command(
     for splitter in &mut splitters {
         splitter.finish(&mut |line, cut| sink.line(line, cut));
     }
-    let (done, _) = finished.unwrap_or((
-        Finished {
-            exit: None,
-            killed: Vec::new(),
-        },
-        Instant::now(),
-    ));
+    let (done, _) = finished.unwrap_or((Finished::default(), Instant::now()));
     let exit = done.exit.or(observed_exit).map(|e| match e {
         Exit::Code(c) => RunExit::Code(c),
         Exit::Signal(s) => RunExit::Signal(s),
@@ -667,6 +662,7 @@ pub fn run_command(
         timed_out,
         interrupted,
         killed: done.killed,
+        containment: done.containment,
         elapsed: started.elapsed(),
         log: sink.parser.finish(),
         transcript: sink.transcript.finish(),
@@ -908,6 +904,7 @@ pub fn probe_live(options: &NcclOptions, gpu_count: &dyn Fn() -> Option<u32>) ->
                     env: env.inherited,
                     changed: env.changed,
                     killed: out.killed,
+                    containment: Some(out.containment),
                 }),
                 log: out.log,
                 transcript: Some(out.transcript),

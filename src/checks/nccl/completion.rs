@@ -64,8 +64,40 @@ pub(super) fn run_completed(ctx: &Context<'_>) -> Outcome {
         _ => {}
     }
     each_run(ctx, |_, run| {
-        naming_nodes(completed_verdict(run), run).evidence_all(killed_evidence(run))
+        naming_nodes(survivors(completed_verdict(run), run), run).evidence_all(killed_evidence(run))
     })
+}
+
+/// A process of the run that is still there after SIGKILL (process/mod.rs marks it
+/// `survived`) leaves the node with part of a benchmark running: `error` naming the pids,
+/// unless the run already failed (then the summary says it too).
+fn survivors(outcome: Outcome, run: &NcclRun) -> Outcome {
+    let killed = run.meta.as_ref().map_or(&[][..], |m| m.killed.as_slice());
+    let pids: Vec<String> = killed
+        .iter()
+        .filter(|k| k.survived)
+        .map(|k| k.pid.to_string())
+        .collect();
+    if pids.is_empty() {
+        return outcome;
+    }
+    let note = format!(
+        "{} process(es) of the run still alive after SIGKILL: pid {}",
+        pids.len(),
+        pids.join(", ")
+    );
+    let hint = format!(
+        "look at them with `ps -o pid,stat,wchan:32,args -p {}`: a process in D state waits on the kernel or a device (a hung GPU driver call?) and goes only when that returns, or with a reboot",
+        pids.join(",")
+    );
+    if outcome.status == crate::report::Status::Fail {
+        let mut outcome = outcome;
+        outcome.summary = format!("{}; {note}", outcome.summary);
+        return outcome;
+    }
+    Outcome::error(note)
+        .hint(hint)
+        .action(Action::CheckWorkload)
 }
 
 /// What gpudoctor had to kill after the run (left running after the leader exited, or still
@@ -80,6 +112,11 @@ fn killed_evidence(run: &NcclRun) -> Vec<Evidence> {
                 .expected("nothing left running after the run")
         })
         .collect();
+    if !killed.is_empty()
+        && let Some(c) = run.meta.as_ref().and_then(|m| m.containment)
+    {
+        evidence.push(Evidence::new("containment", c.describe()));
+    }
     if killed.len() > 10 {
         evidence.push(Evidence::new(
             "process killed by gpudoctor",
