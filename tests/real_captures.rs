@@ -155,7 +155,7 @@ fn two_socket_xeon_with_connectx3() {
     assert!(m.gpus.is_empty());
     assert_eq!(m.nics.len(), 1);
     assert_eq!(m.nics[0].name, "mlx4_0");
-    assert_eq!(m.cells, vec![vec![Link::X]]);
+    assert_eq!(m.cells(), Some(vec![vec![Link::X]]));
 
     // The checks run over it without panicking; numa_node is set everywhere that matters.
     let report = topology_only(&source);

@@ -1,7 +1,8 @@
 //! `gpudoctor topo` and the topology facts end to end: the healthy HGX H100 matrix (8 GPUs,
 //! 10 NICs, the classes and NUMA affinities topology.md §7 describes), the matrix without a
-//! driver, and half-captured, broken trees that must give results — `?` where a class cannot be
-//! computed — never a panic.
+//! driver, half-captured, broken trees that must give results — `?` where a class cannot be
+//! computed — never a panic, and a node with hundreds of GPUs, where a bounded summary replaces
+//! the matrix (issue 30).
 
 mod common;
 
@@ -10,7 +11,10 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 
 use gpudoctor::engine::{self, RunOptions};
-use gpudoctor::facts::topology::{self, DeviceKind, Link, Matrix, NumaSource};
+use gpudoctor::facts::nvml::NvmlFacts;
+use gpudoctor::facts::topology::{
+    self, DeviceKind, Link, Matrix, NumaSource, NvlinkView, PciDevice,
+};
 use gpudoctor::report::{Layer, Status};
 use gpudoctor::source::{HostSource, SourceOptions};
 use serde_json::Value;
@@ -330,8 +334,11 @@ fn broken_trees_give_results_not_panics() {
     // Different host bridges, one side's NUMA node unknown: `?`.
     let m = Matrix::build(&t, None);
     assert_eq!(
-        m.cells,
-        vec![vec![Link::X, Link::Unknown], vec![Link::Unknown, Link::X]]
+        m.cells(),
+        Some(vec![
+            vec![Link::X, Link::Unknown],
+            vec![Link::Unknown, Link::X]
+        ])
     );
     let text = gpudoctor::render::topo::render_table(&t, &m, false);
     assert!(text.contains("?"), "{text}");
@@ -497,4 +504,208 @@ fn functions_nothing_judges_are_read_by_class_only() {
             t.problems
         );
     }
+}
+
+/// The matrix as it was computed before issue 30 (every cell owned, `NvlinkView::between` by
+/// address, then the PCIe/NUMA rules spelled out on the BDF strings), kept as the oracle for
+/// the cells now computed on demand.
+fn old_cells(t: &topology::Topology, nvml: Option<&NvmlFacts>) -> Vec<Vec<Link>> {
+    fn pcie_class(a: &PciDevice, b: &PciDevice) -> Link {
+        if a.bdf == b.bdf {
+            return Link::X;
+        }
+        if a.chain.is_empty() || b.chain.is_empty() {
+            return Link::Unknown;
+        }
+        if a.host_bridge != b.host_bridge {
+            return match (a.numa, b.numa) {
+                (Some(x), Some(y)) if x == y => Link::Node,
+                (Some(_), Some(_)) => Link::Sys,
+                _ => Link::Unknown,
+            };
+        }
+        let k = a
+            .chain
+            .iter()
+            .zip(&b.chain)
+            .take_while(|(x, y)| x == y)
+            .count();
+        if k == 0 {
+            return Link::Phb;
+        }
+        let below_a = a.chain.len().saturating_sub(k + 1);
+        let below_b = b.chain.len().saturating_sub(k + 1);
+        if below_a <= 1 && below_b <= 1 {
+            Link::Pix
+        } else {
+            Link::Pxb
+        }
+    }
+    let view = nvml.and_then(|n| NvlinkView::from_nvml(n, t));
+    let all: Vec<&PciDevice> = t.gpus().chain(t.rdma_nics()).collect();
+    all.iter()
+        .map(|a| {
+            all.iter()
+                .map(|b| {
+                    let nv =
+                        (a.kind == DeviceKind::Gpu && b.kind == DeviceKind::Gpu && a.bdf != b.bdf)
+                            .then(|| view.as_ref().and_then(|v| v.between(&a.bdf, &b.bdf)))
+                            .flatten();
+                    match nv {
+                        Some(n) => Link::Nv(n),
+                        None => pcie_class(a, b),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Every fixture, with its NVML answer and without: the cells computed on demand are the cells
+/// the old matrix held, and the `--format json` document carries the same rows.
+#[test]
+fn cells_on_demand_equal_the_old_matrix_on_every_fixture() {
+    let mut with_nvlink = 0;
+    for root in common::fixtures() {
+        let source = gpudoctor::source::open(&root, SourceOptions::default()).unwrap();
+        // A fixture without a pci tree has no matrix to compare.
+        let Ok(t) = topology::gather(source.as_ref()) else {
+            continue;
+        };
+        let nvml = source.nvml();
+        for nvml in [Some(&nvml), None] {
+            let m = Matrix::build(&t, nvml);
+            let old = old_cells(&t, nvml);
+            assert!(old.len() <= topology::MATRIX_CAP, "{}", root.display());
+            assert_eq!(m.cells().as_ref(), Some(&old), "{}", root.display());
+            with_nvlink += usize::from(old.iter().flatten().any(|l| matches!(l, Link::Nv(_))));
+            let doc = serde_json::to_value(&m).unwrap();
+            let want: Vec<Vec<String>> = old
+                .iter()
+                .map(|row| row.iter().map(ToString::to_string).collect())
+                .collect();
+            assert_eq!(doc["cells"], serde_json::json!(want), "{}", root.display());
+            assert!(doc.get("omitted").is_none(), "{}", root.display());
+        }
+    }
+    // The oracle saw NVLink classes, not only PCIe ones.
+    assert!(with_nvlink > 0);
+}
+
+/// A node with `gpus` NVIDIA GPUs (class 0x030200) 256 to a bus behind a PCIe switch, one host
+/// bridge per 100 GPUs alternating between two NUMA nodes, and a ConnectX RDMA NIC beside each
+/// switch's GPUs — the shape `benches/topo.py` generates by the thousand — plus the capture
+/// manifest so it replays.
+fn many_gpus(root: &Path, gpus: usize) {
+    let node = "sys/devices/system/node";
+    write(root, &format!("{node}/node0/cpulist"), "0-31\n");
+    write(root, &format!("{node}/node0/distance"), "10 21\n");
+    write(root, &format!("{node}/node1/cpulist"), "32-63\n");
+    write(root, &format!("{node}/node1/distance"), "21 10\n");
+    let function = |path: &str, vendor: &str, class: &str, numa: usize| {
+        let bdf = path.rsplit('/').next().unwrap();
+        write(root, &format!("{path}/vendor"), vendor);
+        write(root, &format!("{path}/device"), "0x2330\n");
+        write(root, &format!("{path}/class"), class);
+        write(root, &format!("{path}/numa_node"), &format!("{numa}\n"));
+        let target = path.trim_start_matches("sys/");
+        link(
+            root,
+            &format!("sys/bus/pci/devices/{bdf}"),
+            &format!("../../../{target}"),
+        );
+    };
+    for domain in 0..gpus.div_ceil(100) {
+        let numa = domain % 2;
+        let up =
+            format!("sys/devices/pci{domain:04x}:00/{domain:04x}:00:01.0/{domain:04x}:01:00.0");
+        function(
+            &format!("sys/devices/pci{domain:04x}:00/{domain:04x}:00:01.0"),
+            "0x8086\n",
+            "0x060400\n",
+            numa,
+        );
+        function(&up, "0x1000\n", "0x060400\n", numa);
+        let down = format!("{up}/{domain:04x}:02:00.0");
+        function(&down, "0x1000\n", "0x060400\n", numa);
+        for k in 0..(gpus - domain * 100).min(100) {
+            let bdf = format!("{domain:04x}:03:{:02x}.{}", k / 8, k % 8);
+            function(&format!("{down}/{bdf}"), "0x10de\n", "0x030200\n", numa);
+        }
+        let nic = format!("{up}/{domain:04x}:02:01.0");
+        function(&nic, "0x1000\n", "0x060400\n", numa);
+        function(
+            &format!("{nic}/{domain:04x}:04:00.0"),
+            "0x15b3\n",
+            "0x020700\n",
+            numa,
+        );
+    }
+    write(root, ".gpudoctor/manifest.json", r#"{"format_version": 1}"#);
+}
+
+/// Past the cap (`MATRIX_CAP` devices) `topo` prints a summary whose size does not grow with
+/// the pairs: the counts add up to every pair, the NUMA nodes to every device, and each device
+/// is listed once. The same node as JSON says the matrix was left out and why, without cells.
+#[test]
+fn hundreds_of_gpus_get_a_bounded_summary_instead_of_a_matrix() {
+    let dir = tempfile::tempdir().unwrap();
+    many_gpus(dir.path(), 300);
+    let root = dir.path().to_str().unwrap();
+    let out = common::gpudoctor(&["topo", "--root", root]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    // 303 devices: a matrix would be 303 lines of 303 cells (~500 KiB); the summary lists them.
+    assert!(text.len() < 64 << 10, "{} bytes:\n{text}", text.len());
+    assert!(
+        text.starts_with(
+            "matrix left out: 303 devices (300 gpus, 3 rdma nics) is more than the 128 a matrix is printed for"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("`gpudoctor topo --format json` lists every device"),
+        "{text}"
+    );
+    assert!(!text.contains("GPU0 "), "no matrix header:\n{text}");
+    // Pairs: GPUs behind one switch are PIX; across host bridges NODE (same socket) or SYS.
+    assert!(
+        text.contains("  gpu-gpu: PIX 14850, NODE 10000, SYS 20000\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  gpu-nic: PIX 300, NODE 200, SYS 400\n"),
+        "{text}"
+    );
+    assert!(text.contains("  nic-nic: NODE 1, SYS 2\n"), "{text}");
+    assert!(text.contains("  node0: 200 gpus, 2 rdma nics\n"), "{text}");
+    assert!(text.contains("  node1: 100 gpus, 1 rdma nics\n"), "{text}");
+    assert!(text.contains("GPU299=0002:03:0c.3"), "{text}");
+    assert_eq!(text.matches("GPU0=").count(), 1, "{text}");
+    assert!(text.contains("NIC2: 0002:04:00.0 (0002:04:00.0)"), "{text}");
+
+    let out = common::gpudoctor(&["topo", "--root", root, "--format", "json", "--no-nvml"]);
+    assert_eq!(out.status.code(), Some(0));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let matrix = &doc["matrix"];
+    assert!(matrix.get("cells").is_none(), "{matrix}");
+    assert_eq!(matrix["omitted"]["devices"], 303);
+    assert_eq!(matrix["omitted"]["limit"], 128);
+    assert!(
+        matrix["omitted"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("more than the 128")
+    );
+    assert_eq!(matrix["summary"]["pairs"]["gpu_gpu"]["PIX"], 14850);
+    assert_eq!(matrix["summary"]["numa"][1]["gpus"], 100);
+    assert_eq!(doc["labels"].as_array().unwrap().len(), 303);
+    // Linear in the devices: each is listed with what was read about it (about 1.1 KiB); the
+    // cells alone would add 303 × 303 quoted classes (over 1.5 MiB pretty-printed).
+    assert!(out.stdout.len() < 303 * 2048, "{} bytes", out.stdout.len());
 }

@@ -1,6 +1,8 @@
 //! `gpudoctor topo`: the GPU/NIC relationship matrix as `nvidia-smi topo -m` prints it
 //! (reference/topology.md §2), with CPU and NUMA affinity columns, the legend and a NIC legend —
 //! computed from sysfs, so it works when the driver does not — or the same as one JSON document.
+//! Past `MATRIX_CAP` devices (a broken or hostile capture with thousands of GPUs) the matrix is
+//! left out for a summary that does not grow with the pairs (issue 30, docs/topology.md).
 //!
 //! Like the other renderers it only formats what it is given: the facts and the matrix come
 //! from `facts/topology.rs`. The table takes the names it prints (device names, PCI addresses,
@@ -34,7 +36,8 @@ pub struct TopoReport<'a> {
     pub schema_version: u32,
     pub root: String,
     pub matrix: &'a Matrix,
-    /// `labels[i]` names row and column i of `matrix.cells`.
+    /// `labels[i]` names row and column i of `matrix.cells` (every device, even when the cells
+    /// are left out).
     pub labels: Vec<String>,
     pub numa_nodes: &'a [NumaNode],
     pub switches: Vec<Switch>,
@@ -143,6 +146,11 @@ pub fn render_table_at(
         write_problems(&mut out, topo, width);
         return out;
     }
+    if matrix.omitted().is_some() {
+        write_summary(&mut out, matrix, width);
+        write_footer(&mut out, topo, matrix, false, width);
+        return out;
+    }
     let mut header: Vec<String> = vec![String::new()];
     header.extend(entries.iter().map(|e| e.label.clone()));
     header.push("CPU Affinity".into());
@@ -151,8 +159,8 @@ pub fn render_table_at(
     let mut from_cpulist = false;
     for (i, e) in entries.iter().enumerate() {
         let mut row = vec![(e.label.clone(), None)];
-        for link in matrix.cells.get(i).into_iter().flatten() {
-            row.push((link.to_string(), Some(*link)));
+        for link in (0..entries.len()).map(|j| matrix.cell(i, j)) {
+            row.push((link.to_string(), Some(link)));
         }
         row.push((e.cpu_affinity.clone().unwrap_or_else(|| "N/A".into()), None));
         let numa = match (e.numa_node, e.numa_source) {
@@ -206,9 +214,22 @@ pub fn render_table_at(
         }
     }
     out.push('\n');
+    write_footer(&mut out, topo, matrix, from_cpulist, width);
+    out
+}
+
+/// What follows the matrix (or its summary): the `*` note, the GPU list, where `NV#` came from,
+/// the NUMA nodes and the problems.
+fn write_footer(
+    out: &mut String,
+    topo: &Topology,
+    matrix: &Matrix,
+    from_cpulist: bool,
+    width: Option<usize>,
+) {
     if from_cpulist {
         wrap::push(
-            &mut out,
+            out,
             "* numa_node is -1 (firmware gave no locality): node taken from local_cpulist",
             width,
             2,
@@ -227,16 +248,58 @@ pub fn render_table_at(
             gpus.join(" ")
         }
     );
-    wrap::push(&mut out, &line, width, 6);
+    wrap::push(out, &line, width, 6);
     let nvlink = if matrix.nvlink == "nvml" {
         "NV# from NVML".to_string()
     } else {
         format!("NVLink {}: PCIe classes only", matrix.nvlink)
     };
-    wrap::push(&mut out, &nvlink, width, 2);
-    write_numa(&mut out, topo, width);
-    write_problems(&mut out, topo, width);
-    out
+    wrap::push(out, &nvlink, width, 2);
+    write_numa(out, topo, width);
+    write_problems(out, topo, width);
+}
+
+/// Past [`MATRIX_CAP`](crate::facts::topology::MATRIX_CAP) devices: why there is no matrix and
+/// what to do, the classes counted over every pair, the devices per NUMA node and the NIC
+/// legend. Its size grows with the devices listed, never with their pairs.
+fn write_summary(out: &mut String, matrix: &Matrix, width: Option<usize>) {
+    let Some(omitted) = matrix.omitted() else {
+        return;
+    };
+    let line = format!(
+        "matrix left out: {}. If this is a capture, check that it came from one node; `gpudoctor topo --format json` lists every device and these counts.",
+        omitted.reason
+    );
+    wrap::push(out, &line, width, 2);
+    let summary = matrix.summary();
+    out.push_str("\nDevice pairs by class:\n\n");
+    for (name, counts) in [
+        ("gpu-gpu", &summary.pairs.gpu_gpu),
+        ("gpu-nic", &summary.pairs.gpu_nic),
+        ("nic-nic", &summary.pairs.nic_nic),
+    ] {
+        let counts: Vec<String> = counts.iter().map(|(l, n)| format!("{l} {n}")).collect();
+        let counts = if counts.is_empty() {
+            "none".to_string()
+        } else {
+            counts.join(", ")
+        };
+        wrap::push(out, &format!("  {name}: {counts}"), width, 4);
+    }
+    out.push_str("\nDevices per NUMA node:\n\n");
+    for n in &summary.numa {
+        let node = n.node.map_or("unknown".to_string(), |n| format!("node{n}"));
+        let line = format!("  {node}: {} gpus, {} rdma nics", n.gpus, n.nics);
+        wrap::push(out, &line, width, 4);
+    }
+    if !matrix.nics.is_empty() {
+        out.push_str("\nNIC Legend:\n\n");
+        for nic in &matrix.nics {
+            let line = format!("  {}: {} ({})", nic.label, nic.name, nic.bdf);
+            wrap::push(out, &line, width, 4);
+        }
+    }
+    out.push('\n');
 }
 
 /// The grid's lines, as one block when it fits `width` (or there is none), else as blocks of
@@ -351,26 +414,62 @@ fn write_problems(out: &mut String, topo: &Topology, width: Option<usize>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::topology::MatrixEntry;
+    use crate::facts::topology::{Aer, split_device_path};
+
+    /// A function at `path` (`sys/devices/pci…/<chain>`), on NUMA node 0.
+    fn device(path: &str, kind: DeviceKind) -> PciDevice {
+        let (host_bridge, chain) = split_device_path(path).unwrap();
+        let bdf = chain.last().unwrap().clone();
+        PciDevice {
+            address: crate::facts::pci::parse_bdf(&bdf).ok(),
+            bdf,
+            path: path.into(),
+            host_bridge,
+            chain,
+            vendor: None,
+            device: None,
+            class: None,
+            kind,
+            driver: None,
+            numa_node_file: Some(0),
+            numa: Some(0),
+            numa_source: NumaSource::NumaNode,
+            cpulist_node: None,
+            local_cpus: None,
+            link: Default::default(),
+            aer: Aer::default(),
+            rdma_devices: vec![],
+            netdevs: vec![],
+        }
+    }
 
     #[test]
     fn names_from_sysfs_are_shown_escaped_and_columns_stay_aligned() {
-        let entry = |label: &str, name: &str, bdf: &str| MatrixEntry {
-            label: label.into(),
-            name: name.into(),
-            bdf: bdf.into(),
-            numa_node: Some(0),
-            numa_source: NumaSource::NumaNode,
-            cpu_affinity: Some("0-7\x1b[2J".into()),
+        let topo = Topology {
+            devices: vec![
+                device(
+                    "sys/devices/pci0000:15/0000:15:01.0/0000:18:00.0",
+                    DeviceKind::Gpu,
+                ),
+                device(
+                    "sys/devices/pci0000:15/0000:15:01.0/0000:19:00.0",
+                    DeviceKind::RdmaNic,
+                ),
+            ],
+            ..Topology::default()
         };
-        let matrix = Matrix {
-            gpus: vec![entry("GPU0", "0000:18:00.0", "0000:18:00.0\x1b]0;t\x07")],
-            nics: vec![entry("NIC0", "mlx5_\u{9b}0\u{202e}", "0000:19:00.0\r")],
-            cells: vec![vec![Link::X, Link::Pix], vec![Link::Pix, Link::X]],
-            nvlink: "not asked".into(),
-        };
+        let mut matrix = Matrix::build(&topo, None);
+        assert_eq!(matrix.cell(0, 1), Link::Pix);
+        // Names as a hostile tree could spell them (the cells come from the places, not these).
+        for e in matrix.gpus.iter_mut().chain(matrix.nics.iter_mut()) {
+            e.cpu_affinity = Some("0-7\x1b[2J".into());
+        }
+        matrix.gpus[0].bdf = "0000:18:00.0\x1b]0;t\x07".into();
+        matrix.nics[0].name = "mlx5_\u{9b}0\u{202e}".into();
+        matrix.nics[0].bdf = "0000:19:00.0\r".into();
         for color in [false, true] {
             let text = render_table(&Topology::default(), &matrix, color);
+            assert!(text.contains("PIX"), "{text}");
             for raw in ['\x07', '\r', '\u{9b}', '\u{202e}'] {
                 assert!(!text.contains(raw), "{raw:?} in {text:?}");
             }

@@ -10,12 +10,10 @@
 //! computed is [`Link::Unknown`] (`?` in the matrix).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use serde::Serialize;
 
 use super::numa::{self, CpuSet, NumaFacts, noted, parse_cpulist, parse_cpumask};
-use super::nvml::{NvmlFacts, RemoteType};
 use super::pci::{
     AerCounts, Bdf, PCI_DEVICES, PciFacts, PciFunction, PcieLink, VENDOR_NVIDIA, is_bdf,
     is_judged_class, parse_aer, parse_bdf, parse_hex, parse_link_speed, parse_link_width,
@@ -24,6 +22,15 @@ use super::pci::{
 use super::pcicfg::{AcsReading, parse_acs};
 use super::{FactError, ParseError, trimmed};
 use crate::source::Source;
+
+mod matrix;
+#[cfg(test)]
+mod tests;
+
+pub use matrix::{
+    LEGEND, Link, MATRIX_CAP, Matrix, MatrixEntry, NumaCount, NvlinkView, Omitted, PairCounts,
+    Summary,
+};
 
 pub const CLASS_INFINIBAND: &str = "sys/class/infiniband";
 
@@ -190,87 +197,6 @@ pub struct Topology {
     pub problems: Vec<FactError>,
 }
 
-/// The relationship between two devices, as `nvidia-smi topo -m` names it (topology.md §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Link {
-    /// The device itself.
-    X,
-    /// A bonded set of this many NVLinks.
-    Nv(u32),
-    Pix,
-    Pxb,
-    Phb,
-    Node,
-    Sys,
-    /// Not computable from what was read (a device without a path, NUMA unknown on a
-    /// multi-node machine): `?`.
-    Unknown,
-}
-
-impl Link {
-    /// Closeness order: smaller is nearer. `?` sorts last.
-    pub fn rank(self) -> u32 {
-        match self {
-            Link::X => 0,
-            Link::Nv(_) => 1,
-            Link::Pix => 2,
-            Link::Pxb => 3,
-            Link::Phb => 4,
-            Link::Node => 5,
-            Link::Sys => 6,
-            Link::Unknown => 7,
-        }
-    }
-}
-
-impl fmt::Display for Link {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Link::X => f.write_str("X"),
-            Link::Nv(n) => write!(f, "NV{n}"),
-            Link::Pix => f.write_str("PIX"),
-            Link::Pxb => f.write_str("PXB"),
-            Link::Phb => f.write_str("PHB"),
-            Link::Node => f.write_str("NODE"),
-            Link::Sys => f.write_str("SYS"),
-            Link::Unknown => f.write_str("?"),
-        }
-    }
-}
-
-impl Serialize for Link {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-/// The legend `nvidia-smi topo -m` prints under the matrix (topology.md §1, current drivers).
-pub const LEGEND: [(&str, &str); 8] = [
-    ("X", "Self"),
-    (
-        "SYS",
-        "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)",
-    ),
-    (
-        "NODE",
-        "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node",
-    ),
-    (
-        "PHB",
-        "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
-    ),
-    (
-        "PXB",
-        "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
-    ),
-    ("PIX", "Connection traversing at most a single PCIe bridge"),
-    ("NV#", "Connection traversing a bonded set of # NVLinks"),
-    (
-        "?",
-        "Cannot be computed from what sysfs shows (missing path or NUMA node)",
-    ),
-];
-
 impl Topology {
     /// The device at `bdf`. `devices` is sorted by address ([`gather`]), so this is a binary
     /// search (parents and ancestors are looked up for every GPU/NIC pair: a linear search made
@@ -336,36 +262,51 @@ impl Topology {
     /// The PCIe/NUMA class of a pair (topology.md §3, rules 2 and 3). NVLink is added by
     /// [`Matrix::build`].
     pub fn pcie_class(&self, a: &PciDevice, b: &PciDevice) -> Link {
-        if a.bdf == b.bdf {
-            return Link::X;
-        }
-        if a.chain.is_empty() || b.chain.is_empty() {
-            return Link::Unknown;
-        }
-        if a.host_bridge != b.host_bridge {
-            return match (a.numa, b.numa) {
-                (Some(x), Some(y)) if x == y => Link::Node,
-                (Some(_), Some(_)) => Link::Sys,
-                _ => Link::Unknown,
-            };
-        }
-        let k = a
-            .chain
-            .iter()
-            .zip(&b.chain)
-            .take_while(|(x, y)| x == y)
-            .count();
-        if k == 0 {
-            return Link::Phb;
-        }
-        // Bridge functions strictly between the common ancestor and each device.
-        let below_a = a.chain.len().saturating_sub(k + 1);
-        let below_b = b.chain.len().saturating_sub(k + 1);
-        if below_a <= 1 && below_b <= 1 {
-            Link::Pix
-        } else {
-            Link::Pxb
-        }
+        pcie_rule(
+            a.bdf == b.bdf,
+            a.host_bridge == b.host_bridge,
+            &a.chain,
+            &b.chain,
+            (a.numa, b.numa),
+        )
+    }
+}
+
+/// The PCIe/NUMA class rules (topology.md §3, rules 2 and 3) over two devices' facts: whether
+/// they are the same device, whether they share a host bridge, their chains from the root port
+/// down (BDF strings here, interned numbers in [`Matrix`]: one rule, whatever the spelling) and
+/// their NUMA nodes.
+fn pcie_rule<C: PartialEq>(
+    same: bool,
+    same_host: bool,
+    a: &[C],
+    b: &[C],
+    numa: (Option<u32>, Option<u32>),
+) -> Link {
+    if same {
+        return Link::X;
+    }
+    if a.is_empty() || b.is_empty() {
+        return Link::Unknown;
+    }
+    if !same_host {
+        return match numa {
+            (Some(x), Some(y)) if x == y => Link::Node,
+            (Some(_), Some(_)) => Link::Sys,
+            _ => Link::Unknown,
+        };
+    }
+    let k = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    if k == 0 {
+        return Link::Phb;
+    }
+    // Bridge functions strictly between the common ancestor and each device.
+    let below_a = a.len().saturating_sub(k + 1);
+    let below_b = b.len().saturating_sub(k + 1);
+    if below_a <= 1 && below_b <= 1 {
+        Link::Pix
+    } else {
+        Link::Pxb
     }
 }
 
@@ -844,366 +785,4 @@ pub fn parse_hypervisor_flag(text: &str) -> Option<bool> {
     let info = procfs_core::CpuInfo::from_buf_read(text.as_bytes()).ok()?;
     info.get_field(0, "flags")
         .map(|flags| flags.split_ascii_whitespace().any(|f| f == "hypervisor"))
-}
-
-/// Per-GPU NVLink facts from NVML (gpu-health.md §6): active links to each peer GPU, and active
-/// links into an NVSwitch fabric.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NvlinkView {
-    direct: BTreeMap<(String, String), u32>,
-    to_switch: BTreeMap<String, u32>,
-}
-
-impl NvlinkView {
-    /// `None` when NVML did not answer (no driver): the matrix then shows PCIe classes only.
-    pub fn from_nvml(nvml: &NvmlFacts, topo: &Topology) -> Option<NvlinkView> {
-        if nvml.init_error.is_some() {
-            return None;
-        }
-        let switches: BTreeSet<&str> = topo
-            .of_kind(DeviceKind::NvSwitch)
-            .map(|d| d.bdf.as_str())
-            .collect();
-        let gpus: BTreeSet<&str> = topo.gpus().map(|d| d.bdf.as_str()).collect();
-        let mut view = NvlinkView::default();
-        for dev in nvml.devices.iter().filter(|d| d.error.is_none()) {
-            let (Some(bdf), Some(links)) = (dev.pci_bus_id.as_ref(), dev.nvlinks.value()) else {
-                continue;
-            };
-            for link in links.iter().filter(|l| l.active) {
-                let remote = link.remote_pci_bus_id.as_deref();
-                let remote_type = link.remote_type.value().copied();
-                if remote_type == Some(RemoteType::Nvswitch)
-                    || remote.is_some_and(|r| switches.contains(r))
-                {
-                    *view.to_switch.entry(bdf.clone()).or_default() += 1;
-                } else if let Some(r) = remote.filter(|r| gpus.contains(r) && *r != bdf) {
-                    *view.direct.entry((bdf.clone(), r.to_string())).or_default() += 1;
-                }
-            }
-        }
-        Some(view)
-    }
-
-    /// `NV<n>` between two GPUs: the direct links from `a` to `b`, else on an NVSwitch system the
-    /// smaller of the two GPUs' active fabric links (nvidia-smi prints the active link count:
-    /// `NV18` on HGX H100, `NV12` on DGX A100; topology.md §3 rule 1).
-    pub fn between(&self, a: &str, b: &str) -> Option<u32> {
-        let direct = self
-            .direct
-            .get(&(a.to_string(), b.to_string()))
-            .or_else(|| self.direct.get(&(b.to_string(), a.to_string())))
-            .copied()
-            .unwrap_or(0);
-        if direct > 0 {
-            return Some(direct);
-        }
-        let (x, y) = (self.to_switch.get(a)?, self.to_switch.get(b)?);
-        let n = (*x).min(*y);
-        (n > 0).then_some(n)
-    }
-}
-
-/// One row/column of the matrix.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MatrixEntry {
-    /// `GPU0`, `NIC3`.
-    pub label: String,
-    /// RDMA device or netdev name for NICs (`mlx5_0`), the address for GPUs.
-    pub name: String,
-    pub bdf: String,
-    pub numa_node: Option<u32>,
-    pub numa_source: NumaSource,
-    /// `local_cpulist`.
-    pub cpu_affinity: Option<String>,
-}
-
-/// The `nvidia-smi topo -m` matrix over GPUs and RDMA NICs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Matrix {
-    pub gpus: Vec<MatrixEntry>,
-    pub nics: Vec<MatrixEntry>,
-    /// Row and column order: GPUs then NICs. `cells[i][j]` relates entry i to entry j.
-    pub cells: Vec<Vec<Link>>,
-    /// Whether NVLink classes were available: `nvml` or why not.
-    pub nvlink: String,
-}
-
-impl Matrix {
-    /// GPUs in PCI order (NVML enumerates in PCI bus order, sysfs.md §13.11), RDMA NICs in
-    /// [`Topology::rdma_nics`] order.
-    pub fn build(topo: &Topology, nvml: Option<&NvmlFacts>) -> Matrix {
-        let view = nvml.and_then(|n| NvlinkView::from_nvml(n, topo));
-        let nvlink = match (nvml, &view) {
-            (_, Some(_)) => "nvml".to_string(),
-            (Some(n), None) => match &n.init_error {
-                Some(e) => format!("unavailable: {}", e.kind.describe()),
-                None => "unavailable".to_string(),
-            },
-            (None, None) => "not asked".to_string(),
-        };
-        let gpus: Vec<&PciDevice> = topo.gpus().collect();
-        let nics = topo.rdma_nics();
-        let entry = |label: String, d: &PciDevice, name: String| MatrixEntry {
-            label,
-            name,
-            bdf: d.bdf.clone(),
-            numa_node: d.numa,
-            numa_source: d.numa_source,
-            cpu_affinity: d.local_cpus.as_ref().map(ToString::to_string),
-        };
-        let all: Vec<&PciDevice> = gpus.iter().chain(nics.iter()).copied().collect();
-        let cells = all
-            .iter()
-            .map(|a| {
-                all.iter()
-                    .map(|b| {
-                        let nv = (a.kind == DeviceKind::Gpu
-                            && b.kind == DeviceKind::Gpu
-                            && a.bdf != b.bdf)
-                            .then(|| view.as_ref().and_then(|v| v.between(&a.bdf, &b.bdf)))
-                            .flatten();
-                        match nv {
-                            Some(n) => Link::Nv(n),
-                            None => topo.pcie_class(a, b),
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
-        Matrix {
-            gpus: gpus
-                .iter()
-                .enumerate()
-                .map(|(i, d)| entry(format!("GPU{i}"), d, d.bdf.clone()))
-                .collect(),
-            nics: nics
-                .iter()
-                .enumerate()
-                .map(|(i, d)| entry(format!("NIC{i}"), d, d.nic_name()))
-                .collect(),
-            cells,
-            nvlink,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn dev(bdf: &str, path: &str, kind: DeviceKind, numa: Option<u32>) -> PciDevice {
-        let (host_bridge, chain) = split_device_path(path).unwrap();
-        PciDevice {
-            bdf: bdf.into(),
-            address: parse_bdf(bdf).ok(),
-            path: path.into(),
-            host_bridge,
-            chain,
-            vendor: None,
-            device: None,
-            class: None,
-            kind,
-            driver: None,
-            numa_node_file: numa.map(i64::from),
-            numa,
-            numa_source: NumaSource::NumaNode,
-            cpulist_node: None,
-            local_cpus: None,
-            link: PcieLink::default(),
-            aer: Aer::default(),
-            rdma_devices: vec![],
-            netdevs: vec![],
-        }
-    }
-
-    #[test]
-    fn splits_paths_into_host_bridge_and_chain() {
-        let (host, chain) = split_device_path(
-            "sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:08.0/0000:1a:00.0",
-        )
-        .unwrap();
-        assert_eq!(host, "sys/devices/pci0000:17");
-        assert_eq!(
-            chain,
-            [
-                "0000:17:00.0",
-                "0000:18:00.0",
-                "0000:19:08.0",
-                "0000:1a:00.0"
-            ]
-        );
-        // Hyper-V guest: the VMBus prefix is the host bridge.
-        let (host, chain) = split_device_path(
-            "sys/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0004:00/VMBUS:01/47505500-0001-0000-3130-444531454238/pci0001:00/0001:00:00.0",
-        )
-        .unwrap();
-        assert!(host.ends_with("pci0001:00"));
-        assert_eq!(chain, ["0001:00:00.0"]);
-        assert!(split_device_path("sys/devices/virtual/net/lo").is_none());
-    }
-
-    #[test]
-    fn classes_follow_the_reference_shapes() {
-        let topo = Topology {
-            devices: vec![
-                // Single switch, GPU and NIC on sibling downstream ports (HGX H100): PIX.
-                dev(
-                    "0000:18:00.0",
-                    "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0",
-                    DeviceKind::Gpu,
-                    Some(0),
-                ),
-                dev(
-                    "0000:19:00.0",
-                    "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0",
-                    DeviceKind::RdmaNic,
-                    Some(0),
-                ),
-                // Two-level switch (DGX A100 PEX88096): PXB.
-                dev(
-                    "0000:0c:00.0",
-                    "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:02.0/0000:0b:00.0/0000:0b:01.0/0000:0c:00.0",
-                    DeviceKind::RdmaNic,
-                    Some(0),
-                ),
-                // Another root port of the same host bridge: PHB.
-                dev(
-                    "0000:15:02.0",
-                    "sys/devices/pci0000:15/0000:15:02.0",
-                    DeviceKind::RootPort,
-                    Some(0),
-                ),
-                dev(
-                    "0000:30:00.0",
-                    "sys/devices/pci0000:15/0000:15:02.0/0000:30:00.0",
-                    DeviceKind::Nic,
-                    Some(0),
-                ),
-                // Dual-port NIC: two functions of one card: PIX.
-                dev(
-                    "0000:69:00.0",
-                    "sys/devices/pci0000:68/0000:68:01.0/0000:69:00.0",
-                    DeviceKind::RdmaNic,
-                    Some(0),
-                ),
-                dev(
-                    "0000:69:00.1",
-                    "sys/devices/pci0000:68/0000:68:01.0/0000:69:00.1",
-                    DeviceKind::RdmaNic,
-                    Some(0),
-                ),
-                // Other socket.
-                dev(
-                    "0000:9a:00.0",
-                    "sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0/0000:99:00.0/0000:9a:00.0",
-                    DeviceKind::Gpu,
-                    Some(1),
-                ),
-                // NUMA unknown.
-                dev(
-                    "0000:aa:00.0",
-                    "sys/devices/pci0000:a7/0000:a7:01.0/0000:aa:00.0",
-                    DeviceKind::RdmaNic,
-                    None,
-                ),
-            ],
-            ..Topology::default()
-        };
-        let class = |a: &str, b: &str| {
-            topo.pcie_class(topo.device(a).unwrap(), topo.device(b).unwrap())
-                .to_string()
-        };
-        assert_eq!(class("0000:18:00.0", "0000:18:00.0"), "X");
-        assert_eq!(class("0000:18:00.0", "0000:19:00.0"), "PIX");
-        assert_eq!(class("0000:18:00.0", "0000:0c:00.0"), "PXB");
-        assert_eq!(class("0000:18:00.0", "0000:30:00.0"), "PHB");
-        assert_eq!(class("0000:69:00.0", "0000:69:00.1"), "PIX");
-        assert_eq!(class("0000:18:00.0", "0000:69:00.0"), "NODE");
-        assert_eq!(class("0000:18:00.0", "0000:9a:00.0"), "SYS");
-        assert_eq!(class("0000:18:00.0", "0000:aa:00.0"), "?");
-    }
-
-    /// The PCI facts skip vendor, device and placement of a class `is_judged_class` rejects;
-    /// that is only sound if no such class can be a kind some layer judges.
-    #[test]
-    fn every_judged_kind_has_a_judged_class() {
-        for class16 in 0..=0xffffu32 {
-            for prog_if in [0x00, 0x01, 0x80] {
-                let class = class16 << 8 | prog_if;
-                for vendor in [Some(VENDOR_NVIDIA), Some(0x15b3), Some(0x8086), None] {
-                    for has_rdma in [false, true] {
-                        if kind_of(vendor, Some(class), has_rdma) != DeviceKind::Other {
-                            assert!(is_judged_class(class), "{class:#08x} {vendor:?}");
-                        }
-                    }
-                }
-            }
-        }
-        assert!(!is_judged_class(0x010802), "an NVMe drive is not judged");
-        assert!(
-            !is_judged_class(0x088000),
-            "an uncore system function is not judged"
-        );
-    }
-
-    #[test]
-    fn kinds_from_class_codes() {
-        assert_eq!(
-            kind_of(Some(0x10de), Some(0x030200), false),
-            DeviceKind::Gpu
-        );
-        assert_eq!(kind_of(None, Some(0x030200), false), DeviceKind::Gpu);
-        // The BMC's ASPEED VGA is not a GPU.
-        assert_eq!(
-            kind_of(Some(0x1a03), Some(0x030000), false),
-            DeviceKind::Other
-        );
-        assert_eq!(
-            kind_of(Some(0x10de), Some(0x068000), false),
-            DeviceKind::NvSwitch
-        );
-        assert_eq!(
-            kind_of(Some(0x15b3), Some(0x020700), false),
-            DeviceKind::RdmaNic
-        );
-        assert_eq!(
-            kind_of(Some(0x15b3), Some(0x020000), true),
-            DeviceKind::RdmaNic
-        );
-        assert_eq!(
-            kind_of(Some(0x8086), Some(0x020000), false),
-            DeviceKind::Nic
-        );
-        // ConnectX-3 "other network controller" with mlx4_0.
-        assert_eq!(
-            kind_of(Some(0x15b3), Some(0x028000), true),
-            DeviceKind::RdmaNic
-        );
-        assert_eq!(
-            kind_of(Some(0x1077), Some(0x0c0600), false),
-            DeviceKind::RdmaNic
-        );
-        assert_eq!(
-            kind_of(Some(0x10b5), Some(0x060400), false),
-            DeviceKind::PciBridge
-        );
-        assert_eq!(kind_of(None, None, false), DeviceKind::Other);
-    }
-
-    #[test]
-    fn hypervisor_flag() {
-        let vm = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr hypervisor lahf_lm\n";
-        assert_eq!(parse_hypervisor_flag(vm), Some(true));
-        let metal = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr lahf_lm\n";
-        assert_eq!(parse_hypervisor_flag(metal), Some(false));
-        assert_eq!(parse_hypervisor_flag("processor : 0\n"), None);
-    }
-
-    #[test]
-    fn nic_names_sort_naturally() {
-        let mut names = vec!["mlx5_10", "mlx5_2", "mlx5_bond_0", "mlx5_0"];
-        names.sort_by_key(|n| natural_key(n));
-        assert_eq!(names, ["mlx5_0", "mlx5_2", "mlx5_10", "mlx5_bond_0"]);
-    }
 }
