@@ -4,7 +4,7 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{OpenOptionsExt, symlink};
 use std::path::Path;
 
 use serde_json::Value;
@@ -334,4 +334,146 @@ fn replays_racing_a_swapped_directory_never_list_outside_the_root() {
     }
     swapper.stop();
     assert!(refused > 0, "no run saw the swap");
+}
+
+/// A FIFO planted where a file is expected, with a writer blocked in `open(O_WRONLY)` on it: a
+/// FIFO's writer returns from `open` only when a reader opens it (fifo(7)), so the writer
+/// waking up before the test releases it means the reader opened the FIFO. Returns whether it
+/// woke early; `reads` runs while it waits.
+fn fifo_opened_by(fifo: &Path, reads: impl FnOnce()) -> bool {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: plain libc call with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let released = Arc::new(AtomicBool::new(false));
+    let flag = released.clone();
+    let path = fifo.to_path_buf();
+    let writer = std::thread::spawn(move || {
+        let opened = fs::OpenOptions::new().write(true).open(&path);
+        // Woken by a reader before the test released it: someone else opened the FIFO.
+        (!flag.load(Ordering::SeqCst), opened.is_ok())
+    });
+    reads();
+    released.store(true, Ordering::SeqCst);
+    // Release the writer: open for reading ourselves (non-blocking), keep it open until it is
+    // through its `open`.
+    let reader = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(fifo)
+        .unwrap();
+    let (early, _) = writer.join().unwrap();
+    drop(reader);
+    early
+}
+
+/// Issue 30, item 3: the rooted reader opened a file `O_RDONLY|O_NONBLOCK` and looked at its
+/// type only afterwards, so a device node placed in a tree (`/dev/watchdog` arms the watchdog on
+/// open) had its driver's `open` run. The type is now looked at through an `O_PATH` descriptor
+/// first. A FIFO stands in for the device: every way of reading a file is tried on it, between
+/// many reads of a real file (so a wrongly woken writer has time to say so), and its blocked
+/// writer must never wake.
+#[test]
+fn a_fifo_where_a_file_is_expected_is_never_opened() {
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("node");
+    write(&root.join("sys/ok"), "fine\n");
+    let fs_ = gpudoctor::source::RootedFs::new(&root);
+    let mut refusals = Vec::new();
+    let early = fifo_opened_by(&root.join("sys/fifo"), || {
+        for _ in 0..50 {
+            for err in [
+                fs_.read_to_string("sys/fifo").unwrap_err(),
+                fs_.read_bytes("sys/fifo").unwrap_err(),
+                fs_.read_tail("sys/fifo", 1024).unwrap_err(),
+                fs_.open_file("sys/fifo").unwrap_err(),
+            ] {
+                refusals.push(err.to_string());
+            }
+            for _ in 0..20 {
+                assert_eq!(fs_.read_to_string("sys/ok").unwrap(), "fine\n");
+            }
+        }
+    });
+    assert!(!early, "a read opened the FIFO (its writer woke up)");
+    for text in &refusals {
+        assert!(
+            text.contains("sys/fifo") && text.contains("not a regular file (a FIFO)"),
+            "{text}"
+        );
+    }
+}
+
+/// The same through the binary: a live root whose `proc/modules` is a FIFO. `check` reports
+/// it as unreadable, names it, and never opens it.
+#[test]
+fn check_of_a_root_with_a_fifo_for_a_file_never_opens_it() {
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("node");
+    fs::create_dir_all(root.join("proc")).unwrap();
+    let mut stderr = String::new();
+    let mut stdout = String::new();
+    let early = fifo_opened_by(&root.join("proc/modules"), || {
+        let out = common::gpudoctor(&[
+            "check",
+            "--root",
+            root.to_str().unwrap(),
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so.1",
+            "--format",
+            "json",
+            "--keep-going",
+        ]);
+        stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    });
+    assert!(!early, "check opened proc/modules, a FIFO: {stderr}");
+    assert!(
+        stdout.contains("proc/modules: not a regular file (a FIFO)"),
+        "{stdout}"
+    );
+}
+
+/// A character device where a file is expected (the numbers of `/dev/null`, made with
+/// mknod(2), which needs root: elsewhere the test says so and checks nothing). Every read
+/// refuses it by name as a character device, `dev/kmsg` included unless it has the kernel
+/// log's own numbers (1, 11: Documentation/admin-guide/devices.txt).
+#[test]
+fn a_character_device_where_a_file_is_expected_is_refused_by_name() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("notice: not root, cannot mknod; nothing checked");
+        return;
+    }
+    let outer = tempfile::tempdir().unwrap();
+    let root = outer.path().join("node");
+    fs::create_dir_all(root.join("dev")).unwrap();
+    for name in ["dev/null-copy", "dev/kmsg"] {
+        let c = std::ffi::CString::new(root.join(name).to_str().unwrap()).unwrap();
+        // SAFETY: plain libc call with a valid NUL-terminated path.
+        let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) };
+        if made != 0 {
+            eprintln!(
+                "notice: mknod refused here ({}); nothing checked",
+                std::io::Error::last_os_error()
+            );
+            return;
+        }
+    }
+    let fs_ = gpudoctor::source::RootedFs::new(&root);
+    for err in [
+        fs_.read_to_string("dev/null-copy").unwrap_err(),
+        fs_.read_bytes("dev/null-copy").unwrap_err(),
+        fs_.read_tail("dev/null-copy", 1024).unwrap_err(),
+        fs_.open_file("dev/null-copy").unwrap_err(),
+        fs_.read_records_nonblocking("dev/null-copy").unwrap_err(),
+        fs_.read_records_nonblocking("dev/kmsg").unwrap_err(),
+    ] {
+        let text = err.to_string();
+        assert!(
+            text.contains("dev/") && text.contains("not a regular file (a character device"),
+            "{text}"
+        );
+    }
 }

@@ -18,6 +18,7 @@
 //! applied again, and the manifest says it was re-recorded and from what.
 
 mod out;
+mod redaction;
 pub mod unpack;
 
 pub use unpack::{UnpackError, UnpackLimits, Unpacked, unpack};
@@ -39,7 +40,7 @@ use crate::facts::k8s::PodResourcesFacts;
 use crate::facts::node;
 use crate::facts::nvml::NvmlFacts;
 use crate::process::signals::{self, Interrupted};
-use crate::redact::{Kind, Redactor};
+use crate::redact::Redactor;
 use crate::report::Report;
 use crate::source::nccl::{NCCL_DIR, NcclProbe};
 use crate::source::rooted::{Trace, Visited};
@@ -325,46 +326,19 @@ fn record_into(
     let trace = trace.lock().map(|t| t.clone()).unwrap_or_default();
 
     // 2. What to redact: values known from the facts, plus shapes found in any text.
-    let mut redactor = Redactor::new();
-    if options.redact {
-        // The host name and its short name (`gpu-node-7` of `gpu-node-7.cluster.local`), as
-        // whole tokens; a short or common one is kept and said (redact.rs).
-        if let Some(host) = &identity.hostname {
-            redactor.add_hostname(host, options.redact_hostname_anyway);
-        }
-        for device in &nvml.devices {
-            if let Some(serial) = device.serial.value() {
-                redactor.add_literal(Kind::Serial, serial);
-            }
-        }
-        for text in trace
-            .contents
-            .values()
-            .filter_map(|b| std::str::from_utf8(b).ok())
-        {
-            for serial in board_serials(text) {
-                redactor.add_literal(Kind::Serial, &serial);
-            }
-        }
-        // The other nodes of a multi-node NCCL run name themselves in its log.
-        if let NcclProbe::Runs(runs) = recording.nccl() {
-            for run in &runs {
-                for host in run.log.hosts() {
-                    redactor.add_hostname(host, options.redact_hostname_anyway);
-                }
-            }
-        }
-        if let Some(pods) = recording.pod_resources().list_value() {
-            for pod in pods {
-                redactor.add_pod_name(&pod.name);
-            }
-        }
-        if let Ok(Some((log, _))) = &kernel_log {
-            for serial in board_serials(log) {
-                redactor.add_literal(Kind::Serial, &serial);
-            }
-        }
-    }
+    let mut redactor = if options.redact {
+        redaction::plan(&redaction::Known {
+            hostname: identity.hostname.as_deref(),
+            anyway: options.redact_hostname_anyway,
+            nvml: &nvml,
+            trace: &trace,
+            nccl: &recording.nccl(),
+            pods: &recording.pod_resources(),
+            kernel_log: &kernel_log,
+        })
+    } else {
+        Redactor::new()
+    };
 
     // 3. Write the tree into the temporary sibling.
     let capture: PathBuf = output.tree().to_path_buf();
@@ -879,17 +853,6 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), RecordError>
     fs::write(path, text).map_err(io_err(path))
 }
 
-/// `NVRM: GPU Board Serial Number: 1654922007835` lines (gpu-health.md §8).
-fn board_serials(text: &str) -> Vec<String> {
-    text.lines()
-        .filter_map(|l| {
-            l.split_once("Board Serial Number:")
-                .map(|(_, s)| s.trim().to_string())
-        })
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
 /// The lines of a kernel log the checks read, with what is needed to parse them: NVRM/nvidia/
 /// Xid/SXid records, PCIe AER reports (`AER:`, `PCIe Bus Error`, the `error status/mask` and
 /// error-bit lines), the lines that say a device was brought back (`Linux version`, `pci <bdf>:
@@ -980,13 +943,5 @@ mod tests {
         let kept = nvidia_kernel_lines(log);
         assert_eq!(kept.lines().count(), 5, "{kept}");
         assert!(!kept.contains("usb") && !kept.contains("reg 0x10"));
-    }
-
-    #[test]
-    fn finds_board_serials() {
-        assert_eq!(
-            board_serials("NVRM: GPU Board Serial Number: 1654922007835\n"),
-            vec!["1654922007835"]
-        );
     }
 }

@@ -7,7 +7,8 @@
 //!
 //! Pure string transforms; no I/O. Values are recognised as whole tokens by shape
 //! ([`shapes`]), or as literals known from the facts (the host name, serials, pod names:
-//! [`literals`], whole tokens only, and refused when too short or a common word); the kubelet's
+//! [`literals`], whole tokens only, and refused when too short or a common word; NCCL peers from
+//! the `host:pid:tid` prefixes of NCCL lines, [`nccl`]); the kubelet's
 //! device-plugin checkpoint also carries protobuf answers in base64, decoded and redacted by
 //! [`checkpoint`]. PCI addresses (`0000:18:00.0`), times (`07:01:02`), versions (`550.54.15`) have
 //! other shapes and are left alone, and so are all-zero values (an unset GUID, a null MAC).
@@ -20,6 +21,7 @@
 
 mod checkpoint;
 mod literals;
+mod nccl;
 mod shapes;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

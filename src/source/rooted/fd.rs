@@ -186,6 +186,43 @@ pub fn is_file(st: &libc::stat) -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFREG
 }
 
+pub fn is_fifo(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFIFO
+}
+
+pub fn is_char_device(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFCHR
+}
+
+/// What an inode is, as an error names it (`not a regular file (a FIFO)`).
+pub fn kind_name(st: &libc::stat) -> &'static str {
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => "a regular file",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFLNK => "a symlink",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFSOCK => "a socket",
+        _ => "of an unknown type",
+    }
+}
+
+/// Open again, with `flags`, the inode that the descriptor `path` (usually `O_PATH`) refers
+/// to, through its `/proc/self/fd/N` magic link: the kernel reopens that very inode, whatever
+/// its name points at now (proc(5), "/proc/pid/fd"; open(2), `O_PATH`). So a type checked on
+/// `path` still holds for what is opened. `None` when `/proc` is not mounted.
+pub fn reopen(path: BorrowedFd<'_>, flags: libc::c_int) -> Option<io::Result<OwnedFd>> {
+    let link = cstring(format!("/proc/self/fd/{}", path.as_raw_fd()).as_bytes()).ok()?;
+    // SAFETY: a NUL-terminated path; the result is checked by `owned`. No `O_NOFOLLOW`: the
+    // magic link is what is followed.
+    let opened = owned(unsafe { libc::open(link.as_ptr(), flags | libc::O_CLOEXEC) });
+    match opened {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        other => Some(other),
+    }
+}
+
 /// The target of the symlink `name` in `dir` (an empty `name`: the link `dir` itself refers
 /// to, opened `O_PATH|O_NOFOLLOW`).
 pub fn read_link(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OsString> {

@@ -9,8 +9,9 @@
 //! It also bounds everything a hostile or broken tree can do to a reader:
 //! - symlink chains are capped at [`MAX_LINK_HOPS`] (the kernel's own limit is 40, `ELOOP`), so a
 //!   `subsystem`-style loop ends in an error, never a hang;
-//! - reads are capped in bytes, and only regular files are read (a FIFO or a character device
-//!   would block; files are opened `O_NONBLOCK` so even the open cannot hang);
+//! - reads are capped in bytes, and only regular files are read: a file's type is looked at
+//!   through an `O_PATH` descriptor before it is opened for reading, so a FIFO or a device node
+//!   in the tree is never opened at all (`read.rs`);
 //! - non-UTF-8 content is an error naming the path, not garbage handed to a parser.
 //!
 //! Nothing is ever opened by its full path under the root: the root is opened once, and every
@@ -22,18 +23,17 @@
 
 mod fd;
 mod named;
+mod read;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
-use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use thiserror::Error;
 
-use named::read_records;
 pub use named::{read_capped, read_capped_bytes, read_named_file, read_regular_file};
 
 /// Most symlinks followed while resolving one path (Linux `MAXSYMLINKS` is 40).
@@ -186,10 +186,6 @@ type DirFds = Vec<(OsString, Arc<OwnedFd>)>;
 
 /// How many directory descriptors [`RootedFs`] keeps open.
 const DIR_FDS: usize = 32;
-
-/// How files are opened for reading: `O_NONBLOCK`, so opening a FIFO never waits for a writer
-/// (`O_NOFOLLOW` and `O_CLOEXEC` are added by `fd.rs`).
-const READ_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_NONBLOCK;
 
 /// Where a walk through the tree stands: the components resolved so far, the links followed,
 /// the last link (named in a dangling-link error), and whether the last component is a directory.
@@ -399,34 +395,6 @@ impl RootedFs {
         let found = Arc::new(Dir::new(&state)?);
         self.dirs.lock().ok()?.insert(key, found.clone());
         Some(found)
-    }
-
-    /// The fast way to open a file whose directory resolved before: open the last component
-    /// directly (`O_NOFOLLOW`) in the directory's descriptor, skipping the look a walk would
-    /// make. `None` when this does not apply or cannot decide (not spelt plainly, the last
-    /// component is a link, tracing, any error other than "not there"): the caller then walks,
-    /// which gives the exact result.
-    fn open_in_known_dir(&self, rel: &str) -> Option<Result<File, FsError>> {
-        if self.trace.is_some() {
-            return None;
-        }
-        let (dir, name) = clean(rel)?.rsplit_once('/')?;
-        let dir = self.dir_of(dir)?;
-        let opened = self
-            .dir_fd(OsStr::new(&dir.path))
-            .and_then(|d| fd::open_one(d.as_fd(), OsStr::new(name), READ_FLAGS));
-        match opened {
-            Ok(file) => Some(Ok(File::from(file))),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => Some(Err(match &dir.last_link {
-                Some((link, target)) => FsError::Dangling {
-                    path: rel.into(),
-                    link: link.clone(),
-                    target: target.clone(),
-                },
-                None => FsError::NotFound { path: rel.into() },
-            })),
-            Err(_) => None,
-        }
     }
 
     /// Is `resolved` (link-free components) a directory this filesystem resolved before?
@@ -654,42 +622,6 @@ impl RootedFs {
         self.note_failure(rel, result)
     }
 
-    fn read_bytes_untraced(&self, rel: &str) -> Result<Vec<u8>, FsError> {
-        let mut file = match self.open_in_known_dir(rel) {
-            Some(opened) => opened?,
-            None => File::from(
-                self.open_resolved(&self.resolve(rel, true)?, READ_FLAGS)
-                    .map_err(|e| FsError::from_io(rel, &e))?,
-            ),
-        };
-        let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
-        if !meta.is_file() {
-            let kind = if meta.is_dir() {
-                "a directory"
-            } else {
-                "a device, socket or pipe"
-            };
-            return Err(FsError::NotAFile {
-                path: rel.into(),
-                kind: kind.into(),
-            });
-        }
-        let len = meta.len();
-        if len > 0 && len <= self.read_cap {
-            // A file on disk (a fixture, a capture, /etc) states its size: read exactly that,
-            // without the read that only confirms the end. sysfs states 4096 for every
-            // attribute and procfs 0, so those are read to the end as below.
-            let mut bytes = Vec::with_capacity(len as usize);
-            (&mut file)
-                .take(len)
-                .read_to_end(&mut bytes)
-                .map_err(|e| FsError::from_io(rel, &e))?;
-            // Shorter than stated (sysfs) means `read_to_end` met the end.
-            return Ok(bytes);
-        }
-        read_capped_bytes(&mut file, rel, self.read_cap)
-    }
-
     /// The last `max` bytes of a regular file as text: a log that grows without bound (the
     /// fabric manager's), where the newest lines matter. When the start was skipped the partial
     /// first line is dropped; invalid UTF-8 is replaced. Traced like [`RootedFs::read_bytes`]:
@@ -707,76 +639,6 @@ impl RootedFs {
             });
         }
         self.note_failure(rel, result)
-    }
-
-    fn read_tail_untraced(&self, rel: &str, max: u64) -> Result<String, FsError> {
-        use std::io::{Seek, SeekFrom};
-        let mut file = match self.open_in_known_dir(rel) {
-            Some(opened) => opened?,
-            None => File::from(
-                self.open_resolved(&self.resolve(rel, true)?, READ_FLAGS)
-                    .map_err(|e| FsError::from_io(rel, &e))?,
-            ),
-        };
-        let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
-        if !meta.is_file() {
-            return Err(FsError::NotAFile {
-                path: rel.into(),
-                kind: "not a regular file".into(),
-            });
-        }
-        let max = max.min(self.read_cap);
-        let skipped = meta.len() > max;
-        if skipped {
-            file.seek(SeekFrom::Start(meta.len() - max))
-                .map_err(|e| FsError::from_io(rel, &e))?;
-        }
-        let mut bytes = Vec::new();
-        (&mut file)
-            .take(max)
-            .read_to_end(&mut bytes)
-            .map_err(|e| FsError::from_io(rel, &e))?;
-        if bytes.contains(&0) {
-            return Err(FsError::NotText { path: rel.into() });
-        }
-        let mut text = String::from_utf8_lossy(&bytes).into_owned();
-        if skipped {
-            match text.find('\n') {
-                Some(nl) => {
-                    text.drain(..=nl);
-                }
-                None => text.clear(),
-            }
-        }
-        Ok(text)
-    }
-
-    /// Read a record device such as `/dev/kmsg` to its current end without blocking: each
-    /// `read` returns one record and `EAGAIN` means "no more for now" (kernel
-    /// `Documentation/ABI/testing/dev-kmsg`). A regular file is read to EOF. Capped like any read.
-    pub fn read_records_nonblocking(&self, rel: &str) -> Result<String, FsError> {
-        let mut file = File::from(
-            self.open_resolved(&self.resolve(rel, true)?, READ_FLAGS)
-                .map_err(|e| FsError::from_io(rel, &e))?,
-        );
-        read_records(&mut file, rel, self.read_cap)
-    }
-
-    /// Open a regular file under the root for streaming (a capture's NCCL log), resolved and
-    /// opened like every read; never a FIFO or a device. Not traced, not capped.
-    pub fn open_file(&self, rel: &str) -> Result<File, FsError> {
-        let file = File::from(
-            self.open_resolved(&self.resolve(rel, true)?, READ_FLAGS)
-                .map_err(|e| FsError::from_io(rel, &e))?,
-        );
-        let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
-        if !meta.is_file() {
-            return Err(FsError::NotAFile {
-                path: rel.into(),
-                kind: "not a regular file".into(),
-            });
-        }
-        Ok(file)
     }
 
     /// What `rel` is, the last component not followed: for `record`, which recreates the

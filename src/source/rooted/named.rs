@@ -38,19 +38,41 @@ pub(super) fn read_records(file: &mut File, rel: &str, cap: u64) -> Result<Strin
 
 /// A regular file outside any root (a side file the user did not name, like the run record
 /// beside an `--nccl-log`), as text, at most `cap` bytes. Anything else — a FIFO, a device, a
-/// directory — is refused without blocking (the open is `O_NONBLOCK`).
+/// directory — is refused without being opened: its type is looked at through an `O_PATH`
+/// descriptor first, and only a regular file is then opened, by reopening that descriptor
+/// (`read.rs` explains why).
 pub fn read_regular_file(path: &Path, shown: &str, cap: u64) -> Result<String, FsError> {
-    let mut file = OpenOptions::new()
+    use std::os::fd::AsFd;
+    let opened = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(libc::O_PATH)
         .open(path)
         .map_err(|e| FsError::from_io(shown, &e))?;
-    let meta = file.metadata().map_err(|e| FsError::from_io(shown, &e))?;
-    if !meta.is_file() {
+    let checked = super::fd::fstat(opened.as_fd()).map_err(|e| FsError::from_io(shown, &e))?;
+    if !super::fd::is_file(&checked) {
         return Err(FsError::NotAFile {
             path: shown.into(),
-            kind: "not a regular file".into(),
+            kind: super::fd::kind_name(&checked).into(),
         });
+    }
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+    let mut file = match super::fd::reopen(opened.as_fd(), flags) {
+        Some(reopened) => File::from(reopened.map_err(|e| FsError::from_io(shown, &e))?),
+        None => OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(|e| FsError::from_io(shown, &e))?,
+    };
+    let meta = file.metadata().map_err(|e| FsError::from_io(shown, &e))?;
+    {
+        use std::os::unix::fs::MetadataExt;
+        if !meta.is_file() || (meta.dev(), meta.ino()) != (checked.st_dev, checked.st_ino) {
+            return Err(FsError::Io {
+                path: shown.into(),
+                message: "replaced while it was being opened; run again".into(),
+            });
+        }
     }
     read_capped(&mut file, shown, cap)
 }
@@ -70,9 +92,10 @@ pub fn read_named_file(
     cap: u64,
     wait: std::time::Duration,
 ) -> Result<String, FsError> {
+    // `O_NOCTTY`: a terminal named here never becomes gpudoctor's controlling terminal.
     let mut file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .map_err(|e| FsError::from_io(shown, &e))?;
     let meta = file.metadata().map_err(|e| FsError::from_io(shown, &e))?;

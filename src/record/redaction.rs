@@ -1,0 +1,103 @@
+//! What a capture's redaction must replace besides the shapes `src/redact/` finds by itself:
+//! values known from the facts (the node's host name, GPU serials, pod names the kubelet gave)
+//! and names found in what the capture keeps (board serials in any text, the NCCL peers that
+//! name themselves in device lines and in every NCCL line's `host:pid:tid` prefix).
+
+use crate::facts::k8s::PodResourcesFacts;
+use crate::facts::nvml::NvmlFacts;
+use crate::redact::{Kind, Redactor};
+use crate::source::FsError;
+use crate::source::nccl::NcclProbe;
+use crate::source::rooted::Trace;
+
+/// What the recording learnt that names the node or its peers.
+pub(super) struct Known<'a> {
+    pub hostname: Option<&'a str>,
+    /// `--redact-hostname-anyway`.
+    pub anyway: bool,
+    pub nvml: &'a NvmlFacts,
+    pub trace: &'a Trace,
+    pub nccl: &'a NcclProbe,
+    pub pods: &'a PodResourcesFacts,
+    pub kernel_log: &'a Result<Option<(String, String)>, FsError>,
+}
+
+/// A redactor that knows every literal value of `known`.
+pub(super) fn plan(known: &Known<'_>) -> Redactor {
+    let mut redactor = Redactor::new();
+    // The host name and its short name (`gpu-node-7` of `gpu-node-7.cluster.local`), as
+    // whole tokens; a short or common one is kept and said (src/redact/literals.rs).
+    if let Some(host) = known.hostname {
+        redactor.add_hostname(host, known.anyway);
+    }
+    for device in &known.nvml.devices {
+        if let Some(serial) = device.serial.value() {
+            redactor.add_literal(Kind::Serial, serial);
+        }
+    }
+    for text in known
+        .trace
+        .contents
+        .values()
+        .filter_map(|b| std::str::from_utf8(b).ok())
+    {
+        for serial in board_serials(text) {
+            redactor.add_literal(Kind::Serial, &serial);
+        }
+        // An NCCL log kept among the node's files names its peers too.
+        redactor.add_nccl_prefix_hosts(text, known.anyway);
+    }
+    // The other nodes of a multi-node NCCL run name themselves in its log: in nccl-tests'
+    // device lines, and in the `host:pid:tid` prefix of every NCCL line — the only place a
+    // PyTorch job's log, or an excerpt without all device lines, names them (issue 30).
+    if let NcclProbe::Runs(runs) = known.nccl {
+        for run in runs {
+            for host in run
+                .log
+                .hosts()
+                .into_iter()
+                .chain(run.log.info_hosts.iter().map(String::as_str))
+            {
+                redactor.add_hostname(host, known.anyway);
+            }
+            if let Some(transcript) = &run.transcript {
+                redactor.add_nccl_prefix_hosts(transcript, known.anyway);
+            }
+        }
+    }
+    if let Some(pods) = known.pods.list_value() {
+        for pod in pods {
+            redactor.add_pod_name(&pod.name);
+        }
+    }
+    if let Ok(Some((log, _))) = known.kernel_log {
+        for serial in board_serials(log) {
+            redactor.add_literal(Kind::Serial, &serial);
+        }
+    }
+    redactor
+}
+
+/// `NVRM: GPU Board Serial Number: 1654922007835` lines (gpu-health.md §8).
+fn board_serials(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| {
+            l.split_once("Board Serial Number:")
+                .map(|(_, s)| s.trim().to_string())
+        })
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_board_serials() {
+        assert_eq!(
+            board_serials("NVRM: GPU Board Serial Number: 1654922007835\n"),
+            vec!["1654922007835"]
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! Opening files under the root for reading, and reading them within their caps.
+//!
+//! A file's type is looked at **before** it is opened for reading: its name is opened
+//! `O_PATH | O_NOFOLLOW` (which runs no driver's `open`, takes no FIFO end and follows no link:
+//! open(2), `O_PATH`), judged with `fstat` on that descriptor, and only a regular file (or, for
+//! the kernel log, the `/dev/kmsg` device itself) is then opened for reading — by reopening that
+//! same descriptor through `/proc/self/fd/N`, which reopens the inode that was judged, not
+//! whatever the name points at by then (proc(5)). A device node planted in a tree
+//! (`/dev/watchdog` arms the watchdog when opened, watchdog-api.rst) is refused by name without
+//! its driver ever being asked; a FIFO's waiting writer is never woken.
+//!
+//! The read itself is `O_NONBLOCK | O_NOCTTY` all the same (a FIFO never blocks it, a terminal
+//! never becomes ours), and what was opened is looked at again (`fstat`: same device and inode,
+//! still a regular file). Without `/proc` the name is opened again with those flags and the
+//! inode compared: a swap in that window is refused, though the open has then happened.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use super::named::{read_capped_bytes, read_records};
+use super::{FsError, RootedFs, clean, fd, join_os};
+
+/// How a file is opened for reading once its type is known: `O_NONBLOCK`, so opening a FIFO
+/// never waits for a writer, and `O_NOCTTY`, so a terminal never becomes the controlling
+/// terminal (`O_NOFOLLOW` and `O_CLOEXEC` are added by `fd.rs`).
+const READ_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+
+/// `/dev/kmsg`'s device numbers (Documentation/admin-guide/devices.txt: char 1, minor 11).
+const KMSG_DEVICE: (u32, u32) = (1, 11);
+
+/// What may be opened for reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Accept {
+    /// Regular files only.
+    Regular,
+    /// A regular file, the kernel log's own character device (1, 11), or a FIFO: tests stand
+    /// one in for a `/dev/kmsg` that never ends (tests/timeouts.rs), and opening a FIFO
+    /// `O_NONBLOCK` for reading runs no driver and never waits (fifo(7)).
+    RegularOrKmsg,
+}
+
+impl Accept {
+    /// `None` when `st` may be opened; else what it is, for the error.
+    fn refusal(self, st: &libc::stat) -> Option<String> {
+        if fd::is_file(st) || (self == Accept::RegularOrKmsg && fd::is_fifo(st)) {
+            return None;
+        }
+        if fd::is_char_device(st) {
+            let numbers = (libc::major(st.st_rdev), libc::minor(st.st_rdev));
+            if self == Accept::RegularOrKmsg {
+                if numbers == KMSG_DEVICE {
+                    return None;
+                }
+                return Some(format!(
+                    "a character device {}:{}, not the kernel log's {}:{}",
+                    numbers.0, numbers.1, KMSG_DEVICE.0, KMSG_DEVICE.1
+                ));
+            }
+            return Some(format!("a character device {}:{}", numbers.0, numbers.1));
+        }
+        Some(fd::kind_name(st).to_string())
+    }
+}
+
+/// Open `name` in `dir` for reading if `accept` allows what it is (see the module doc). The
+/// outer error is the system's (not there, a link: `ELOOP`, as an `O_NOFOLLOW` open says);
+/// the inner one names what the entry is when it is refused.
+fn open_at(dir: BorrowedFd<'_>, name: &OsStr, accept: Accept) -> io::Result<Result<File, String>> {
+    let path = fd::open_one(dir, name, libc::O_PATH)?;
+    let checked = fd::fstat(path.as_fd())?;
+    if fd::is_link(&checked) {
+        // `O_PATH | O_NOFOLLOW` opens a link itself where a plain `O_NOFOLLOW` open fails.
+        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    if let Some(kind) = accept.refusal(&checked) {
+        return Ok(Err(kind));
+    }
+    let opened: OwnedFd = match fd::reopen(path.as_fd(), READ_FLAGS) {
+        Some(opened) => opened?,
+        None => fd::open_one(dir, name, READ_FLAGS)?,
+    };
+    let now = fd::fstat(opened.as_fd())?;
+    if (now.st_dev, now.st_ino) != (checked.st_dev, checked.st_ino) {
+        return Err(io::Error::other(
+            "replaced while it was being opened (the tree is changing); run again",
+        ));
+    }
+    if let Some(kind) = accept.refusal(&now) {
+        return Ok(Err(kind));
+    }
+    Ok(Ok(File::from(opened)))
+}
+
+fn refused(rel: &str, kind: String) -> FsError {
+    FsError::NotAFile {
+        path: rel.into(),
+        kind,
+    }
+}
+
+impl RootedFs {
+    /// Open `rel` for reading, all links followed, when `accept` allows what it is.
+    fn open_for_read(&self, rel: &str, accept: Accept) -> Result<File, FsError> {
+        if let Some(opened) = self.open_in_known_dir(rel, accept) {
+            return opened;
+        }
+        let components = self.resolve(rel, true)?;
+        let opened = match components.split_last() {
+            None => {
+                let root = self.root_fd().map_err(|e| FsError::from_io(rel, &e))?;
+                open_at(root.as_fd(), OsStr::new("."), accept)
+            }
+            Some((last, dir)) => {
+                let dir = self
+                    .dir_fd(&join_os(dir))
+                    .map_err(|e| FsError::from_io(rel, &e))?;
+                open_at(dir.as_fd(), last, accept)
+            }
+        };
+        opened
+            .map_err(|e| FsError::from_io(rel, &e))?
+            .map_err(|kind| refused(rel, kind))
+    }
+
+    /// The fast way to open a file whose directory resolved before: open the last component
+    /// directly (`O_NOFOLLOW`) in the directory's descriptor, skipping the look a walk would
+    /// make. `None` when this does not apply or cannot decide (not spelt plainly, the last
+    /// component is a link, tracing, any error other than "not there"): the caller then walks,
+    /// which gives the exact result.
+    fn open_in_known_dir(&self, rel: &str, accept: Accept) -> Option<Result<File, FsError>> {
+        if self.trace.is_some() {
+            return None;
+        }
+        let (dir, name) = clean(rel)?.rsplit_once('/')?;
+        let dir = self.dir_of(dir)?;
+        let opened = self
+            .dir_fd(OsStr::new(&dir.path))
+            .and_then(|d| open_at(d.as_fd(), OsStr::new(name), accept));
+        match opened {
+            Ok(Ok(file)) => Some(Ok(file)),
+            Ok(Err(kind)) => Some(Err(refused(rel, kind))),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Some(Err(match &dir.last_link {
+                Some((link, target)) => FsError::Dangling {
+                    path: rel.into(),
+                    link: link.clone(),
+                    target: target.clone(),
+                },
+                None => FsError::NotFound { path: rel.into() },
+            })),
+            Err(_) => None,
+        }
+    }
+
+    pub(super) fn read_bytes_untraced(&self, rel: &str) -> Result<Vec<u8>, FsError> {
+        let mut file = self.open_for_read(rel, Accept::Regular)?;
+        let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
+        let len = meta.len();
+        if len > 0 && len <= self.read_cap {
+            // A file on disk (a fixture, a capture, /etc) states its size: read exactly that,
+            // without the read that only confirms the end. sysfs states 4096 for every
+            // attribute and procfs 0, so those are read to the end as below.
+            let mut bytes = Vec::with_capacity(len as usize);
+            (&mut file)
+                .take(len)
+                .read_to_end(&mut bytes)
+                .map_err(|e| FsError::from_io(rel, &e))?;
+            // Shorter than stated (sysfs) means `read_to_end` met the end.
+            return Ok(bytes);
+        }
+        read_capped_bytes(&mut file, rel, self.read_cap)
+    }
+
+    pub(super) fn read_tail_untraced(&self, rel: &str, max: u64) -> Result<String, FsError> {
+        use std::io::{Seek, SeekFrom};
+        let mut file = self.open_for_read(rel, Accept::Regular)?;
+        let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
+        let max = max.min(self.read_cap);
+        let skipped = meta.len() > max;
+        if skipped {
+            file.seek(SeekFrom::Start(meta.len() - max))
+                .map_err(|e| FsError::from_io(rel, &e))?;
+        }
+        let mut bytes = Vec::new();
+        (&mut file)
+            .take(max)
+            .read_to_end(&mut bytes)
+            .map_err(|e| FsError::from_io(rel, &e))?;
+        if bytes.contains(&0) {
+            return Err(FsError::NotText { path: rel.into() });
+        }
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        if skipped {
+            match text.find('\n') {
+                Some(nl) => {
+                    text.drain(..=nl);
+                }
+                None => text.clear(),
+            }
+        }
+        Ok(text)
+    }
+
+    /// Read a record device such as `/dev/kmsg` to its current end without blocking: each
+    /// `read` returns one record and `EAGAIN` means "no more for now" (kernel
+    /// `Documentation/ABI/testing/dev-kmsg`). A regular file is read to EOF. Capped like any
+    /// read. Any other device (only `/dev/kmsg`'s numbers are opened) or a socket is refused
+    /// without being opened; a FIFO is read like a pipe (see [`Accept::RegularOrKmsg`]).
+    pub fn read_records_nonblocking(&self, rel: &str) -> Result<String, FsError> {
+        let mut file = self.open_for_read(rel, Accept::RegularOrKmsg)?;
+        read_records(&mut file, rel, self.read_cap)
+    }
+
+    /// Open a regular file under the root for streaming (a capture's NCCL log), resolved and
+    /// opened like every read; never a FIFO or a device. Not traced, not capped.
+    pub fn open_file(&self, rel: &str) -> Result<File, FsError> {
+        self.open_for_read(rel, Accept::Regular)
+    }
+}
