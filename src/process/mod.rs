@@ -1,14 +1,17 @@
-//! Children gpudoctor starts (nccl-tests and its launchers today; perftest and CUDA probes
-//! later) and what is done so that none of them outlives it.
+//! Children gpudoctor starts (nccl-tests and its launchers, the CUDA probe helper, perftest)
+//! and what is done so that none of them outlives the run.
 //!
-//! A [`Group`] is one command started in its own process group, with gpudoctor as child
-//! subreaper (`PR_SET_CHILD_SUBREAPER`, prctl(2)): a grandchild that leaves the group
-//! (`setsid`, `setpgid`) or whose parent dies is still found, as a descendant of gpudoctor, and
-//! re-parented to it rather than to init. When the leader exits — normally, at gpudoctor's
-//! timeout, or because gpudoctor got SIGINT/SIGTERM/SIGHUP ([`signals`]) — [`Group::finish`]
-//! sends SIGTERM to the group and to every descendant, waits up to a grace period, sends SIGKILL
-//! to whatever is left, and reaps all of it. What had to be killed is returned ([`Killed`]) so
-//! the report can say so.
+//! A [`Group`] is one command started in its own process group and, where the kernel allows
+//! it, its own PID namespace ([`contain`]: a keeper and an init that die with gpudoctor, even
+//! by SIGKILL), with gpudoctor as child subreaper (`PR_SET_CHILD_SUBREAPER`, prctl(2)): a
+//! grandchild that leaves the group (`setsid`, `setpgid`) or whose parent dies is still found,
+//! as a descendant of gpudoctor. When the leader exits — normally, at gpudoctor's timeout, or
+//! because gpudoctor got SIGINT/SIGTERM/SIGHUP ([`signals`]) — [`Group::finish`] sends SIGTERM
+//! to the group and to every descendant, waits up to a grace period, then freezes what is left
+//! (SIGSTOP, walking down the `children` files until every process found is stopped, so a
+//! chain that forks and exits cannot outrun it), SIGKILLs all of it, tears the namespace down
+//! and reaps. What had to be killed, and what survived, is returned ([`Killed`]) so the report
+//! can say so.
 //!
 //! The leader is observed with `waitid(WNOWAIT)` and reaped only at the very end: until then its
 //! pid, which is the group id, cannot be reused, so `killpg` can never reach a stranger's group.
@@ -352,14 +355,15 @@ impl Group {
         }
         // Round 2: freeze, then kill, while any is left. The freeze ends when a walk finds
         // every process already stopped, or at the deadline (a process in `D` state never
-        // stops).
-        // Both share one grace, and the kill below runs at least once whatever the freeze took.
+        // stops). Both share one grace, and the kill runs at least once whatever the freeze took.
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             self.reap_some();
             if self.freeze_walk() {
                 break;
             }
+            // Let the signalled ones reach the stopped state before the next look.
+            std::thread::sleep(FREEZE_POLL);
         }
         let mut first = true;
         loop {
@@ -383,14 +387,26 @@ impl Group {
         if self.containment == Containment::PidNamespace {
             self.killpg(libc::SIGKILL);
             let until = Instant::now() + contain::TEARDOWN;
+            // Looked at pid by pid, not by a /proc scan: this runs after every run.
+            let init: Vec<i32> = self
+                .helpers
+                .iter()
+                .copied()
+                .filter(|p| *p != self.pid)
+                .collect();
             while Instant::now() < until {
-                self.reap_some();
-                let all = tree::snapshot();
-                let helpers_left = self
-                    .helpers
-                    .iter()
-                    .any(|pid| all.get(pid).is_some_and(|p| p.pgrp == self.pid));
-                if !helpers_left {
+                // The init, re-parented to gpudoctor (the subreaper) when the keeper died.
+                let init_left = init.iter().any(|pid| {
+                    tree::reap(*pid);
+                    tree::read_proc(*pid).is_some_and(|p| p.pgrp == self.pid)
+                });
+                if !init_left
+                    && self.reaped.is_none()
+                    && let Some(status) = tree::reap(self.pid)
+                {
+                    self.reaped = Some(Exit::from_wait_status(status));
+                }
+                if !init_left && self.reaped.is_some() {
                     break;
                 }
                 std::thread::sleep(FREEZE_POLL);
