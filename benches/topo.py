@@ -9,6 +9,7 @@ the square of that. Not a test and not run by CI; docs/performance.md shows its 
     python3 benches/topo.py                  # build --release, generate, measure, print a table
     python3 benches/topo.py --binary PATH    # measure a given build (e.g. an older one)
     python3 benches/topo.py --sizes 2000,3000 --runs 1 --cpus 0
+    python3 benches/topo.py --no-tar         # directories only: unpacking dominates the .tar.gz
     python3 benches/topo.py --generate 3000 --out /tmp/n3000   # only write a node (and .tar.gz)
 
 A node: GPUs (NVIDIA, class 0x030200) 256 to a bus behind one PCIe switch per host bridge, one
@@ -129,6 +130,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="2000,3000,8000", help="GPU counts, comma-separated")
     ap.add_argument("--cpus", help="taskset CPU list for every measured command, e.g. 0,1")
     ap.add_argument("--binary", help="a built gpudoctor (default: cargo build --release)")
+    ap.add_argument("--no-tar", action="store_true",
+                    help="directories only (unpacking a .tar.gz of thousands of GPUs takes a minute)")
     ap.add_argument("--generate", type=int, help="only write a node with this many GPUs")
     ap.add_argument("--out", help="with --generate: where (a .tar.gz is written beside it)")
     args = ap.parse_args()
@@ -156,7 +159,8 @@ def main() -> int:
     worst = {}
     for gpus in (int(s) for s in args.sizes.split(",") if s):
         root, archive = node(work, gpus)
-        for kind, path in (("dir", root), (".tar.gz", archive)):
+        roots = [("dir", root)] + ([] if args.no_tar else [(".tar.gz", archive)])
+        for kind, path in roots:
             commands = [
                 ("`topo`", ["topo", "--no-nvml", "--root", path]),
                 ("`topo --format json`", ["topo", "--no-nvml", "--format", "json", "--root",
