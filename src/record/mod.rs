@@ -19,6 +19,7 @@
 
 mod out;
 mod redaction;
+mod tree;
 pub mod unpack;
 
 pub use unpack::{UnpackError, UnpackLimits, Unpacked, unpack};
@@ -26,7 +27,6 @@ pub use unpack::{UnpackError, UnpackLimits, Unpacked, unpack};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
-use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::RwLockReadGuard;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -43,7 +43,7 @@ use crate::process::signals::{self, Interrupted};
 use crate::redact::Redactor;
 use crate::report::Report;
 use crate::source::nccl::{NCCL_DIR, NcclProbe};
-use crate::source::rooted::{Trace, Visited};
+use crate::source::rooted::Trace;
 use crate::source::{
     self, CAPTURE_DIR, DEV_KMSG, ENV_JSON, FsError, HostSource, KMSG_TXT, MANIFEST, NVML_JSON,
     POD_RESOURCES_JSON, ReplaySource, RootedFs, Source, SourceKind, SourceOptions,
@@ -342,7 +342,7 @@ fn record_into(
 
     // 3. Write the tree into the temporary sibling.
     let capture: PathBuf = output.tree().to_path_buf();
-    let mut counts = materialize(
+    let (mut counts, changed) = tree::materialize(
         &trace,
         &options.root,
         &capture,
@@ -356,6 +356,12 @@ fn record_into(
         .filter(|(path, _)| path.as_str() != DEV_KMSG && !excluded(path))
         .map(|(path, error)| json!({"path": path, "error": error}))
         .collect();
+    // Entries left out because the node changed while it was walked (tree.rs).
+    unreadable.extend(
+        changed
+            .iter()
+            .map(|c| json!({"path": c.path, "error": c.to_string()})),
+    );
     // What the node the capture came from could not give stays said.
     if let Some(earlier) = &earlier
         && let Some(list) = earlier["unreadable"].as_array()
@@ -703,129 +709,16 @@ fn check_output(options: &RecordOptions) -> Result<(), RecordError> {
     Ok(())
 }
 
-#[derive(Debug, Default)]
-struct Counts {
-    files: usize,
-    links: usize,
-    dirs: usize,
-    bytes: u64,
-}
-
 /// Paths the trace may visit that must not become part of a capture.
 fn excluded(path: &str) -> bool {
     path == DEV_KMSG || path == CAPTURE_DIR || path.starts_with(".gpudoctor/")
-}
-
-/// Rebuild the traced part of the tree under `capture`.
-fn materialize(
-    trace: &Trace,
-    root: &Path,
-    capture: &Path,
-    mut redactor: Option<&mut Redactor>,
-) -> Result<Counts, RecordError> {
-    let mut counts = Counts::default();
-    for (path, kind) in &trace.visited {
-        if excluded(path) || path.is_empty() {
-            continue;
-        }
-        let target = capture.join(path);
-        match kind {
-            Visited::Dir => {
-                let _writing = hold()?;
-                fs::create_dir_all(&target).map_err(io_err(&target))?;
-                counts.dirs += 1;
-            }
-            Visited::Link(link_target) => make_link(path, link_target, &target, &mut counts)?,
-            Visited::File | Visited::Special => {
-                let bytes = trace.contents.get(path).cloned().unwrap_or_default();
-                let bytes = match (redactor.as_deref_mut(), String::from_utf8(bytes)) {
-                    (Some(r), Ok(text)) => r.redact_file(path, &text).into_bytes(),
-                    (_, Ok(text)) => text.into_bytes(),
-                    (_, Err(raw)) => raw.into_bytes(),
-                };
-                write_file(&target, &bytes, &mut counts)?;
-            }
-        }
-    }
-    // Entries of listed directories that no check opened: recreate their shape, not content.
-    // Looked at through the rooted reader: never by a path that could lead out of the root.
-    let live = RootedFs::new(root);
-    for (dir, names) in &trace.listings {
-        for name in names {
-            let path = if dir.is_empty() {
-                name.clone()
-            } else {
-                format!("{dir}/{name}")
-            };
-            if excluded(&path) || trace.visited.contains_key(&path) {
-                continue;
-            }
-            let target = capture.join(&path);
-            if target.symlink_metadata().is_ok() {
-                continue;
-            }
-            match live.entry_kind(&path) {
-                Ok(Visited::Link(link_target)) => {
-                    make_link(&path, &link_target, &target, &mut counts)?;
-                }
-                Ok(Visited::Dir) => {
-                    let _writing = hold()?;
-                    fs::create_dir_all(&target).map_err(io_err(&target))?;
-                    counts.dirs += 1;
-                }
-                Ok(Visited::File | Visited::Special) => write_file(&target, b"", &mut counts)?,
-                Err(_) => {}
-            }
-        }
-    }
-    Ok(counts)
-}
-
-/// Recreate a symlink; an absolute target (possible only when the root is `/`) becomes relative
-/// so the capture stays self-contained.
-fn make_link(
-    path: &str,
-    link_target: &str,
-    target: &Path,
-    counts: &mut Counts,
-) -> Result<(), RecordError> {
-    if target.symlink_metadata().is_ok() {
-        return Ok(());
-    }
-    let _writing = hold()?;
-    if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent).map_err(io_err(parent))?;
-    }
-    let relative = if let Some(stripped) = link_target.strip_prefix('/') {
-        let depth = path.matches('/').count();
-        format!("{}{stripped}", "../".repeat(depth))
-    } else {
-        link_target.to_string()
-    };
-    symlink(&relative, target).map_err(io_err(target))?;
-    counts.links += 1;
-    Ok(())
-}
-
-fn write_file(target: &Path, bytes: &[u8], counts: &mut Counts) -> Result<(), RecordError> {
-    if target.symlink_metadata().is_ok() {
-        return Ok(());
-    }
-    let _writing = hold()?;
-    if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent).map_err(io_err(parent))?;
-    }
-    fs::write(target, bytes).map_err(io_err(target))?;
-    counts.files += 1;
-    counts.bytes += bytes.len() as u64;
-    Ok(())
 }
 
 fn write_text(
     capture: &Path,
     rel: &str,
     text: &str,
-    counts: &mut Counts,
+    counts: &mut tree::Counts,
     redactor: Option<&mut Redactor>,
 ) -> Result<(), RecordError> {
     let text = match redactor {
