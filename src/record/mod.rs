@@ -17,10 +17,13 @@
 //! unless `--kernel-log`/`--nccl-log` replace them, as `check` would judge it; redaction is
 //! applied again, and the manifest says it was re-recorded and from what.
 
+mod kmsg;
 mod out;
 mod redaction;
 mod tree;
 pub mod unpack;
+
+pub use kmsg::nvidia_kernel_lines;
 
 pub use unpack::{UnpackError, UnpackLimits, Unpacked, unpack};
 
@@ -746,54 +749,6 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), RecordError>
     fs::write(path, text).map_err(io_err(path))
 }
 
-/// The lines of a kernel log the checks read, with what is needed to parse them: NVRM/nvidia/
-/// Xid/SXid records, PCIe AER reports (`AER:`, `PCIe Bus Error`, the `error status/mask` and
-/// error-bit lines), the lines that say a device was brought back (`Linux version`, `pci <bdf>:
-/// [vvvv:dddd] type`, `GPU reset executed`, journal boot separators), and the continuation
-/// lines that follow them (`/dev/kmsg` continuation lines start with a space; XID 119's GSP
-/// history is more NVRM lines). Everything else (USB, filesystems, user names) stays out.
-pub fn nvidia_kernel_lines(text: &str) -> String {
-    let mut out = String::new();
-    let mut keeping = false;
-    for line in text.lines() {
-        let relevant = [
-            "NVRM",
-            "nvidia",
-            "NVIDIA",
-            "Xid",
-            "SXid",
-            "nvswitch",
-            "AER",
-            "PCIe Bus Error",
-            "error status/mask",
-            "Linux version",
-            "GPU reset executed",
-            "-- Boot ",
-            "-- Reboot --",
-        ]
-        .iter()
-        .any(|k| line.contains(k))
-            || aer_detail_or_enumeration(line);
-        let continuation = line.starts_with(' ') || line.starts_with('\t');
-        if relevant || (keeping && continuation) {
-            out.push_str(line);
-            out.push('\n');
-            keeping = true;
-        } else {
-            keeping = false;
-        }
-    }
-    out
-}
-
-/// `pcieport 0000:00:03.0:    [ 5] SDES` (an AER error bit) or `pci 0000:2b:00.0: [10de:2330]
-/// type 00 class ...` (a function enumerated): lines the kernel-log parser reads that carry no
-/// keyword of their own.
-fn aer_detail_or_enumeration(line: &str) -> bool {
-    let (_, message) = crate::facts::xid::split_line(line);
-    crate::facts::xid::is_aer_or_enumeration(message)
-}
-
 /// Pack a capture directory into a `.tar.gz` (written to `file`) whose entries are
 /// root-relative.
 fn pack(capture: &Path, file: &mut fs::File) -> io::Result<()> {
@@ -810,31 +765,3 @@ fn pack(capture: &Path, file: &mut fs::File) -> io::Result<()> {
 
 /// Kept for callers of `record::rfc3339`; the helper lives in [`crate::time`] now.
 pub use crate::time::rfc3339;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keeps_nvidia_lines_and_their_continuations() {
-        let log = "6,1,1,-;usb 1-1: new device\n4,2,2,-;NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.\n SUBSYSTEM=pci\n DEVICE=+pci:0000:2b:00.0\n6,3,3,-;eth0: link up\n";
-        let kept = nvidia_kernel_lines(log);
-        assert_eq!(kept.lines().count(), 3, "{kept}");
-        assert!(!kept.contains("usb") && !kept.contains("eth0"));
-    }
-
-    #[test]
-    fn keeps_aer_reports_and_recovery_lines() {
-        // wilicc/gpu-burn#1 and NVIDIA/nvidia-docker#895 lines, among lines that must go.
-        let log = "[74889.542031] pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: id=0010\n\
-                   [74889.542125] pcieport 0000:00:02.0:   device [8086:6f04] error status/mask=00000020/00000000\n\
-                   [74889.542184] pcieport 0000:00:02.0:    [ 5] Surprise Down Error    (First)\n\
-                   [    0.110779] pci 0000:00:1f.0: [8086:9cc3] type 00 class 0x060100\n\
-                   [    0.110989] pci 0000:00:1f.2: reg 0x10: [io  0xf0b0-0xf0b7]\n\
-                   [    0.000000] Linux version 5.15.0-105-generic (buildd@lcy02-amd64-007)\n\
-                   [   12.000000] usb 1-1: new high-speed USB device number 2\n";
-        let kept = nvidia_kernel_lines(log);
-        assert_eq!(kept.lines().count(), 5, "{kept}");
-        assert!(!kept.contains("usb") && !kept.contains("reg 0x10"));
-    }
-}
