@@ -414,3 +414,114 @@ fn a_root_holding_gpudoctor_without_a_valid_manifest_is_refused() {
     assert!(stderr(&out).contains(&format!("--root {}", packed.display())));
     assert_eq!(fs::read_dir(scratch.path()).unwrap().count(), 0);
 }
+
+/// `renameat2(a, b, RENAME_EXCHANGE)`: both names stay, their inodes swap atomically.
+fn exchange(a: &std::ffi::CStr, b: &std::ffi::CStr) {
+    // SAFETY: two NUL-terminated paths; the call only renames.
+    unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        );
+    }
+}
+
+/// Issue 30, item 1: while `record` walked a live tree that changed under it (a directory
+/// swapped for a file or a symlink of the same name), it built the capture with a file where a
+/// directory was needed and failed with "cannot write the capture at --out: File exists",
+/// blaming `--out` (25 of 80 runs). And a directory swapped for a symlink was recreated in the
+/// capture as that symlink, through which the entries under it were then written: outside the
+/// capture when the link climbed out of it.
+///
+/// Here a thread swaps the healthy fixture's `sys/bus/pci/devices` with a regular file, or with
+/// a symlink that leaves the tree (`../../../../escape`, the same depth from the root and from
+/// the capture), while records run one after another. No run may blame `--out`; each must
+/// succeed and replay, listing what changed under it among its unreadable paths, or fail naming
+/// the node's path; nothing may appear beside the root or the capture; and some run must have
+/// seen the change, or the test did not race.
+#[test]
+fn a_tree_changing_while_recorded_never_blames_out_nor_writes_outside_the_capture() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("live/node");
+    common::copy_tree(&fixture(), &root);
+    let outs = tmp.path().join("outs");
+    fs::create_dir(&outs).unwrap();
+    let pci = root.join("sys/bus/pci");
+    fs::write(pci.join("swap-file"), "not a directory\n").unwrap();
+    symlink("../../../../escape", pci.join("swap-link")).unwrap();
+    let mut seen_changed = 0;
+    let mut runs = 0;
+    for (round, other) in ["swap-file", "swap-link"].into_iter().enumerate() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let a = std::ffi::CString::new(pci.join("devices").as_os_str().as_bytes()).unwrap();
+        let b = std::ffi::CString::new(pci.join(other).as_os_str().as_bytes()).unwrap();
+        let flag = stop.clone();
+        let swapper = std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                exchange(&a, &b);
+                swaps += 1;
+            }
+            if swaps % 2 == 1 {
+                exchange(&a, &b);
+            }
+            swaps
+        });
+        for run in 0..40 {
+            runs += 1;
+            let out = outs.join(format!("cap-{round}-{run}"));
+            let result = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+                .args(["record", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"])
+                .arg("--root")
+                .arg(&root)
+                .arg("--out")
+                .arg(&out)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let err = stderr(&result);
+            assert!(
+                !err.contains("--out") && !err.contains("File exists"),
+                "{other}, run {run} blamed --out: {err}"
+            );
+            if result.status.success() {
+                let manifest = fs::read_to_string(out.join(".gpudoctor/manifest.json")).unwrap();
+                if manifest.contains("the node changed during recording") {
+                    seen_changed += 1;
+                }
+                let replay = common::gpudoctor(&["check", "--root", out.to_str().unwrap()]);
+                assert!(
+                    matches!(replay.status.code(), Some(0 | 1 | 3)),
+                    "{other}, run {run}: the capture does not replay: {}",
+                    stderr(&replay)
+                );
+            } else {
+                assert!(
+                    err.contains("changed during recording") && err.contains("sys/bus/pci"),
+                    "{other}, run {run} failed without naming the changed path: {err}"
+                );
+                seen_changed += 1;
+            }
+            for outside in [tmp.path().join("live/escape"), outs.join("escape")] {
+                assert!(
+                    !outside.exists(),
+                    "{other}, run {run} wrote {}",
+                    outside.display()
+                );
+            }
+            if seen_changed >= 3 && run >= 10 {
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(swapper.join().unwrap() > 100, "the swapper hardly ran");
+    }
+    assert!(seen_changed > 0, "no run of {runs} saw the tree change");
+}

@@ -17,16 +17,19 @@
 //! unless `--kernel-log`/`--nccl-log` replace them, as `check` would judge it; redaction is
 //! applied again, and the manifest says it was re-recorded and from what.
 
+mod kmsg;
 mod out;
 mod redaction;
+mod tree;
 pub mod unpack;
+
+pub use kmsg::nvidia_kernel_lines;
 
 pub use unpack::{UnpackError, UnpackLimits, Unpacked, unpack};
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
-use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::RwLockReadGuard;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -43,7 +46,7 @@ use crate::process::signals::{self, Interrupted};
 use crate::redact::Redactor;
 use crate::report::Report;
 use crate::source::nccl::{NCCL_DIR, NcclProbe};
-use crate::source::rooted::{Trace, Visited};
+use crate::source::rooted::Trace;
 use crate::source::{
     self, CAPTURE_DIR, DEV_KMSG, ENV_JSON, FsError, HostSource, KMSG_TXT, MANIFEST, NVML_JSON,
     POD_RESOURCES_JSON, ReplaySource, RootedFs, Source, SourceKind, SourceOptions,
@@ -342,7 +345,7 @@ fn record_into(
 
     // 3. Write the tree into the temporary sibling.
     let capture: PathBuf = output.tree().to_path_buf();
-    let mut counts = materialize(
+    let (mut counts, changed) = tree::materialize(
         &trace,
         &options.root,
         &capture,
@@ -356,6 +359,12 @@ fn record_into(
         .filter(|(path, _)| path.as_str() != DEV_KMSG && !excluded(path))
         .map(|(path, error)| json!({"path": path, "error": error}))
         .collect();
+    // Entries left out because the node changed while it was walked (tree.rs).
+    unreadable.extend(
+        changed
+            .iter()
+            .map(|c| json!({"path": c.path, "error": c.to_string()})),
+    );
     // What the node the capture came from could not give stays said.
     if let Some(earlier) = &earlier
         && let Some(list) = earlier["unreadable"].as_array()
@@ -703,129 +712,16 @@ fn check_output(options: &RecordOptions) -> Result<(), RecordError> {
     Ok(())
 }
 
-#[derive(Debug, Default)]
-struct Counts {
-    files: usize,
-    links: usize,
-    dirs: usize,
-    bytes: u64,
-}
-
 /// Paths the trace may visit that must not become part of a capture.
 fn excluded(path: &str) -> bool {
     path == DEV_KMSG || path == CAPTURE_DIR || path.starts_with(".gpudoctor/")
-}
-
-/// Rebuild the traced part of the tree under `capture`.
-fn materialize(
-    trace: &Trace,
-    root: &Path,
-    capture: &Path,
-    mut redactor: Option<&mut Redactor>,
-) -> Result<Counts, RecordError> {
-    let mut counts = Counts::default();
-    for (path, kind) in &trace.visited {
-        if excluded(path) || path.is_empty() {
-            continue;
-        }
-        let target = capture.join(path);
-        match kind {
-            Visited::Dir => {
-                let _writing = hold()?;
-                fs::create_dir_all(&target).map_err(io_err(&target))?;
-                counts.dirs += 1;
-            }
-            Visited::Link(link_target) => make_link(path, link_target, &target, &mut counts)?,
-            Visited::File | Visited::Special => {
-                let bytes = trace.contents.get(path).cloned().unwrap_or_default();
-                let bytes = match (redactor.as_deref_mut(), String::from_utf8(bytes)) {
-                    (Some(r), Ok(text)) => r.redact_file(path, &text).into_bytes(),
-                    (_, Ok(text)) => text.into_bytes(),
-                    (_, Err(raw)) => raw.into_bytes(),
-                };
-                write_file(&target, &bytes, &mut counts)?;
-            }
-        }
-    }
-    // Entries of listed directories that no check opened: recreate their shape, not content.
-    // Looked at through the rooted reader: never by a path that could lead out of the root.
-    let live = RootedFs::new(root);
-    for (dir, names) in &trace.listings {
-        for name in names {
-            let path = if dir.is_empty() {
-                name.clone()
-            } else {
-                format!("{dir}/{name}")
-            };
-            if excluded(&path) || trace.visited.contains_key(&path) {
-                continue;
-            }
-            let target = capture.join(&path);
-            if target.symlink_metadata().is_ok() {
-                continue;
-            }
-            match live.entry_kind(&path) {
-                Ok(Visited::Link(link_target)) => {
-                    make_link(&path, &link_target, &target, &mut counts)?;
-                }
-                Ok(Visited::Dir) => {
-                    let _writing = hold()?;
-                    fs::create_dir_all(&target).map_err(io_err(&target))?;
-                    counts.dirs += 1;
-                }
-                Ok(Visited::File | Visited::Special) => write_file(&target, b"", &mut counts)?,
-                Err(_) => {}
-            }
-        }
-    }
-    Ok(counts)
-}
-
-/// Recreate a symlink; an absolute target (possible only when the root is `/`) becomes relative
-/// so the capture stays self-contained.
-fn make_link(
-    path: &str,
-    link_target: &str,
-    target: &Path,
-    counts: &mut Counts,
-) -> Result<(), RecordError> {
-    if target.symlink_metadata().is_ok() {
-        return Ok(());
-    }
-    let _writing = hold()?;
-    if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent).map_err(io_err(parent))?;
-    }
-    let relative = if let Some(stripped) = link_target.strip_prefix('/') {
-        let depth = path.matches('/').count();
-        format!("{}{stripped}", "../".repeat(depth))
-    } else {
-        link_target.to_string()
-    };
-    symlink(&relative, target).map_err(io_err(target))?;
-    counts.links += 1;
-    Ok(())
-}
-
-fn write_file(target: &Path, bytes: &[u8], counts: &mut Counts) -> Result<(), RecordError> {
-    if target.symlink_metadata().is_ok() {
-        return Ok(());
-    }
-    let _writing = hold()?;
-    if let Some(parent) = target.parent() {
-        fs::create_dir_all(parent).map_err(io_err(parent))?;
-    }
-    fs::write(target, bytes).map_err(io_err(target))?;
-    counts.files += 1;
-    counts.bytes += bytes.len() as u64;
-    Ok(())
 }
 
 fn write_text(
     capture: &Path,
     rel: &str,
     text: &str,
-    counts: &mut Counts,
+    counts: &mut tree::Counts,
     redactor: Option<&mut Redactor>,
 ) -> Result<(), RecordError> {
     let text = match redactor {
@@ -853,54 +749,6 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), RecordError>
     fs::write(path, text).map_err(io_err(path))
 }
 
-/// The lines of a kernel log the checks read, with what is needed to parse them: NVRM/nvidia/
-/// Xid/SXid records, PCIe AER reports (`AER:`, `PCIe Bus Error`, the `error status/mask` and
-/// error-bit lines), the lines that say a device was brought back (`Linux version`, `pci <bdf>:
-/// [vvvv:dddd] type`, `GPU reset executed`, journal boot separators), and the continuation
-/// lines that follow them (`/dev/kmsg` continuation lines start with a space; XID 119's GSP
-/// history is more NVRM lines). Everything else (USB, filesystems, user names) stays out.
-pub fn nvidia_kernel_lines(text: &str) -> String {
-    let mut out = String::new();
-    let mut keeping = false;
-    for line in text.lines() {
-        let relevant = [
-            "NVRM",
-            "nvidia",
-            "NVIDIA",
-            "Xid",
-            "SXid",
-            "nvswitch",
-            "AER",
-            "PCIe Bus Error",
-            "error status/mask",
-            "Linux version",
-            "GPU reset executed",
-            "-- Boot ",
-            "-- Reboot --",
-        ]
-        .iter()
-        .any(|k| line.contains(k))
-            || aer_detail_or_enumeration(line);
-        let continuation = line.starts_with(' ') || line.starts_with('\t');
-        if relevant || (keeping && continuation) {
-            out.push_str(line);
-            out.push('\n');
-            keeping = true;
-        } else {
-            keeping = false;
-        }
-    }
-    out
-}
-
-/// `pcieport 0000:00:03.0:    [ 5] SDES` (an AER error bit) or `pci 0000:2b:00.0: [10de:2330]
-/// type 00 class ...` (a function enumerated): lines the kernel-log parser reads that carry no
-/// keyword of their own.
-fn aer_detail_or_enumeration(line: &str) -> bool {
-    let (_, message) = crate::facts::xid::split_line(line);
-    crate::facts::xid::is_aer_or_enumeration(message)
-}
-
 /// Pack a capture directory into a `.tar.gz` (written to `file`) whose entries are
 /// root-relative.
 fn pack(capture: &Path, file: &mut fs::File) -> io::Result<()> {
@@ -917,31 +765,3 @@ fn pack(capture: &Path, file: &mut fs::File) -> io::Result<()> {
 
 /// Kept for callers of `record::rfc3339`; the helper lives in [`crate::time`] now.
 pub use crate::time::rfc3339;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keeps_nvidia_lines_and_their_continuations() {
-        let log = "6,1,1,-;usb 1-1: new device\n4,2,2,-;NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.\n SUBSYSTEM=pci\n DEVICE=+pci:0000:2b:00.0\n6,3,3,-;eth0: link up\n";
-        let kept = nvidia_kernel_lines(log);
-        assert_eq!(kept.lines().count(), 3, "{kept}");
-        assert!(!kept.contains("usb") && !kept.contains("eth0"));
-    }
-
-    #[test]
-    fn keeps_aer_reports_and_recovery_lines() {
-        // wilicc/gpu-burn#1 and NVIDIA/nvidia-docker#895 lines, among lines that must go.
-        let log = "[74889.542031] pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: id=0010\n\
-                   [74889.542125] pcieport 0000:00:02.0:   device [8086:6f04] error status/mask=00000020/00000000\n\
-                   [74889.542184] pcieport 0000:00:02.0:    [ 5] Surprise Down Error    (First)\n\
-                   [    0.110779] pci 0000:00:1f.0: [8086:9cc3] type 00 class 0x060100\n\
-                   [    0.110989] pci 0000:00:1f.2: reg 0x10: [io  0xf0b0-0xf0b7]\n\
-                   [    0.000000] Linux version 5.15.0-105-generic (buildd@lcy02-amd64-007)\n\
-                   [   12.000000] usb 1-1: new high-speed USB device number 2\n";
-        let kept = nvidia_kernel_lines(log);
-        assert_eq!(kept.lines().count(), 5, "{kept}");
-        assert!(!kept.contains("usb") && !kept.contains("reg 0x10"));
-    }
-}
