@@ -16,7 +16,7 @@ pub fn list_table() -> String {
             ]
         })
         .collect();
-    crate::render::grid::text(&["CODE".into(), "LAYER".into(), "TITLE".into()], &rows)
+    crate::text::grid::text(&["CODE".into(), "LAYER".into(), "TITLE".into()], &rows)
 }
 
 pub fn list_json() -> String {

@@ -22,4 +22,5 @@ pub mod sample;
 pub mod saved;
 pub mod snapshot;
 pub mod source;
+pub mod text;
 pub mod time;

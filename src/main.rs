@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             // The error may name a path or quote a file from the node.
-            let err = render::sanitize::text(&format!("{err:#}")).into_owned();
+            let err = gpudoctor::text::sanitize::text(&format!("{err:#}")).into_owned();
             eprintln!("gpudoctor: internal error: {err}");
             if npd {
                 let line = render::npd::fit(
@@ -76,7 +76,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             None => {
                 eprintln!(
                     "gpudoctor: no check has the code `{}`",
-                    render::sanitize::text(&code)
+                    gpudoctor::text::sanitize::text(&code)
                 );
                 let near = explain::nearest_codes(&code);
                 if !near.is_empty() {
@@ -117,14 +117,17 @@ fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
         match profile::load_noting(arg) {
             Ok((p, notes)) => {
                 for note in notes {
-                    eprintln!("gpudoctor: warning: {}", render::sanitize::text(&note));
+                    eprintln!(
+                        "gpudoctor: warning: {}",
+                        gpudoctor::text::sanitize::text(&note)
+                    );
                 }
                 options.profile = Some(p);
             }
             Err(err) => {
                 eprintln!(
                     "gpudoctor: --profile {}",
-                    render::sanitize::text(&format!("{arg}: {err}"))
+                    gpudoctor::text::sanitize::text(&format!("{arg}: {err}"))
                 );
                 return Ok(exit::USAGE);
             }
@@ -135,7 +138,10 @@ fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
         match diff::open(path, &options) {
             Ok(side) => sides.push(side),
             Err(err) => {
-                eprintln!("gpudoctor: {}", render::sanitize::text(&err.to_string()));
+                eprintln!(
+                    "gpudoctor: {}",
+                    gpudoctor::text::sanitize::text(&err.to_string())
+                );
                 return Ok(exit::USAGE);
             }
         }
@@ -157,8 +163,8 @@ fn fleet(args: &FleetArgs) -> anyhow::Result<i32> {
     for skipped in &loaded.skipped {
         eprintln!(
             "gpudoctor: warning: skipped {}: {}",
-            render::sanitize::text(&skipped.file),
-            render::sanitize::text(&skipped.why)
+            gpudoctor::text::sanitize::text(&skipped.file),
+            gpudoctor::text::sanitize::text(&skipped.why)
         );
     }
     if loaded.nodes.is_empty() {
@@ -220,7 +226,10 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
     match record::record(&options) {
         Ok(summary) => {
             for note in &summary.redaction_notes {
-                eprintln!("gpudoctor: redaction: {}", render::sanitize::text(note));
+                eprintln!(
+                    "gpudoctor: redaction: {}",
+                    gpudoctor::text::sanitize::text(note)
+                );
             }
             let redacted: Vec<String> = summary
                 .redacted
@@ -260,7 +269,10 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
         // Said here, once; nothing is left at --out or beside it (record/out.rs).
         Err(err) if err.is_usage() => {
             // It may name a file of the node (the one a full disk stopped).
-            eprintln!("gpudoctor: {}", render::sanitize::text(&err.to_string()));
+            eprintln!(
+                "gpudoctor: {}",
+                gpudoctor::text::sanitize::text(&err.to_string())
+            );
             Ok(exit::USAGE)
         }
         Err(err) => Err(err.into()),
@@ -295,7 +307,10 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         match profile::load_noting(arg) {
             Ok((p, notes)) => {
                 for note in notes {
-                    eprintln!("gpudoctor: warning: {}", render::sanitize::text(&note));
+                    eprintln!(
+                        "gpudoctor: warning: {}",
+                        gpudoctor::text::sanitize::text(&note)
+                    );
                 }
                 options.profile = Some(p);
             }
@@ -303,7 +318,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
                 // A TOML error quotes the offending line of the file.
                 eprintln!(
                     "gpudoctor: --profile {}",
-                    render::sanitize::text(&format!("{arg}: {err}"))
+                    gpudoctor::text::sanitize::text(&format!("{arg}: {err}"))
                 );
                 return Ok(exit::USAGE);
             }
@@ -319,7 +334,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         Ok(source) => source,
         Err(err) => return Ok(not_a_capture(&args.root, &err)),
     };
-    let capture = source.kind() == source::SourceKind::Replay;
+    let capture = source.kind() == gpudoctor::report::SourceKind::Replay;
     let mut refused = args.probes.inapplicable(capture);
     refused.extend(gpudoctor::cli::sample_inapplicable(args.sample, capture));
     if let Some(code) = refuse(&refused, &args.root, capture) {
@@ -367,7 +382,7 @@ fn check_kernel_log(path: Option<&std::path::Path>) -> Option<i32> {
     };
     eprintln!(
         "gpudoctor: --kernel-log {} {why}; pass a saved kernel log (`dmesg > kmsg.txt`), /dev/kmsg or a pipe such as <(journalctl -k)",
-        render::sanitize::text(&path.display().to_string())
+        gpudoctor::text::sanitize::text(&path.display().to_string())
     );
     Some(exit::USAGE)
 }
@@ -412,7 +427,7 @@ fn render_as(report: &gpudoctor::report::Report, format: ReportFormat) -> String
         ReportFormat::Table => {
             let terminal = io::stdout().is_terminal();
             let style = Style::for_stdout(terminal, std::env::var_os("NO_COLOR").as_deref())
-                .with_width(render::wrap::stdout_width(terminal));
+                .with_width(gpudoctor::text::wrap::stdout_width(terminal));
             render::table::render(report, style)
         }
     }
@@ -485,13 +500,13 @@ fn write_outputs(
         match extra.write(report) {
             Ok(()) => written.push(extra),
             Err(why) => {
-                eprintln!("gpudoctor: {}", render::sanitize::text(&why));
+                eprintln!("gpudoctor: {}", gpudoctor::text::sanitize::text(&why));
                 all = false;
                 if !keep_verdict && report.exit_code != exit::INTERNAL {
                     report.exit_code = exit::INTERNAL;
                     for done in &written {
                         if let Err(why) = done.write(report) {
-                            eprintln!("gpudoctor: {}", render::sanitize::text(&why));
+                            eprintln!("gpudoctor: {}", gpudoctor::text::sanitize::text(&why));
                         }
                     }
                 }
@@ -513,7 +528,7 @@ fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
     if let Some(code) = check_outputs(args.textfile_dir.as_deref(), None) {
         return Ok(code);
     }
-    let name = render::sanitize::text(&args.report.display().to_string()).into_owned();
+    let name = gpudoctor::text::sanitize::text(&args.report.display().to_string()).into_owned();
     let read = if args.report.as_os_str() == "-" {
         let mut bytes = Vec::new();
         io::stdin()
@@ -534,7 +549,10 @@ fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
     let text = match read {
         Ok(text) => text,
         Err(err) => {
-            eprintln!("gpudoctor: cannot read {}", render::sanitize::text(&err));
+            eprintln!(
+                "gpudoctor: cannot read {}",
+                gpudoctor::text::sanitize::text(&err)
+            );
             return Ok(exit::USAGE);
         }
     };
@@ -544,7 +562,7 @@ fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
             // serde quotes the offending value (`unknown variant ...`): text from the file.
             eprintln!(
                 "gpudoctor: {name} is not a gpudoctor JSON report ({}); save one with `gpudoctor check --format json` or --save-report",
-                render::sanitize::text(&err.to_string())
+                gpudoctor::text::sanitize::text(&err.to_string())
             );
             return Ok(exit::USAGE);
         }
@@ -591,7 +609,7 @@ fn open_root(
                     // An entry's name comes from the archive.
                     err => format!("--root {}: cannot unpack: {err}", root.display()),
                 };
-                eprintln!("gpudoctor: {}", render::sanitize::text(&err));
+                eprintln!("gpudoctor: {}", gpudoctor::text::sanitize::text(&err));
                 Err(exit::USAGE)
             }
         };
@@ -615,7 +633,7 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
         Ok(source) => source,
         Err(err) => return Ok(not_a_capture(&args.root, &err)),
     };
-    let capture = source.kind() == source::SourceKind::Replay;
+    let capture = source.kind() == gpudoctor::report::SourceKind::Replay;
     if let Some(code) = refuse(&args.inapplicable(capture), &args.root, capture) {
         return Ok(code);
     }
@@ -624,7 +642,7 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
         Err(err) => {
             eprintln!(
                 "gpudoctor: cannot read the pci tree: {}",
-                render::sanitize::text(&err.to_string())
+                gpudoctor::text::sanitize::text(&err.to_string())
             );
             return Ok(exit::INCONCLUSIVE);
         }
@@ -642,7 +660,7 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
                 &topology,
                 &matrix,
                 style.color,
-                render::wrap::stdout_width(terminal),
+                gpudoctor::text::wrap::stdout_width(terminal),
             )
         }
     };
@@ -664,7 +682,7 @@ fn refuse(
         if capture {
             eprintln!(
                 "gpudoctor: {option}; --root {} is a capture",
-                render::sanitize::text(&root.display().to_string())
+                gpudoctor::text::sanitize::text(&root.display().to_string())
             );
         } else {
             eprintln!("gpudoctor: {option}");
@@ -680,14 +698,17 @@ fn not_a_capture(given: &std::path::Path, err: &source::NotACapture) -> i32 {
         root: format!("--root {}", given.display()),
         why: err.why.clone(),
     };
-    eprintln!("gpudoctor: {}", render::sanitize::text(&err.to_string()));
+    eprintln!(
+        "gpudoctor: {}",
+        gpudoctor::text::sanitize::text(&err.to_string())
+    );
     exit::USAGE
 }
 
 /// A path the user gave (or gpudoctor made from one), as stderr shows it: escaped like node
 /// text, since a file name can hold an escape sequence too.
 fn shown(path: &std::path::Path) -> String {
-    render::sanitize::text(&path.display().to_string()).into_owned()
+    gpudoctor::text::sanitize::text(&path.display().to_string()).into_owned()
 }
 
 /// Write to stdout; a reader that went away (`| head`) ends the output quietly.

@@ -914,7 +914,7 @@ pub fn list_table() -> String {
         "NCCL BUSBW warn/fail",
     ];
     let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
-    let mut out = crate::render::grid::text(&headers.map(str::to_string), &rows);
+    let mut out = crate::text::grid::text(&headers.map(str::to_string), &rows);
     let _ = writeln!(out, "\nSources:");
     for p in builtins() {
         let _ = writeln!(out, "  {}:", p.name);

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::report::facts::Facts;
 use crate::report::{Report, Status};
-use crate::snapshot::Facts;
 use crate::source::rooted;
 
 /// Longest report read: far above any real one (a few hundred KiB with facts).
@@ -159,7 +159,7 @@ impl std::fmt::Display for ReadError {
 /// An error's text, which may name the file or quote a value from it (serde: `invalid type:
 /// string "..."`), shown escaped like every string from a report (`render::sanitize`).
 fn shown(err: impl std::fmt::Display) -> String {
-    crate::render::sanitize::text(&err.to_string()).into_owned()
+    crate::text::sanitize::text(&err.to_string()).into_owned()
 }
 
 /// Read a file's text, bounded in size and time.

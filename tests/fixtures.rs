@@ -23,7 +23,7 @@ fn replay(dir: &Path, options: &RunOptions) -> Report {
     let source = source::open(rel, source::SourceOptions::default()).expect("a complete capture");
     assert_eq!(
         source.kind(),
-        source::SourceKind::Replay,
+        gpudoctor::report::SourceKind::Replay,
         "{} must replay",
         rel.display()
     );

@@ -16,7 +16,8 @@ use std::time::Duration;
 use gpudoctor::engine::{self, RunOptions};
 use gpudoctor::facts::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
 use gpudoctor::report::Report;
-use gpudoctor::source::{self, HostSource, KMSG_TXT, NVML_JSON, Source, SourceKind, SourceOptions};
+use gpudoctor::report::SourceKind;
+use gpudoctor::source::{self, HostSource, KMSG_TXT, NVML_JSON, Source, SourceOptions};
 use serde_json::{Value, json};
 
 const ENV_JSON: &str = "GPUDOCTOR_FAKE_NVML_JSON";

@@ -16,10 +16,9 @@ use gpudoctor::facts::k8s::{
     POD_RESOURCES_SOCKET, PodResourcesFacts, RpcErrorKind, parse_pod_resources_json,
 };
 use gpudoctor::facts::nvml::NvmlFacts;
-use gpudoctor::report::{Layer, Report, Status};
+use gpudoctor::report::{Layer, Report, SourceKind, Status};
 use gpudoctor::source::{
-    FsError, HostSource, POD_RESOURCES_JSON, ReplaySource, RootedFs, Source, SourceKind,
-    SourceOptions,
+    FsError, HostSource, POD_RESOURCES_JSON, ReplaySource, RootedFs, Source, SourceOptions,
 };
 use serde_json::{Value, json};
 

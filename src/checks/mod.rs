@@ -499,7 +499,7 @@ impl<'a> Context<'a> {
     /// read (so a replay ages events as the live run did), else this machine's clock on a live
     /// node, else unknown.
     pub fn clock(&self) -> crate::facts::xid::Clock {
-        let live_now = (self.source.kind() == crate::source::SourceKind::Live)
+        let live_now = (self.source.kind() == crate::report::SourceKind::Live)
             .then(|| {
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)

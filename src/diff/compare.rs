@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::{InputKind, Side};
+use crate::report::facts::{self as snapshot, Facts};
 use crate::report::{FigureName, Layer, exit};
 use crate::saved::{self, SavedReport};
-use crate::snapshot::{self, Facts};
 
 /// A bandwidth or rate differs when the two values are more than this fraction apart: nccl-tests
 /// on one healthy node vary by a few percent from run to run, and a profile's warn band

@@ -17,8 +17,9 @@ use serde::Serialize;
 use crate::engine::{self, RunOptions};
 use crate::profile::Profile;
 use crate::record;
+use crate::report::facts::Facts;
 use crate::saved::{self, SavedReport};
-use crate::snapshot::{self, Facts};
+use crate::snapshot;
 use crate::source::{self, MANIFEST, SourceOptions};
 
 pub use compare::{Diff, Difference, Kind};

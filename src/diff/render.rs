@@ -12,16 +12,16 @@ use std::fmt::Write;
 use super::compare::{ABSENT, Diff, Difference, Kind, SideSummary};
 
 /// Text from a node or a saved report, safe for a terminal (the one rule every human format
-/// follows: [`crate::render::sanitize::text`]).
+/// follows: [`crate::text::sanitize::text`]).
 pub fn clean(text: &str) -> Cow<'_, str> {
-    crate::render::sanitize::text(text)
+    crate::text::sanitize::text(text)
 }
 
 pub fn json(diff: &Diff) -> String {
     let mut text = serde_json::to_string_pretty(diff)
         .unwrap_or_else(|e| format!("{{\"error\": \"could not serialise the diff: {e}\"}}"));
     text.push('\n');
-    crate::render::sanitize::json(text)
+    crate::text::sanitize::json(text)
 }
 
 /// Sections in output order, each with its lines (those not counted only when `all`).

@@ -14,7 +14,7 @@ pub fn json(summary: &Summary) -> String {
     let mut text = serde_json::to_string_pretty(summary)
         .unwrap_or_else(|e| format!("{{\"error\": \"could not serialise the summary: {e}\"}}"));
     text.push('\n');
-    crate::render::sanitize::json(text)
+    crate::text::sanitize::json(text)
 }
 
 /// A layer status as a short table cell; a status this version does not know is shown as

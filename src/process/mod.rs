@@ -150,7 +150,7 @@ pub fn reap_leftovers() {
             let names = names.join("; ");
             eprintln!(
                 "gpudoctor: killed before exiting: {}",
-                crate::render::sanitize::text(&names)
+                crate::text::sanitize::text(&names)
             );
         }
     }

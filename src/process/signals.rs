@@ -141,10 +141,7 @@ fn watch(read_end: libc::c_int) {
         let names: Vec<String> = killed.iter().map(|k| k.describe()).collect();
         // Command lines are the benchmark's to choose: shown escaped.
         let names = names.join("; ");
-        eprintln!(
-            "gpudoctor: killed {}",
-            crate::render::sanitize::text(&names)
-        );
+        eprintln!("gpudoctor: killed {}", crate::text::sanitize::text(&names));
     }
     // 3. Temporary trees, with every writer stopped for good.
     let mut closing = WRITES.write().unwrap_or_else(|e| e.into_inner());

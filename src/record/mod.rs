@@ -44,12 +44,12 @@ use crate::facts::node;
 use crate::facts::nvml::NvmlFacts;
 use crate::process::signals::{self, Interrupted};
 use crate::redact::Redactor;
-use crate::report::Report;
+use crate::report::{Report, SourceKind};
 use crate::source::nccl::{NCCL_DIR, NcclProbe};
 use crate::source::rooted::Trace;
 use crate::source::{
     self, CAPTURE_DIR, DEV_KMSG, ENV_JSON, FsError, HostSource, KMSG_TXT, MANIFEST, NVML_JSON,
-    POD_RESOURCES_JSON, ReplaySource, RootedFs, Source, SourceKind, SourceOptions,
+    POD_RESOURCES_JSON, ReplaySource, RootedFs, Source, SourceOptions,
 };
 
 /// Where the replayed report of a capture is stored.

@@ -10,5 +10,5 @@ pub fn render(report: &Report) -> String {
     let mut text = serde_json::to_string_pretty(report)
         .unwrap_or_else(|e| format!("{{\"error\": \"could not serialise the report: {e}\"}}"));
     text.push('\n');
-    super::sanitize::json(text)
+    crate::text::sanitize::json(text)
 }

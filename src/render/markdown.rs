@@ -10,8 +10,8 @@
 
 use std::fmt::Write;
 
+use crate::report::SourceKind;
 use crate::report::{CheckResult, LayerReport, Report, Status};
-use crate::source::SourceKind;
 
 /// Status as a ticket reader scans for it.
 fn word(status: Status) -> &'static str {

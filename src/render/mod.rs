@@ -3,7 +3,6 @@
 //! (table, Markdown, NPD line, topology table) take node text through [`sanitize`] first; JSON
 //! and Prometheus keep their own escaping.
 
-pub mod grid;
 pub mod json;
 pub mod markdown;
 pub mod npd;
@@ -11,4 +10,3 @@ pub mod prometheus;
 pub mod sanitize;
 pub mod table;
 pub mod topo;
-pub mod wrap;

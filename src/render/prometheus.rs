@@ -18,8 +18,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
+use crate::report::SourceKind;
 use crate::report::{Figure, FigureName, Report, Status};
-use crate::source::SourceKind;
 
 /// The value `gpudoctor_layer_status` and `gpudoctor_check_status` carry for each status,
 /// ordered by severity so that PromQL's comparisons and `max()` rank statuses as an operator
@@ -76,7 +76,7 @@ fn escape_help(text: &str) -> String {
 }
 
 fn escape_label_value(text: &str) -> String {
-    super::sanitize::text(text)
+    crate::text::sanitize::text(text)
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
 }

@@ -11,7 +11,7 @@
 
 use crate::report::{CheckResult, Report, Status};
 
-use super::wrap;
+use crate::text::wrap;
 
 /// Where continuation lines start: under a layer's title, a finding's summary, two columns in
 /// from `evidence:` and `hint:`, two in for the header and verdict lines.
@@ -95,8 +95,8 @@ pub fn render(report: &Report, style: Style) -> String {
         node.kernel.as_deref().unwrap_or("?"),
         node.driver_version.as_deref().unwrap_or("?"),
         match report.source.kind {
-            crate::source::SourceKind::Live => "live",
-            crate::source::SourceKind::Replay => "replay of",
+            crate::report::SourceKind::Live => "live",
+            crate::report::SourceKind::Replay => "replay of",
         },
         report.source.root,
         // When the replayed node was recorded: the verdict is about the node then, not now.
@@ -258,7 +258,7 @@ mod tests {
             schema_version: crate::report::SCHEMA_VERSION,
             gpudoctor_version: "0".into(),
             source: crate::report::SourceInfo {
-                kind: crate::source::SourceKind::Replay,
+                kind: crate::report::SourceKind::Replay,
                 root: "fixture".into(),
                 captured_at: None,
             },

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::facts::numa::NumaNode;
 use crate::facts::topology::{DeviceKind, LEGEND, Link, Matrix, NumaSource, PciDevice, Topology};
 
-use super::wrap;
+use crate::text::wrap;
 
 /// Version of the `topo --format json` document (docs/topology.md).
 pub const TOPO_SCHEMA_VERSION: u32 = 1;
@@ -98,7 +98,7 @@ pub fn render_json(topo: &Topology, matrix: &Matrix, root: &str) -> String {
         .unwrap_or_else(|e| format!("{{\"error\": \"could not serialise the topology: {e}\"}}"));
     text.push('\n');
     // Sysfs names may hold C1 or bidi characters, which serde_json writes raw.
-    super::sanitize::json(text)
+    crate::text::sanitize::json(text)
 }
 
 fn paint(color: bool, link: Link, text: &str) -> String {
@@ -116,7 +116,7 @@ fn paint(color: bool, link: Link, text: &str) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
-/// The matrix as text: a [`grid`](super::grid) (columns padded with spaces, not tabs, so a
+/// The matrix as text: a [`grid`](crate::text::grid) (columns padded with spaces, not tabs, so a
 /// paste keeps its shape, topology.md §2 hazards), colour only when `color`, one line per row
 /// whatever its width (as into a pipe).
 pub fn render_table(topo: &Topology, matrix: &Matrix, color: bool) -> String {
@@ -306,7 +306,7 @@ fn write_summary(out: &mut String, matrix: &Matrix, width: Option<usize>) {
 /// columns that each fit, every block led by the row-label column. A single column wider than
 /// the width still gets a block of its own (a cell is never cut).
 fn blocks(header: &[String], cells: &[Vec<String>], width: Option<usize>) -> Vec<Vec<String>> {
-    let whole = super::grid::lines(header, cells);
+    let whole = crate::text::grid::lines(header, cells);
     let Some(width) = width else {
         return vec![whole];
     };
@@ -325,7 +325,7 @@ fn blocks(header: &[String], cells: &[Vec<String>], width: Option<usize>) -> Vec
                     .collect()
             })
             .collect();
-        super::grid::lines(&header, &rows)
+        crate::text::grid::lines(&header, &rows)
     };
     let mut out = Vec::new();
     let mut columns = vec![0];
@@ -353,7 +353,7 @@ fn blocks(header: &[String], cells: &[Vec<String>], width: Option<usize>) -> Vec
 /// The matrix with every name that came from sysfs made terminal-safe, before widths are
 /// measured (an escape is wider than the character it stands for).
 fn sanitized(matrix: &Matrix) -> Matrix {
-    let clean = |s: &mut String| *s = super::sanitize::text(s).into_owned();
+    let clean = |s: &mut String| *s = crate::text::sanitize::text(s).into_owned();
     let mut matrix = matrix.clone();
     for entry in matrix.gpus.iter_mut().chain(matrix.nics.iter_mut()) {
         clean(&mut entry.label);

@@ -4,7 +4,8 @@
 
 use super::{Facts, list};
 use crate::checks::Context;
-use crate::source::{NcclProbe, SourceKind};
+use crate::report::SourceKind;
+use crate::source::NcclProbe;
 
 pub(super) fn nccl(ctx: &Context<'_>, facts: &mut Facts) {
     let s = "nccl";

@@ -392,7 +392,7 @@ fn say(progress: bool, text: &str) {
     if progress {
         eprintln!(
             "gpudoctor: gpudirect: {}",
-            crate::render::sanitize::text(text)
+            crate::text::sanitize::text(text)
         );
     }
 }

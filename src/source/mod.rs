@@ -21,10 +21,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::facts::k8s::{self, POD_RESOURCES_SOCKET, PodResourcesFacts, RpcErrorKind};
 use crate::facts::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
+use crate::report::SourceKind;
 pub use cuda::{CudaOptions, CudaPlan, CudaProbe};
 pub use gpudirect::{GdrOptions, GdrProbe, GdrTarget};
 pub use nccl::{NcclOptions, NcclProbe};
@@ -49,13 +48,6 @@ pub const ENV_VARS: &[&str] = &[
 ];
 /// The live kernel log, read without blocking.
 pub const DEV_KMSG: &str = "dev/kmsg";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SourceKind {
-    Live,
-    Replay,
-}
 
 /// Options that shape how probes run (not what is judged).
 #[derive(Debug, Clone)]

@@ -888,7 +888,7 @@ pub fn probe_live(options: &NcclOptions, gpu_count: &dyn Fn() -> Option<u32>) ->
                     let killed = killed.join("; ");
                     eprintln!(
                         "gpudoctor: nccl {name}: killed what the run left: {}",
-                        crate::render::sanitize::text(&killed)
+                        crate::text::sanitize::text(&killed)
                     );
                 }
             }

@@ -125,7 +125,7 @@ impl Node {
     /// Replay the copy with every layer run (`--keep-going`) and `options` otherwise.
     pub fn run_with(&self, options: RunOptions) -> Report {
         let source = source::open(&self.root, SourceOptions::default()).expect("a readable root");
-        assert_eq!(source.kind(), source::SourceKind::Replay);
+        assert_eq!(source.kind(), gpudoctor::report::SourceKind::Replay);
         engine::run(
             source.as_ref(),
             &RunOptions {

@@ -218,7 +218,7 @@ struct Outcome {
 
 fn say(progress: bool, text: &str) {
     if progress {
-        eprintln!("gpudoctor: cuda: {}", crate::render::sanitize::text(text));
+        eprintln!("gpudoctor: cuda: {}", crate::text::sanitize::text(text));
     }
 }
 

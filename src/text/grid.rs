@@ -1,12 +1,12 @@
 //! Column grids — the `topo` matrix, `list-checks`, `profiles` — laid out by comfy-table: no
 //! borders, two spaces between columns, the last column not padded, trailing blanks trimmed, so
 //! a paste keeps its shape (spaces, never tabs: reference/topology.md §2 hazards). Widths are
-//! display widths of what is shown: a cell may carry ANSI colour (the caller's
-//! [`Style`](super::table::Style) decides, `NO_COLOR` and pipes included) and comfy-table
-//! measures it without the escapes (its `custom_styling`). It never wraps a cell: a grid wider than
-//! the terminal stays one line per row here, and `topo` splits it into blocks of columns
-//! (`topo.rs`). Node text must be
-//! sanitised by the caller before it gets here (an escape is wider than what it stands for).
+//! display widths of what is shown: a cell may carry ANSI colour (the caller's `Style` in
+//! `render/table.rs` decides, `NO_COLOR` and pipes included) and comfy-table measures it
+//! without the escapes (its `custom_styling`). It never wraps a cell: a grid wider than the
+//! terminal stays one line per row here, and `render/topo.rs` splits it into blocks of columns.
+//! Node text must be sanitised by the caller before it gets here (an escape is wider than what
+//! it stands for).
 
 use comfy_table::{Cell, ContentArrangement, Table, presets};
 

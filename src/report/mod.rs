@@ -3,6 +3,8 @@
 //! `docs/report.schema.json` is generated from these types ([`json_schema`]) and a test keeps it
 //! current. Fields added later carry `#[serde(default)]` so older reports still load.
 
+pub mod facts;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
@@ -451,9 +453,17 @@ pub struct FirstFailure {
     pub action: Option<Action>,
 }
 
+/// Where a run's facts came from: the node itself, or a recorded capture replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    Live,
+    Replay,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SourceInfo {
-    pub kind: crate::source::SourceKind,
+    pub kind: SourceKind,
     pub root: String,
     /// For a replay: when the node was recorded (the capture manifest's `time`; for a capture
     /// re-recorded from another, the first one's), RFC 3339 UTC. Absent for a live run, a
@@ -492,7 +502,7 @@ pub struct Report {
     /// report: versions, inventory by PCI address, links, NUMA placement, port states, ...
     /// Absent unless asked for, and in reports from versions that predate it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub facts: Option<crate::snapshot::Facts>,
+    pub facts: Option<facts::Facts>,
 }
 
 impl Report {
