@@ -30,7 +30,7 @@ pub struct RunOptions {
     pub pod_interfaces: Vec<String>,
     /// `--sample SECS` on a live node: the first counter reading; the checks' own reading is
     /// the second (a capture's window comes from its source instead).
-    pub sample: Option<crate::sample::Baseline>,
+    pub sample: Option<crate::answers::baseline::Baseline>,
 }
 
 impl RunOptions {

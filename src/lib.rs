@@ -4,6 +4,7 @@
 //! Facts (`facts/`, read through a `source/`) → judgment (`checks/`, walked by `engine`) →
 //! a `report::Report` → `render/`. See DESIGN.md in the shared docs and `docs/` in this repo.
 
+pub mod answers;
 pub mod checks;
 pub mod cli;
 pub mod diff;

@@ -661,7 +661,7 @@ fn record_keeps_the_probes_answers_and_the_capture_replays_the_same() {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let cuda = std::fs::read_to_string(capture.join(".gpudoctor/cuda.json")).unwrap();
-    let facts = gpudoctor::facts::cuda::parse_cuda_json(&cuda).unwrap();
+    let facts = gpudoctor::answers::cuda::parse_cuda_json(&cuda).unwrap();
     assert!(facts.bandwidth);
     assert_eq!(facts.devices.len(), 8);
     let log = std::fs::read_to_string(capture.join(".gpudoctor/gpudirect/mlx5_3.log")).unwrap();
@@ -687,7 +687,7 @@ fn gid_lines_are_masked_in_a_capture() {
         common::repo().join("tests/data/perftest/perftest-234-mb-cut-after-iterations.txt"),
     )
     .unwrap();
-    let masked = gpudoctor::facts::perftest::mask_gids(&text);
+    let masked = gpudoctor::answers::perftest::mask_gids(&text);
     assert!(!masked.contains("255:255:10"), "{masked}");
     assert_eq!(masked.matches(" GID: <gid>").count(), 2);
     assert_eq!(masked.lines().count(), text.lines().count());
@@ -695,7 +695,7 @@ fn gid_lines_are_masked_in_a_capture() {
 
 #[test]
 fn every_real_perftest_output_parses_as_it_reads() {
-    use gpudoctor::facts::perftest::{BwUnit, parse};
+    use gpudoctor::answers::perftest::{BwUnit, parse};
     let read = |name: &str| {
         std::fs::read_to_string(common::repo().join("tests/data/perftest").join(name)).unwrap()
     };
@@ -821,7 +821,7 @@ fn the_gpu_node_script_prints_versions_figures_and_verdicts() {
 /// perftest#31 (an old perftest) and perftest#346 (25.x), tests/data/perftest/README.md.
 #[test]
 fn a_gpu_buffer_the_hca_cannot_register_fails_naming_the_hca_and_the_error() {
-    use gpudoctor::facts::perftest::parse;
+    use gpudoctor::answers::perftest::parse;
     let sample = |name: &str| common::repo().join("tests/data/perftest").join(name);
     for (name, first) in [
         ("perftest-31-cuda-mr-fail.txt", "Couldn't allocate MR"),

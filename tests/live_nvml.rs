@@ -13,8 +13,8 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use gpudoctor::answers::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
 use gpudoctor::engine::{self, RunOptions};
-use gpudoctor::facts::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
 use gpudoctor::report::Report;
 use gpudoctor::report::SourceKind;
 use gpudoctor::source::{self, HostSource, KMSG_TXT, NVML_JSON, Source, SourceOptions};
@@ -89,7 +89,7 @@ fn as_live_can_answer(mut facts: NvmlFacts) -> NvmlFacts {
         }
         // Time spent is the live probe's own measure, never recorded.
         device.probe_ms = None;
-        if let gpudoctor::facts::nvml::Reading::Value(migs) = &mut device.mig_devices {
+        if let gpudoctor::answers::nvml::Reading::Value(migs) = &mut device.mig_devices {
             for err in migs.iter_mut().filter_map(|m| m.error.as_mut()) {
                 fold(&mut err.kind);
             }
@@ -535,7 +535,7 @@ fn mig_devices_round_trip() {
     let live = live_source(dir.path()).nvml();
     assert_eq!(
         live.devices[0].mig_devices,
-        gpudoctor::facts::nvml::Reading::NotSupported
+        gpudoctor::answers::nvml::Reading::NotSupported
     );
 }
 
@@ -562,7 +562,7 @@ fn reading_error_kinds_round_trip() {
         lost.insert(key.into(), err("gpu_is_lost"));
     }
     let live = probe_injected("reading error kinds", &facts);
-    let kind = |r: &gpudoctor::facts::nvml::Reading<u32>| r.error().map(|e| e.kind);
+    let kind = |r: &gpudoctor::answers::nvml::Reading<u32>| r.error().map(|e| e.kind);
     assert_eq!(
         kind(&live.devices[1].temperature_c),
         Some(NvmlErrorKind::NoPermission)
@@ -632,7 +632,7 @@ fn newer_readings_round_trip() {
     let summary = live.devices[0].fabric.value().unwrap().health_summary;
     assert_eq!(
         summary,
-        Some(gpudoctor::facts::nvml::HealthSummary::LimitedCapacity)
+        Some(gpudoctor::answers::nvml::HealthSummary::LimitedCapacity)
     );
     assert_eq!(
         live.devices[1].fabric.value().unwrap().status.as_deref(),
@@ -643,7 +643,7 @@ fn newer_readings_round_trip() {
     assert_eq!(link.symbol_errors.value(), Some(&9));
     assert_eq!(
         link.replay_errors,
-        gpudoctor::facts::nvml::Reading::NotSupported
+        gpudoctor::answers::nvml::Reading::NotSupported
     );
     assert!(live.devices[5].remapped_rows.value().unwrap().pending);
 }

@@ -37,9 +37,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use gpudoctor::facts::{
-    cdi, iommu, k8s, kubelet, modules, nccl, numa, nvidia, nvml, pci, pcicfg, rdma, sriov, toolkit,
-    topology, xid,
+    cdi, iommu, k8s, kubelet, modules, numa, nvidia, pci, pcicfg, rdma, sriov, toolkit, topology,
+    xid,
 };
+
+use gpudoctor::answers::{nccl, nvml};
 use gpudoctor::profile;
 use gpudoctor::report::Layer;
 use proptest::prelude::*;
@@ -1052,7 +1054,7 @@ fn kubelet_files_never_panic() {
             )
         },
         |t| {
-            let _ = k8s::parse_pod_resources_json(t);
+            let _ = gpudoctor::answers::pod_resources::parse_pod_resources_json(t);
             let _ = k8s::parse_checkpoint(t);
         },
     );
@@ -1357,7 +1359,7 @@ fn big_inputs() {
         let json = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
         timed("json nesting", &json, |t| {
             let _ = nvml::parse_nvml_json(t);
-            let _ = k8s::parse_pod_resources_json(t);
+            let _ = gpudoctor::answers::pod_resources::parse_pod_resources_json(t);
             let _ = k8s::parse_checkpoint(t);
             let _ = kubelet::parse_kubelet_config(&format!("{{\"a\":{t}}}"));
             let _ = cdi::parse_cdi_spec(t, "x.json");

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpudoctor::engine::{self, RunOptions};
-use gpudoctor::facts::k8s::{
+use gpudoctor::answers::nvml::NvmlFacts;
+use gpudoctor::answers::pod_resources::{
     POD_RESOURCES_SOCKET, PodResourcesFacts, RpcErrorKind, parse_pod_resources_json,
 };
-use gpudoctor::facts::nvml::NvmlFacts;
+use gpudoctor::engine::{self, RunOptions};
 use gpudoctor::report::{Layer, Report, SourceKind, Status};
 use gpudoctor::source::{
     FsError, HostSource, POD_RESOURCES_JSON, ReplaySource, RootedFs, Source, SourceOptions,

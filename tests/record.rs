@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use gpudoctor::facts::k8s::{PodResourcesFacts, parse_pod_resources_json};
+use gpudoctor::answers::pod_resources::{PodResourcesFacts, parse_pod_resources_json};
 use serde_json::Value;
 
 /// Run `gpudoctor record` on `root` as if it were a live node: NVML from the stand-in library

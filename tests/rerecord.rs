@@ -12,7 +12,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use gpudoctor::facts::k8s::parse_pod_resources_json;
+use gpudoctor::answers::pod_resources::parse_pod_resources_json;
 use serde_json::Value;
 
 fn gpudoctor(args: &[&str]) -> Output {

@@ -10,8 +10,8 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
+use gpudoctor::answers::nvml::NvmlFacts;
 use gpudoctor::engine::{self, RunOptions};
-use gpudoctor::facts::nvml::NvmlFacts;
 use gpudoctor::facts::topology::{
     self, DeviceKind, Link, Matrix, NumaSource, NvlinkView, PciDevice,
 };

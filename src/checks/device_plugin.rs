@@ -17,11 +17,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{CheckDef, Context, Explain, Outcome};
+use crate::answers::nvml::{MigDevice, NvmlDevice};
+use crate::answers::pod_resources::{PodResourcesFacts, RpcError, RpcErrorKind, TopologyInfo};
+use crate::facts::k8s::is_nvidia_resource;
 use crate::facts::k8s::{
     CHECKPOINT, DEVICE_PLUGIN_DIR, DeviceRef, KUBELET_DIR, KUBELET_REGISTRATION_SOCKET,
-    PodResourcesFacts, RpcError, RpcErrorKind, TopologyInfo, is_nvidia_resource, parse_device_id,
+    parse_device_id,
 };
-use crate::facts::nvml::{MigDevice, NvmlDevice};
 use crate::facts::xid;
 use crate::report::{Action, Evidence, Layer};
 
@@ -863,7 +865,7 @@ fn topology_text(t: &Option<TopologyInfo>) -> String {
 }
 
 /// `unread`: GPUs whose `numa_node` is missing (not read, never "no topology").
-fn numa_topology(ctx: &Context<'_>, unread: &mut Vec<crate::facts::FactError>) -> Outcome {
+fn numa_topology(ctx: &Context<'_>, unread: &mut Vec<crate::answers::FactError>) -> Outcome {
     if let Some(skip) = not_kubernetes(ctx) {
         return skip;
     }
@@ -1058,7 +1060,7 @@ fn allocations(ctx: &Context<'_>) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::nvml::{CurrentPending, Reading};
+    use crate::answers::nvml::{CurrentPending, Reading};
 
     #[test]
     fn ids_resolve_to_gpus_by_uuid_index_and_replica() {

@@ -7,9 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{CheckDef, Context, Explain, Outcome, gpu_health};
-use crate::facts::FactError;
+use crate::answers::FactError;
+use crate::answers::nvml::{NvmlErrorKind, NvmlFacts};
 use crate::facts::nvidia::{self, PROC_DRIVER_GPUS};
-use crate::facts::nvml::{NvmlErrorKind, NvmlFacts};
 use crate::facts::pci::{PCI_DEVICES, PciFunction};
 use crate::report::{Action, Evidence, Figure, FigureName, Layer};
 

@@ -125,7 +125,7 @@ fn pcie_replays(ctx: &Context<'_>) -> Outcome {
         outcome.summary.push_str(&more);
     }
     let outcome = outcome.figures(figures);
-    let no_uptime = (!unaged.is_empty()).then(|| crate::facts::FactError {
+    let no_uptime = (!unaged.is_empty()).then(|| crate::answers::FactError {
         path: crate::facts::boot::PROC_UPTIME.to_string(),
         message: format!(
             "not read, so the totals since boot ({}) could not be turned into a rate",

@@ -7,7 +7,7 @@
 
 use super::rates::{SAMPLE_MORE, Window, rate_figure, window};
 use super::{CheckDef, Context, Explain, Outcome};
-use crate::facts::nvml::{NvmlDevice, NvmlError, NvmlErrorKind, Reading};
+use crate::answers::nvml::{NvmlDevice, NvmlError, NvmlErrorKind, Reading};
 use crate::report::{Action, Evidence, Layer};
 use crate::sample::{Change, change, rate};
 

@@ -28,13 +28,15 @@ pub mod xid;
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
+use crate::answers::FactError;
+use crate::answers::nvml::NvmlFacts;
+use crate::answers::pod_resources::PodResourcesFacts;
 use crate::facts::cdi::CdiFacts;
-use crate::facts::k8s::{KubeletFacts, PodResourcesFacts};
+use crate::facts::k8s::KubeletFacts;
 use crate::facts::modules::LoadedModules;
-use crate::facts::nvml::NvmlFacts;
 use crate::facts::pci::PciFacts;
 use crate::facts::toolkit::{RuntimeFacts, ToolkitFacts};
-use crate::facts::{FactError, cdi, k8s, modules, nvidia, pci, toolkit as toolkit_facts};
+use crate::facts::{cdi, k8s, modules, nvidia, pci, toolkit as toolkit_facts};
 use crate::profile::{self, Profile};
 use crate::report::{Action, Evidence, Figure, Layer, Status};
 use crate::source::{FsError, Source};
@@ -268,8 +270,8 @@ pub struct Context<'a> {
     kernel_log: OnceCell<Result<Option<(String, String)>, FsError>>,
     kernel_events: OnceCell<Option<crate::facts::xid::KernelLog>>,
     boot: OnceCell<crate::facts::boot::BootFacts>,
-    sample: OnceCell<Result<Option<crate::sample::Baseline>, FactError>>,
-    forced_sample: Option<crate::sample::Baseline>,
+    sample: OnceCell<Result<Option<crate::answers::baseline::Baseline>, FactError>>,
+    forced_sample: Option<crate::answers::baseline::Baseline>,
     profile: OnceCell<Option<Profile>>,
     forced_profile: Option<Profile>,
     pod_interfaces: Vec<String>,
@@ -363,14 +365,14 @@ impl<'a> Context<'a> {
     }
 
     /// Judge counters over this `--sample` window (`check --sample` on a live node).
-    pub fn with_sample(mut self, baseline: Option<crate::sample::Baseline>) -> Self {
+    pub fn with_sample(mut self, baseline: Option<crate::answers::baseline::Baseline>) -> Self {
         self.forced_sample = baseline;
         self
     }
 
     /// The first reading of a `--sample` window: the one given to the context, else the
     /// source's (a capture's `.gpudoctor/sample.json`); `Ok(None)` without a window.
-    pub fn sample(&self) -> Result<Option<&crate::sample::Baseline>, &FactError> {
+    pub fn sample(&self) -> Result<Option<&crate::answers::baseline::Baseline>, &FactError> {
         self.sample
             .get_or_init(|| match &self.forced_sample {
                 Some(b) => Ok(Some(b.clone())),

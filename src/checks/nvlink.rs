@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use super::gpu_health::{PerGpu, field, gpu_label, usable_devices};
 use super::rates::{SAMPLE_MORE, Window, rate_figure, window};
 use super::{CheckDef, Context, Explain, Outcome};
-use crate::facts::nvml::{
+use crate::answers::nvml::{
     FabricState, HealthBit, HealthMask, HealthSummary, NvLink, NvmlDevice, Reading, RemoteType,
 };
 use crate::facts::pci::VENDOR_NVIDIA;

@@ -4,9 +4,9 @@
 //! that judge error counters (rdma, nvlink, pcie replays, aer, ecc, clock events).
 
 use super::Context;
-use crate::facts::FactError;
+use crate::answers::FactError;
+use crate::answers::baseline::Baseline;
 use crate::report::{Figure, FigureName};
-use crate::sample::Baseline;
 
 /// What a counter check compares against.
 pub(crate) enum Window<'a> {

@@ -136,7 +136,7 @@ const OWN_FILES: &[&[&str]] = &[
 
 /// The RDMA facts' read problems (device-level and per port) about one of `files`; with the
 /// devices' own files, also those about no check's file.
-fn unread<'c>(ctx: &'c Context<'_>, files: &[&str]) -> Vec<&'c crate::facts::FactError> {
+fn unread<'c>(ctx: &'c Context<'_>, files: &[&str]) -> Vec<&'c crate::answers::FactError> {
     let Ok(facts) = ctx.rdma() else {
         return Vec::new();
     };

@@ -137,7 +137,7 @@ fn applies(
 
 /// `unread`: advertised VFs that are on the PCI bus but were not read (their PF could not be:
 /// a partial capture), which are not "VFs that do not exist".
-fn vfs_enabled(ctx: &Context<'_>, unread: &mut Vec<crate::facts::FactError>) -> Outcome {
+fn vfs_enabled(ctx: &Context<'_>, unread: &mut Vec<crate::answers::FactError>) -> Outcome {
     // Without the PCI bus's listing no VF is known to exist or not.
     if let Err(err) = ctx.pci() {
         return Outcome::unreadable(err);
@@ -262,7 +262,7 @@ fn vfs_enabled(ctx: &Context<'_>, unread: &mut Vec<crate::facts::FactError>) -> 
                 Some(pf) => format!("present, but its pf {pf} could not be read"),
                 None => "present, but its physfn link does not resolve".to_string(),
             };
-            unread.push(crate::facts::FactError {
+            unread.push(crate::answers::FactError {
                 path: physfn,
                 message: why,
             });

@@ -10,9 +10,9 @@
 use std::collections::BTreeSet;
 
 use super::{CheckDef, Context, Explain, Outcome};
-use crate::facts::FactError;
+use crate::answers::FactError;
+use crate::answers::nvml::NvmlDevice;
 use crate::facts::cdi::NVIDIA_GPU_KIND;
-use crate::facts::nvml::NvmlDevice;
 use crate::facts::toolkit::{
     self, CONTAINERD_CONFIGS, CRIO_DROPINS, RuntimeFacts, TOOLKIT_BINARIES, VALIDATION_STAGES,
     VALIDATIONS_DIR,

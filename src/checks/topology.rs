@@ -12,10 +12,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{CheckDef, Context, Explain, Outcome};
+use crate::answers::FactError;
+use crate::facts::iommu;
 use crate::facts::pci::{LinkSpeed, PCI_DEVICES, describe_link, link_gb_per_s};
 use crate::facts::pcicfg::{ACS_CR, ACS_EC, ACS_RR, ACS_SV, AcsReading, acs_flags};
 use crate::facts::topology::{self, DeviceKind, Link, NumaSource, PciDevice, Topology};
-use crate::facts::{FactError, iommu};
 use crate::report::{Action, Evidence, Layer};
 
 pub fn checks() -> Vec<CheckDef> {

@@ -8,8 +8,9 @@
 //! 234388.90`; `/proc/stat` has one `btime <seconds since the epoch>` line (`btime 769041601` in
 //! the man page) among the cpu, intr and ctxt lines.
 
+use super::trimmed;
 use super::xid::Clock;
-use super::{FactError, ParseError, trimmed};
+use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
 pub const PROC_UPTIME: &str = "proc/uptime";

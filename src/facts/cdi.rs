@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use super::{FactError, ParseError};
+use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
 /// Default spec directories, root-relative (kubernetes.md §6).

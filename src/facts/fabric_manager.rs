@@ -24,7 +24,7 @@
 //!
 //! Errors before the last start belong to an earlier run (history); those after it are live.
 
-use super::FactError;
+use crate::answers::FactError;
 use crate::source::Source;
 
 pub const UNIT_CGROUPS: &[&str] = &[

@@ -6,7 +6,8 @@
 use serde::Serialize;
 
 use super::pci::PCI_DEVICES;
-use super::{FactError, trimmed};
+use super::trimmed;
+use crate::answers::FactError;
 use crate::source::Source;
 
 pub const CLASS_IOMMU: &str = "sys/class/iommu";

@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use super::pci::short;
-use super::{FactError, ParseError};
+use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
 /// Where kubeadm writes the kubelet's `--config` (kubernetes.md §4).

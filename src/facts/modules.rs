@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{FactError, ParseError, trimmed};
+use super::trimmed;
+
+use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
 pub const PROC_MODULES: &str = "proc/modules";

@@ -34,7 +34,7 @@ pub fn gather(source: &dyn Source) -> NodeIdentity {
 
 /// The kernel command line, `/proc/cmdline` (`Ok(None)` when the file is not there: a capture
 /// that did not record it).
-pub fn gather_cmdline(source: &dyn Source) -> Result<Option<String>, super::FactError> {
+pub fn gather_cmdline(source: &dyn Source) -> Result<Option<String>, crate::answers::FactError> {
     match source.read_to_string(super::iommu::PROC_CMDLINE) {
         Ok(text) => Ok(Some(trimmed(&text).to_string())),
         Err(err) if err.is_missing() => Ok(None),

@@ -11,7 +11,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::pci::short;
-use super::{FactError, ParseError, trimmed};
+use super::trimmed;
+use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
 pub const NODE_DIR: &str = "sys/devices/system/node";

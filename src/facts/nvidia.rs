@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{FactError, ParseError, trimmed};
+use super::trimmed;
+
+use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
 pub const SYS_MODULE_NVIDIA_VERSION: &str = "sys/module/nvidia/version";

@@ -8,7 +8,9 @@
 
 use serde::Serialize;
 
-use super::{FactError, ParseError, trimmed};
+use super::trimmed;
+
+use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
 pub const PCI_DEVICES: &str = "sys/bus/pci/devices";

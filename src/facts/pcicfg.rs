@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use super::ParseError;
+use crate::answers::ParseError;
 
 /// Size of PCIe configuration space including the extended region (`PCI_CFG_SPACE_EXP_SIZE`).
 pub const FULL_CONFIG_LEN: usize = 4096;

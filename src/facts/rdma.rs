@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 
 use super::pci::{is_bdf, short};
-use super::{FactError, ParseError, trimmed};
+use super::trimmed;
+use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
 pub const CLASS_INFINIBAND: &str = "sys/class/infiniband";

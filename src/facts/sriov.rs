@@ -3,7 +3,8 @@
 //! PF's `virtfnN` links, and for each VF its driver, RDMA device and netdev.
 
 use super::pci::{is_bdf, short};
-use super::{FactError, ParseError, trimmed};
+use super::trimmed;
+use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
 const PCI_DEVICES: &str = "sys/bus/pci/devices";

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{FactError, ParseError};
+use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
 /// The toolkit's config (kubernetes.md §5), and the GPU Operator's copy (its toolkit container

@@ -34,6 +34,23 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+/// How a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunExit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// `exited 0`, `killed by signal 9`, `did not exit`.
+pub fn describe_exit(exit: Option<RunExit>) -> String {
+    match exit {
+        Some(RunExit::Code(c)) => format!("exited {c}"),
+        Some(RunExit::Signal(s)) => format!("killed by signal {s}"),
+        None => "did not exit".to_string(),
+    }
+}
+
 /// Between SIGTERM and SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
 /// How often a finishing group is looked at again.

@@ -38,10 +38,10 @@ use std::time::SystemTime;
 use serde_json::json;
 use thiserror::Error;
 
+use crate::answers::nvml::NvmlFacts;
+use crate::answers::pod_resources::PodResourcesFacts;
 use crate::engine::{self, RunOptions};
-use crate::facts::k8s::PodResourcesFacts;
 use crate::facts::node;
-use crate::facts::nvml::NvmlFacts;
 use crate::process::signals::{self, Interrupted};
 use crate::redact::Redactor;
 use crate::report::{Report, SourceKind};
@@ -183,7 +183,7 @@ struct RecordingSource {
     env_vars: OnceLock<BTreeMap<String, String>>,
     nccl: OnceLock<NcclProbe>,
     /// The first reading of a `--sample` window.
-    baseline: Option<crate::sample::Baseline>,
+    baseline: Option<crate::answers::baseline::Baseline>,
     cuda: OnceLock<source::CudaProbe>,
     gpudirect: OnceLock<source::GdrProbe>,
 }
@@ -214,7 +214,9 @@ impl Source for RecordingSource {
     fn nccl(&self) -> NcclProbe {
         self.nccl.get_or_init(|| self.inner.nccl()).clone()
     }
-    fn baseline(&self) -> Result<Option<crate::sample::Baseline>, crate::facts::FactError> {
+    fn baseline(
+        &self,
+    ) -> Result<Option<crate::answers::baseline::Baseline>, crate::answers::FactError> {
         match &self.baseline {
             Some(b) => Ok(Some(b.clone())),
             // Re-recording: the capture's own window, if it has one.
@@ -412,10 +414,10 @@ fn record_into(
     // Stored under the kubelet's usual socket path: a --kubelet-socket given at record time
     // means nothing where the capture is replayed.
     let mut pods = recording.pod_resources();
-    pods.socket = crate::facts::k8s::POD_RESOURCES_SOCKET.to_string();
+    pods.socket = crate::answers::pod_resources::POD_RESOURCES_SOCKET.to_string();
     // The kubelet says which strings are pod names: those go whatever they look like.
     if options.redact
-        && let Some(crate::facts::k8s::RpcAnswer::Value(list)) = &mut pods.list
+        && let Some(crate::answers::pod_resources::RpcAnswer::Value(list)) = &mut pods.list
     {
         for pod in list {
             pod.name = redactor.pod_name(&pod.name);
@@ -451,13 +453,13 @@ fn record_into(
         Ok(None) => None,
         Err(_) => recording
             .fs()
-            .read_to_string(crate::sample::SAMPLE_JSON)
+            .read_to_string(crate::answers::baseline::SAMPLE_JSON)
             .ok(),
     };
     if let Some(text) = &sample_text {
         write_text(
             &capture,
-            crate::sample::SAMPLE_JSON,
+            crate::answers::baseline::SAMPLE_JSON,
             text,
             &mut counts,
             options.redact.then_some(&mut redactor),
@@ -547,7 +549,7 @@ fn record_into(
                     write_text(
                         &capture,
                         &format!("{dir}/{name}.{suffix}"),
-                        &crate::facts::perftest::mask_gids(text),
+                        &crate::answers::perftest::mask_gids(text),
                         &mut counts,
                         options.redact.then_some(&mut redactor),
                     )?;

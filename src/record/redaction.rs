@@ -3,8 +3,8 @@
 //! and names found in what the capture keeps (board serials in any text, the NCCL peers that
 //! name themselves in device lines and in every NCCL line's `host:pid:tid` prefix).
 
-use crate::facts::k8s::PodResourcesFacts;
-use crate::facts::nvml::NvmlFacts;
+use crate::answers::nvml::NvmlFacts;
+use crate::answers::pod_resources::PodResourcesFacts;
 use crate::redact::{Kind, Redactor};
 use crate::source::FsError;
 use crate::source::nccl::NcclProbe;

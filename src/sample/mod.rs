@@ -18,34 +18,14 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
-use crate::facts::nvml::{NvmlDevice, NvmlFacts};
+use crate::answers::baseline::Baseline;
+use crate::answers::nvml::{NvmlDevice, NvmlFacts};
 use crate::facts::rdma::{RdmaDevice, RdmaPort};
 use crate::facts::topology::PciDevice;
 use crate::source::{HostSource, Source, SourceOptions};
 
-/// Where a capture keeps its first reading.
-pub const SAMPLE_JSON: &str = ".gpudoctor/sample.json";
 /// Longest `--sample` window.
 pub const MAX_WINDOW_S: u64 = 3_600;
-
-/// The first reading of every judged counter, and the window until the second.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Baseline {
-    /// Seconds from the first reading to the second.
-    pub window_s: f64,
-    /// Per RDMA port (`mlx5_0/1`): counter name (`symbol_error`, `hw_counters/out_of_buffer`).
-    #[serde(default)]
-    pub rdma: BTreeMap<String, BTreeMap<String, u64>>,
-    /// Per PCI function (`0000:3b:00.0`): `fatal`, `nonfatal`, `correctable` AER totals.
-    #[serde(default)]
-    pub aer: BTreeMap<String, BTreeMap<String, u64>>,
-    /// Per GPU bus id: `pcie_replay`, `ecc_volatile_corrected`, `ecc_volatile_uncorrected`,
-    /// `clock_event_reasons`, `nvlink<N>/<counter>`.
-    #[serde(default)]
-    pub gpus: BTreeMap<String, BTreeMap<String, u64>>,
-}
 
 /// `mlx5_0/1`.
 pub fn port_key(d: &RdmaDevice, p: &RdmaPort) -> String {

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::{DRIVER_GPU, Facts, NVML, NVML_GPU, list, unreadable};
+use crate::answers::nvml::{NvmlDevice, Reading};
 use crate::checks::Context;
 use crate::checks::gpu_health::clock_event;
-use crate::facts::nvml::{NvmlDevice, Reading};
 use crate::facts::pci::{LinkSpeed, VENDOR_NVIDIA};
 use crate::facts::pcicfg::{ACS_BITS, AcsReading};
 use crate::facts::topology::{self, DeviceKind, PciDevice};
@@ -34,7 +34,7 @@ fn reading<T>(r: &Reading<T>, show: impl Fn(&T) -> String) -> String {
 }
 
 fn health_mask_text(mask: u32) -> String {
-    crate::facts::nvml::HealthMask(mask).describe()
+    crate::answers::nvml::HealthMask(mask).describe()
 }
 
 fn on_off(current: bool) -> &'static str {
@@ -165,7 +165,7 @@ fn nvml_device(facts: &mut Facts, d: &NvmlDevice) {
         "persistence mode",
         reading(&d.persistence_mode, |on| on_off(*on).into()),
     );
-    let mode = |m: &crate::facts::nvml::CurrentPending| {
+    let mode = |m: &crate::answers::nvml::CurrentPending| {
         if m.current == m.pending {
             on_off(m.current).to_string()
         } else {

@@ -56,7 +56,7 @@ where
 }
 
 /// A fact that could not be read, as a value.
-fn unreadable(err: &crate::facts::FactError) -> String {
+fn unreadable(err: &crate::answers::FactError) -> String {
     format!("unreadable ({})", err.message)
 }
 

@@ -192,11 +192,11 @@ pub(super) fn device_plugin(ctx: &Context<'_>, facts: &mut Facts) {
     let answers = ctx.pod_resources();
     let allocatable = match (&answers.error, &answers.allocatable) {
         (Some(err), _) => Err(format!("{}: {}", err.kind.describe(), err.message)),
-        (None, Some(crate::facts::k8s::RpcAnswer::Error(err))) => {
+        (None, Some(crate::answers::pod_resources::RpcAnswer::Error(err))) => {
             Err(format!("{}: {}", err.kind.describe(), err.message))
         }
         (None, None) => Err("not asked".to_string()),
-        (None, Some(crate::facts::k8s::RpcAnswer::Value(value))) => Ok(value),
+        (None, Some(crate::answers::pod_resources::RpcAnswer::Value(value))) => Ok(value),
     };
     match allocatable {
         Ok(value) => {

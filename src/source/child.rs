@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::process::RunExit;
 use crate::process::{Exit, Finished, Group, KILL_GRACE, Killed, signals};
-use crate::source::nccl::RunExit;
 
 /// Longest line handed over; the rest of a longer one is dropped.
 pub const MAX_LINE: usize = 64 * 1024;
@@ -189,15 +189,6 @@ pub fn run_lines(
     ended.killed = done.killed;
     ended.elapsed = started.elapsed();
     Ok(ended)
-}
-
-/// `exited 0`, `killed by signal 9`, `did not exit`.
-pub fn describe_exit(exit: Option<RunExit>) -> String {
-    match exit {
-        Some(RunExit::Code(c)) => format!("exited {c}"),
-        Some(RunExit::Signal(s)) => format!("killed by signal {s}"),
-        None => "did not exit".to_string(),
-    }
 }
 
 /// Keeps the last `cap` lines.

@@ -31,9 +31,9 @@ use serde::{Deserialize, Serialize};
 
 use super::RootedFs;
 use super::child;
-use crate::facts::perftest::{self, PerftestOutput};
+use crate::answers::perftest::{self, PerftestOutput};
 use crate::process::Killed;
-use crate::source::nccl::RunExit;
+use crate::process::RunExit;
 
 /// Where a capture keeps the loopback outputs.
 pub const GPUDIRECT_DIR: &str = ".gpudoctor/gpudirect";
@@ -449,7 +449,7 @@ pub fn probe_live(options: &GdrOptions, targets: &[GdrTarget]) -> GdrProbe {
                         if m.timed_out {
                             "stopped at the timeout".to_string()
                         } else {
-                            child::describe_exit(m.exit)
+                            crate::process::describe_exit(m.exit)
                         }
                     })
                     .unwrap_or_default();

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::facts::k8s::{self, POD_RESOURCES_SOCKET, PodResourcesFacts, RpcErrorKind};
-use crate::facts::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
+use crate::answers::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
+use crate::answers::pod_resources::{POD_RESOURCES_SOCKET, PodResourcesFacts, RpcErrorKind};
 use crate::report::SourceKind;
 pub use cuda::{CudaOptions, CudaPlan, CudaProbe};
 pub use gpudirect::{GdrOptions, GdrProbe, GdrTarget};
@@ -114,7 +114,9 @@ pub trait Source: Send + Sync {
     /// The first reading of a `--sample` window, when this source has one: a capture made with
     /// `record --sample` stores it (`.gpudoctor/sample.json`); a live source has none of its
     /// own (`check --sample` takes it and gives it to the context).
-    fn baseline(&self) -> Result<Option<crate::sample::Baseline>, crate::facts::FactError> {
+    fn baseline(
+        &self,
+    ) -> Result<Option<crate::answers::baseline::Baseline>, crate::answers::FactError> {
         Ok(None)
     }
     /// When the node was recorded, for a capture (RFC 3339); `None` for a live node or a capture
@@ -239,7 +241,7 @@ impl Source for HostSource {
         // Resolved inside the root like every file, so a link cannot send us elsewhere.
         match self.fs.host_path(POD_RESOURCES_SOCKET) {
             Ok(path) => podresources::probe(path.path(), POD_RESOURCES_SOCKET, timeout),
-            Err(err) => k8s::socket_error(POD_RESOURCES_SOCKET, &err),
+            Err(err) => socket_error(POD_RESOURCES_SOCKET, &err),
         }
     }
     fn env_vars(&self) -> BTreeMap<String, String> {
@@ -366,13 +368,14 @@ impl Source for ReplaySource {
     }
     fn pod_resources(&self) -> PodResourcesFacts {
         match self.fs.read_to_string(POD_RESOURCES_JSON) {
-            Ok(text) => k8s::parse_pod_resources_json(&text).unwrap_or_else(|err| {
-                PodResourcesFacts::failed(
-                    POD_RESOURCES_SOCKET,
-                    RpcErrorKind::Other,
-                    format!("{POD_RESOURCES_JSON}: does not parse: {err}"),
-                )
-            }),
+            Ok(text) => crate::answers::pod_resources::parse_pod_resources_json(&text)
+                .unwrap_or_else(|err| {
+                    PodResourcesFacts::failed(
+                        POD_RESOURCES_SOCKET,
+                        RpcErrorKind::Other,
+                        format!("{POD_RESOURCES_JSON}: does not parse: {err}"),
+                    )
+                }),
             Err(err) if err.is_missing() => PodResourcesFacts::failed(
                 POD_RESOURCES_SOCKET,
                 RpcErrorKind::NotAvailable,
@@ -395,13 +398,15 @@ impl Source for ReplaySource {
             .filter(|(k, _)| ENV_VARS.contains(&k.as_str()))
             .collect()
     }
-    fn baseline(&self) -> Result<Option<crate::sample::Baseline>, crate::facts::FactError> {
-        let path = crate::sample::SAMPLE_JSON;
+    fn baseline(
+        &self,
+    ) -> Result<Option<crate::answers::baseline::Baseline>, crate::answers::FactError> {
+        let path = crate::answers::baseline::SAMPLE_JSON;
         match self.fs.read_to_string(path) {
             Ok(text) => {
                 serde_json::from_str(&text)
                     .map(Some)
-                    .map_err(|e| crate::facts::FactError {
+                    .map_err(|e| crate::answers::FactError {
                         path: path.to_string(),
                         message: format!("does not parse: {e}"),
                     })
@@ -528,6 +533,31 @@ pub fn open(root: &Path, options: SourceOptions) -> Result<Box<dyn Source>, NotA
             why,
         }),
     }
+}
+
+// A source failure as a fact family's error: the path, and the reason without it.
+impl From<FsError> for crate::answers::FactError {
+    fn from(err: FsError) -> Self {
+        let path = err.path().to_string();
+        let full = err.to_string();
+        // FsError's text starts with "<path>: "; keep only the reason.
+        let message = full
+            .strip_prefix(&format!("{path}: "))
+            .map(str::to_string)
+            .unwrap_or(full);
+        crate::answers::FactError { path, message }
+    }
+}
+
+/// Map a root-relative lookup failure of the socket to an answer.
+fn socket_error(shown: &str, err: &FsError) -> PodResourcesFacts {
+    let kind = match err {
+        FsError::NotFound { .. } | FsError::Dangling { .. } => RpcErrorKind::NoSocket,
+        FsError::PermissionDenied { .. } => RpcErrorKind::PermissionDenied,
+        FsError::EscapesRoot { .. } => RpcErrorKind::OutsideRoot,
+        _ => RpcErrorKind::Other,
+    };
+    PodResourcesFacts::failed(shown, kind, err.to_string())
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The NCCL probe: run an nccl-tests binary (live), or read a saved log (`--nccl-log FILE`,
 //! `.gpudoctor/nccl/*.log` in a capture), streaming its output through
-//! [`NcclLogParser`](crate::facts::nccl::NcclLogParser). Nothing here judges the result.
+//! [`NcclLogParser`](crate::answers::nccl::NcclLogParser). Nothing here judges the result.
 //!
 //! Running (reference/nccl.md §1):
 //! - the binary `<test>_perf` (or `<test>_perf_mpi`, the `NAME_SUFFIX` build) is looked for in
@@ -45,7 +45,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::RootedFs;
-use crate::facts::nccl::{LineSplitter, NcclLog, NcclLogParser, format_size};
+use crate::answers::nccl::{LineSplitter, NcclLog, NcclLogParser, format_size};
+use crate::process::RunExit;
 use crate::process::{Containment, Exit, Finished, Group, KILL_GRACE, Killed, signals};
 
 /// Where a capture keeps NCCL logs.
@@ -132,14 +133,6 @@ impl NcclOptions {
     pub fn requested(&self) -> bool {
         self.run || !self.logs.is_empty()
     }
-}
-
-/// How a process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunExit {
-    Code(i32),
-    Signal(i32),
 }
 
 /// What only the runner knows about a run, stored beside a captured log as `<name>.json`.

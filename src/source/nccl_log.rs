@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::io::Read;
 
-use crate::facts::nccl::{NcclLog, NcclLogParser};
+use crate::answers::nccl::{NcclLog, NcclLogParser};
 
 /// Bytes read at a time.
 const CHUNK: usize = 256 * 1024;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use gpudoctor::facts::k8s::PodResourcesFacts;
+use gpudoctor::answers::pod_resources::PodResourcesFacts;
 use gpudoctor::source::podresources::{allocatable_to_wire, pod_to_wire};
 
 /// The generated server trait, next to the library's messages it refers to as `super::`.

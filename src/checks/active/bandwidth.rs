@@ -16,8 +16,8 @@
 //! same path fails: one GPU of eight at a third of its siblings, its link at full width, is
 //! what no file shows. With a profile its `host_copy_fail_gbyte_per_s` floor applies as well.
 
+use crate::answers::cuda::{CudaFacts, Direction, Placement};
 use crate::checks::{CheckDef, Context, Explain, Outcome};
-use crate::facts::cuda::{CudaFacts, Direction, Placement};
 use crate::facts::pci::link_gb_per_s;
 use crate::facts::topology::Topology;
 use crate::report::{Action, Evidence, Figure, FigureName, Layer, Status};

@@ -7,9 +7,9 @@
 //! everything above it, as the GPU Operator's `cuda-ready` validation blocks the device plugin
 //! (reference/kubernetes.md §4).
 
+use crate::answers::cuda::{CudaDevice, CudaFacts, code, code_name, version_text};
+use crate::answers::nvml::{ComputeMode, NvmlDevice, Reading};
 use crate::checks::{CheckDef, Context, Explain, Outcome};
-use crate::facts::cuda::{CudaDevice, CudaFacts, code, code_name, version_text};
-use crate::facts::nvml::{ComputeMode, NvmlDevice, Reading};
 use crate::report::{Action, Evidence, Layer, Status};
 use crate::source::CudaProbe;
 
@@ -136,7 +136,7 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
             (Some(s), _) => format!("`{}` did not return within {}", s.step, timeout_s(facts)),
             (None, Some(run)) => format!(
                 "the cuda helper {} before cuInit answered",
-                crate::source::child::describe_exit(run.exit)
+                crate::process::describe_exit(run.exit)
             ),
             (None, None) => "no answer was recorded".into(),
         };

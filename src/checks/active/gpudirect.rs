@@ -4,8 +4,8 @@
 //! (AzNHC's GDR floors: 380 Gb/s on H100, 360 on H200, 180 on A100, reference/profiles.md §4,
 //! §5, §7), else [`RATE_FAIL`] of the port's rate (those floors are 90-95 % of 400 and 200).
 
+use crate::answers::perftest::BwRow;
 use crate::checks::{CheckDef, Context, Explain, Outcome};
-use crate::facts::perftest::BwRow;
 use crate::report::{Action, Evidence, Figure, FigureName, Layer, Status};
 use crate::source::GdrProbe;
 use crate::source::gpudirect::{BINARY, GdrRun, INSTALL_HINT, MESSAGE_BYTES};
@@ -211,7 +211,7 @@ fn no_row(run: &GdrRun, who: &str) -> Result<(Status, String, Vec<Evidence>), St
             Some(e) => format!("the loopback on {who} failed: {e}"),
             None => format!(
                 "the loopback on {who} printed no result ({})",
-                crate::source::child::describe_exit(meta.and_then(|m| m.exit))
+                crate::process::describe_exit(meta.and_then(|m| m.exit))
             ),
         },
     };

@@ -16,8 +16,8 @@ mod plan;
 
 pub use plan::{cuda_plan, gdr_targets, nearest_gpu, placements_for};
 
+use crate::answers::cuda::CudaFacts;
 use crate::checks::{CheckDef, Context, Outcome};
-use crate::facts::cuda::CudaFacts;
 use crate::report::Evidence;
 use crate::source::CudaProbe;
 

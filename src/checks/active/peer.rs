@@ -11,8 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::answers::cuda::CudaFacts;
 use crate::checks::{CheckDef, Context, Explain, Outcome};
-use crate::facts::cuda::CudaFacts;
 use crate::facts::topology::{Link, NvlinkView};
 use crate::report::{Action, Evidence, Figure, FigureName, Layer, Status};
 

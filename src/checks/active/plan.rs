@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::answers::cuda::Placement;
 use crate::checks::Context;
-use crate::facts::cuda::Placement;
 use crate::facts::numa::NumaFacts;
 use crate::facts::topology::{PciDevice, Topology};
 use crate::source::GdrTarget;

@@ -7,8 +7,8 @@ use super::{
     LARGE_BYTES, MULTI_NODE_FAIL_SHARE, NIC_EFFICIENCY, each_run, judging_profile, naming_nodes,
     not_tests_log, row_evidence, table_collective,
 };
+use crate::answers::nccl::{Point, Sweep, format_size};
 use crate::checks::{Context, Outcome};
-use crate::facts::nccl::{Point, Sweep, format_size};
 use crate::profile::Profile;
 use crate::report::{Action, Evidence, Figure, FigureName};
 use crate::source::nccl::NcclRun;
@@ -250,7 +250,7 @@ fn gbps(x: f64) -> String {
 
 /// `16 rank(s) on 2 node(s)`; an excerpt that lists fewer device lines than its highest rank
 /// says how many nodes it shows, not how many ran.
-fn shape(log: &crate::facts::nccl::NcclLog) -> String {
+fn shape(log: &crate::answers::nccl::NcclLog) -> String {
     let nodes = log.nodes().max(1);
     if !log.devices.is_empty() && log.devices.len() < log.ranks() {
         format!(

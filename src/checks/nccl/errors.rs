@@ -4,8 +4,8 @@
 //! error most likely points at.
 
 use super::{each_run, naming_nodes, quote};
+use crate::answers::nccl::{FailureKind, LogKind, NcclLog, ibv_wc_status_name};
 use crate::checks::{Context, Outcome};
-use crate::facts::nccl::{FailureKind, LogKind, NcclLog, ibv_wc_status_name};
 use crate::report::{Action, Evidence};
 use crate::source::nccl::NcclRun;
 

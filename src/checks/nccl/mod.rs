@@ -39,7 +39,7 @@ mod tests;
 mod transports;
 
 use super::{CheckDef, Context, Explain, Outcome};
-use crate::facts::nccl::{LogKind, NcclLog, Quoted, Row, collective_from_rows};
+use crate::answers::nccl::{LogKind, NcclLog, Quoted, Row, collective_from_rows};
 use crate::profile::{self, Profile};
 use crate::report::{Action, Evidence, Layer, Status};
 use crate::source::nccl::{NcclProbe, NcclRun};

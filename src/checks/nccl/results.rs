@@ -3,8 +3,8 @@
 //! bounds values` footer (reference/nccl.md §3, §4, §13).
 
 use super::{each_run, naming_nodes, not_tests_log, quote, row_evidence};
+use crate::answers::nccl::{Measure, Row, Wrong, deviation_tolerance, format_size};
 use crate::checks::{Context, Outcome};
-use crate::facts::nccl::{Measure, Row, Wrong, deviation_tolerance, format_size};
 use crate::report::{Action, Evidence};
 
 pub(super) fn wrong_results(ctx: &Context<'_>) -> Outcome {
@@ -13,7 +13,7 @@ pub(super) fn wrong_results(ctx: &Context<'_>) -> Outcome {
             return skip;
         }
         let log = &run.log;
-        let footers: Vec<&(u64, crate::facts::nccl::Quoted)> = log
+        let footers: Vec<&(u64, crate::answers::nccl::Quoted)> = log
             .tables
             .iter()
             .filter_map(|t| t.out_of_bounds.as_ref())

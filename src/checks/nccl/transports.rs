@@ -4,9 +4,9 @@
 //! application, so these checks judge both.
 
 use super::{collective_name, each_run, env_setting, judging_profile, needs_info, quote};
+use crate::answers::nccl::{LogKind, NcclLog};
+use crate::answers::nvml::Reading;
 use crate::checks::{Context, Outcome};
-use crate::facts::nccl::{LogKind, NcclLog};
-use crate::facts::nvml::Reading;
 use crate::report::{Action, Evidence};
 use crate::source::nccl::NcclRun;
 
@@ -165,7 +165,7 @@ pub(super) fn gpudirect_rdma(ctx: &Context<'_>) -> Outcome {
             return o;
         }
         let t = &log.transports;
-        let rdma_nets: Vec<(&String, &crate::facts::nccl::NetUse)> = t
+        let rdma_nets: Vec<(&String, &crate::answers::nccl::NetUse)> = t
             .net
             .iter()
             .filter(|(name, _)| name.as_str() != "Socket")

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::gpu_health::{PerGpu, field, gpu_label};
 use super::links_of;
+use crate::answers::nvml::NvmlDevice;
 use crate::checks::Outcome;
-use crate::facts::nvml::NvmlDevice;
 use crate::report::{Action, Evidence};
 
 /// One GPU's active links: to each bridged peer (by NVML index), and to ends it cannot name.

@@ -5,8 +5,8 @@
 //! whether the GPUs were registered; this check tells whether the service is there to do it.
 
 use super::super::{Context, Outcome};
+use crate::answers::nvml::FabricState;
 use crate::facts::fabric_manager::{self, FmLine, LOGS, UNIT_CGROUPS, UNIT_FILES};
-use crate::facts::nvml::FabricState;
 use crate::report::{Action, Evidence};
 
 /// Most error lines quoted.

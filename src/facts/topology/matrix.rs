@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde::ser::{SerializeSeq, SerializeStruct};
 
 use super::{DeviceKind, NumaSource, PciDevice, Topology};
-use crate::facts::nvml::{NvmlFacts, RemoteType};
+use crate::answers::nvml::{NvmlFacts, RemoteType};
 
 /// The relationship between two devices, as `nvidia-smi topo -m` names it (topology.md §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

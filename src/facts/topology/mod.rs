@@ -20,7 +20,8 @@ use super::pci::{
     parse_numa_node,
 };
 use super::pcicfg::{AcsReading, parse_acs};
-use super::{FactError, ParseError, trimmed};
+use super::trimmed;
+use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
 mod matrix;

@@ -33,7 +33,7 @@ pub use ffi::DEFAULT_LIBRARY;
 
 use super::RootedFs;
 use super::child::{self, Stream, Tail};
-use crate::facts::cuda::{CudaFacts, Event, Placement, ProbeRun, Stall, parse_event, step};
+use crate::answers::cuda::{CudaFacts, Event, Placement, ProbeRun, Stall, parse_event, step};
 use crate::process::Killed;
 
 /// Where a capture keeps the probe's answer.
@@ -191,7 +191,7 @@ pub fn helper_main(request_json: &str) -> i32 {
 /// Replay: `.gpudoctor/cuda.json`.
 pub fn read_capture(fs: &RootedFs) -> CudaProbe {
     match fs.read_to_string(CUDA_JSON) {
-        Ok(text) => match crate::facts::cuda::parse_cuda_json(&text) {
+        Ok(text) => match crate::answers::cuda::parse_cuda_json(&text) {
             Ok(facts) => CudaProbe::Ran(Box::new(facts)),
             Err(e) => CudaProbe::Unavailable {
                 origin: CUDA_JSON.to_string(),
@@ -228,7 +228,7 @@ fn progress_line(facts: &CudaFacts, event: &Event) -> Option<String> {
         Event::LoadError { message } => Some(format!("cannot load the library: {message}")),
         Event::Init { code } if *code != 0 => Some(format!(
             "cuInit failed: {} ({code})",
-            crate::facts::cuda::code_name(*code)
+            crate::answers::cuda::code_name(*code)
         )),
         Event::Count { count, .. } => Some(format!("{count} device(s)")),
         Event::RoundTrip {
@@ -426,7 +426,7 @@ pub fn probe_live(options: &CudaOptions, plan: &CudaPlan) -> CudaProbe {
             options.progress,
             &format!(
                 "helper {} after {:.1} s{}",
-                child::describe_exit(outcome.run.exit),
+                crate::process::describe_exit(outcome.run.exit),
                 outcome.run.elapsed_ms as f64 / 1000.0,
                 match &outcome.run.stalled {
                     Some(s) => format!(

@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use super::ffi::{CuContext, CuDevice, CuDevicePtr, Driver};
 use super::{PlacementPlan, Request};
-use crate::facts::cuda::{CudaError, Direction, Event, HostCopy, Placement, code, step};
-use crate::facts::nvml::normalize_bus_id;
+use crate::answers::cuda::{CudaError, Direction, Event, HostCopy, Placement, code, step};
+use crate::answers::nvml::normalize_bus_id;
 
 /// A device whose round trip worked, kept for the bandwidth phases.
 struct Ready {

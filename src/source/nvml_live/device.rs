@@ -13,7 +13,7 @@ use nvml_wrapper::error::NvmlError as WrapperError;
 use nvml_wrapper::{Device, Nvml};
 
 use super::{raw, reading, to_error};
-use crate::facts::nvml::{
+use crate::answers::nvml::{
     ComputeMode, CurrentPending, EccCounts, GpuProcess, MigDevice, NvLink, NvmlDevice, NvmlError,
     NvmlErrorKind, Reading, RetiredPages, normalize_bus_id,
 };

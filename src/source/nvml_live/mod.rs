@@ -31,7 +31,7 @@ use nvml_wrapper::bitmasks::InitFlags;
 use nvml_wrapper::error::NvmlError as WrapperError;
 
 use super::nvml_lib::NvmlLibrary;
-use crate::facts::nvml::{NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Reading};
+use crate::answers::nvml::{NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Reading};
 
 /// Most GPUs probed. A node holds at most 16 (HGX 8, GB200 NVL trays 4); the cap only bounds a
 /// nonsensical device count so a broken driver cannot make gpudoctor start thousands of threads.

@@ -16,7 +16,7 @@ use nvml_wrapper_sys::bindings::{
 };
 
 use super::reading;
-use crate::facts::nvml::{
+use crate::answers::nvml::{
     FabricInfo, FabricState, HealthSummary, NvLink, NvmlError, NvmlErrorKind, Reading,
     RemappedRows, RemoteType, return_name,
 };

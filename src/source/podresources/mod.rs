@@ -34,7 +34,7 @@ use tokio::net::UnixStream;
 use tokio::time::Instant;
 use tonic::transport::{Endpoint, Uri};
 
-use crate::facts::k8s::{
+use crate::answers::pod_resources::{
     AllocatableResources, ClaimResource, ContainerDevices, ContainerMemory, ContainerResources,
     DynamicResource, NumaNode, PodResources, PodResourcesFacts, RpcAnswer, RpcError, RpcErrorKind,
     TopologyInfo,

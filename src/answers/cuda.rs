@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::process::Killed;
-use crate::source::nccl::RunExit;
+use crate::process::RunExit;
 
 /// `CUresult` codes gpudoctor gives a meaning to (`cuda.h`, `enum cudaError_enum`).
 pub mod code {
