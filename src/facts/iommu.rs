@@ -12,7 +12,8 @@ use crate::source::Source;
 
 pub const CLASS_IOMMU: &str = "sys/class/iommu";
 pub const IOMMU_GROUPS: &str = "sys/kernel/iommu_groups";
-pub const PROC_CMDLINE: &str = "proc/cmdline";
+/// The kernel command line, which `node` reads and splits; IOMMU settings are read from it.
+pub use super::node::PROC_CMDLINE;
 
 /// IOMMU-related kernel parameters (`Documentation/admin-guide/kernel-parameters.txt`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

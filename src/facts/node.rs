@@ -6,6 +6,9 @@ use serde::Serialize;
 use super::trimmed;
 use crate::source::Source;
 
+/// The kernel command line (proc(5)).
+pub const PROC_CMDLINE: &str = "proc/cmdline";
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct NodeIdentity {
     pub hostname: Option<String>,
@@ -35,7 +38,7 @@ pub fn gather(source: &dyn Source) -> NodeIdentity {
 /// The kernel command line, `/proc/cmdline` (`Ok(None)` when the file is not there: a capture
 /// that did not record it).
 pub fn gather_cmdline(source: &dyn Source) -> Result<Option<String>, crate::answers::FactError> {
-    match source.read_to_string(super::iommu::PROC_CMDLINE) {
+    match source.read_to_string(PROC_CMDLINE) {
         Ok(text) => Ok(Some(trimmed(&text).to_string())),
         Err(err) if err.is_missing() => Ok(None),
         Err(err) => Err(err.into()),

@@ -34,8 +34,6 @@ mod bandwidth;
 mod completion;
 mod errors;
 mod results;
-#[cfg(test)]
-mod tests;
 mod transports;
 
 use super::{CheckDef, Context, Explain, Outcome};

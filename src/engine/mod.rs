@@ -298,6 +298,9 @@ pub fn exit_code(layers: &[LayerReport], strict: bool) -> i32 {
 }
 
 #[cfg(test)]
+mod nccl_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::checks::Explain;

@@ -1,8 +1,9 @@
-//! The `nccl` checks judged through the engine on replayed logs.
+//! The `nccl` checks (`checks/nccl/`) judged through the engine on replayed logs: what a
+//! log makes of the whole report, so these live on the engine's floor.
 
-use super::*;
 use crate::engine::{self, RunOptions};
-use crate::report::{FigureName, Report};
+use crate::profile;
+use crate::report::{Action, FigureName, Layer, Report, Status};
 use crate::source::ReplaySource;
 
 /// A replay root with `nvml.json`-less capture and one NCCL log; judged with `profile`.
