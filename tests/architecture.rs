@@ -519,6 +519,53 @@ fn no_two_modules_import_each_other() {
     );
 }
 
+/// A check never starts a probe (docs/architecture.md, floor 4): `checks/` reaches the source
+/// only through its front door, the items of `source` itself (`Source`, `FsError`), never a
+/// probe runner's module (`source::cuda`, `source::nccl`, `source::gpudirect`, ...).
+#[test]
+fn checks_use_only_the_front_door_of_source() {
+    let wrong: Vec<String> = crate_imports()
+        .into_iter()
+        .filter(|i| i.from.first().is_some_and(|m| m == "checks"))
+        .filter(|i| i.to.first().is_some_and(|m| m == "source") && i.to.len() > 1)
+        .map(|i| {
+            format!(
+                "{}:{}: {} names {}",
+                i.file,
+                i.line,
+                show(&i.from),
+                show(&i.to)
+            )
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "checks reaching past source's front door:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// Rooms under 800 lines (docs/architecture.md "Rooms").
+#[test]
+fn no_file_in_src_is_over_800_lines() {
+    let src = repo().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let big: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let lines = fs::read_to_string(f).ok()?.lines().count();
+            (lines > 800).then(|| {
+                format!(
+                    "{}: {lines} lines",
+                    f.strip_prefix(repo()).unwrap().display()
+                )
+            })
+        })
+        .collect();
+    assert!(big.is_empty(), "files over 800 lines:\n{}", big.join("\n"));
+}
+
 /// The scanner itself: what it must see and what it must not.
 #[test]
 fn the_scanner_finds_paths_in_code_and_only_there() {

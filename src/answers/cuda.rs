@@ -547,6 +547,63 @@ pub fn parse_cuda_json(text: &str) -> Result<CudaFacts, String> {
     serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
+// ---------------------------------------------------------------------------------------------
+// The probe's answer as the source returns it, and what the walk asks it to measure.
+
+/// The library name the driver installs (`libcuda.so` is the development symlink only).
+pub const DEFAULT_LIBRARY: &str = "libcuda.so.1";
+
+/// Why nothing was probed: the same words live and in replay.
+pub const NOT_REQUESTED: &str =
+    "cuda probe not requested: pass --cuda (or --bandwidth) to create a context on every gpu";
+/// Why no bandwidth was measured.
+pub const NO_BANDWIDTH: &str =
+    "bandwidth not requested: pass --bandwidth to measure host-gpu and gpu-gpu copies";
+
+/// Where one bandwidth measurement runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacementPlan {
+    pub placement: Placement,
+    #[serde(default)]
+    pub node: Option<u32>,
+    /// The CPUs to bind the copying thread to (empty: leave it unbound).
+    #[serde(default)]
+    pub cpus: Vec<u32>,
+}
+
+/// What the walk knows that the probe needs: which GPUs not to probe, where each GPU's NUMA
+/// node is. Built by the checks' context from NVML and the topology facts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CudaPlan {
+    /// Bus ids not to probe (GPUs in MIG mode), with why.
+    pub exclude: Vec<String>,
+    /// Per bus id: the local placement first, then a remote one.
+    pub placements: BTreeMap<String, Vec<PlacementPlan>>,
+}
+
+/// The probe's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CudaProbe {
+    NotRequested {
+        why: String,
+    },
+    /// The helper could not be started, or a capture's file could not be read.
+    Unavailable {
+        origin: String,
+        message: String,
+    },
+    Ran(Box<CudaFacts>),
+}
+
+impl CudaProbe {
+    pub fn facts(&self) -> Option<&CudaFacts> {
+        match self {
+            CudaProbe::Ran(f) => Some(f),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 
 pub mod baseline;
 pub mod cuda;
+pub mod gpudirect;
 pub mod nccl;
 pub mod nvml;
 pub mod perftest;

@@ -292,8 +292,8 @@ pub struct Context<'a> {
     // The NCCL layer: one benchmark run (or the logs) per walk.
     nccl: OnceCell<crate::source::NcclProbe>,
     // The active probes (`--cuda`, `--bandwidth`): run once, when a check first asks.
-    cuda: OnceCell<crate::source::CudaProbe>,
-    gpudirect: OnceCell<crate::source::GdrProbe>,
+    cuda: OnceCell<crate::answers::cuda::CudaProbe>,
+    gpudirect: OnceCell<crate::answers::gpudirect::GdrProbe>,
 }
 
 impl<'a> Context<'a> {
@@ -395,24 +395,24 @@ impl<'a> Context<'a> {
 
     /// The CUDA probe's answer: run once per walk (live `--cuda`/`--bandwidth`, with the plan
     /// built from NVML and the topology only then), or read from a capture.
-    pub fn cuda(&self) -> &crate::source::CudaProbe {
+    pub fn cuda(&self) -> &crate::answers::cuda::CudaProbe {
         self.cuda
             .get_or_init(|| self.source.cuda(&|| active::cuda_plan(self)))
     }
 
     /// The CUDA probe's answer if the walk already asked for it (never starts it).
-    pub fn cuda_if_asked(&self) -> Option<&crate::source::CudaProbe> {
+    pub fn cuda_if_asked(&self) -> Option<&crate::answers::cuda::CudaProbe> {
         self.cuda.get()
     }
 
     /// The GPUDirect RDMA loopbacks: run once per walk (live `--bandwidth`), or read.
-    pub fn gpudirect(&self) -> &crate::source::GdrProbe {
+    pub fn gpudirect(&self) -> &crate::answers::gpudirect::GdrProbe {
         self.gpudirect
             .get_or_init(|| self.source.gpudirect(&|| active::gdr_targets(self)))
     }
 
     /// The loopbacks if the walk already asked for them (never starts them).
-    pub fn gpudirect_if_asked(&self) -> Option<&crate::source::GdrProbe> {
+    pub fn gpudirect_if_asked(&self) -> Option<&crate::answers::gpudirect::GdrProbe> {
         self.gpudirect.get()
     }
 

@@ -184,8 +184,8 @@ struct RecordingSource {
     nccl: OnceLock<NcclProbe>,
     /// The first reading of a `--sample` window.
     baseline: Option<crate::answers::baseline::Baseline>,
-    cuda: OnceLock<source::CudaProbe>,
-    gpudirect: OnceLock<source::GdrProbe>,
+    cuda: OnceLock<crate::answers::cuda::CudaProbe>,
+    gpudirect: OnceLock<crate::answers::gpudirect::GdrProbe>,
 }
 
 impl Source for RecordingSource {
@@ -223,10 +223,16 @@ impl Source for RecordingSource {
             None => self.inner.baseline(),
         }
     }
-    fn cuda(&self, plan: &dyn Fn() -> source::CudaPlan) -> source::CudaProbe {
+    fn cuda(
+        &self,
+        plan: &dyn Fn() -> crate::answers::cuda::CudaPlan,
+    ) -> crate::answers::cuda::CudaProbe {
         self.cuda.get_or_init(|| self.inner.cuda(plan)).clone()
     }
-    fn gpudirect(&self, targets: &dyn Fn() -> Vec<source::GdrTarget>) -> source::GdrProbe {
+    fn gpudirect(
+        &self,
+        targets: &dyn Fn() -> Vec<crate::answers::gpudirect::GdrTarget>,
+    ) -> crate::answers::gpudirect::GdrProbe {
         self.gpudirect
             .get_or_init(|| self.inner.gpudirect(targets))
             .clone()
@@ -501,7 +507,7 @@ fn record_into(
 
     // The active probes (`--cuda`, `--bandwidth`): what the CUDA helper found, and each
     // GPUDirect loopback's client and server output with the runner's record beside them.
-    if let Some(source::CudaProbe::Ran(facts)) = recording.cuda.get() {
+    if let Some(crate::answers::cuda::CudaProbe::Ran(facts)) = recording.cuda.get() {
         let text = serde_json::to_string_pretty(facts).unwrap_or_else(|_| "{}".into());
         write_text(
             &capture,
@@ -513,7 +519,9 @@ fn record_into(
     }
     // ib_write_bw not found: where it was looked for, so that the replay skips (or fails, when
     // --perftest-dir was given) as the live run did.
-    if let Some(source::GdrProbe::BinaryMissing { searched, asked }) = recording.gpudirect.get() {
+    if let Some(crate::answers::gpudirect::GdrProbe::BinaryMissing { searched, asked }) =
+        recording.gpudirect.get()
+    {
         let not_found = source::gpudirect::NotFound {
             searched: searched.clone(),
             asked: *asked,
@@ -527,7 +535,7 @@ fn record_into(
             options.redact.then_some(&mut redactor),
         )?;
     }
-    if let Some(source::GdrProbe::Runs(runs)) = recording.gpudirect.get() {
+    if let Some(crate::answers::gpudirect::GdrProbe::Runs(runs)) = recording.gpudirect.get() {
         let dir = source::gpudirect::GPUDIRECT_DIR;
         for run in runs {
             // Device names are kernel names (`mlx5_0`); anything else is not a file name.

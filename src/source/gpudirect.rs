@@ -31,9 +31,11 @@ use serde::{Deserialize, Serialize};
 
 use super::RootedFs;
 use super::child;
-use crate::answers::perftest::{self, PerftestOutput};
+use crate::answers::gpudirect::{
+    BINARY, GdrMeta, GdrProbe, GdrRun, GdrTarget, MESSAGE_BYTES, NOT_REQUESTED,
+};
+use crate::answers::perftest;
 use crate::process::Killed;
-use crate::process::RunExit;
 
 /// Where a capture keeps the loopback outputs.
 pub const GPUDIRECT_DIR: &str = ".gpudoctor/gpudirect";
@@ -48,9 +50,6 @@ pub struct NotFound {
     /// `--perftest-dir` was given.
     pub asked: bool,
 }
-pub const BINARY: &str = "ib_write_bw";
-/// Message size: AzNHC's (8 MiB), large enough for the plateau of a 400 Gb/s port.
-pub const MESSAGE_BYTES: u64 = 8 << 20;
 /// TCP port of the first loopback's out-of-band exchange; the next ones count up from it. Not
 /// perftest's default 18515, which a job's own perftest may be using.
 pub const BASE_TCP_PORT: u16 = 18615;
@@ -64,11 +63,6 @@ pub const COMMON_DIRS: &[&str] = &[
     "/usr/mpi/gcc/perftest/bin",
     "/opt/azurehpc/test/nhc/bin",
 ];
-/// How to get it, for the skip message.
-pub const INSTALL_HINT: &str = "install perftest built with CUDA (`apt install perftest` or `dnf install perftest`; from source: `./configure CUDA_H_PATH=/usr/local/cuda/include/cuda.h`), or pass --perftest-dir DIR";
-/// Why nothing ran.
-pub const NOT_REQUESTED: &str =
-    "gpudirect rdma loopback not requested: pass --bandwidth to run ib_write_bw through each hca";
 /// Output kept verbatim per side.
 pub const TRANSCRIPT_CAP: usize = 256 * 1024;
 
@@ -92,89 +86,6 @@ impl Default for GdrOptions {
             progress: true,
         }
     }
-}
-
-/// One loopback to run: the RDMA device and port, and the GPU whose memory it uses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GdrTarget {
-    pub device: String,
-    pub port: u32,
-    /// Bus id of the GPU nearest to the HCA.
-    pub gpu: Option<String>,
-    /// Its NVML UUID (`CUDA_VISIBLE_DEVICES` accepts it), when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_uuid: Option<String>,
-    /// Its CUDA ordinal in PCI bus order, used when the UUID is not known.
-    #[serde(default)]
-    pub gpu_ordinal: Option<u32>,
-    /// The PCIe path class between them (`PIX`, `PXB`, `NODE`, `SYS`).
-    #[serde(default)]
-    pub path: Option<String>,
-}
-
-/// What only the runner knows, kept as `<device>.json`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GdrMeta {
-    pub device: String,
-    pub port: u32,
-    #[serde(default)]
-    pub gpu: Option<String>,
-    #[serde(default)]
-    pub path: Option<String>,
-    #[serde(default)]
-    pub command: Vec<String>,
-    #[serde(default)]
-    pub exit: Option<RunExit>,
-    #[serde(default)]
-    pub server_exit: Option<RunExit>,
-    /// The server never said it was listening.
-    #[serde(default)]
-    pub server_not_ready: bool,
-    #[serde(default)]
-    pub timed_out: bool,
-    #[serde(default)]
-    pub timeout_s: Option<u64>,
-    #[serde(default)]
-    pub elapsed_ms: Option<u64>,
-    #[serde(default)]
-    pub message_bytes: u64,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub killed: Vec<Killed>,
-}
-
-/// One loopback's result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GdrRun {
-    pub device: String,
-    pub port: u32,
-    pub meta: Option<GdrMeta>,
-    pub output: PerftestOutput,
-    /// Where the output came from, for evidence.
-    pub origin: String,
-    /// Client and server output verbatim (capped), for `record`.
-    pub transcript: Option<(String, String)>,
-}
-
-/// The probe's answer.
-#[derive(Debug, Clone, PartialEq)]
-pub enum GdrProbe {
-    NotRequested {
-        why: String,
-    },
-    /// No `ib_write_bw`: where it was looked for.
-    BinaryMissing {
-        searched: Vec<String>,
-        /// `--perftest-dir` was given: asked for explicitly.
-        asked: bool,
-    },
-    Unavailable {
-        origin: String,
-        message: String,
-    },
-    /// No RDMA device with an active port (nothing to run).
-    NoTargets,
-    Runs(Vec<GdrRun>),
 }
 
 fn is_executable(path: &Path) -> bool {

@@ -21,11 +21,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::answers::cuda::{CudaPlan, CudaProbe};
+use crate::answers::gpudirect::{GdrProbe, GdrTarget};
 use crate::answers::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
 use crate::answers::pod_resources::{POD_RESOURCES_SOCKET, PodResourcesFacts, RpcErrorKind};
 use crate::report::SourceKind;
-pub use cuda::{CudaOptions, CudaPlan, CudaProbe};
-pub use gpudirect::{GdrOptions, GdrProbe, GdrTarget};
+pub use cuda::CudaOptions;
+pub use gpudirect::GdrOptions;
 pub use nccl::{NcclOptions, NcclProbe};
 pub use rooted::{FsError, RootedFs};
 
@@ -136,14 +138,14 @@ pub trait Source: Send + Sync {
     /// GPUs (`plan`, asked only when the probe runs), or a capture's `.gpudoctor/cuda.json`.
     fn cuda(&self, _plan: &dyn Fn() -> CudaPlan) -> CudaProbe {
         CudaProbe::NotRequested {
-            why: cuda::NOT_REQUESTED.to_string(),
+            why: crate::answers::cuda::NOT_REQUESTED.to_string(),
         }
     }
     /// GPUDirect RDMA loopbacks through these HCAs (`--bandwidth`; `targets` asked only when
     /// they run), or a capture's `.gpudoctor/gpudirect/`.
     fn gpudirect(&self, _targets: &dyn Fn() -> Vec<GdrTarget>) -> GdrProbe {
         GdrProbe::NotRequested {
-            why: gpudirect::NOT_REQUESTED.to_string(),
+            why: crate::answers::gpudirect::NOT_REQUESTED.to_string(),
         }
     }
 
@@ -268,7 +270,7 @@ impl Source for HostSource {
     fn cuda(&self, plan: &dyn Fn() -> CudaPlan) -> CudaProbe {
         if !self.options.cuda.requested() {
             return CudaProbe::NotRequested {
-                why: cuda::NOT_REQUESTED.to_string(),
+                why: crate::answers::cuda::NOT_REQUESTED.to_string(),
             };
         }
         cuda::probe_live(&self.options.cuda, &plan())
@@ -276,7 +278,7 @@ impl Source for HostSource {
     fn gpudirect(&self, targets: &dyn Fn() -> Vec<GdrTarget>) -> GdrProbe {
         if !self.options.gpudirect.run {
             return GdrProbe::NotRequested {
-                why: gpudirect::NOT_REQUESTED.to_string(),
+                why: crate::answers::gpudirect::NOT_REQUESTED.to_string(),
             };
         }
         gpudirect::probe_live(&self.options.gpudirect, &targets())

@@ -7,11 +7,11 @@
 //! everything above it, as the GPU Operator's `cuda-ready` validation blocks the device plugin
 //! (reference/kubernetes.md §4).
 
+use crate::answers::cuda::CudaProbe;
 use crate::answers::cuda::{CudaDevice, CudaFacts, code, code_name, version_text};
 use crate::answers::nvml::{ComputeMode, NvmlDevice, Reading};
 use crate::checks::{CheckDef, Context, Explain, Outcome};
 use crate::report::{Action, Evidence, Layer, Status};
-use crate::source::CudaProbe;
 
 use super::{gpu_label, unavailable};
 
@@ -108,7 +108,7 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
     let library = facts
         .library
         .clone()
-        .unwrap_or_else(|| crate::source::cuda::DEFAULT_LIBRARY.to_string());
+        .unwrap_or_else(|| crate::answers::cuda::DEFAULT_LIBRARY.to_string());
     // Asked means required (issue 19): --cuda that cannot run fails, saying where it looked;
     // libcuda.so.1 ships with every driver, so a node without it cannot run any CUDA job.
     if let Some(err) = &facts.load_error {

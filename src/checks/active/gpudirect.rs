@@ -4,11 +4,11 @@
 //! (AzNHC's GDR floors: 380 Gb/s on H100, 360 on H200, 180 on A100, reference/profiles.md §4,
 //! §5, §7), else [`RATE_FAIL`] of the port's rate (those floors are 90-95 % of 400 and 200).
 
+use crate::answers::gpudirect::GdrProbe;
+use crate::answers::gpudirect::{BINARY, GdrRun, INSTALL_HINT, MESSAGE_BYTES};
 use crate::answers::perftest::BwRow;
 use crate::checks::{CheckDef, Context, Explain, Outcome};
 use crate::report::{Action, Evidence, Figure, FigureName, Layer, Status};
-use crate::source::GdrProbe;
-use crate::source::gpudirect::{BINARY, GdrRun, INSTALL_HINT, MESSAGE_BYTES};
 
 /// Below this share of the port's rate fails (AzNHC's lowest GDR floor relative to its port:
 /// 360/400 and 180/200).

@@ -17,9 +17,9 @@ mod plan;
 pub use plan::{cuda_plan, gdr_targets, nearest_gpu, placements_for};
 
 use crate::answers::cuda::CudaFacts;
+use crate::answers::cuda::CudaProbe;
 use crate::checks::{CheckDef, Context, Outcome};
 use crate::report::Evidence;
-use crate::source::CudaProbe;
 
 /// The "Active probes" section of docs/checks.md (generated with the catalogue): where each
 /// probe's check sits in the walk and why, what it expects and from where, what it costs.
@@ -61,10 +61,10 @@ pub fn is_active(code: &str) -> bool {
 /// nothing (or no bandwidth) was asked, error when the probe could not run or read.
 fn bandwidth_facts<'c>(ctx: &'c Context<'_>) -> Result<&'c CudaFacts, Outcome> {
     match ctx.cuda() {
-        CudaProbe::NotRequested { .. } => Err(Outcome::skip(crate::source::cuda::NO_BANDWIDTH)),
+        CudaProbe::NotRequested { .. } => Err(Outcome::skip(crate::answers::cuda::NO_BANDWIDTH)),
         CudaProbe::Unavailable { origin, message } => Err(unavailable(origin, message)),
         CudaProbe::Ran(facts) if !facts.bandwidth => {
-            Err(Outcome::skip(crate::source::cuda::NO_BANDWIDTH))
+            Err(Outcome::skip(crate::answers::cuda::NO_BANDWIDTH))
         }
         CudaProbe::Ran(facts) => Ok(facts),
     }

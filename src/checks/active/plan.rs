@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 
 use crate::answers::cuda::Placement;
+use crate::answers::cuda::{CudaPlan, PlacementPlan};
+use crate::answers::gpudirect::GdrTarget;
 use crate::checks::Context;
 use crate::facts::numa::NumaFacts;
 use crate::facts::topology::{PciDevice, Topology};
-use crate::source::GdrTarget;
-use crate::source::cuda::{CudaPlan, PlacementPlan};
 
 /// The RDMA port state the kernel prints for a usable port (`4: ACTIVE`, sysfs.md §8).
 const PORT_ACTIVE: u32 = 4;

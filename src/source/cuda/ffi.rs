@@ -31,9 +31,6 @@ pub const NULL_STREAM: *mut c_void = std::ptr::null_mut();
 /// threads use other contexts than the allocating one).
 pub const CU_MEMHOSTALLOC_PORTABLE: c_uint = 0x01;
 
-/// The library name the driver installs (`libcuda.so` is the development symlink only).
-pub const DEFAULT_LIBRARY: &str = "libcuda.so.1";
-
 type FnInit = unsafe extern "C" fn(c_uint) -> CuResult;
 type FnIntOut = unsafe extern "C" fn(*mut c_int) -> CuResult;
 type FnDeviceGet = unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult;

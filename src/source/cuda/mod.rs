@@ -29,11 +29,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use ffi::DEFAULT_LIBRARY;
-
 use super::RootedFs;
 use super::child::{self, Stream, Tail};
-use crate::answers::cuda::{CudaFacts, Event, Placement, ProbeRun, Stall, parse_event, step};
+use crate::answers::cuda::{CudaFacts, Event, ProbeRun, Stall, parse_event, step};
+use crate::answers::cuda::{CudaPlan, CudaProbe, DEFAULT_LIBRARY, NOT_REQUESTED, PlacementPlan};
 use crate::process::Killed;
 
 /// Where a capture keeps the probe's answer.
@@ -59,13 +58,6 @@ pub const CUDA_ENV: &[&str] = &[
     "CUDA_DEVICE_ORDER",
     "CUDA_MPS_PIPE_DIRECTORY",
 ];
-/// Why nothing was probed: the same words live and in replay.
-pub const NOT_REQUESTED: &str =
-    "cuda probe not requested: pass --cuda (or --bandwidth) to create a context on every gpu";
-/// Why no bandwidth was measured.
-pub const NO_BANDWIDTH: &str =
-    "bandwidth not requested: pass --bandwidth to measure host-gpu and gpu-gpu copies";
-
 /// `check` options for the CUDA probe.
 #[derive(Debug, Clone)]
 pub struct CudaOptions {
@@ -106,27 +98,6 @@ impl CudaOptions {
     }
 }
 
-/// Where one bandwidth measurement runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlacementPlan {
-    pub placement: Placement,
-    #[serde(default)]
-    pub node: Option<u32>,
-    /// The CPUs to bind the copying thread to (empty: leave it unbound).
-    #[serde(default)]
-    pub cpus: Vec<u32>,
-}
-
-/// What the walk knows that the probe needs: which GPUs not to probe, where each GPU's NUMA
-/// node is. Built by the checks' context from NVML and the topology facts.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CudaPlan {
-    /// Bus ids not to probe (GPUs in MIG mode), with why.
-    pub exclude: Vec<String>,
-    /// Per bus id: the local placement first, then a remote one.
-    pub placements: BTreeMap<String, Vec<PlacementPlan>>,
-}
-
 /// What the parent asks the helper (`--request JSON`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
@@ -143,29 +114,6 @@ pub struct Request {
     pub exclude: Vec<String>,
     #[serde(default)]
     pub placements: BTreeMap<String, Vec<PlacementPlan>>,
-}
-
-/// The probe's answer.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CudaProbe {
-    NotRequested {
-        why: String,
-    },
-    /// The helper could not be started, or a capture's file could not be read.
-    Unavailable {
-        origin: String,
-        message: String,
-    },
-    Ran(Box<CudaFacts>),
-}
-
-impl CudaProbe {
-    pub fn facts(&self) -> Option<&CudaFacts> {
-        match self {
-            CudaProbe::Ran(f) => Some(f),
-            _ => None,
-        }
-    }
 }
 
 /// The helper's entry point (`main.rs`): parse the request, run, print events on stdout.
