@@ -198,7 +198,7 @@ def main() -> int:
                                 root], cpus), r)
         topo = measure(pinned([binary, "topo", "--no-nvml", "--format", "json", "--root", root],
                               cpus), r)
-        # The matrix as a table too: comfy-table lays it out (render/grid.rs).
+        # The matrix as a table too: comfy-table lays it out (text/grid.rs).
         topo_table = measure(pinned([binary, "topo", "--no-nvml", "--root", root], cpus), r)
         layers, exit_code = layer_ms(binary, root, cpus)
         hw = None

@@ -1,4 +1,4 @@
-//! The grid outputs laid out by comfy-table (render/grid.rs): the `topo` matrix, `profiles`
+//! The grid outputs laid out by comfy-table (text/grid.rs): the `topo` matrix, `profiles`
 //! and `list-checks`. Snapshots taken from the hand-padded renderers they replaced, byte for
 //! byte; colour only where the caller asks for it, and then the same grid under the escapes.
 

@@ -1,6 +1,6 @@
 //! The human formats fit the terminal (issue 19): with `COLUMNS=80` no line of the check table
 //! or of `topo` is longer than 80 characters, for every fixture; into a pipe without
-//! `COLUMNS` nothing wraps (render/wrap.rs says the rules).
+//! `COLUMNS` nothing wraps (text/wrap.rs says the rules).
 
 mod common;
 

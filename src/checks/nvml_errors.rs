@@ -1,7 +1,7 @@
 //! Which NVML error kinds give which status, per NVML-fed check: the policy the checks apply
 //! (`gpu_health::PerGpu`, `driver.gpu_count`, `driver.nvml_init`) written out for
 //! docs/checks.md and `gpudoctor explain`. Kinds are the `nvmlReturn_t` names of
-//! `facts::nvml::NvmlErrorKind` as `nvml.json` records them.
+//! `answers::nvml::NvmlErrorKind` as `nvml.json` records them.
 
 /// What every per-GPU reading check does with a reading's answer.
 const PER_READING: &str = "`not_supported` is not judged (skip when no GPU is judged); `gpu_is_lost` leaves the GPU to driver.gpu_count (fail there); a handle error (`no_permission`, `timeout`, ...) leaves the GPU out; any other kind on a reading (`no_permission`, `operating_system`, `timeout`, `unknown`, ...) is `error` naming GPU, field and kind, unless another GPU fails or warns (that status stands, the unread reading appended)";

@@ -6,7 +6,7 @@
 //!
 //! Everything shown comes from the report; text from the node (kernel-log lines, file contents)
 //! goes into code spans or is escaped, so it cannot turn into markup; control characters in it
-//! are shown escaped first (`sanitize.rs`), so it cannot drive a terminal either.
+//! are shown escaped first (`text/sanitize.rs`), so it cannot drive a terminal either.
 
 use std::fmt::Write;
 

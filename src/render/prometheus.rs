@@ -11,7 +11,7 @@
 //!
 //! Label values are node text (a host name, a device name). The format escapes only `\`, `"`
 //! and newline in them and passes any other character through, so a value first goes through
-//! `sanitize.rs`: an escape sequence planted on the node shows as `\x1b` text, and the file stays
+//! `text/sanitize.rs`: an escape sequence planted on the node shows as `\x1b` text, and the file stays
 //! safe to `curl` to a terminal and parseable by the strict OpenMetrics grammars, which refuse
 //! control characters.
 

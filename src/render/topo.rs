@@ -6,7 +6,7 @@
 //!
 //! Like the other renderers it only formats what it is given: the facts and the matrix come
 //! from `facts/topology.rs`. The table takes the names it prints (device names, PCI addresses,
-//! CPU lists) through `sanitize.rs` first: sysfs entry names are whatever the tree holds.
+//! CPU lists) through `text/sanitize.rs` first: sysfs entry names are whatever the tree holds.
 
 use std::fmt::Write;
 

@@ -36,7 +36,7 @@ pub const CAPTURE_DIR: &str = ".gpudoctor";
 pub const MANIFEST: &str = ".gpudoctor/manifest.json";
 pub const NVML_JSON: &str = ".gpudoctor/nvml.json";
 pub const KMSG_TXT: &str = ".gpudoctor/kmsg.txt";
-/// The kubelet's pod-resources answers in a capture (`facts::k8s::PodResourcesFacts`).
+/// The kubelet's pod-resources answers in a capture (`answers::pod_resources::PodResourcesFacts`).
 pub const POD_RESOURCES_JSON: &str = ".gpudoctor/pod-resources.json";
 /// The process environment gpudoctor ran with, as far as checks read it ([`ENV_VARS`]).
 pub const ENV_JSON: &str = ".gpudoctor/env.json";

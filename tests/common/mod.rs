@@ -119,7 +119,7 @@ pub fn gpudoctor(args: &[&str]) -> Output {
         .args(args)
         .current_dir(repo())
         .env_remove("NO_COLOR")
-        // Output into a pipe is unwrapped unless COLUMNS says a width (render/wrap.rs): a
+        // Output into a pipe is unwrapped unless COLUMNS says a width (text/wrap.rs): a
         // COLUMNS exported by the shell running the tests must not change what they compare.
         .env_remove("COLUMNS")
         .output()

@@ -11,7 +11,7 @@
 //! with `\r`), a stray BEL. A line holding them is still read: escape sequences (presentation
 //! only) and C0 controls are removed; a carriage return inside a line stays — it separates what
 //! was drawn over (the fields readers split on treat it as a space), and the human formats show it
-//! escaped (`render/sanitize.rs`), as they show C1 and bidi characters, which are left alone here.
+//! escaped (`text/sanitize.rs`), as they show C1 and bidi characters, which are left alone here.
 //! Only a line that is not UTF-8 at all is unreadable.
 
 use std::borrow::Cow;

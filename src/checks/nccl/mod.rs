@@ -1,6 +1,6 @@
 //! NCCL layer: do collectives run at the expected speed, over the path they should take?
 //! Judges nccl-tests results (a run made now, `--nccl-log`, or a capture's logs) and any NCCL
-//! application's log, read by `source/nccl.rs` and `facts/nccl/`; it runs nothing and reads no
+//! application's log, read by `source/nccl.rs` and `answers/nccl/`; it runs nothing and reads no
 //! file itself.
 //!
 //! "A working job does not prove it is using the fast path" (issue 7): NCCL falls back silently
@@ -282,7 +282,7 @@ fn collective_name(run: &NcclRun) -> String {
 
 /// The collective a table measured: `Collective test starting:` before it, else the binary
 /// gpudoctor ran or the log is named after (`all_reduce_perf`), else what its rows' arithmetic
-/// says (`facts::nccl::collective_from_rows`). `all_reduce_perf_mpi` → `all_reduce`.
+/// says (`answers::nccl::collective_from_rows`). `all_reduce_perf_mpi` → `all_reduce`.
 fn table_collective(run: &NcclRun, table: usize) -> Option<String> {
     let log = &run.log;
     let named = log

@@ -1,4 +1,4 @@
-//! The shape of gpudoctor's `cuda.json` (src/facts/cuda.rs `CudaFacts`), re-declared here so
+//! The shape of gpudoctor's `cuda.json` (src/answers/cuda.rs `CudaFacts`), re-declared here so
 //! the stand-in does not depend on the crate it tests. Only the fields the stand-in answers
 //! from; unknown fields are ignored, absent ones take the defaults below.
 

@@ -1,4 +1,4 @@
-//! The shape of gpudoctor's `nvml.json` (src/facts/nvml.rs), re-declared here so the fake does
+//! The shape of gpudoctor's `nvml.json` (src/answers/nvml/), re-declared here so the fake does
 //! not depend on the crate it tests. Field names, defaults and the `Reading` encoding must stay
 //! the same as gpudoctor's: a field that is absent reads as "not supported".
 //!
