@@ -13,6 +13,13 @@ use crate::facts::nvidia;
 use crate::facts::rdma::{self, RdmaDevice, RdmaFacts, RdmaPort};
 use crate::report::{Action, Evidence, Figure, FigureName, Layer};
 
+// GPUDirect and RoCE each read files no other check of the layer reads; the port walk and
+// the unread bookkeeping they share stay here.
+mod gpudirect;
+mod roce;
+use gpudirect::gpudirect;
+use roce::roce_config;
+
 pub fn checks() -> Vec<CheckDef> {
     vec![
         CheckDef {
@@ -491,111 +498,6 @@ fn port_rate(ctx: &Context<'_>) -> Outcome {
         .figures(figures)
 }
 
-fn roce_config(ctx: &Context<'_>) -> Outcome {
-    let facts = match rdma_devices(ctx) {
-        Ok(f) => f,
-        Err(o) => return o,
-    };
-    let mut fails = Vec::new();
-    let mut warns = Vec::new();
-    let mut evidence = Vec::new();
-    let mut roce = 0;
-    for (d, p) in ports(facts).filter(|(_, p)| p.is_roce()) {
-        roce += 1;
-        let gid_table_unread = not_read(p, "gid_attrs/types") || not_read(p, "gid_attrs/ndevs");
-        if !p.gid_types.iter().any(|t| t == "RoCE v2") && !not_read(p, "gid_attrs/types") {
-            fails.push(format!("{} has no roce v2 gid", port_label(d, p)));
-            evidence.push(
-                Evidence::new(
-                    port_path(d, p, "gid_attrs/types"),
-                    if p.gid_types.is_empty() {
-                        "no gid".to_string()
-                    } else {
-                        p.gid_types.join(", ")
-                    },
-                )
-                .expected("RoCE v2"),
-            );
-        }
-        match &p.netdev {
-            Some(nd) if nd.operstate.is_none() && not_read(p, "operstate") => {}
-            Some(nd) if nd.operstate.as_deref() != Some("up") => {
-                fails.push(format!(
-                    "{} netdev {} is {}",
-                    port_label(d, p),
-                    nd.name,
-                    nd.operstate.as_deref().unwrap_or("unknown")
-                ));
-                evidence.push(
-                    Evidence::new(
-                        format!("{}/{}/operstate", rdma::CLASS_NET, nd.name),
-                        nd.operstate.clone().unwrap_or_default(),
-                    )
-                    .expected("up"),
-                );
-            }
-            None if gid_table_unread => {}
-            None => {
-                fails.push(format!("{} has no netdev", port_label(d, p)));
-                evidence.push(
-                    Evidence::new(port_path(d, p, "gid_attrs/ndevs"), "none")
-                        .expected("the port's netdev"),
-                );
-            }
-            _ => {}
-        }
-    }
-    // One MTU per link layer across the RDMA netdevs (IPoIB 4092 and Ethernet 9000 differ by design).
-    let mut mtus: BTreeMap<(String, u32), Vec<String>> = BTreeMap::new();
-    for (_, p) in ports(facts) {
-        if let (Some(nd), Some(layer)) = (&p.netdev, &p.link_layer)
-            && let Some(mtu) = nd.mtu
-        {
-            mtus.entry((layer.clone(), mtu))
-                .or_default()
-                .push(nd.name.clone());
-        }
-    }
-    let mut per_layer: BTreeMap<&str, Vec<(u32, &Vec<String>)>> = BTreeMap::new();
-    for ((layer, mtu), names) in &mtus {
-        per_layer
-            .entry(layer.as_str())
-            .or_default()
-            .push((*mtu, names));
-    }
-    for (layer, variants) in per_layer.iter().filter(|(_, v)| v.len() > 1) {
-        let text: Vec<String> = variants
-            .iter()
-            .map(|(m, n)| format!("mtu {m} on {}", n.join(" ")))
-            .collect();
-        warns.push(format!(
-            "{layer} rdma netdevs use different mtus: {}",
-            text.join("; ")
-        ));
-        evidence.push(Evidence::new(rdma::CLASS_NET, text.join("; ")).expected("one mtu"));
-    }
-    if roce == 0 && warns.is_empty() {
-        return Outcome::skip("no roce ports");
-    }
-    let hint = "give the interface its ip address (gids come from it) and `ip link set <if> up`; set one mtu on all rdma interfaces (`ip link set <if> mtu 9000`)";
-    if !fails.is_empty() {
-        fails.extend(warns);
-        return Outcome::fail(fails.join("; "))
-            .evidence_all(evidence)
-            .hint(hint)
-            .action(Action::FixConfig);
-    }
-    if !warns.is_empty() {
-        return Outcome::warn(warns.join("; "))
-            .evidence_all(evidence)
-            .hint(hint)
-            .action(Action::FixConfig);
-    }
-    Outcome::pass(format!(
-        "{roce} roce port(s) with a roce v2 gid and an up netdev"
-    ))
-}
-
 fn verbs(ctx: &Context<'_>) -> Outcome {
     let facts = match rdma_devices(ctx) {
         Ok(f) => f,
@@ -661,134 +563,6 @@ fn verbs(ctx: &Context<'_>) -> Outcome {
         .action(Action::ReloadDriver)
 }
 
-/// Files whose existence NCCL itself takes as "GPUDirect RDMA available"
-/// (`NVIDIA/nccl` `src/transport/net_ib/gdr.cc`, sysfs.md §10).
-const PEERMEM_FILES: &[&str] = &[
-    "sys/kernel/mm/memory_peers/nv_mem/version",
-    "sys/kernel/mm/memory_peers/nv_mem_nc/version",
-    "sys/module/nvidia_peermem/version",
-];
-
-/// `5.15.0-105-generic` → (5, 15).
-fn kernel_major_minor(release: &str) -> Option<(u32, u32)> {
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
-}
-
-fn gpudirect(ctx: &Context<'_>) -> Outcome {
-    let facts = match rdma_devices(ctx) {
-        Ok(f) => f,
-        Err(o) => return o,
-    };
-    let gpus = ctx
-        .pci()
-        .as_ref()
-        .map(|p| p.nvidia_gpus().count())
-        .unwrap_or(0);
-    if gpus == 0 {
-        return Outcome::skip("no gpus on this node");
-    }
-    let modules = match ctx.modules() {
-        Ok(m) => m,
-        Err(err) => return Outcome::unreadable(err),
-    };
-    if modules.get("nvidia").is_none() {
-        // peermem needs the nvidia module; the driver layer already reports it missing.
-        return Outcome::skip("nvidia driver not loaded (see driver.nvidia_module)");
-    }
-    let loaded: Vec<&str> = ["nvidia_peermem", "nv_peer_mem"]
-        .into_iter()
-        .filter(|m| modules.get(m).is_some())
-        .collect();
-    let peer_files: Vec<&str> = PEERMEM_FILES
-        .iter()
-        .copied()
-        .filter(|f| ctx.source().exists(f))
-        .collect();
-    if !loaded.is_empty() || !peer_files.is_empty() {
-        let via = loaded
-            .first()
-            .copied()
-            .unwrap_or("the nv_mem peer memory client");
-        return Outcome::pass(format!(
-            "gpudirect rdma via {via} ({gpus} gpu(s), {} rdma device(s))",
-            facts.devices.len()
-        ))
-        .evidence(Evidence::new(
-            modules.from.as_str(),
-            format!("{} loaded", loaded.join(", ")),
-        ))
-        .evidence_all(peer_files.iter().map(|f| Evidence::new(*f, "present")));
-    }
-    // dma-buf: Linux ≥ 5.12 plus the open kernel module ≥ 515 (sysfs.md §10).
-    let kernel = ctx
-        .source()
-        .read_to_string("proc/sys/kernel/osrelease")
-        .ok();
-    let kernel_ok = kernel
-        .as_deref()
-        .and_then(kernel_major_minor)
-        .is_some_and(|v| v >= (5, 12));
-    let driver = ctx
-        .source()
-        .read_to_string(nvidia::PROC_DRIVER_VERSION)
-        .ok();
-    let open_module = driver
-        .as_deref()
-        .is_some_and(|t| t.contains("Open Kernel Module"));
-    let driver_version: Option<&str> = ctx
-        .module_version()
-        .as_ref()
-        .ok()
-        .and_then(|v| v.as_ref())
-        .map(|(v, _)| v.as_str());
-    let driver_ok = driver_version
-        .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
-        .is_some_and(|major| major >= 515);
-    let mut evidence = vec![
-        Evidence::new(modules.from.as_str(), "no nvidia_peermem or nv_peer_mem")
-            .expected("nvidia_peermem loaded, or the dma-buf path"),
-        Evidence::new(
-            "proc/sys/kernel/osrelease",
-            kernel.as_deref().unwrap_or("unknown").trim(),
-        )
-        .expected("≥ 5.12 for dma-buf"),
-        Evidence::new(
-            nvidia::PROC_DRIVER_VERSION,
-            match (open_module, driver_version) {
-                (true, Some(v)) => format!("open kernel module {v}"),
-                (true, None) => "open kernel module".to_string(),
-                (false, _) => "proprietary kernel module (or unknown)".to_string(),
-            },
-        )
-        .expected("open kernel module ≥ 515 for dma-buf"),
-    ];
-    let hint = "`modprobe nvidia_peermem` and make it persistent (/etc/modules-load.d; GPU Operator: driver.rdma.enabled=true), or move to the open kernel module ≥ 515 on linux ≥ 5.12 for dma-buf; confirm NCCL logs `GDRDMA` on its NET/IB lines";
-    if kernel_ok && open_module && driver_ok {
-        // Issue 6: dma-buf is a GPUDirect RDMA path in its own right, not a degraded one. What
-        // it needs from the workload (NCCL ≥ 2.13, CUDA ≥ 11.7) is stated, not judged: the
-        // image's versions are not on the node.
-        evidence.push(Evidence::new(
-            "dma-buf",
-            "gpudirect rdma needs nccl ≥ 2.13 and cuda ≥ 11.7 in the workload image",
-        ));
-        return Outcome::pass(format!(
-            "gpudirect rdma via dma-buf: linux {} with the open nvidia kernel module {} ({gpus} gpu(s), {} rdma device(s)); nvidia_peermem not loaded; needs nccl ≥ 2.13 and cuda ≥ 11.7 in the workload",
-            kernel.as_deref().unwrap_or("unknown").trim(),
-            driver_version.unwrap_or("unknown"),
-            facts.devices.len()
-        ))
-        .evidence_all(evidence);
-    }
-    Outcome::fail(format!(
-        "no gpudirect rdma path: nvidia_peermem not loaded and no dma-buf support ({gpus} gpu(s), {} rdma device(s)); transfers bounce through host memory",
-        facts.devices.len()
-    ))
-    .evidence_all(evidence)
-    .hint(hint)
-    .action(Action::ReloadDriver)
-}
-
 fn firmware(ctx: &Context<'_>) -> Outcome {
     let facts = match rdma_devices(ctx) {
         Ok(f) => f,
@@ -833,31 +607,4 @@ fn firmware(ctx: &Context<'_>) -> Outcome {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kernel_versions_parse() {
-        assert_eq!(kernel_major_minor("5.15.0-105-generic"), Some((5, 15)));
-        assert_eq!(kernel_major_minor("6.8.0"), Some((6, 8)));
-        assert_eq!(
-            kernel_major_minor("4.18.0-553.el8_10.x86_64"),
-            Some((4, 18))
-        );
-        assert_eq!(kernel_major_minor("garbage"), None);
-    }
-
-    #[test]
-    fn slots_drop_the_function_number() {
-        assert_eq!(pci_slot("0000:69:00.1"), "0000:69:00");
-        assert_eq!(pci_slot("10000:00:04.0"), "10000:00:04");
-        assert_eq!(pci_slot("garbage"), "garbage");
-    }
-
-    #[test]
-    fn physical_states_explain_themselves() {
-        assert!(phys_meaning(Some(&(2, "Polling".into()))).contains("cable"));
-        assert!(phys_meaning(Some(&(3, "Disabled".into()))).contains("administratively"));
-        assert!(phys_meaning(None).contains("unknown"));
-    }
-}
+mod tests;
