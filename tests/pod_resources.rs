@@ -67,7 +67,7 @@ impl Source for LiveKubelet {
     fn env_vars(&self) -> BTreeMap<String, String> {
         self.replay.env_vars()
     }
-    fn nccl(&self) -> gpudoctor::source::NcclProbe {
+    fn nccl(&self) -> gpudoctor::answers::nccl::NcclProbe {
         self.replay.nccl()
     }
 }

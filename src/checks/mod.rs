@@ -6,7 +6,6 @@
 //! the check function with a unit test, one row in [`registry`], and a fixture that makes it fire.
 
 pub mod active;
-mod aer;
 pub mod causes;
 pub mod device_plugin;
 pub mod driver;
@@ -19,7 +18,6 @@ pub mod nvlink;
 pub mod nvml_errors;
 pub(crate) mod rates;
 pub mod rdma;
-mod rdma_counters;
 pub mod sriov;
 pub mod toolkit;
 pub mod topology;
@@ -290,7 +288,7 @@ pub struct Context<'a> {
     kubelet_config:
         OnceCell<Result<Option<(crate::facts::kubelet::KubeletConfig, String)>, FactError>>,
     // The NCCL layer: one benchmark run (or the logs) per walk.
-    nccl: OnceCell<crate::source::NcclProbe>,
+    nccl: OnceCell<crate::answers::nccl::NcclProbe>,
     // The active probes (`--cuda`, `--bandwidth`): run once, when a check first asks.
     cuda: OnceCell<crate::answers::cuda::CudaProbe>,
     gpudirect: OnceCell<crate::answers::gpudirect::GdrProbe>,
@@ -383,13 +381,13 @@ impl<'a> Context<'a> {
     }
 
     /// nccl-tests results: run once per walk (live `--nccl`), or read from logs.
-    pub fn nccl(&self) -> &crate::source::NcclProbe {
+    pub fn nccl(&self) -> &crate::answers::nccl::NcclProbe {
         self.nccl.get_or_init(|| self.source.nccl())
     }
 
     /// The nccl-tests results if the walk already asked for them: never starts a benchmark
     /// (`snapshot` must not run one the checks did not).
-    pub fn nccl_if_asked(&self) -> Option<&crate::source::NcclProbe> {
+    pub fn nccl_if_asked(&self) -> Option<&crate::answers::nccl::NcclProbe> {
         self.nccl.get()
     }
 

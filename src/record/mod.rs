@@ -38,6 +38,7 @@ use std::time::SystemTime;
 use serde_json::json;
 use thiserror::Error;
 
+use crate::answers::nccl::NcclProbe;
 use crate::answers::nvml::NvmlFacts;
 use crate::answers::pod_resources::PodResourcesFacts;
 use crate::engine::{self, RunOptions};
@@ -45,7 +46,7 @@ use crate::facts::node;
 use crate::process::signals::{self, Interrupted};
 use crate::redact::Redactor;
 use crate::report::{Report, SourceKind};
-use crate::source::nccl::{NCCL_DIR, NcclProbe};
+use crate::source::nccl::NCCL_DIR;
 use crate::source::rooted::Trace;
 use crate::source::{
     self, CAPTURE_DIR, DEV_KMSG, ENV_JSON, FsError, HostSource, KMSG_TXT, MANIFEST, NVML_JSON,

@@ -3,11 +3,11 @@
 //! and names found in what the capture keeps (board serials in any text, the NCCL peers that
 //! name themselves in device lines and in every NCCL line's `host:pid:tid` prefix).
 
+use crate::answers::nccl::NcclProbe;
 use crate::answers::nvml::NvmlFacts;
 use crate::answers::pod_resources::PodResourcesFacts;
 use crate::redact::{Kind, Redactor};
 use crate::source::FsError;
-use crate::source::nccl::NcclProbe;
 use crate::source::rooted::Trace;
 
 /// What the recording learnt that names the node or its peers.

@@ -3,9 +3,9 @@
 //! fact: the diff compares it from the report's figures, with a tolerance.
 
 use super::{Facts, list};
+use crate::answers::nccl::NcclProbe;
 use crate::checks::Context;
 use crate::report::SourceKind;
-use crate::source::NcclProbe;
 
 pub(super) fn nccl(ctx: &Context<'_>, facts: &mut Facts) {
     let s = "nccl";

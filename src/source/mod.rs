@@ -23,12 +23,13 @@ use std::time::Duration;
 
 use crate::answers::cuda::{CudaPlan, CudaProbe};
 use crate::answers::gpudirect::{GdrProbe, GdrTarget};
+use crate::answers::nccl::NcclProbe;
 use crate::answers::nvml::{NvmlErrorKind, NvmlFacts, parse_nvml_json};
 use crate::answers::pod_resources::{POD_RESOURCES_SOCKET, PodResourcesFacts, RpcErrorKind};
 use crate::report::SourceKind;
 pub use cuda::CudaOptions;
 pub use gpudirect::GdrOptions;
-pub use nccl::{NcclOptions, NcclProbe};
+pub use nccl::NcclOptions;
 pub use rooted::{FsError, RootedFs};
 
 /// Root-relative directory that marks a capture and holds its probe answers.
@@ -130,7 +131,7 @@ pub trait Source: Send + Sync {
     /// `.gpudoctor/nccl/*.log`. A source that cannot run or read them says "not requested".
     fn nccl(&self) -> NcclProbe {
         NcclProbe::NotRequested {
-            why: nccl::NOT_REQUESTED.to_string(),
+            why: crate::answers::nccl::NOT_REQUESTED.to_string(),
         }
     }
 

@@ -34,9 +34,12 @@ mod errors;
 mod lines;
 mod model;
 mod prefix;
+mod run;
 mod sweep;
 mod table;
 mod transport;
+
+pub use run::{INSTALL_HINT, NOT_REQUESTED, NcclProbe, NcclRun, RunMeta};
 
 use std::collections::VecDeque;
 

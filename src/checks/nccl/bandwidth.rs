@@ -7,11 +7,11 @@ use super::{
     LARGE_BYTES, MULTI_NODE_FAIL_SHARE, NIC_EFFICIENCY, each_run, judging_profile, naming_nodes,
     not_tests_log, row_evidence, table_collective,
 };
+use crate::answers::nccl::NcclRun;
 use crate::answers::nccl::{Point, Sweep, format_size};
 use crate::checks::{Context, Outcome};
 use crate::profile::Profile;
 use crate::report::{Action, Evidence, Figure, FigureName};
-use crate::source::nccl::NcclRun;
 
 /// A sweep collapses when every size after its peak, to the largest, stays under this share of
 /// the peak (see the `nccl.bandwidth_collapse` explanation for why half).

@@ -4,11 +4,11 @@
 //! judged here (it has no footer).
 
 use super::{collective_name, each_run, naming_nodes, quote, table_collective, tail_evidence};
+use crate::answers::nccl::{INSTALL_HINT, NcclProbe, NcclRun};
 use crate::answers::nccl::{LogKind, NcclLog, format_size};
 use crate::checks::{Context, Outcome};
 use crate::process::RunExit;
 use crate::report::{Action, Evidence};
-use crate::source::nccl::{INSTALL_HINT, NcclProbe, NcclRun};
 
 /// What an nccl-tests exit status means (`testResult_t`, nccl.md §4).
 fn exit_meaning(code: i32) -> &'static str {

@@ -4,10 +4,10 @@
 //! error most likely points at.
 
 use super::{each_run, naming_nodes, quote};
+use crate::answers::nccl::NcclRun;
 use crate::answers::nccl::{FailureKind, LogKind, NcclLog, ibv_wc_status_name};
 use crate::checks::{Context, Outcome};
 use crate::report::{Action, Evidence};
-use crate::source::nccl::NcclRun;
 
 /// Where an error most likely comes from (nccl.md §11, §13): a phrase, a hint, an action.
 fn diagnose(log: &NcclLog, error: &str, kind: Option<FailureKind>) -> (String, String, Action) {

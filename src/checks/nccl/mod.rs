@@ -38,9 +38,9 @@ mod transports;
 
 use super::{CheckDef, Context, Explain, Outcome};
 use crate::answers::nccl::{LogKind, NcclLog, Quoted, Row, collective_from_rows};
+use crate::answers::nccl::{NcclProbe, NcclRun};
 use crate::profile::{self, Profile};
 use crate::report::{Action, Evidence, Layer, Status};
-use crate::source::nccl::{NcclProbe, NcclRun};
 
 pub use bandwidth::{COLLAPSE_MIN_SIZES, COLLAPSE_SHARE};
 

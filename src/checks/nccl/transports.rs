@@ -4,11 +4,11 @@
 //! application, so these checks judge both.
 
 use super::{collective_name, each_run, env_setting, judging_profile, needs_info, quote};
+use crate::answers::nccl::NcclRun;
 use crate::answers::nccl::{LogKind, NcclLog};
 use crate::answers::nvml::Reading;
 use crate::checks::{Context, Outcome};
 use crate::report::{Action, Evidence};
-use crate::source::nccl::NcclRun;
 
 /// The node has (or should have) RDMA: devices in sysfs (the rdma layer's facts), or the
 /// profile expects ports.

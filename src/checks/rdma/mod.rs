@@ -15,6 +15,7 @@ use crate::report::{Action, Evidence, Figure, FigureName, Layer};
 
 // GPUDirect and RoCE each read files no other check of the layer reads; the port walk and
 // the unread bookkeeping they share stay here.
+mod counters;
 mod gpudirect;
 mod roce;
 use gpudirect::gpudirect;
@@ -86,7 +87,7 @@ pub fn checks() -> Vec<CheckDef> {
                 fix: "watch the counters with `gpudoctor check --sample 60` or `perfquery` for a few minutes; rising counters mean a cable or transceiver to replace; clear them with `perfquery -x -R` after the fix",
             },
             run: |ctx| {
-                super::rdma_counters::error_counters(ctx)
+                counters::error_counters(ctx)
                     .with_unread(unread(ctx, rdma::ERROR_COUNTERS))
                     .noting_unread(&ctx.boot().problems)
             },

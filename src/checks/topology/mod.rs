@@ -22,6 +22,7 @@ use crate::report::{Action, Evidence, Layer};
 // One file per check that stands on its own facts; the link, NUMA and GPU↔NIC checks share the
 // tree helpers below and stay here.
 mod acs;
+mod aer;
 mod iommu_mode;
 mod topology_manager;
 use acs::acs;
@@ -53,7 +54,7 @@ pub fn checks() -> Vec<CheckDef> {
                 fix: "read `dmesg | grep -i aer` for the device and error type; drain and reboot after a fatal error; reseat or replace the card, riser or cable of the link named (either end may count the errors); counters only reset at reboot, so `gpudoctor check --sample 60` tells whether they still rise",
             },
             run: |ctx| {
-                super::aer::aer_errors(ctx)
+                aer::aer_errors(ctx)
                     .with_unread(unread(ctx, AER_FILES))
                     .noting_unread(&ctx.boot().problems)
             },

@@ -17,10 +17,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::history::{Tally, Timeline, tally};
-use super::rates::{SAMPLE_MORE, Window, rate_figure, window};
-use super::topology::{attr_path, in_scope, label, topo};
-use super::{Context, Outcome};
+use super::{attr_path, in_scope, label, topo};
+use crate::checks::history::{Tally, Timeline, tally};
+use crate::checks::rates::{SAMPLE_MORE, Window, rate_figure, window};
+use crate::checks::{Context, Outcome};
 use crate::facts::topology::{DeviceKind, PciDevice};
 use crate::facts::xid::{AerEvent, AerSeverity, MarkerKind};
 use crate::report::{Action, Evidence, Figure, FigureName};
@@ -392,7 +392,9 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
         Outcome::fail(format!("{}{tail_text}", fails.join("; ")))
             .evidence_all(evidence)
             .hint(hint)
-            .action(super::xid::most_drastic(&actions).unwrap_or(Action::HardwareInspection))
+            .action(
+                crate::checks::xid::most_drastic(&actions).unwrap_or(Action::HardwareInspection),
+            )
     } else if !warns.is_empty() {
         Outcome::warn(format!("{}{tail_text}", warns.join("; ")))
             .evidence_all(evidence)

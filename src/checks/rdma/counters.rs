@@ -10,9 +10,9 @@
 //! warn; fewer are history (an old burst), reported with their total. PMA counters saturate
 //! (4, 8 or 16 bits, facts/rdma.rs): one at its maximum no longer counts, which is said.
 
-use super::rates::{SAMPLE_MORE, Window, rate_figure, window};
-use super::rdma::{port_label, port_path, ports, rdma_devices};
-use super::{Context, Outcome};
+use super::{port_label, port_path, ports, rdma_devices};
+use crate::checks::rates::{SAMPLE_MORE, Window, rate_figure, window};
+use crate::checks::{Context, Outcome};
 use crate::facts::rdma::{ERROR_COUNTER_BITS, ERROR_COUNTERS, HW_ERROR_COUNTERS};
 use crate::report::{Action, Evidence};
 use crate::sample::{Change, change, over_uptime, port_key, rate, rdma_counters};
