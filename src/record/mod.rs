@@ -283,7 +283,8 @@ fn record_into(
     let earlier = rerecorded_manifest(&options.root)?;
     let inner: Box<dyn Source> = if earlier.is_some() {
         Box::new(
-            ReplaySource::new(&options.root)
+            ReplaySource::open(&options.root)
+                .map_err(|err| RecordError::RootNotACapture(err.why))?
                 .with_kernel_log(
                     options.source.kernel_log.clone(),
                     options.source.probe_timeout,
@@ -354,9 +355,13 @@ fn record_into(
 
     // 3. Write the tree into the temporary sibling.
     let capture: PathBuf = output.tree().to_path_buf();
+    // Entries only listed are looked at where the source read: for an overlay fixture, its
+    // composed tree with its grafts (source/overlay.rs), so the capture is complete. Untraced:
+    // this look is not part of what the checks read.
+    let read_fs = RootedFs::new(recording.inner.fs().root()).with_grafts_of(recording.inner.fs());
     let (mut counts, changed) = tree::materialize(
         &trace,
-        &options.root,
+        &read_fs,
         &capture,
         options.redact.then_some(&mut redactor),
     )?;

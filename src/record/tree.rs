@@ -196,7 +196,7 @@ impl Builder<'_> {
 /// of the node that changed under the walk (their entries left out).
 pub(super) fn materialize(
     trace: &Trace,
-    root: &Path,
+    live: &RootedFs,
     capture: &Path,
     mut redactor: Option<&mut Redactor>,
 ) -> Result<(Counts, Vec<Changed>), RecordError> {
@@ -226,7 +226,6 @@ pub(super) fn materialize(
     }
     // Entries of listed directories that no check opened: recreate their shape, not content.
     // Looked at through the rooted reader: never by a path that could lead out of the root.
-    let live = RootedFs::new(root);
     for (dir, names) in &trace.listings {
         for name in names {
             let path = if dir.is_empty() {
@@ -276,7 +275,8 @@ mod tests {
             ("sys/bus/b", Visited::Link("../x".into())),
             ("sys/ok", Visited::File),
         ]);
-        let (counts, changed) = materialize(&trace, root.path(), capture.path(), None).unwrap();
+        let (counts, changed) =
+            materialize(&trace, &RootedFs::new(root.path()), capture.path(), None).unwrap();
         assert_eq!(counts.files, 2);
         assert_eq!(changed.len(), 1, "{changed:?}");
         let said = changed[0].to_string();
@@ -300,7 +300,8 @@ mod tests {
             ("sys/devices/gpu", Visited::Dir),
             ("sys/devices/gpu/vendor", Visited::File),
         ]);
-        let (_, changed) = materialize(&trace, root.path(), &capture, None).unwrap();
+        let (_, changed) =
+            materialize(&trace, &RootedFs::new(root.path()), &capture, None).unwrap();
         assert!(!outer.path().join("escape").exists());
         assert_eq!(changed.len(), 1, "{changed:?}");
         assert!(

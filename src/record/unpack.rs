@@ -181,9 +181,19 @@ fn hit(err: &io::Error) -> Option<Hit> {
 pub fn unpack_capture(archive: &Path, limits: &UnpackLimits) -> Result<Unpacked, UnpackError> {
     let unpacked = unpack(archive, limits)?;
     let fs = RootedFs::new(unpacked.path());
-    match crate::source::capture_manifest(&fs) {
-        Ok(_) => Ok(unpacked),
-        Err(why) => Err(UnpackError::NotACapture(not_a_capture(&fs, &why))),
+    if let Err(why) = crate::source::capture_manifest(&fs) {
+        return Err(UnpackError::NotACapture(not_a_capture(&fs, &why)));
+    }
+    // An overlay fixture names a sibling directory as its base; an archive has no siblings,
+    // and a base found next to the temporary directory would be whatever lies there.
+    match crate::source::overlay::base_of(&fs) {
+        Ok(None) => Ok(unpacked),
+        Ok(Some(base)) => Err(UnpackError::NotACapture(format!(
+            "its {MANIFEST} names a base ({base:?}): it is an overlay fixture, which is only read \
+             beside its base; an archive must hold a complete capture (`gpudoctor record --root \
+             <the overlay> --out NAME.tar.gz` writes one)"
+        ))),
+        Err(why) => Err(UnpackError::NotACapture(why)),
     }
 }
 

@@ -453,7 +453,8 @@ pub struct FirstFailure {
     pub action: Option<Action>,
 }
 
-/// Where a run's facts came from: the node itself, or a recorded capture replayed.
+// Where a run's facts came from: the node itself, or a recorded capture replayed. (A plain
+// comment: a doc comment would change the published schema, docs/report.schema.json.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceKind {

@@ -14,6 +14,7 @@ pub mod nccl;
 mod nccl_log;
 pub mod nvml_lib;
 pub mod nvml_live;
+pub mod overlay;
 pub mod podresources;
 pub mod rooted;
 
@@ -298,6 +299,10 @@ fn named_kernel_log(path: &Path, wait: Duration) -> Result<Option<(String, Strin
 /// A recorded node: probes answered from `.gpudoctor/`.
 pub struct ReplaySource {
     fs: RootedFs,
+    /// The root as given, for the report: an overlay fixture is read from its composed tree.
+    shown_root: PathBuf,
+    /// An overlay's composed tree (`overlay.rs`), kept as long as the source is.
+    _composed: Option<std::sync::Arc<overlay::Composed>>,
     /// `--nccl-log` files given with a capture: judged instead of its own logs.
     nccl_logs: Vec<PathBuf>,
     /// `--kernel-log` given with a capture, and the probe timeout: read instead of its kmsg.txt.
@@ -305,12 +310,36 @@ pub struct ReplaySource {
 }
 
 impl ReplaySource {
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        ReplaySource {
-            fs: RootedFs::new(root),
+    /// Replay the capture at `root`; an overlay fixture is composed with its bases first
+    /// (`overlay.rs`), and one that cannot be is an error naming it.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self, overlay::OverlayError> {
+        let root = root.into();
+        let composed = overlay::compose(&root)?.map(std::sync::Arc::new);
+        let fs = match &composed {
+            Some(c) => c.fs(),
+            None => RootedFs::new(&root),
+        };
+        Ok(ReplaySource {
+            fs,
+            shown_root: root,
+            _composed: composed,
             nccl_logs: Vec::new(),
             kernel_log: None,
-        }
+        })
+    }
+
+    /// [`ReplaySource::open`] for a capture known to be good (tests, a capture just written):
+    /// an overlay that cannot be composed is read as it stands, without its bases. The command
+    /// line goes through [`open`], which refuses it instead.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
+        ReplaySource::open(&root).unwrap_or_else(|_| ReplaySource {
+            fs: RootedFs::new(&root),
+            shown_root: root,
+            _composed: None,
+            nccl_logs: Vec::new(),
+            kernel_log: None,
+        })
     }
 
     /// Judge this kernel log instead of the capture's `kmsg.txt` (a probe option given on the
@@ -337,6 +366,9 @@ impl ReplaySource {
 impl Source for ReplaySource {
     fn kind(&self) -> SourceKind {
         SourceKind::Replay
+    }
+    fn root(&self) -> &Path {
+        &self.shown_root
     }
     fn captured_at(&self) -> Option<String> {
         capture_time(&capture_manifest(&self.fs).ok()?)
@@ -526,11 +558,17 @@ pub fn open(root: &Path, options: SourceOptions) -> Result<Box<dyn Source>, NotA
         Ok(_) => {}
     }
     match capture_manifest(&fs) {
-        Ok(_) => Ok(Box::new(
-            ReplaySource::new(root)
-                .with_nccl_logs(options.nccl.logs)
-                .with_kernel_log(options.kernel_log, options.probe_timeout),
-        )),
+        Ok(_) => {
+            let replay = ReplaySource::open(root).map_err(|err| NotACapture {
+                root: root.display().to_string(),
+                why: err.why,
+            })?;
+            Ok(Box::new(
+                replay
+                    .with_nccl_logs(options.nccl.logs)
+                    .with_kernel_log(options.kernel_log, options.probe_timeout),
+            ))
+        }
         Err(why) => Err(NotACapture {
             root: root.display().to_string(),
             why,

@@ -9,8 +9,68 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-/// Copy a tree (a fixture into a scratch directory), symlinks kept as links.
+/// Copy a tree (a fixture into a scratch directory), symlinks kept as links. An overlay fixture
+/// (docs/fixtures.md) is copied composed with its bases, as a complete capture whose manifest
+/// names no base: the copy has no siblings to find them by.
 pub fn copy_tree(from: &Path, to: &Path) {
+    if let Some(composed) = gpudoctor::source::overlay::compose(from).unwrap() {
+        copy_plain(composed.path(), to);
+        let manifest = to.join(".gpudoctor/manifest.json");
+        let mut value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+        if let Some(m) = value.as_object_mut() {
+            m.remove("base");
+            m.remove("removes");
+        }
+        std::fs::write(
+            &manifest,
+            serde_json::to_string_pretty(&value).unwrap() + "\n",
+        )
+        .unwrap();
+        return;
+    }
+    copy_plain(from, to);
+}
+
+/// A fixture as a complete tree, composed once per test binary when it is an overlay: for
+/// tests that read its files by path (a stand-in library pointed at its `nvml.json`, a live run
+/// with `--root`). Kept until the test binary exits.
+pub fn complete(fixture: &Path) -> PathBuf {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static DONE: OnceLock<Mutex<HashMap<PathBuf, PathBuf>>> = OnceLock::new();
+    // Under cargo's scratch directory for tests, one folder per test binary, emptied on its
+    // first use in a run: nothing is left in /tmp, and binaries never share one.
+    static KEEP: OnceLock<PathBuf> = OnceLock::new();
+    let manifest = fixture.join(".gpudoctor/manifest.json");
+    let is_overlay = std::fs::read_to_string(&manifest)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .is_some_and(|v| v.get("base").is_some());
+    if !is_overlay {
+        return fixture.to_path_buf();
+    }
+    let mut done = DONE.get_or_init(Default::default).lock().unwrap();
+    if let Some(found) = done.get(fixture) {
+        return found.clone();
+    }
+    let keep = KEEP.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let binary = exe.file_stem().unwrap().to_string_lossy().into_owned();
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("complete-fixtures")
+            .join(binary);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    });
+    let to = keep.join(name_of(fixture));
+    copy_tree(fixture, &to);
+    done.insert(fixture.to_path_buf(), to.clone());
+    to
+}
+
+fn copy_plain(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
@@ -19,7 +79,7 @@ pub fn copy_tree(from: &Path, to: &Path) {
         if kind.is_symlink() {
             std::os::unix::fs::symlink(std::fs::read_link(entry.path()).unwrap(), &target).unwrap();
         } else if kind.is_dir() {
-            copy_tree(&entry.path(), &target);
+            copy_plain(&entry.path(), &target);
         } else {
             std::fs::copy(entry.path(), &target).unwrap();
         }

@@ -21,7 +21,9 @@
 //! look and our open (`renameat2(RENAME_EXCHANGE)` in a loop) then makes the open fail; it never
 //! reads outside (tests/root_confinement.rs races it).
 
-mod fd;
+mod error;
+pub(in crate::source) mod fd;
+mod graft;
 mod named;
 mod read;
 
@@ -32,8 +34,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use thiserror::Error;
-
+pub use error::FsError;
 pub use named::{read_capped, read_capped_bytes, read_named_file, read_regular_file};
 
 /// Most symlinks followed while resolving one path (Linux `MAXSYMLINKS` is 40).
@@ -42,75 +43,6 @@ pub const MAX_LINK_HOPS: usize = 40;
 /// Default cap for one file read. sysfs attributes are at most a page; configs and probe answers
 /// are far below this. A larger file is reported, not read.
 pub const DEFAULT_READ_CAP: u64 = 8 * 1024 * 1024;
-
-/// Why a root-relative path could not be read. Every variant names the root-relative path.
-#[derive(Debug, Clone, Error, PartialEq, Eq)]
-pub enum FsError {
-    #[error("{path}: not found")]
-    NotFound { path: String },
-    #[error("{path}: dangling symlink ({link} -> {target})")]
-    Dangling {
-        path: String,
-        link: String,
-        target: String,
-    },
-    #[error("{path}: symlink {link} -> {target} leaves the root; refused")]
-    EscapesRoot {
-        path: String,
-        link: String,
-        target: String,
-    },
-    #[error("{path}: too many levels of symbolic links (loop?)")]
-    Loop { path: String },
-    #[error("{path}: permission denied")]
-    PermissionDenied { path: String },
-    #[error("{path}: not a regular file ({kind})")]
-    NotAFile { path: String, kind: String },
-    #[error("{path}: not a directory")]
-    NotADirectory { path: String },
-    #[error("{path}: larger than the {cap}-byte read cap")]
-    TooLarge { path: String, cap: u64 },
-    #[error("{path}: not text (binary or invalid UTF-8)")]
-    NotText { path: String },
-    #[error("{path}: {message}")]
-    Io { path: String, message: String },
-}
-
-impl FsError {
-    /// The root-relative path the error is about.
-    pub fn path(&self) -> &str {
-        match self {
-            FsError::NotFound { path }
-            | FsError::Dangling { path, .. }
-            | FsError::EscapesRoot { path, .. }
-            | FsError::Loop { path }
-            | FsError::PermissionDenied { path }
-            | FsError::NotAFile { path, .. }
-            | FsError::NotADirectory { path }
-            | FsError::TooLarge { path, .. }
-            | FsError::NotText { path }
-            | FsError::Io { path, .. } => path,
-        }
-    }
-
-    /// True when the path simply is not there (absent attribute, dangling link): callers often
-    /// treat that as "this fact is unknown" rather than as a damaged node.
-    pub fn is_missing(&self) -> bool {
-        matches!(self, FsError::NotFound { .. } | FsError::Dangling { .. })
-    }
-
-    fn from_io(path: &str, err: &io::Error) -> FsError {
-        match err.kind() {
-            io::ErrorKind::NotFound => FsError::NotFound { path: path.into() },
-            io::ErrorKind::PermissionDenied => FsError::PermissionDenied { path: path.into() },
-            _ if err.raw_os_error() == Some(libc::ELOOP) => FsError::Loop { path: path.into() },
-            _ => FsError::Io {
-                path: path.into(),
-                message: err.to_string(),
-            },
-        }
-    }
-}
 
 /// A directory tree treated as a machine's `/`.
 #[derive(Debug, Clone)]
@@ -127,6 +59,8 @@ pub struct RootedFs {
     dir_fds: Arc<Mutex<DirFds>>,
     /// The root, opened once (`O_PATH`); the errno when it could not be opened.
     root_fd: Arc<OnceLock<Result<Arc<OwnedFd>, i32>>>,
+    /// Directories read from elsewhere (an overlay's base, `graft.rs`); usually none.
+    grafts: graft::Grafts,
 }
 
 /// A directory in the memo: the walk state there, its resolved path kept as one string (a
@@ -230,6 +164,7 @@ impl RootedFs {
             dirs: Arc::default(),
             dir_fds: Arc::default(),
             root_fd: Arc::default(),
+            grafts: Arc::default(),
         }
     }
 
@@ -266,6 +201,11 @@ impl RootedFs {
             return Ok(found.clone());
         }
         drop(fds);
+        if let Some(grafted) = self.grafted_dir(path) {
+            let opened = grafted?;
+            self.remember_dir_fd(path.to_os_string(), opened.clone());
+            return Ok(opened);
+        }
         let opened = Arc::new(fd::open_beneath(
             root.as_fd(),
             path,
@@ -291,6 +231,11 @@ impl RootedFs {
     /// [`RootedFs::dir_fd`], then the last component `O_NOFOLLOW` (a link that appeared since
     /// it was resolved is refused, `ELOOP`). An empty path opens the root itself.
     fn open_resolved(&self, components: &[OsString], flags: libc::c_int) -> io::Result<OwnedFd> {
+        if !self.grafts.is_empty()
+            && let Some(graft) = self.graft_at(&join_os(components))
+        {
+            return fd::open_one(graft.as_fd(), OsStr::new("."), flags);
+        }
         match components.split_last() {
             None => fd::open_one(self.root_fd()?.as_fd(), OsStr::new("."), flags),
             Some((last, dir)) => fd::open_one(self.dir_fd(&join_os(dir))?.as_fd(), last, flags),
@@ -529,10 +474,18 @@ impl RootedFs {
                 });
             } else if !is_last {
                 // Opened as a directory, not followed: a link swapped in since the look fails.
-                here = Some(Arc::new(
-                    fd::open_one(parent.as_fd(), name, libc::O_PATH | libc::O_DIRECTORY)
-                        .map_err(|e| FsError::from_io(rel, &e))?,
-                ));
+                let graft = if self.grafts.is_empty() {
+                    None
+                } else {
+                    self.graft_at(&join_os(&resolved))
+                };
+                here = Some(match graft {
+                    Some(graft) => graft,
+                    None => Arc::new(
+                        fd::open_one(parent.as_fd(), name, libc::O_PATH | libc::O_DIRECTORY)
+                            .map_err(|e| FsError::from_io(rel, &e))?,
+                    ),
+                });
                 if self.trace.is_none() {
                     // A real directory on the way: asked for by its own path, it resolves to
                     // itself.
