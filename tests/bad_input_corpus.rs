@@ -399,7 +399,8 @@ fn corpus_of(fixture: &Path, per_mutation: usize) -> Vec<Outcome> {
     let scratch = tempfile::tempdir().unwrap();
     let root = scratch.path().join("node");
     common::copy_tree(fixture, &root);
-    let pristine = RootedFs::new(fixture);
+    // Paths resolve as in the undamaged node: an overlay fixture as its composed tree.
+    let pristine = RootedFs::new(common::complete(fixture));
     let mut memo = HashMap::new();
 
     let baseline = check(&root, scratch.path());

@@ -616,7 +616,9 @@ fn a_node_against_itself_its_copy_its_archive_and_its_report_is_empty() {
             flate2::Compression::fast(),
         ));
         tar.follow_symlinks(false);
-        tar.append_dir_all(".", fixture(name)).unwrap();
+        // An archive holds a complete capture: an overlay is packed composed.
+        tar.append_dir_all(".", common::complete(&fixture(name)))
+            .unwrap();
         tar.into_inner().unwrap().finish().unwrap();
         let d = run(&fixture(name), &packed);
         assert!(

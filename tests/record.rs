@@ -20,6 +20,8 @@ use serde_json::Value;
 /// `.gpudoctor/`, a tree like a live node's.
 fn record_from(root: &Path, answers: &Path, out: &Path, extra: &[&str]) -> Output {
     let live = tempfile::tempdir().unwrap();
+    // The probes' answers are read by path: an overlay fixture's are in its composed tree.
+    let answers = &common::complete(answers);
     let root = if root.join(".gpudoctor").exists() {
         let copy = live.path().join("node");
         common::copy_tree(root, &copy);

@@ -141,7 +141,8 @@ fn check_one(fixture: &Path) -> Vec<String> {
 
     // A .tar.gz, re-recorded into a .tar.gz, replayed packed.
     let packed = tmp.path().join("in.tar.gz");
-    pack(fixture, &packed);
+    // An archive holds a complete capture: an overlay fixture is packed composed.
+    pack(&common::complete(fixture), &packed);
     let out_packed = tmp.path().join("out.tar.gz");
     rerecord(&packed, &out_packed, &[]);
     let got = verdict(&out_packed);
@@ -202,9 +203,11 @@ fn re_recording_carries_the_probe_answers_and_redacts_again() {
     // Unredacted: the answers come over as they were recorded.
     let plain = tmp.path().join("plain");
     rerecord(&fixture, &plain, &["--no-redact"]);
+    // The fixture is an overlay: its answers are read by path in its composed tree.
+    let complete = common::complete(&fixture);
     for answer in ["nvml.json", "pod-resources.json"] {
         let a: Value = serde_json::from_str(
-            &fs::read_to_string(fixture.join(".gpudoctor").join(answer)).unwrap(),
+            &fs::read_to_string(complete.join(".gpudoctor").join(answer)).unwrap(),
         )
         .unwrap();
         let b: Value = serde_json::from_str(
@@ -233,7 +236,7 @@ fn re_recording_carries_the_probe_answers_and_redacts_again() {
     // Redacted (the default): GPU UUIDs do not survive, the verdict does.
     let redacted = tmp.path().join("redacted");
     rerecord(&fixture, &redacted, &[]);
-    let nvml = fs::read_to_string(fixture.join(".gpudoctor/nvml.json")).unwrap();
+    let nvml = fs::read_to_string(complete.join(".gpudoctor/nvml.json")).unwrap();
     let uuid = serde_json::from_str::<Value>(&nvml).unwrap()["devices"][0]["uuid"]
         .as_str()
         .unwrap()

@@ -11,25 +11,41 @@ use std::sync::OnceLock;
 
 /// Copy a tree (a fixture into a scratch directory), symlinks kept as links. An overlay fixture
 /// (docs/fixtures.md) is copied composed with its bases, as a complete capture whose manifest
-/// names no base: the copy has no siblings to find them by.
+/// names no base (the copy has no siblings to find them by). The composing here is the tests'
+/// own — base copied, removals taken out, the overlay copied over — independent of
+/// `source/overlay.rs`, which tests/overlays.rs and the snapshots check against it.
 pub fn copy_tree(from: &Path, to: &Path) {
-    if let Some(composed) = gpudoctor::source::overlay::compose(from).unwrap() {
-        copy_plain(composed.path(), to);
-        let manifest = to.join(".gpudoctor/manifest.json");
-        let mut value: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
-        if let Some(m) = value.as_object_mut() {
-            m.remove("base");
-            m.remove("removes");
-        }
-        std::fs::write(
-            &manifest,
-            serde_json::to_string_pretty(&value).unwrap() + "\n",
-        )
-        .unwrap();
+    let manifest_path = from.join(".gpudoctor/manifest.json");
+    let manifest: Option<serde_json::Value> = std::fs::read_to_string(&manifest_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let Some(base) = manifest
+        .as_ref()
+        .and_then(|m| m.get("base"))
+        .and_then(|b| b.as_str())
+    else {
+        copy_plain(from, to);
         return;
+    };
+    copy_tree(&from.parent().unwrap().join(base), to);
+    let manifest = manifest.unwrap();
+    for gone in manifest["removes"].as_array().into_iter().flatten() {
+        let path = to.join(gone.as_str().unwrap());
+        let meta = path.symlink_metadata().unwrap();
+        if meta.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
     }
     copy_plain(from, to);
+    let mut manifest = manifest;
+    if let Some(m) = manifest.as_object_mut() {
+        m.remove("base");
+        m.remove("removes");
+    }
+    let text = serde_json::to_string_pretty(&manifest).unwrap() + "\n";
+    std::fs::write(to.join(".gpudoctor/manifest.json"), text).unwrap();
 }
 
 /// A fixture as a complete tree, composed once per test binary when it is an overlay: for
@@ -70,12 +86,22 @@ pub fn complete(fixture: &Path) -> PathBuf {
     to
 }
 
+/// Copy `from` over `to`: directories merge, anything else replaces what is there.
 fn copy_plain(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
         let kind = entry.file_type().unwrap();
         let target = to.join(entry.file_name());
+        if let Ok(there) = target.symlink_metadata()
+            && (!kind.is_dir() || !there.is_dir())
+        {
+            if there.is_dir() {
+                std::fs::remove_dir_all(&target).unwrap();
+            } else {
+                std::fs::remove_file(&target).unwrap();
+            }
+        }
         if kind.is_symlink() {
             std::os::unix::fs::symlink(std::fs::read_link(entry.path()).unwrap(), &target).unwrap();
         } else if kind.is_dir() {
