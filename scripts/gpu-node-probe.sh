@@ -127,7 +127,8 @@ section "versions"
     ibwb="$(command -v ib_write_bw 2>/dev/null || true)"
     if [ -n "$perftest_dir" ] && [ -x "$perftest_dir/ib_write_bw" ]; then ibwb="$perftest_dir/ib_write_bw"; fi
     if [ -n "$ibwb" ]; then
-        echo "ib_write_bw:    $("$ibwb" --version 2>&1 | head -n1) ($ibwb)"
+        # Bounded: a perftest that does not know --version may start a server and wait.
+        echo "ib_write_bw:    $(timeout 20 "$ibwb" --version 2>&1 | head -n1) ($ibwb)"
     else
         echo "ib_write_bw:    not found (the GPUDirect loopbacks will skip: install perftest)"
     fi

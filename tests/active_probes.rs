@@ -43,9 +43,8 @@ struct Live {
 fn live_from(name: &str) -> Live {
     let fixture = common::repo().join("fixtures").join(name);
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    common::copy_tree(&fixture, &root);
-    let capture = root.join(".gpudoctor");
+    let root = common::live_root(&fixture);
+    let capture = common::complete(&fixture).join(".gpudoctor");
     let nvml = dir.path().join("nvml.json");
     std::fs::copy(capture.join("nvml.json"), &nvml).unwrap();
     let cuda = dir.path().join("cuda.json");
@@ -70,7 +69,6 @@ fn live_from(name: &str) -> Live {
             }
         }
     }
-    std::fs::remove_dir_all(&capture).unwrap();
     Live {
         _dir: dir,
         root,
@@ -786,7 +784,7 @@ fn the_gpu_node_script_prints_versions_figures_and_verdicts() {
     for want in [
         "== versions ==",
         "gpudoctor:      gpudoctor ",
-        "ib_write_bw:    ",
+        "ib_write_bw:    Version: 6.22 (",
         "driver.cuda: pass",
         "topology.host_bandwidth: pass",
         "nvlink.p2p_bandwidth: pass",

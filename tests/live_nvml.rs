@@ -742,11 +742,9 @@ fn a_hung_gpu_costs_the_budget_and_is_named() {
     let _held = nvml_lock();
     let fixture = common::repo().join("fixtures/hgx-h100-healthy");
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    common::copy_tree(&fixture, &root);
+    let root = common::live_root(&fixture);
     let json = dir.path().join("nvml.json");
-    std::fs::copy(root.join(NVML_JSON), &json).unwrap();
-    std::fs::remove_dir_all(root.join(".gpudoctor")).unwrap();
+    std::fs::copy(fixture.join(NVML_JSON), &json).unwrap();
     let budget = 3u64;
     let started = std::time::Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))

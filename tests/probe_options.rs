@@ -34,9 +34,7 @@ struct Roots {
 
 fn roots() -> Roots {
     let tmp = tempfile::tempdir().unwrap();
-    let live = tmp.path().join("live");
-    common::copy_tree(&healthy(), &live);
-    std::fs::remove_dir_all(live.join(".gpudoctor")).unwrap();
+    let live = common::live_root(&healthy());
     let packed = tmp.path().join("capture.tar.gz");
     pack(&healthy(), &packed);
     let kernel_log = tmp.path().join("dmesg.txt");

@@ -18,16 +18,7 @@ use std::time::{Duration, Instant};
 /// The healthy fixture as a live root: a copy without its `.gpudoctor/` (a capture would be
 /// re-recorded, and refuse `--nvml-lib`), made once per test binary and kept while it runs.
 fn fixture() -> PathBuf {
-    static LIVE: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
-    LIVE.get_or_init(|| {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("node");
-        common::copy_tree(&common::repo().join("fixtures/hgx-h100-healthy"), &root);
-        fs::remove_dir_all(root.join(".gpudoctor")).unwrap();
-        (tmp, root)
-    })
-    .1
-    .clone()
+    common::live_root(&common::repo().join("fixtures/hgx-h100-healthy"))
 }
 
 /// `gpudoctor record` of the healthy fixture as a live root, NVML absent.

@@ -536,10 +536,8 @@ fn an_nvml_init_that_hangs_is_an_error_at_the_timeout() {
     let fixture = common::repo().join("fixtures/hgx-h100-healthy");
     let nvml_json = fixture.join(".gpudoctor/nvml.json");
     // A live root (no manifest) with the fixture's files, so the NVML library is really loaded.
+    let root = common::live_root(&fixture);
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    common::copy_tree(&fixture, &root);
-    std::fs::remove_dir_all(root.join(".gpudoctor")).unwrap();
     let env = [
         (common::FAKE_NVML_JSON, nvml_json.to_str().unwrap()),
         ("GPUDOCTOR_FAKE_NVML_HANG_SECS", "600"),
