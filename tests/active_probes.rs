@@ -1,7 +1,8 @@
 //! The active probes (`--cuda`, `--bandwidth`, issue 18) run live against stand-ins: the CUDA
 //! driver library built from tests/fake-cuda (answering from a fixture's `cuda.json`) and the
-//! fake `ib_write_bw` of tests/data/perftest/fake (printing the fixture's loopback outputs, or
-//! hanging, crashing, printing garbage). What is checked:
+//! stand-in `ib_write_bw` of tests/fake-perftest (printing the fixture's loopback outputs, or
+//! hanging, crashing, printing garbage; its server listens on its TCP port and block-buffers its
+//! banner as perftest's does). What is checked:
 //! - each active-probe fixture's verdict comes out of a live run too, and the four active checks
 //!   say the same live as in replay;
 //! - a hang (cuInit, one GPU's context, one HCA's loopback) costs at most the timeout, names
@@ -515,8 +516,12 @@ fn loopbacks_that_hang_crash_or_print_garbage_are_named_within_the_timeout() {
     let figures = gdr["figures"].as_array().unwrap();
     assert_eq!(figures.len(), 5, "{figures:?}");
     let calls = std::fs::read_to_string(live.perftest.join("calls")).unwrap();
+    let client = calls
+        .lines()
+        .find(|l| l.starts_with("client mlx5_0 1 "))
+        .unwrap_or_else(|| panic!("no client on mlx5_0:\n{calls}"));
     assert!(
-        calls.contains("client mlx5_0 1 18615 GPU-263526ca-0ed0-753b-08aa-4ed33dd41658 PCI_BUS_ID"),
+        client.contains(" GPU-263526ca-0ed0-753b-08aa-4ed33dd41658 PCI_BUS_ID "),
         "the loopback must use the nearest GPU, by UUID:\n{calls}"
     );
     assert!(
@@ -867,5 +872,56 @@ fn a_gpu_buffer_the_hca_cannot_register_fails_naming_the_hca_and_the_error() {
         "{gdr}"
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    live.assert_nothing_left();
+}
+
+/// A perftest built without CUDA (what `apt install perftest` gives) refuses `--use_cuda` on the
+/// server, which ends before it listens: no client starts, and the verdict is the build's —
+/// an `error` with the install hint — never a hardware one. The same from the capture.
+#[test]
+fn a_perftest_without_cuda_is_not_a_hardware_verdict() {
+    let live = live_from("h100-bandwidth-healthy");
+    for entry in std::fs::read_dir(&live.perftest).unwrap() {
+        let path = entry.unwrap().path();
+        if let Some(hca) = path.file_stem().and_then(|s| s.to_str()) {
+            std::fs::write(live.perftest.join(format!("{hca}.mode")), "no-cuda").unwrap();
+        }
+    }
+    let (out, report, _) = live.run(&["--bandwidth", "--cuda-timeout", "10", "--only", "rdma"]);
+    let gdr = check(&report, "rdma.gpudirect_bandwidth");
+    assert_eq!(gdr["status"], "error", "{gdr}\n{}", stderr(&out));
+    let summary = gdr["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("cannot use gpu memory")
+            && summary.contains("server: ib_write_bw: unrecognized option '--use_cuda=0'"),
+        "{summary}"
+    );
+    assert!(
+        gdr["hint"].as_str().unwrap().contains("built without it"),
+        "{gdr}"
+    );
+    assert_ne!(gdr["action"], "hardware_inspection", "{gdr}");
+    let calls = std::fs::read_to_string(live.perftest.join("calls")).unwrap();
+    assert!(!calls.contains("client "), "no client starts:\n{calls}");
+
+    // Recorded and replayed: the same verdict from the kept server output.
+    let capture = live._dir.path().join("capture");
+    let mut cmd = record_command(&live, &capture);
+    cmd.args(["--bandwidth", "--cuda-timeout", "10"]);
+    assert!(cmd.output().unwrap().status.success());
+    let replayed = common::gpudoctor(&[
+        "check",
+        "--root",
+        capture.to_str().unwrap(),
+        "--only",
+        "rdma",
+        "--format",
+        "json",
+    ]);
+    let replayed: Value = serde_json::from_slice(&replayed.stdout).unwrap();
+    assert_eq!(
+        check(&replayed, "rdma.gpudirect_bandwidth")["summary"],
+        gdr["summary"]
+    );
     live.assert_nothing_left();
 }

@@ -14,7 +14,7 @@ pub const BINARY: &str = "ib_write_bw";
 pub const MESSAGE_BYTES: u64 = 8 << 20;
 
 /// How to get it, for the skip message.
-pub const INSTALL_HINT: &str = "install perftest built with CUDA (`apt install perftest` or `dnf install perftest`; from source: `./configure CUDA_H_PATH=/usr/local/cuda/include/cuda.h`), or pass --perftest-dir DIR";
+pub const INSTALL_HINT: &str = "install perftest built with CUDA: the distributions' packages (`apt`/`dnf install perftest`) are built without it, so build it from source (`git clone https://github.com/linux-rdma/perftest && cd perftest && ./autogen.sh && ./configure CUDA_H_PATH=/usr/local/cuda/include/cuda.h && make`), version 4.4-0.29 or later for `--use_cuda=<id>`, and pass --perftest-dir DIR";
 /// Why nothing ran.
 pub const NOT_REQUESTED: &str =
     "gpudirect rdma loopback not requested: pass --bandwidth to run ib_write_bw through each hca";

@@ -133,6 +133,12 @@ fn is_error_line(t: &str) -> bool {
     ];
     STARTS.iter().any(|s| lower.starts_with(s))
         || lower.contains("failed to")
+        // getopt_long (glibc posix/getopt.c): `ib_write_bw: unrecognized option '--use_cuda=0'`
+        // from a build without CUDA, `option '--use_cuda' doesn't allow an argument` from one
+        // older than 4.4-0.29; perftest's own `Unsupported memory type`.
+        || lower.contains("unrecognized option")
+        || lower.contains("doesn't allow an argument")
+        || lower.contains("unsupported memory type")
         || lower.contains("completion with error")
         || (lower.contains("not found") && lower.contains("device"))
 }

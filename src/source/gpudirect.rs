@@ -12,8 +12,11 @@
 //! - the GPU is chosen by `CUDA_VISIBLE_DEVICES=<its NVML UUID>` and `--use_cuda=0`, so perftest's
 //!   own device order (CUDA's fastest-first) cannot pick another one;
 //! - the server (`ib_write_bw -d DEV -i PORT -p TCP ...`) starts first; the client (the same
-//!   plus `localhost`) starts once the server prints `Waiting for client to connect` (perftest's
-//!   banner), instead of AzNHC's fixed `sleep 5`;
+//!   plus `localhost`) starts once the server's TCP port listens ([`TCP_TABLES`]), instead of
+//!   AzNHC's fixed `sleep 5`. Not on the server's banner (`Waiting for client to connect`): perftest
+//!   `printf`s it into our pipe, block-buffered, and blocks in `accept()`, so the line arrives
+//!   only when the server ends. The banner still counts where it does arrive (a perftest that
+//!   flushes, a terminal-like pipe);
 //! - both are [`Group`](crate::process::Group)s: at the timeout (`--cuda-timeout`) each is
 //!   stopped with everything it started, and the output so far is kept and judged; the server
 //!   gets [`SERVER_GRACE`] after the client to finish, then is stopped.
@@ -50,9 +53,21 @@ pub struct NotFound {
     /// `--perftest-dir` was given.
     pub asked: bool,
 }
-/// TCP port of the first loopback's out-of-band exchange; the next ones count up from it. Not
-/// perftest's default 18515, which a job's own perftest may be using.
+/// TCP port of the first loopback's out-of-band exchange when the kernel names no free one
+/// ([`free_tcp_port`]); the next ones count up from it. Not perftest's default 18515, which a
+/// job's own perftest may be using.
 pub const BASE_TCP_PORT: u16 = 18615;
+
+/// A TCP port nobody uses now, as the kernel picks one for a bind to port 0: a fixed port may be
+/// held by a job's perftest or another gpudoctor, and then the client would talk to that
+/// server. Released at once for the server to bind (a race only with another bind to a port
+/// the kernel hands out in turn).
+fn free_tcp_port() -> Option<u16> {
+    std::net::TcpListener::bind(("0.0.0.0", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .ok()
+}
 /// How long the server may take to finish after its client.
 pub const SERVER_GRACE: Duration = Duration::from_secs(5);
 /// Install locations searched after `PATH`: distribution packages, MLNX_OFED/DOCA, AzNHC's build.
@@ -65,6 +80,41 @@ pub const COMMON_DIRS: &[&str] = &[
 ];
 /// Output kept verbatim per side.
 pub const TRANSCRIPT_CAP: usize = 256 * 1024;
+/// The kernel's TCP sockets of the network namespace gpudoctor runs in (proc(5),
+/// `/proc/net/tcp`: `local_address` as hex `ADDR:PORT`, `st` `0A` for LISTEN), read to see the
+/// server listen. Not under `--root`: the server runs here, beside gpudoctor, like the binary.
+pub const TCP_TABLES: [&str; 2] = ["/proc/net/tcp", "/proc/net/tcp6"];
+/// Most of a TCP table read (a busy node lists tens of thousands of sockets, 150 bytes each).
+const TCP_TABLE_CAP: u64 = 16 << 20;
+
+/// Does a socket in `table` (the text of `/proc/net/tcp` or `tcp6`) listen on `port`? A table
+/// that does not parse says no: the banner and the deadline still end the wait.
+pub fn listens_on(table: &str, port: u16) -> bool {
+    use procfs_core::FromBufReadSI as _;
+    let system = procfs_core::ExplicitSystemInfo {
+        boot_time_secs: 0,
+        ticks_per_second: 100,
+        page_size: 4096,
+        is_little_endian: cfg!(target_endian = "little"),
+    };
+    procfs_core::net::TcpNetEntries::from_buf_read(table.as_bytes(), &system).is_ok_and(|t| {
+        t.0.iter().any(|e| {
+            e.state == procfs_core::net::TcpState::Listen && e.local_address.port() == port
+        })
+    })
+}
+
+/// Does a socket of this network namespace listen on `port`?
+fn port_listens(port: u16) -> bool {
+    use std::io::Read as _;
+    TCP_TABLES.iter().any(|path| {
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(TCP_TABLE_CAP).read_to_string(&mut text))
+            .is_ok()
+            && listens_on(&text, port)
+    })
+}
 
 /// `check` options for the loopbacks.
 #[derive(Debug, Clone)]
@@ -219,9 +269,13 @@ fn run_one(
             let _ = tx.send(result.map(|ended| (ended, side.finish())));
         });
     }
-    // Wait for the banner, the server's end, or the deadline.
+    // Wait for the port to listen (or the banner), the server's end, or the deadline.
     let mut server: Option<std::io::Result<(child::Ended, String)>> = None;
     while !ready.load(Ordering::SeqCst) && Instant::now() < deadline {
+        if port_listens(tcp_port) {
+            ready.store(true, Ordering::SeqCst);
+            break;
+        }
         match rx.recv_timeout(child::POLL) {
             Ok(result) => {
                 server = Some(result);
@@ -274,7 +328,7 @@ fn run_one(
     if let Some(e) = &server_ended {
         killed.extend(e.killed.iter().cloned());
     }
-    let output = perftest::parse(&client_text);
+    let output = outputs(&client_text, &server_text);
     Ok(GdrRun {
         device: target.device.clone(),
         port: target.port,
@@ -297,6 +351,21 @@ fn run_one(
         origin: format!("{BINARY} -d {} (client output)", target.device),
         transcript: Some((client_text, server_text)),
     })
+}
+
+/// The client's output, judged; where it has no result row, the server's failures are added
+/// (`server: ...`): a perftest without CUDA support, or too old for `--use_cuda=<id>`, refuses
+/// the option on the server, which then ends before it listens and no client ever starts.
+/// Live and replay alike (a capture keeps the server's output as `<device>.server.log`).
+fn outputs(client: &str, server: &str) -> perftest::PerftestOutput {
+    let mut output = perftest::parse(client);
+    if output.rows.is_empty() {
+        let server = perftest::parse(server);
+        output
+            .errors
+            .extend(server.errors.into_iter().map(|e| format!("server: {e}")));
+    }
+    output
 }
 
 fn say(progress: bool, text: &str) {
@@ -334,7 +403,7 @@ pub fn probe_live(options: &GdrOptions, targets: &[GdrTarget]) -> GdrProbe {
     };
     let mut runs = Vec::new();
     for (i, target) in targets.iter().enumerate() {
-        let tcp_port = BASE_TCP_PORT.saturating_add(i as u16);
+        let tcp_port = free_tcp_port().unwrap_or(BASE_TCP_PORT.saturating_add(i as u16));
         say(
             options.progress,
             &format!(
@@ -469,7 +538,7 @@ pub fn read_capture(fs: &RootedFs) -> GdrProbe {
         };
         let port = meta.as_ref().map_or(1, |m| m.port);
         let device = meta.as_ref().map_or(stem.clone(), |m| m.device.clone());
-        let output = perftest::parse(&text);
+        let output = outputs(&text, &server);
         runs.push(GdrRun {
             device,
             port,
@@ -490,6 +559,36 @@ pub fn read_capture(fs: &RootedFs) -> GdrProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Real tables (tests/data/proc-net/README.md says how they were read).
+    const TCP: &str = include_str!("../../tests/data/proc-net/tcp");
+    const TCP6: &str = include_str!("../../tests/data/proc-net/tcp6");
+
+    #[test]
+    fn a_listening_port_is_found_in_the_kernels_tables_and_a_connected_one_is_not() {
+        assert!(listens_on(TCP, 18615), "0.0.0.0:18615 listens");
+        assert!(!listens_on(TCP, 18616), "18616 listens on IPv6 only");
+        assert!(listens_on(TCP6, 18616));
+        // 127.0.0.1:47766 (BA96) is the client end of a connection: not listening.
+        assert!(!listens_on(TCP, 0xBA96));
+        assert!(!listens_on(TCP, 18617));
+    }
+
+    #[test]
+    fn a_damaged_table_says_nothing_listens() {
+        for table in [
+            "",
+            "  sl  local_address rem_address   st\n",
+            &TCP[..TCP.len() / 3],
+            "\u{0}\u{ff}garbage\n   0: zz:48B7 00000000:0000 0A\n",
+        ] {
+            let _ = listens_on(table, 18615);
+        }
+        assert!(!listens_on(
+            "  sl\n   0: 00000000:48B7 00000000:0000 0A\n",
+            18615
+        ));
+    }
 
     #[test]
     fn arguments_and_environment_pick_the_hca_and_the_gpu() {

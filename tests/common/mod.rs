@@ -191,33 +191,50 @@ pub fn fake_cuda_lib() -> &'static Path {
     LIB.get_or_init(|| build_stand_in("fake-cuda", "target/fake-cuda", "cuda_fake", &[]))
 }
 
-/// The stand-in `ib_write_bw` (a shell script answering from `GPUDOCTOR_FAKE_PERFTEST`).
+/// The directory of the stand-in `ib_write_bw` (tests/fake-perftest, answering from
+/// `GPUDOCTOR_FAKE_PERFTEST`), built once per test binary: put it first on `PATH`.
 pub fn fake_perftest_dir() -> PathBuf {
-    repo().join("tests/data/perftest/fake")
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let target = repo().join("target/fake-perftest");
+        build_package("fake-perftest", &target, &[]);
+        let dir = target.join("debug");
+        assert!(
+            dir.join("ib_write_bw").is_file(),
+            "ib_write_bw was not built"
+        );
+        dir
+    })
+    .clone()
 }
 
 fn build_fake_nvml(target_dir: &str, extra: &[&str]) -> PathBuf {
     build_stand_in("fake-nvml", target_dir, "nvidia_ml_fake", extra)
 }
 
+/// `cargo build -p PACKAGE` into its own target directory, so it never waits on the lock of the
+/// `cargo test` that runs this.
+fn build_package(package: &str, target: &Path, extra: &[&str]) {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "-p", package, "--locked"])
+        .args(extra)
+        .arg("--target-dir")
+        .arg(target)
+        .current_dir(repo())
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "building tests/{package} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn build_stand_in(package: &str, target_dir: &str, lib_name: &str, extra: &[&str]) -> PathBuf {
     {
-        let repo = repo();
-        let target = repo.join(target_dir);
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let out = Command::new(cargo)
-            .args(["build", "-p", package, "--locked"])
-            .args(extra)
-            .arg("--target-dir")
-            .arg(&target)
-            .current_dir(&repo)
-            .output()
-            .expect("cargo runs");
-        assert!(
-            out.status.success(),
-            "building tests/{package} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let target = repo().join(target_dir);
+        build_package(package, &target, extra);
         let lib = target
             .join("debug")
             .join(format!("{DLL_PREFIX}{lib_name}{DLL_SUFFIX}"));

@@ -194,7 +194,9 @@ fn no_row(run: &GdrRun, who: &str) -> Result<(Status, String, Vec<Evidence>), St
         .errors
         .iter()
         .chain(&run.output.malformed_rows)
-        .any(|e| e.contains("use_cuda"));
+        .any(|e| {
+            e.contains("use_cuda") || e.to_ascii_lowercase().contains("unsupported memory type")
+        });
     if cuda_option {
         return Err(format!("{who}: {}", run.output.errors.join("; ")));
     }
