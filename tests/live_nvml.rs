@@ -899,9 +899,10 @@ fn put(root: &Path, rel: &str, from: &Path) {
 
 #[test]
 fn the_host_library_is_found_under_the_root() {
-    let candidates = gpudoctor::source::nvml_lib::CANDIDATES;
+    use gpudoctor::source::host_lib::{LIB_DIRS, NVML_SONAME};
     // The GPU Operator's driver root, and a distribution path behind a soname link.
-    let init = check_with_library_at(|root, _| put(root, candidates[0], fake_lib()));
+    let operator = format!("{}/{NVML_SONAME}", LIB_DIRS[0]);
+    let init = check_with_library_at(|root, _| put(root, &operator, fake_lib()));
     assert_eq!(init["status"], "pass", "{init}");
     assert!(
         init["summary"]
@@ -920,6 +921,15 @@ fn the_host_library_is_found_under_the_root() {
         .unwrap();
     });
     assert_eq!(init["status"], "pass", "{init}");
+    // GKE Container-Optimized OS: the installer's directory, nothing in /usr/lib*.
+    let init = check_with_library_at(|root, _| {
+        put(
+            root,
+            "home/kubernetes/bin/nvidia/lib64/libnvidia-ml.so.1",
+            fake_lib(),
+        )
+    });
+    assert_eq!(init["status"], "pass", "{init}");
 }
 
 #[test]
@@ -929,7 +939,8 @@ fn a_library_outside_the_root_is_not_loaded() {
     let init = check_with_library_at(|root, scratch| {
         let outside = scratch.join("libnvidia-ml.so.1");
         std::fs::copy(fake_lib(), &outside).unwrap();
-        let link = root.join(gpudoctor::source::nvml_lib::CANDIDATES[0]);
+        use gpudoctor::source::host_lib::{LIB_DIRS, NVML_SONAME};
+        let link = root.join(format!("{}/{NVML_SONAME}", LIB_DIRS[0]));
         std::fs::create_dir_all(link.parent().unwrap()).unwrap();
         std::os::unix::fs::symlink(&outside, link).unwrap();
     });

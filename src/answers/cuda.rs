@@ -288,9 +288,15 @@ pub struct CudaFacts {
     /// `--bandwidth` was asked: host↔GPU and peer copies were measured, not only the round trip.
     #[serde(default)]
     pub bandwidth: bool,
-    /// The library loaded (`--cuda-lib`, or `libcuda.so.1` from the loader's search path).
+    /// The library loaded: `--cuda-lib`, the host's found under `--root`
+    /// (`source/host_lib.rs`), or `libcuda.so.1` from the loader's search path.
     #[serde(default)]
     pub library: Option<String>,
+    /// The driver version in the name of the file it is (`libcuda.so.550.54.15`, as mapped into
+    /// the helper): which driver's user-space half was loaded, compared with the kernel
+    /// module's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_version: Option<String>,
     /// Why it could not be loaded (no library, a missing symbol).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_error: Option<String>,
@@ -328,6 +334,8 @@ pub struct CudaFacts {
 pub enum Event {
     Library {
         path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file_version: Option<String>,
     },
     LoadError {
         message: String,
@@ -407,7 +415,10 @@ impl CudaFacts {
     /// Fold one event into the facts.
     pub fn apply(&mut self, event: Event) {
         match event {
-            Event::Library { path } => self.library = Some(path),
+            Event::Library { path, file_version } => {
+                self.library = Some(path);
+                self.library_version = file_version;
+            }
             Event::LoadError { message } => self.load_error = Some(message),
             Event::DriverVersion { version } => self.driver_version = Some(version),
             Event::Init { code } => self.init = Some(code),

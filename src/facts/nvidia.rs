@@ -23,17 +23,11 @@ pub const NVML_LIBRARY_DIRS: &[&str] = &[
     "usr/lib",
     "run/nvidia/driver/usr/lib/x86_64-linux-gnu",
     "run/nvidia/driver/usr/lib64",
+    // GKE Container-Optimized OS: the driver installer's directory.
+    "home/kubernetes/bin/nvidia/lib64",
 ];
 
-/// A driver version (`550.54.15`, `535.216.03`; Jetson `34.1.1`): two or three dot-separated
-/// decimal fields.
-pub fn is_driver_version(token: &str) -> bool {
-    let parts: Vec<&str> = token.split('.').collect();
-    (2..=3).contains(&parts.len())
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-}
+pub use crate::text::is_driver_version;
 
 /// `/proc/driver/nvidia/version`, first line e.g.
 /// `NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.14  Release Build  (...)`:

@@ -10,9 +10,10 @@
 pub mod child;
 pub mod cuda;
 pub mod gpudirect;
+pub mod host_lib;
+pub mod ld_cache;
 pub mod nccl;
 mod nccl_log;
-pub mod nvml_lib;
 pub mod nvml_live;
 pub mod overlay;
 pub mod podresources;
@@ -57,7 +58,7 @@ pub const DEV_KMSG: &str = "dev/kmsg";
 #[derive(Debug, Clone)]
 pub struct SourceOptions {
     /// `--nvml-lib`: load this NVML library instead of the host's under `--root` or the loader's
-    /// `libnvidia-ml.so.1` (`nvml_lib.rs`).
+    /// `libnvidia-ml.so.1` (`host_lib.rs`).
     pub nvml_lib: Option<PathBuf>,
     /// `--kernel-log FILE`: read the kernel log from this file (a saved `dmesg`, `/dev/kmsg`,
     /// a pipe such as `<(journalctl -k)`) instead of `dev/kmsg` under the root, or instead of a
@@ -210,6 +211,42 @@ impl HostSource {
     pub fn options(&self) -> &SourceOptions {
         &self.options
     }
+
+    /// The libcuda the CUDA helper loads: `--cuda-lib`; else, under a root other than `/`, the
+    /// host's (`host_lib.rs`: a Pod that requests no GPU has none of its own); else, or when
+    /// the root holds none, the loader's search for `libcuda.so.1`.
+    fn cuda_library(&self) -> cuda::CudaLibrary {
+        let loader = |shown: Option<String>| cuda::CudaLibrary::Loader {
+            name: host_lib::CUDA_SONAME.to_string(),
+            shown,
+        };
+        if let Some(named) = &self.options.cuda.library {
+            return cuda::CudaLibrary::Loader {
+                name: named.display().to_string(),
+                shown: None,
+            };
+        }
+        if self.fs.root() == Path::new("/") {
+            return loader(None);
+        }
+        match host_lib::find_under_root(&self.fs, host_lib::CUDA_SONAME) {
+            Some(lib) => cuda::CudaLibrary::UnderRoot {
+                root: self.fs.root().to_path_buf(),
+                relative: lib.relative().unwrap_or(host_lib::CUDA_SONAME).to_string(),
+                shown: lib.shown().to_string(),
+            },
+            None => loader(Some(format!(
+                "{} through this container's loader, none being under {} (looked in {} and its ld.so.cache)",
+                host_lib::CUDA_SONAME,
+                self.fs.root().display(),
+                host_lib::LIB_DIRS
+                    .iter()
+                    .map(|d| format!("/{d}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
 }
 
 impl Source for HostSource {
@@ -222,7 +259,11 @@ impl Source for HostSource {
     fn nvml(&self) -> NvmlFacts {
         self.nvml
             .get_or_init(|| {
-                let lib = nvml_lib::choose(&self.fs, self.options.nvml_lib.as_deref());
+                let lib = host_lib::choose(
+                    &self.fs,
+                    self.options.nvml_lib.as_deref(),
+                    host_lib::NVML_SONAME,
+                );
                 nvml_live::probe(lib, self.options.probe_timeout)
             })
             .clone()
@@ -275,7 +316,7 @@ impl Source for HostSource {
                 why: crate::answers::cuda::NOT_REQUESTED.to_string(),
             };
         }
-        cuda::probe_live(&self.options.cuda, &plan())
+        cuda::probe_live(&self.options.cuda, &self.cuda_library(), &plan())
     }
     fn gpudirect(&self, targets: &dyn Fn() -> Vec<GdrTarget>) -> GdrProbe {
         if !self.options.gpudirect.run {

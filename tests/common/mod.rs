@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod kubelet;
+pub mod live;
 pub mod node;
 
 use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};

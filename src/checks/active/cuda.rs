@@ -289,13 +289,27 @@ fn init_failure(ctx: &Context<'_>, facts: &CudaFacts, init: i32, nvml_count: usi
     let name = code_name(init);
     let evidence = Evidence::new("cuda.init", format!("{name} ({init})")).expected("CUDA_SUCCESS");
     let visible = facts.env.get("CUDA_VISIBLE_DEVICES");
-    let versions = match (facts.driver_version, ctx.nvml().cuda_driver_version) {
-        (Some(lib), Some(kernel)) => Some(format!(
-            "libcuda speaks cuda {}, the loaded driver supports cuda {} (nvml)",
-            version_text(lib),
-            version_text(kernel)
-        )),
+    // Which driver each half comes from: the library's file name (`libcuda.so.550.54.15`, as
+    // mapped into the helper) against the kernel module's version (/proc/driver/nvidia/version
+    // or sys/module/nvidia/version). Not NVML's CUDA version: NVML reads it from libcuda
+    // itself, so the two always agree.
+    let module = match ctx.module_version() {
+        Ok(Some((v, _))) => Some(v.clone()),
         _ => None,
+    };
+    let api = facts
+        .driver_version
+        .map(|v| format!(" (cuda {})", version_text(v)))
+        .unwrap_or_default();
+    let versions = match (&facts.library_version, &module) {
+        (Some(lib), Some(kernel)) => Some(format!(
+            "libcuda is driver {lib}{api}, the loaded kernel module {kernel}"
+        )),
+        (None, Some(kernel)) => Some(format!(
+            "the loaded kernel module is {kernel}; libcuda's file names no version{api}"
+        )),
+        (Some(lib), None) => Some(format!("libcuda is driver {lib}{api}")),
+        (None, None) => None,
     };
     let out = match init {
         code::NO_DEVICE => {

@@ -38,13 +38,40 @@ fn rate_of(ctx: &Context<'_>, device: &str, port: u32) -> Option<f64> {
         .rate_gbps
 }
 
+/// The devices left out, as one line of evidence (`mlx5_8: nearest gpu at NODE ...; ...`).
+fn left_out_evidence(left_out: &[super::LeftOut]) -> Option<Evidence> {
+    // Devices with the same reason share it (two front-end ports, eight MIG GPUs' rails).
+    let mut grouped: Vec<(Vec<&str>, &str)> = Vec::new();
+    for l in left_out {
+        match grouped.iter_mut().find(|(_, r)| *r == l.reason) {
+            Some((devices, _)) => devices.push(&l.device),
+            None => grouped.push((vec![&l.device], &l.reason)),
+        }
+    }
+    (!grouped.is_empty()).then(|| {
+        let text: Vec<String> = grouped
+            .iter()
+            .map(|(devices, reason)| format!("{}: {reason}", devices.join(", ")))
+            .collect();
+        Evidence::new("left out", text.join("; "))
+    })
+}
+
 fn run(ctx: &Context<'_>) -> Outcome {
+    let plan = super::gdr_plan(ctx);
+    let left_out = left_out_evidence(&plan.left_out);
     let runs = match ctx.gpudirect() {
         GdrProbe::NotRequested { why } => return Outcome::skip(why),
         GdrProbe::NoTargets => {
-            return Outcome::skip(
-                "no rdma device with an active port: no gpudirect loopback to run",
-            );
+            let why = if plan.left_out.is_empty() {
+                "no rdma device with an active port: no gpudirect loopback to run".to_string()
+            } else {
+                format!(
+                    "no gpu rail to loop back: {} rdma device(s) with an active port left out",
+                    plan.left_out.len()
+                )
+            };
+            return Outcome::skip(why).evidence_all(left_out);
         }
         GdrProbe::BinaryMissing { searched, asked } => {
             let text = format!("{BINARY} (perftest) not found in {}", searched.join(", "));
@@ -90,6 +117,11 @@ fn run(ctx: &Context<'_>) -> Outcome {
     let mut problems: Vec<(Status, String, Vec<Evidence>)> = Vec::new();
     let mut values = Vec::new();
     let mut unbuilt = Vec::new();
+    // A capture made before the plan left these out (or by hand) may hold their loopbacks:
+    // they are not judged against a rail's floor, as a live run would not have run them.
+    let runs = runs
+        .iter()
+        .filter(|r| !plan.left_out.iter().any(|l| l.device == r.device));
     for run in runs {
         let gpu = run
             .meta
@@ -139,6 +171,10 @@ fn run(ctx: &Context<'_>) -> Outcome {
         ))
         .hint(INSTALL_HINT);
     }
+    if unbuilt.is_empty() && values.is_empty() && problems.is_empty() {
+        return Outcome::skip("no gpudirect loopback of a gpu rail to judge")
+            .evidence_all(left_out);
+    }
     let overview = format!(
         "{} on {} hca port(s){}",
         super::range(&values, "Gb/s"),
@@ -154,6 +190,7 @@ fn run(ctx: &Context<'_>) -> Outcome {
     if problems.is_empty() {
         return Outcome::pass(format!("gpudirect rdma loopbacks: {overview}"))
             .evidence(Evidence::new("gpudirect", &overview))
+            .evidence_all(left_out)
             .figures(figures);
     }
     problems.sort_by_key(|p| std::cmp::Reverse(p.0.severity()));
@@ -169,6 +206,7 @@ fn run(ctx: &Context<'_>) -> Outcome {
     };
     Outcome::fail(summary)
         .evidence_all(problems.into_iter().flat_map(|p| p.2))
+        .evidence_all(left_out)
         .hint("for the hca named: check nvidia_peermem is loaded (`lsmod | grep peermem`), ACS on the switch between the hca and its gpu, and both pcie links (`lspci -vv -s <bdf>`); run `ib_write_bw -d <hca> --report_gbits` without --use_cuda to tell the nic from the gpu path")
         .action(Action::HardwareInspection)
         .figures(figures)

@@ -14,7 +14,7 @@ mod gpudirect;
 mod peer;
 mod plan;
 
-pub use plan::{cuda_plan, gdr_targets, nearest_gpu, placements_for};
+pub use plan::{GdrPlan, LeftOut, cuda_plan, gdr_plan, gdr_targets, nearest_gpu, placements_for};
 
 use crate::answers::cuda::CudaFacts;
 use crate::answers::cuda::CudaProbe;

@@ -83,21 +83,70 @@ pub fn nearest_gpu<'t>(topo: &'t Topology, nic: &PciDevice) -> Option<(&'t PciDe
         .map(|(g, link)| (g, link.to_string()))
 }
 
-/// One loopback per RDMA device port that is ACTIVE, with the GPU nearest to the device.
-pub fn gdr_targets(ctx: &Context<'_>) -> Vec<GdrTarget> {
+/// An RDMA device the loopbacks leave out, and why (said in the check's evidence).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    pub device: String,
+    pub reason: String,
+}
+
+/// The loopbacks to run and the devices left out. Built from the facts alone, so a replay
+/// judges a capture with the plan the live run had.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GdrPlan {
+    pub targets: Vec<GdrTarget>,
+    pub left_out: Vec<LeftOut>,
+}
+
+/// One loopback per ACTIVE port of each GPU rail: an RDMA device whose nearest GPU is at PIX or
+/// PXB (NCCL uses GPUDirect RDMA up to PXB by default, `NCCL_NET_GDR_LEVEL`), or one the
+/// profile names in `rdma_devices`. Left out: SR-IOV VFs (they belong to Pods, and share
+/// their PF's port), front-end and storage NICs (nearest GPU at PHB, NODE or SYS, or not in the
+/// profile's list), HCAs whose GPU is in MIG mode (CUDA sees a MIG GPU only through its MIG
+/// devices, never by the GPU's UUID) or in a compute mode that refuses the loopback's two
+/// contexts (`Exclusive_Process` lets one process in, `Prohibited` none; nvml.h).
+pub fn gdr_plan(ctx: &Context<'_>) -> GdrPlan {
+    let mut plan = GdrPlan::default();
     let Ok(rdma) = ctx.rdma() else {
-        return Vec::new();
+        return plan;
     };
     let topo = ctx.topology().as_ref().ok();
     let nvml = ctx.nvml();
+    let sriov = ctx.sriov();
+    let rails = ctx.profile().filter(|p| !p.rdma_devices.is_empty());
     let mut gpu_order: Vec<String> = nvml
         .devices
         .iter()
         .filter_map(|d| d.pci_bus_id.clone())
         .collect();
     gpu_order.sort();
-    let mut targets = Vec::new();
     for dev in &rdma.devices {
+        let active: Vec<u32> = dev
+            .ports
+            .iter()
+            .filter(|p| p.state.as_ref().map(|(n, _)| *n) == Some(PORT_ACTIVE))
+            .map(|p| p.port)
+            .collect();
+        if active.is_empty() {
+            continue;
+        }
+        let mut leave = |reason: String| {
+            plan.left_out.push(LeftOut {
+                device: dev.name.clone(),
+                reason,
+            })
+        };
+        let vf = sriov.vfs().find(|(_, vf)| {
+            vf.rdma_device.as_deref() == Some(dev.name.as_str())
+                || (dev.pci.is_some() && dev.pci.as_deref() == Some(vf.bdf.as_str()))
+        });
+        if let Some((pf, vf)) = vf {
+            leave(format!(
+                "an SR-IOV VF ({} of PF {}): VFs are for Pods and share the PF's port",
+                vf.bdf, pf.bdf
+            ));
+            continue;
+        }
         let nic = topo.and_then(|t| {
             t.devices
                 .iter()
@@ -107,30 +156,72 @@ pub fn gdr_targets(ctx: &Context<'_>) -> Vec<GdrTarget> {
             (Some(t), Some(n)) => nearest_gpu(t, n),
             _ => None,
         };
-        for port in &dev.ports {
-            if port.state.as_ref().map(|(n, _)| *n) != Some(PORT_ACTIVE) {
+        let path = nearest.as_ref().map(|(_, l)| l.clone());
+        match rails {
+            Some(profile) if !profile.is_fabric_device(&dev.name) => {
+                leave(format!(
+                    "not one of the {} profile's rdma_devices ({}): a front-end or storage NIC",
+                    profile.name,
+                    profile.rdma_devices.join(", ")
+                ));
                 continue;
             }
-            let gpu = nearest.as_ref().map(|(g, _)| g.bdf.clone());
-            let uuid = gpu.as_ref().and_then(|b| {
-                nvml.devices
-                    .iter()
-                    .find(|d| d.pci_bus_id.as_ref() == Some(b))
-                    .and_then(|d| d.uuid.clone())
-            });
-            let ordinal = gpu
-                .as_ref()
-                .and_then(|b| gpu_order.iter().position(|x| x == b))
-                .map(|i| i as u32);
-            targets.push(GdrTarget {
+            Some(_) => {}
+            None => {
+                if let Some(p) = path.as_deref().filter(|p| !matches!(*p, "PIX" | "PXB")) {
+                    leave(format!(
+                        "nearest gpu at {p}: not a gpu rail (gpudirect rdma is used up to PXB), a front-end or storage NIC; name the rails in a profile's rdma_devices to loop it back"
+                    ));
+                    continue;
+                }
+            }
+        }
+        let gpu = nearest.as_ref().map(|(g, _)| g.bdf.clone());
+        let nvml_gpu = gpu.as_ref().and_then(|b| {
+            nvml.devices
+                .iter()
+                .find(|d| d.pci_bus_id.as_ref() == Some(b))
+        });
+        if let Some(d) = nvml_gpu {
+            if d.error.is_none() && d.mig_possible() {
+                leave(format!(
+                    "its gpu {} is in MIG mode: CUDA reaches it only through its MIG devices",
+                    gpu.as_deref().unwrap_or("?")
+                ));
+                continue;
+            }
+            use crate::answers::nvml::ComputeMode;
+            if let Some(mode @ (ComputeMode::ExclusiveProcess | ComputeMode::Prohibited)) =
+                d.compute_mode.value().copied()
+            {
+                leave(format!(
+                    "its gpu {} is in compute mode {}: the loopback's server and client each need a context on it",
+                    gpu.as_deref().unwrap_or("?"),
+                    mode.label()
+                ));
+                continue;
+            }
+        }
+        let uuid = nvml_gpu.and_then(|d| d.uuid.clone());
+        let ordinal = gpu
+            .as_ref()
+            .and_then(|b| gpu_order.iter().position(|x| x == b))
+            .map(|i| i as u32);
+        for port in active {
+            plan.targets.push(GdrTarget {
                 device: dev.name.clone(),
-                port: port.port,
-                gpu,
-                gpu_uuid: uuid,
+                port,
+                gpu: gpu.clone(),
+                gpu_uuid: uuid.clone(),
                 gpu_ordinal: ordinal,
-                path: nearest.as_ref().map(|(_, l)| l.clone()),
+                path: path.clone(),
             });
         }
     }
-    targets
+    plan
+}
+
+/// The loopbacks to run (the probe asks for these on a live run).
+pub fn gdr_targets(ctx: &Context<'_>) -> Vec<GdrTarget> {
+    gdr_plan(ctx).targets
 }

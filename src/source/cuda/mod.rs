@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::RootedFs;
 use super::child::{self, Stream, Tail};
 use crate::answers::cuda::{CudaFacts, Event, ProbeRun, Stall, parse_event, step};
-use crate::answers::cuda::{CudaPlan, CudaProbe, DEFAULT_LIBRARY, NOT_REQUESTED, PlacementPlan};
+use crate::answers::cuda::{CudaPlan, CudaProbe, NOT_REQUESTED, PlacementPlan};
 use crate::process::Killed;
 
 /// Where a capture keeps the probe's answer.
@@ -101,7 +101,15 @@ impl CudaOptions {
 /// What the parent asks the helper (`--request JSON`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
+    /// The library: a path or soname for the loader, or, with [`Request::root`], a path
+    /// relative to that root that the helper opens confined (`host_lib::open_under_root`).
     pub library: String,
+    /// The root the library was found under (`--root`), when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// How messages name the library (`/host/usr/lib64/libcuda.so.1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown: Option<String>,
     #[serde(default)]
     pub bandwidth: bool,
     #[serde(default)]
@@ -305,8 +313,22 @@ fn run_helper(
     Ok(Outcome { facts, run, stall })
 }
 
+/// Which libcuda the helper loads (`HostSource::cuda` chooses, `host_lib.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CudaLibrary {
+    /// `--cuda-lib PATH`, or the loader's search for `libcuda.so.1` (root `/`, or nothing found
+    /// under the root: `shown` then says where gpudoctor looked first).
+    Loader { name: String, shown: Option<String> },
+    /// Found under `--root`: the helper opens it there itself, confined and checked again.
+    UnderRoot {
+        root: PathBuf,
+        relative: String,
+        shown: String,
+    },
+}
+
 /// Live: run the helper (again without a GPU it stalled on) and gather what it found.
-pub fn probe_live(options: &CudaOptions, plan: &CudaPlan) -> CudaProbe {
+pub fn probe_live(options: &CudaOptions, library: &CudaLibrary, plan: &CudaPlan) -> CudaProbe {
     if !options.requested() {
         return CudaProbe::NotRequested {
             why: NOT_REQUESTED.to_string(),
@@ -326,13 +348,22 @@ pub fn probe_live(options: &CudaOptions, plan: &CudaPlan) -> CudaProbe {
             };
         }
     };
-    let library = options
-        .library
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| DEFAULT_LIBRARY.to_string());
+    let (library, root, shown) = match library {
+        CudaLibrary::Loader { name, shown } => (name.clone(), None, shown.clone()),
+        CudaLibrary::UnderRoot {
+            root,
+            relative,
+            shown,
+        } => (
+            relative.clone(),
+            Some(root.display().to_string()),
+            Some(shown.clone()),
+        ),
+    };
     let mut request = Request {
         library,
+        root,
+        shown,
         bandwidth: options.bandwidth,
         round_trip_bytes: ROUND_TRIP_BYTES,
         copy_bytes: options.copy_bytes.max(1),
@@ -344,7 +375,7 @@ pub fn probe_live(options: &CudaOptions, plan: &CudaPlan) -> CudaProbe {
         options.progress,
         &format!(
             "probing with {} (step timeout {} s{})",
-            request.library,
+            request.shown.as_deref().unwrap_or(&request.library),
             options.step_timeout.as_secs(),
             if options.bandwidth {
                 format!(
@@ -469,7 +500,14 @@ mod tests {
 
     #[test]
     fn not_asked_runs_nothing() {
-        let probe = probe_live(&CudaOptions::default(), &CudaPlan::default());
+        let probe = probe_live(
+            &CudaOptions::default(),
+            &CudaLibrary::Loader {
+                name: crate::answers::cuda::DEFAULT_LIBRARY.into(),
+                shown: None,
+            },
+            &CudaPlan::default(),
+        );
         assert!(matches!(probe, CudaProbe::NotRequested { .. }));
     }
 }

@@ -46,18 +46,33 @@ pub fn run(request: &Request, emit: &(dyn Fn(Event) + Sync)) -> i32 {
         ordinal: None,
         peer: None,
     });
-    let driver = match Driver::load(&request.library) {
+    let shown = request.shown.as_deref().unwrap_or(&request.library);
+    let loaded = match &request.root {
+        // Found under --root by the parent: opened again here, confined and checked, and
+        // loaded by its descriptor (host_lib.rs), so a link swapped in since cannot redirect it.
+        Some(root) => {
+            let fs = crate::source::rooted::RootedFs::new(root);
+            match crate::source::host_lib::open_under_root(&fs, &request.library) {
+                Some(lib) => Driver::load(&lib.path().display().to_string()).map(|d| (d, Some(lib))),
+                None => Err("not a loadable library under the root (gone, a link out of the root, not a regular ELF file, or writable by others)".to_string()),
+            }
+        }
+        None => Driver::load(&request.library).map(|d| (d, None)),
+    };
+    // The descriptor of a library found under the root stays open while it is loaded.
+    let (driver, _opened) = match loaded {
         Ok(d) => d,
         Err(message) => {
             emit(Event::LoadError {
-                message: format!("{}: {message}", request.library),
+                message: format!("{shown}: {message}"),
             });
             emit(Event::Done);
             return 0;
         }
     };
     emit(Event::Library {
-        path: request.library.clone(),
+        path: shown.to_string(),
+        file_version: mapped_version("libcuda.so."),
     });
     if let Ok(version) = driver.driver_version() {
         emit(Event::DriverVersion { version });
@@ -429,6 +444,23 @@ fn peer_copies(driver: &Driver, request: &Request, ready: &[Ready], emit: &(dyn 
             driver.mem_free(dst);
         }
     }
+}
+
+/// The driver version in the file name of the library mapped into this process whose name
+/// starts with `prefix` (`/usr/lib64/libcuda.so.550.54.15` in `/proc/self/maps`: the file the
+/// soname link resolved to, whichever way it was found).
+fn mapped_version(prefix: &str) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    version_in_maps(&maps, prefix)
+}
+
+fn version_in_maps(maps: &str, prefix: &str) -> Option<String> {
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter_map(|path| path.rsplit('/').next())
+        .filter_map(|name| name.strip_prefix(prefix))
+        .find(|v| crate::text::is_driver_version(v))
+        .map(str::to_string)
 }
 
 #[cfg(test)]

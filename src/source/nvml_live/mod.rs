@@ -1,5 +1,5 @@
 //! The live NVML probe: loads `libnvidia-ml.so.1` (`--nvml-lib`, or the host's found under
-//! `--root`: `nvml_lib.rs`) through nvml-wrapper and
+//! `--root`: `host_lib.rs`) through nvml-wrapper and
 //! fills [`NvmlFacts`]. Every per-device call is kept as a [`Reading`] with its error kind, so
 //! one failing query or one lost GPU never hides the rest (reference/gpu-health.md §1).
 //!
@@ -30,7 +30,7 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::bitmasks::InitFlags;
 use nvml_wrapper::error::NvmlError as WrapperError;
 
-use super::nvml_lib::NvmlLibrary;
+use super::host_lib::HostLibrary;
 use crate::answers::nvml::{NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Reading};
 
 /// Most GPUs probed. A node holds at most 16 (HGX 8, GB200 NVL trays 4); the cap only bounds a
@@ -38,7 +38,7 @@ use crate::answers::nvml::{NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Read
 const MAX_DEVICES: u32 = 64;
 
 /// Query NVML: init under `budget`, then every GPU at once, each under `budget`.
-pub fn probe(lib: Option<NvmlLibrary>, budget: Duration) -> NvmlFacts {
+pub fn probe(lib: Option<HostLibrary>, budget: Duration) -> NvmlFacts {
     let system = match init(lib, budget) {
         Ok(system) => system,
         Err(facts) => return facts,
@@ -63,7 +63,7 @@ struct System {
     device_count: u32,
 }
 
-fn init(lib: Option<NvmlLibrary>, budget: Duration) -> Result<System, NvmlFacts> {
+fn init(lib: Option<HostLibrary>, budget: Duration) -> Result<System, NvmlFacts> {
     let (tx, rx) = mpsc::channel();
     let spawned = thread::Builder::new()
         .name("nvml-init".into())
@@ -89,7 +89,7 @@ fn init(lib: Option<NvmlLibrary>, budget: Duration) -> Result<System, NvmlFacts>
     }
 }
 
-fn init_blocking(lib: Option<NvmlLibrary>) -> Result<System, NvmlFacts> {
+fn init_blocking(lib: Option<HostLibrary>) -> Result<System, NvmlFacts> {
     let mut builder = Nvml::builder();
     // NO_GPUS: a node whose GPUs all fell off the bus still initialises, so the count check can
     // name what is missing instead of one opaque init error.
@@ -315,7 +315,7 @@ mod tests {
     #[test]
     fn a_missing_library_is_library_not_found() {
         let facts = probe(
-            Some(NvmlLibrary::named(std::path::Path::new(
+            Some(HostLibrary::named(std::path::Path::new(
                 "/nonexistent/libnvidia-ml.so.1",
             ))),
             Duration::from_secs(10),
