@@ -135,6 +135,9 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[
             ("driver/nvml gpu 0000:18:00.0/*", 3),
             ("driver/nvml gpu 0000:2a:00.0/*", 3),
+            // NVML reports a MIG GPU's links down.
+            ("nvlink/nvml gpu 0000:18:00.0/nvlinks", 1),
+            ("nvlink/nvml gpu 0000:2a:00.0/nvlinks", 1),
             ("device-plugin/checkpoint/nvidia.com/*", 3),
             ("device-plugin/pod-resources allocatable/nvidia.com/*", 3),
             ("device-plugin/kubelet/plugin sockets", 1),
@@ -145,6 +148,9 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[
             ("driver/nvml gpu 0000:18:00.0/*", 3),
             ("driver/nvml gpu 0000:2a:00.0/*", 3),
+            // NVML reports a MIG GPU's links down.
+            ("nvlink/nvml gpu 0000:18:00.0/nvlinks", 1),
+            ("nvlink/nvml gpu 0000:2a:00.0/nvlinks", 1),
             ("device-plugin/checkpoint/nvidia.com/*", 3),
             ("device-plugin/pod-resources allocatable/nvidia.com/*", 3),
             ("device-plugin/kubelet/plugin sockets", 1),

@@ -102,6 +102,32 @@ pub fn checks() -> Vec<CheckDef> {
     ]
 }
 
+/// The GPUs whose links are judged, and a note naming those in MIG mode, which are not: NVML
+/// reports a MIG-enabled GPU's NVLinks as down (peer-to-peer is off in MIG mode), and DCGM
+/// treats them as disabled for this reason (`DcgmHealthWatch.cpp`), so a healthy partitioned
+/// HGX would otherwise read "0 of 18 active".
+fn without_mig<'c>(devices: &[&'c NvmlDevice]) -> (Vec<&'c NvmlDevice>, Option<Evidence>) {
+    let (mig, rest): (Vec<&NvmlDevice>, Vec<&NvmlDevice>) =
+        devices.iter().partition(|d| d.mig_on());
+    let note = (!mig.is_empty()).then(|| {
+        let names: Vec<String> = mig.iter().map(|d| gpu_label(d)).collect();
+        Evidence::new(
+            "nvml.devices[*].mig_mode",
+            format!(
+                "{} in MIG mode, links not judged: nvml reports a MIG gpu's nvlinks down, as peer-to-peer is off in MIG mode",
+                names.join(", ")
+            ),
+        )
+    });
+    (rest, note)
+}
+
+/// The skip for a node whose every GPU with links is in MIG mode.
+fn all_mig(note: Evidence) -> Outcome {
+    Outcome::skip("every gpu is in MIG mode: nvlink is not used and its links are not judged")
+        .evidence(note)
+}
+
 fn links_of(d: &NvmlDevice) -> Option<&Vec<NvLink>> {
     match &d.nvlinks {
         Reading::Value(links) if !links.is_empty() => Some(links),
@@ -192,10 +218,19 @@ fn expected_links(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Option<(u32, St
 }
 
 fn links_active(ctx: &Context<'_>) -> Outcome {
-    let devices = match usable_devices(ctx) {
+    let all = match usable_devices(ctx) {
         Ok(d) => d,
         Err(o) => return o,
     };
+    let (devices, mig) = without_mig(&all);
+    if let (true, Some(note)) = (devices.is_empty(), mig.clone()) {
+        return all_mig(note);
+    }
+    links_active_of(ctx, &devices).evidence_all(mig)
+}
+
+fn links_active_of(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Outcome {
+    let devices = devices.to_vec();
     let mut acc = PerGpu::new();
     for d in &devices {
         acc.read(d, "nvlinks", &d.nvlinks);
@@ -276,10 +311,19 @@ fn links_active(ctx: &Context<'_>) -> Outcome {
 }
 
 fn error_counters(ctx: &Context<'_>) -> Outcome {
-    let devices = match usable_devices(ctx) {
+    let all = match usable_devices(ctx) {
         Ok(d) => d,
         Err(o) => return o,
     };
+    let (devices, mig) = without_mig(&all);
+    if let (true, Some(note)) = (devices.is_empty(), mig.clone()) {
+        return all_mig(note);
+    }
+    error_counters_of(ctx, &devices).evidence_all(mig)
+}
+
+fn error_counters_of(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Outcome {
+    let devices = devices.to_vec();
     if let Some(why) = no_active_nvlink(ctx, &devices) {
         return Outcome::skip(why);
     }
