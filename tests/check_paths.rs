@@ -631,6 +631,34 @@ fn a_lost_gpu_fails_the_gpu_count_naming_it() {
     );
 }
 
+/// A GPU whose handle was had but whose readings answer `RESET_REQUIRED` (nvml.h: "GPU requires a
+/// reset before it can be used again") fails like one that answers `GPU_IS_LOST`, named by its
+/// bus id; it used to leave the readings "inconclusive" (error) instead.
+#[test]
+fn a_gpu_answering_reset_required_fails_naming_it() {
+    let node = Node::healthy();
+    let reset = json!({"error": {"kind": "reset_required", "message": "GPU requires reset"}});
+    set_gpu(&node, 2, "temperature_c", reset.clone());
+    set_gpu(&node, 2, "ecc_errors", reset);
+    let report = node.run_all();
+    assert_check(
+        &report,
+        "driver.gpu_count",
+        Status::Fail,
+        &[
+            "(0000:3a:00.0",
+            "needs a reset: nvml answered reset_required",
+        ],
+    );
+    // The other GPUs are still judged, and this one is not judged as merely unread.
+    assert_check(
+        &report,
+        "driver.thermal",
+        Status::Pass,
+        &["all gpus below their slowdown temperature"],
+    );
+}
+
 /// `nvml.json` as a failed `nvmlInit` leaves it.
 fn init_error(node: &Node, kind: &str, message: &str) {
     node.write(

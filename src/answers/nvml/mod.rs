@@ -283,12 +283,18 @@ impl NvmlDevice {
         out
     }
 
-    /// The first reading that answered `GPU_IS_LOST`: the GPU fell off the bus after its
-    /// handle was had (an XID 79 while gpudoctor ran, or before and the handle was cached).
+    /// The first reading that answered `GPU_IS_LOST` or `RESET_REQUIRED`: the GPU fell off the
+    /// bus after its handle was had (an XID 79 while gpudoctor ran, or before and the handle
+    /// was cached), or it needs a reset before it answers again (nvml.h: "GPU requires a reset
+    /// before it can be used again"). DCGM fails both the same way; neither is a reading that
+    /// merely could not be taken.
     pub fn lost_at(&self) -> Option<(String, &NvmlError)> {
-        self.reading_errors()
-            .into_iter()
-            .find(|(_, e)| e.kind == NvmlErrorKind::GpuIsLost)
+        self.reading_errors().into_iter().find(|(_, e)| {
+            matches!(
+                e.kind,
+                NvmlErrorKind::GpuIsLost | NvmlErrorKind::ResetRequired
+            )
+        })
     }
 
     /// MIG is currently on (the mode says so).

@@ -102,10 +102,17 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
             }
             unnamed += usize::from(device.pci_bus_id.is_none());
         } else if let Some((at, err)) = device.lost_at() {
-            // Lost after its handle was had: every later call answers GPU_IS_LOST (XID 79).
+            // Lost after its handle was had: every later call answers GPU_IS_LOST (XID 79), or
+            // RESET_REQUIRED until the GPU is reset.
+            let state = if err.kind == NvmlErrorKind::ResetRequired {
+                "needs a reset"
+            } else {
+                "is lost"
+            };
             fails.push(format!(
-                "{} is lost: nvml answered gpu_is_lost ({at})",
-                gpu_health::gpu_label(device)
+                "{} {state}: nvml answered {} ({at})",
+                gpu_health::gpu_label(device),
+                err.kind.name()
             ));
             evidence.push(
                 Evidence::new(
