@@ -461,6 +461,20 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
             ("topology/nvswitch 0000:*/-", 4),
         ],
     ),
+    // The b200 node as a GB200 compute tray: GPUs renamed, no fabric manager, IMEX running
+    // (services are judged, not compared as facts).
+    (
+        "gb200-tray-healthy",
+        &[
+            ("driver/gpu 0000:*/pci id", 8),
+            ("driver/nvml gpu 0000:*/model", 8),
+            ("driver/nvswitch 0000:*/-", 4),
+            ("node/node/profile", 1),
+            ("nvlink/nvml gpu 0000:*/fabric", 8),
+            ("rdma/port mlx5_*/1/rate", 2),
+            ("topology/nvswitch 0000:*/-", 4),
+        ],
+    ),
     // Kernel-log AER and SXID reports and counter windows are judged, not compared as facts:
     // the verdict is the whole difference.
     ("h100-aer-surprise-down-gpu", &[]),

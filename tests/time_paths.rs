@@ -465,6 +465,55 @@ fn the_fabric_manager_states() {
     );
 }
 
+/// A GB200-class compute tray runs no fabric manager (the NVSwitch trays do): its IMEX daemon
+/// is judged where installed, and a tray without one passes.
+#[test]
+fn a_compute_tray_is_judged_by_its_imex_daemon_not_a_fabric_manager() {
+    let node = Node::copy("gb200-tray-healthy");
+    assert_check(
+        &node.run_all(),
+        "nvlink.fabric_manager",
+        Status::Pass,
+        &["NVIDIA GB200 compute tray", "nvidia-imex runs"],
+    );
+    // Installed, not running: multi-node NVLink memory sharing fails.
+    node.remove("sys/fs/cgroup/system.slice/nvidia-imex.service");
+    node.remove("proc/2398");
+    let r = node.run_all();
+    assert_check(
+        &r,
+        "nvlink.fabric_manager",
+        Status::Fail,
+        &["nvidia-imex is installed but not running"],
+    );
+    assert_eq!(
+        check(&r, "nvlink.fabric_manager").action,
+        Action::RestartComponent
+    );
+    // Not installed (Kubernetes runs IMEX in the DRA driver's pods): nothing asked of the host.
+    node.remove("usr/lib/systemd/system/nvidia-imex.service");
+    assert_check(
+        &node.run_all(),
+        "nvlink.fabric_manager",
+        Status::Pass,
+        &["no nvidia-imex service on the host"],
+    );
+    // The same node with B200s is an HGX B200 (its switches managed over NVLink, not PCI): the
+    // fabric manager is asked for.
+    let node = Node::copy("gb200-tray-healthy");
+    node.edit_nvml(|n| {
+        for d in n["devices"].as_array_mut().unwrap() {
+            d["name"] = serde_json::json!("NVIDIA B200");
+        }
+    });
+    assert_check(
+        &node.run_all(),
+        "nvlink.fabric_manager",
+        Status::Fail,
+        &["nvidia-fabricmanager is not installed"],
+    );
+}
+
 #[test]
 fn operator_markers_the_node_should_have() {
     let node = Node::copy("h100-operator-peermem-not-validated");

@@ -23,6 +23,11 @@
 //!   NVIDIA/gpu-operator#610).
 //!
 //! Errors before the last start belong to an earlier run (history); those after it are live.
+//!
+//! The same search (unit cgroup, process name, unit file) finds the IMEX daemon of a GB200-class
+//! compute tray ([`IMEX`]): those trays run no fabric manager (it runs on the NVSwitch trays);
+//! multi-node NVLink memory sharing needs `nvidia-imex` instead (NVIDIA IMEX guide: the
+//! `nvidia-imex.service` unit running `/usr/bin/nvidia-imex`, configured in /etc/nvidia-imex/).
 
 use crate::answers::FactError;
 use crate::source::Source;
@@ -45,6 +50,39 @@ pub const LOGS: &[&str] = &[
 pub const COMM: &str = "nv-fabricmanage";
 /// How much of the log's end is read.
 pub const LOG_TAIL_BYTES: u64 = 256 * 1024;
+/// A host service looked for the same way: its unit's cgroups, unit files, logs (read with the
+/// fabric manager's log parser; none for others) and `/proc/<pid>/comm`.
+#[derive(Debug, Clone, Copy)]
+pub struct Service {
+    pub unit_cgroups: &'static [&'static str],
+    pub unit_files: &'static [&'static str],
+    pub logs: &'static [&'static str],
+    pub comm: &'static str,
+}
+
+/// The fabric manager.
+pub const FABRIC_MANAGER: Service = Service {
+    unit_cgroups: UNIT_CGROUPS,
+    unit_files: UNIT_FILES,
+    logs: LOGS,
+    comm: COMM,
+};
+
+/// The IMEX daemon of a multi-node NVLink domain (GB200/GB300 NVL compute trays).
+pub const IMEX: Service = Service {
+    unit_cgroups: &[
+        "sys/fs/cgroup/system.slice/nvidia-imex.service",
+        "sys/fs/cgroup/systemd/system.slice/nvidia-imex.service",
+    ],
+    unit_files: &[
+        "etc/systemd/system/nvidia-imex.service",
+        "usr/lib/systemd/system/nvidia-imex.service",
+        "lib/systemd/system/nvidia-imex.service",
+    ],
+    logs: &[],
+    comm: "nvidia-imex",
+};
+
 /// Most processes looked at when scanning `/proc`.
 const MAX_PROCESSES: usize = 65_536;
 
@@ -145,9 +183,9 @@ pub fn parse_log(path: &str, text: &str) -> FmLog {
 /// Is `pid` the fabric manager? A comm that cannot be read, or is missing (a partial capture;
 /// live, a process that exited since the listing), is noted: that pid may have been it, so the
 /// check cannot call the service stopped (missing is not absent).
-fn is_fm(source: &dyn Source, pid: &str, problems: &mut Vec<FactError>) -> bool {
+fn is_named(source: &dyn Source, pid: &str, comm: &str, problems: &mut Vec<FactError>) -> bool {
     match source.read_to_string(&format!("proc/{pid}/comm")) {
-        Ok(c) => c.trim() == COMM,
+        Ok(c) => c.trim() == comm,
         Err(err) => {
             problems.push(err.into());
             false
@@ -155,19 +193,25 @@ fn is_fm(source: &dyn Source, pid: &str, problems: &mut Vec<FactError>) -> bool 
     }
 }
 
+/// The fabric manager's facts.
 pub fn gather(source: &dyn Source) -> FabricManagerFacts {
+    gather_service(source, &FABRIC_MANAGER)
+}
+
+/// A service's facts: running (and how found), unit file, log.
+pub fn gather_service(source: &dyn Source, service: &Service) -> FabricManagerFacts {
     let mut facts = FabricManagerFacts {
         cgroups_readable: source.exists(CGROUP_ROOT),
         ..FabricManagerFacts::default()
     };
-    for cgroup in UNIT_CGROUPS {
+    for cgroup in service.unit_cgroups {
         let procs = format!("{cgroup}/cgroup.procs");
         match source.read_to_string(&procs) {
             Ok(text) => {
                 let found = text
                     .split_whitespace()
                     .filter_map(|p| p.parse::<u32>().ok())
-                    .find(|p| is_fm(source, &p.to_string(), &mut facts.problems));
+                    .find(|p| is_named(source, &p.to_string(), service.comm, &mut facts.problems));
                 if let Some(pid) = found {
                     facts.running = Some((pid, "its systemd unit's cgroup"));
                     break;
@@ -184,7 +228,7 @@ pub fn gather(source: &dyn Source) -> FabricManagerFacts {
                 facts.running = pids
                     .iter()
                     .take(MAX_PROCESSES)
-                    .find(|p| is_fm(source, p, &mut facts.problems))
+                    .find(|p| is_named(source, p, service.comm, &mut facts.problems))
                     .and_then(|p| p.parse().ok())
                     .map(|pid| (pid, "the process list"));
             }
@@ -192,11 +236,12 @@ pub fn gather(source: &dyn Source) -> FabricManagerFacts {
             Err(err) => facts.problems.push(err.into()),
         }
     }
-    facts.unit_file = UNIT_FILES
+    facts.unit_file = service
+        .unit_files
         .iter()
         .find(|f| source.exists(f))
         .map(|f| f.to_string());
-    for path in LOGS {
+    for path in service.logs {
         match source.read_tail(path, LOG_TAIL_BYTES) {
             Ok(text) => {
                 facts.log = Some(parse_log(path, &text));

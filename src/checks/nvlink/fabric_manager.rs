@@ -3,10 +3,17 @@
 //! cudaErrorSystemNotReady, gpu-health.md §7), and its log must show no error since it last
 //! started. Facts: facts/fabric_manager.rs. NVML's fabric state (nvlink.fabric_state) tells
 //! whether the GPUs were registered; this check tells whether the service is there to do it.
+//!
+//! A GB200/GB300-class compute tray (its GPUs named so, no NVSwitch among its PCI functions)
+//! is part of a rack-scale NVLink domain whose fabric manager runs on the NVSwitch trays, not
+//! here: it reports a fabric state (judged by nvlink.fabric_state) and runs the IMEX daemon
+//! for multi-node memory sharing instead. There the check judges `nvidia-imex` where it is
+//! installed, and never asks for a fabric manager.
 
 use super::super::{Context, Outcome};
 use crate::answers::nvml::FabricState;
-use crate::facts::fabric_manager::{self, FmLine, LOGS, UNIT_CGROUPS, UNIT_FILES};
+use crate::facts::fabric_manager::{self, FmLine, IMEX, LOGS, UNIT_CGROUPS, UNIT_FILES};
+use crate::facts::pci::VENDOR_NVIDIA;
 use crate::report::{Action, Evidence};
 
 /// Most error lines quoted.
@@ -44,11 +51,68 @@ fn nvml_fabric(ctx: &Context<'_>) -> Option<String> {
     })
 }
 
+/// GPU model names of rack-scale NVLink compute trays (`NVIDIA GB200`, `NVIDIA GB300`).
+const TRAY_GPUS: &[&str] = &["GB200", "GB300"];
+
+/// `Some(gpu name)` on a GB200-class compute tray: such GPUs and no NVSwitch PCI function.
+fn compute_tray(
+    ctx: &Context<'_>,
+    devices: &[&crate::answers::nvml::NvmlDevice],
+) -> Option<String> {
+    let name = devices
+        .iter()
+        .filter_map(|d| d.name.as_deref())
+        .find(|n| TRAY_GPUS.iter().any(|t| n.contains(t)))?;
+    let nvswitch_on_pci = ctx.pci().as_ref().is_ok_and(|pci| {
+        pci.functions
+            .iter()
+            .any(|f| f.vendor == VENDOR_NVIDIA && f.class >> 8 == 0x0680)
+    });
+    (!nvswitch_on_pci).then(|| name.to_string())
+}
+
+/// A compute tray: no fabric manager here; `nvidia-imex` judged where installed.
+fn tray(ctx: &Context<'_>, gpu: &str) -> Outcome {
+    let facts = fabric_manager::gather_service(ctx.source(), &IMEX);
+    let fabric = nvml_fabric(ctx)
+        .map(|f| format!("; {f}"))
+        .unwrap_or_default();
+    let no_fm = format!(
+        "{gpu} compute tray: its nvlink fabric manager runs on the nvswitch trays, not here{fabric}"
+    );
+    let evidence = Evidence::new(
+        IMEX.unit_cgroups[0],
+        match (&facts.running, &facts.unit_file) {
+            (Some((pid, how)), _) => format!("nvidia-imex running (pid {pid}, found by {how})"),
+            (None, Some(unit)) => format!("installed ({unit}), no nvidia-imex process"),
+            (None, None) => "no nvidia-imex unit installed".to_string(),
+        },
+    );
+    match (&facts.running, &facts.unit_file) {
+        (Some(_), _) => Outcome::pass(format!("{no_fm}; nvidia-imex runs")).evidence(evidence),
+        (None, Some(_)) => Outcome::fail(format!(
+            "nvidia-imex is installed but not running on {no_fm}: multi-node nvlink memory sharing (imex channels) fails"
+        ))
+        .evidence(evidence.expected("nvidia-imex running"))
+        .hint("`systemctl enable --now nvidia-imex`; its nodes_config.cfg (/etc/nvidia-imex/) must list every tray of the nvlink domain, and its version equal the driver's; read /var/log/nvidia-imex.log")
+        .action(Action::RestartComponent)
+        .noting_unread(&facts.problems),
+        (None, None) => Outcome::pass(format!(
+            "{no_fm}; no nvidia-imex service on the host (in kubernetes the dra driver's compute domains run imex in pods)"
+        ))
+        .evidence(evidence)
+        .noting_unread(&facts.problems),
+    }
+}
+
 pub(super) fn fabric_manager(ctx: &Context<'_>) -> Outcome {
     let devices = super::super::gpu_health::usable_devices(ctx).unwrap_or_default();
     let Some(why) = super::nvswitch_system(ctx, &devices) else {
         return Outcome::skip("no nvswitch on this node: the fabric manager is not needed");
     };
+    if let Some(gpu) = compute_tray(ctx, &devices) {
+        return tray(ctx, &gpu);
+    }
     let facts = fabric_manager::gather(ctx.source());
     let mut evidence = Vec::new();
     let fabric = nvml_fabric(ctx);
