@@ -353,19 +353,8 @@ fn the_gpu_node_script_prints_versions_figures_and_verdicts() {
         .arg("--nvml-lib")
         .arg(common::fake_nvml_lib())
         .arg("--cuda-lib")
-        .arg(common::fake_cuda_lib())
-        .env(common::FAKE_NVML_JSON, &live.nvml)
-        .env(common::FAKE_CUDA_JSON, &live.cuda)
-        .env("GPUDOCTOR_FAKE_PERFTEST", &live.perftest)
-        .env(
-            "PATH",
-            format!(
-                "{}:{}",
-                common::fake_perftest_dir().display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        )
-        .env_remove("CUDA_VISIBLE_DEVICES");
+        .arg(common::fake_cuda_lib());
+    live.stand_in_env(&mut cmd);
     if let Some(k) = &live.kmsg {
         cmd.arg("--kernel-log").arg(k);
     }

@@ -8,8 +8,9 @@ use super::*;
 /// Shared by `check` and `record`, so a capture asks exactly what a check would.
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {
-    /// Load this NVML library instead of libnvidia-ml.so.1 (live nodes only: with a capture it
-    /// is a usage error).
+    /// Load this NVML library (live nodes only: with a capture it is a usage error). Default:
+    /// the host's libnvidia-ml.so.1 found under --root when it is not / (docs/deploy.md), else
+    /// the loader's.
     #[arg(long, value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,
 
@@ -48,13 +49,14 @@ pub struct ActiveArgs {
     pub cuda: bool,
 
     /// Also measure host-GPU copies per GPU (from its own NUMA node and another), GPU-GPU peer
-    /// copies, and a GPUDirect RDMA `ib_write_bw` loopback per HCA (implies --cuda; about 30 s
-    /// on 8 GPUs and 8 HCAs).
+    /// copies, and a GPUDirect RDMA `ib_write_bw` loopback per GPU rail (implies --cuda; about
+    /// 30 s on 8 GPUs and 8 HCAs).
     #[arg(long)]
     pub bandwidth: bool,
 
-    /// Load this CUDA driver library instead of libcuda.so.1 (live nodes only, with --cuda or
-    /// --bandwidth).
+    /// Load this CUDA driver library (live nodes only, with --cuda or --bandwidth). Default:
+    /// the host's libcuda.so.1 found under --root when it is not / (docs/deploy.md), else the
+    /// loader's.
     #[arg(long, value_name = "PATH")]
     pub cuda_lib: Option<PathBuf>,
 

@@ -65,6 +65,24 @@ pub fn live_from(name: &str) -> Live {
 }
 
 impl Live {
+    /// The environment every run against the stand-ins needs: where the stand-in NVML, libcuda
+    /// and `ib_write_bw` answer from, that `ib_write_bw` first on `PATH`, and no
+    /// `CUDA_VISIBLE_DEVICES` from the caller.
+    pub fn stand_in_env(&self, cmd: &mut Command) {
+        cmd.env(super::FAKE_NVML_JSON, &self.nvml)
+            .env(super::FAKE_CUDA_JSON, &self.cuda)
+            .env("GPUDOCTOR_FAKE_PERFTEST", &self.perftest)
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    super::fake_perftest_dir().display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .env_remove("CUDA_VISIBLE_DEVICES");
+    }
+
     /// Give this run a root of its own (hard links, like the shared one), so the test may add
     /// and remove files in it — never write into the linked ones.
     pub fn own_root(&mut self) {
@@ -89,19 +107,8 @@ impl Live {
             .arg(super::fake_nvml_lib())
             .args(["--format", "json", "--skip", "device-plugin"])
             .args(args)
-            .env(super::FAKE_NVML_JSON, &self.nvml)
-            .env(super::FAKE_CUDA_JSON, &self.cuda)
-            .env("GPUDOCTOR_FAKE_PERFTEST", &self.perftest)
-            .env(
-                "PATH",
-                format!(
-                    "{}:{}",
-                    super::fake_perftest_dir().display(),
-                    std::env::var("PATH").unwrap_or_default()
-                ),
-            )
-            .env_remove("CUDA_VISIBLE_DEVICES")
             .env_remove("NO_COLOR");
+        self.stand_in_env(&mut cmd);
         if let Some(k) = &self.kmsg {
             cmd.arg("--kernel-log").arg(k);
         }
@@ -206,19 +213,8 @@ pub fn record_command(live: &Live, capture: &Path) -> Command {
         .arg("--nvml-lib")
         .arg(super::fake_nvml_lib())
         .arg("--cuda-lib")
-        .arg(super::fake_cuda_lib())
-        .env(super::FAKE_NVML_JSON, &live.nvml)
-        .env(super::FAKE_CUDA_JSON, &live.cuda)
-        .env("GPUDOCTOR_FAKE_PERFTEST", &live.perftest)
-        .env(
-            "PATH",
-            format!(
-                "{}:{}",
-                super::fake_perftest_dir().display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        )
-        .env_remove("CUDA_VISIBLE_DEVICES");
+        .arg(super::fake_cuda_lib());
+    live.stand_in_env(&mut cmd);
     cmd
 }
 
