@@ -330,7 +330,10 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         );
         return Ok(exit::USAGE);
     }
-    let source = match source::open(&root, args.source_options()) {
+    // One set of options for the run: its clones share one NVML session (the --sample
+    // window's first reading and the check's own).
+    let source_options = args.source_options();
+    let source = match source::open(&root, source_options.clone()) {
         Ok(source) => source,
         Err(err) => return Ok(not_a_capture(&args.root, &err)),
     };
@@ -343,7 +346,7 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     if let Some(secs) = args.sample {
         options.sample = Some(gpudoctor::sample::first_reading(
             &root,
-            &args.source_options(),
+            &source_options,
             secs,
         ));
     }

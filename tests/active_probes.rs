@@ -152,18 +152,20 @@ fn a_hung_cuinit_costs_the_timeout_and_leaves_no_process() {
     let out = cmd.output().unwrap();
     let elapsed = started.elapsed();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    // 2 s of silence, then SIGTERM and up to 3 s of grace before SIGKILL.
-    assert!(elapsed < Duration::from_secs(2 + 6) + SLACK, "{elapsed:?}");
+    // cuInit attaches the GPUs: 2 s of silence and 2 s more for the eight of them, then SIGTERM
+    // and up to 3 s of grace before SIGKILL.
+    assert!(elapsed < Duration::from_secs(4 + 6) + SLACK, "{elapsed:?}");
+    assert!(elapsed >= Duration::from_secs(4), "{elapsed:?}");
     let cuda = check(&report, "driver.cuda");
     assert_eq!(cuda["status"], "fail", "{cuda}");
     let summary = cuda["summary"].as_str().unwrap();
     assert!(
-        summary.contains("`init` did not return within 2 s"),
+        summary.contains("`init` did not return within 4 s"),
         "{summary}"
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("stopped: no answer for 2 s in `init`"),
+        stderr(&out).contains("stopped: no answer for 4 s in `init`"),
         "{}",
         stderr(&out)
     );
@@ -213,7 +215,7 @@ fn a_crash_garbage_and_a_missing_library_are_findings() {
         cuda["summary"]
             .as_str()
             .unwrap()
-            .contains("the cuda helper killed by signal 6 before cuInit answered"),
+            .contains("the cuda helper killed by signal 6 (SIGABRT) before cuInit answered"),
         "{cuda}"
     );
 
@@ -249,12 +251,11 @@ fn a_crash_garbage_and_a_missing_library_are_findings() {
 
 #[test]
 fn cuda_errors_map_to_their_causes() {
-    // CUDA_ERROR_NO_DEVICE from cuInit while NVML sees 8 GPUs, with CUDA_VISIBLE_DEVICES set.
+    // CUDA_VISIBLE_DEVICES= hides every GPU: the stand-in's cuInit answers CUDA_ERROR_NO_DEVICE
+    // as CUDA does, while NVML sees 8 GPUs.
     let live = live_from("h100-bandwidth-healthy");
     let mut facts: Value =
         serde_json::from_str(&std::fs::read_to_string(&live.cuda).unwrap()).unwrap();
-    facts["init"] = 100.into();
-    std::fs::write(&live.cuda, facts.to_string()).unwrap();
     let mut cmd = live.command(&["--cuda", "--only", "driver"]);
     cmd.env("CUDA_VISIBLE_DEVICES", "");
     let out = cmd.output().unwrap();
@@ -301,6 +302,142 @@ fn cuda_errors_map_to_their_causes() {
     );
     let evidence = cuda["evidence"].to_string();
     assert!(evidence.contains("12 wrong byte(s)"), "{evidence}");
+    live.assert_nothing_left();
+}
+
+/// A peer path that changes data (ACS redirect or an IOMMU mangling P2P DMA) keeps its full
+/// bandwidth: only the verifying copy read back finds it. The pair fails, named, and the
+/// corruption is the finding, ahead of any figure.
+#[test]
+fn a_peer_copy_that_changes_data_fails_the_pair() {
+    let live = live_from("h100-bandwidth-healthy");
+    let mut facts: Value =
+        serde_json::from_str(&std::fs::read_to_string(&live.cuda).unwrap()).unwrap();
+    let peer = facts["peers"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|p| p["from"] == "0000:2a:00.0" && p["to"] == "0000:3a:00.0")
+        .unwrap();
+    peer["mismatched_bytes"] = 4.into();
+    std::fs::write(&live.cuda, facts.to_string()).unwrap();
+    let (_, report, _) = live.run(&["--bandwidth", "--only", "nvlink", "--keep-going"]);
+    let p2p = check(&report, "nvlink.p2p_bandwidth");
+    assert_eq!(p2p["status"], "fail", "{p2p}");
+    let summary = p2p["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("peer copy gpu 1 (0000:2a:00.0) -> gpu 2 (0000:3a:00.0)")
+            && summary.contains("returned 4 wrong byte(s)"),
+        "{summary}"
+    );
+    assert_eq!(p2p["action"], "hardware_inspection", "{p2p}");
+    // Every other pair's copy came back unchanged: one problem only.
+    assert!(!summary.contains("more)"), "{summary}");
+    live.assert_nothing_left();
+}
+
+/// A helper SIGKILLed in the middle of `--bandwidth` (what the OOM killer does at the Pod's
+/// memory limit) is an `error` naming the signal and gpudoctor's memory limit, on every check
+/// that reads the probe: never "no gpu answered" (a skip) nor a verdict on the GPUs.
+#[test]
+fn a_helper_killed_mid_run_is_an_error_naming_the_signal_and_memory() {
+    let live = live_from("h100-bandwidth-healthy");
+    let mut cmd = live.command(&[
+        "--bandwidth",
+        "--keep-going",
+        "--only",
+        "driver,topology,nvlink",
+    ]);
+    cmd.env("GPUDOCTOR_FAKE_CUDA_KILL", "h2d:0000:5d:00.0");
+    let out = cmd.output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for code in [
+        "driver.cuda",
+        "topology.host_bandwidth",
+        "nvlink.p2p_bandwidth",
+    ] {
+        let c = check(&report, code);
+        assert_eq!(c["status"], "error", "{code}: {c}");
+        let summary = c["summary"].as_str().unwrap();
+        assert!(
+            summary.contains("the cuda helper was killed by signal 9 (SIGKILL)"),
+            "{code}: {summary}"
+        );
+        assert!(summary.contains("memory"), "{code}: {summary}");
+        assert!(c["hint"].as_str().unwrap().contains("2 GiB"), "{code}: {c}");
+    }
+    live.assert_nothing_left();
+}
+
+/// CUDA_VISIBLE_DEVICES as CUDA reads it: a GPU UUID, an index, then an entry that names
+/// nothing, which ends the list (the `2` after it is not visible). CUDA sees two GPUs; the six
+/// NVML lists beyond them are named, with the variable, as hidden by it (fix_config), not as
+/// broken GPUs.
+#[test]
+fn cuda_visible_devices_is_read_as_cuda_reads_it() {
+    let live = live_from("h100-bandwidth-healthy");
+    let mut facts: Value =
+        serde_json::from_str(&std::fs::read_to_string(&live.cuda).unwrap()).unwrap();
+    facts["devices"][3]["uuid"] = "GPU-5d3f8a9c-0000-4000-8000-000000000003".into();
+    std::fs::write(&live.cuda, facts.to_string()).unwrap();
+    let mut cmd = live.command(&["--cuda", "--only", "driver"]);
+    cmd.env("CUDA_VISIBLE_DEVICES", "GPU-5d3f8a9c,7,MIG-nothing,2");
+    let out = cmd.output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cuda = check(&report, "driver.cuda");
+    let summary = cuda["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("cuda enumerates 2 gpu(s), nvml 8")
+            && summary.contains("CUDA_VISIBLE_DEVICES=GPU-5d3f8a9c,7,MIG-nothing,2"),
+        "{summary}"
+    );
+    // GPU 2 comes after the entry that names nothing: hidden too.
+    assert!(summary.contains("gpu 2 (0000:3a:00.0)"), "{summary}");
+    assert!(!summary.contains("gpu 3 (0000:5d:00.0)"), "{summary}");
+    assert_eq!(cuda["action"], "fix_config", "{cuda}");
+    live.assert_nothing_left();
+}
+
+/// Exclusive_Process: while another live process holds GPU 3's context, the probe's context
+/// there is refused (CUDA_ERROR_DEVICE_UNAVAILABLE) and driver.cuda names the mode and the
+/// holder NVML lists; once the holder is gone the same GPU takes the probe's context.
+#[test]
+fn a_second_context_on_an_exclusive_process_gpu_is_refused_while_the_first_lives() {
+    let live = live_from("h100-bandwidth-healthy");
+    let bus = "0000:5d:00.0";
+    let mut cuda: Value =
+        serde_json::from_str(&std::fs::read_to_string(&live.cuda).unwrap()).unwrap();
+    cuda["devices"][3]["exclusive_process"] = true.into();
+    std::fs::write(&live.cuda, cuda.to_string()).unwrap();
+    let mut holder = Command::new("sleep").arg("60").spawn().unwrap();
+    let mut nvml: Value =
+        serde_json::from_str(&std::fs::read_to_string(&live.nvml).unwrap()).unwrap();
+    nvml["devices"][3]["compute_mode"] = serde_json::json!({"value": "exclusive_process"});
+    nvml["devices"][3]["compute_processes"] = serde_json::json!({"value": [
+        {"pid": holder.id(), "used_memory_mib": 1024, "name": "sleep"}
+    ]});
+    std::fs::write(&live.nvml, nvml.to_string()).unwrap();
+    let contexts = live.scratch.path().join("contexts");
+    std::fs::create_dir(&contexts).unwrap();
+    std::fs::write(contexts.join(format!("{bus}.pid")), holder.id().to_string()).unwrap();
+
+    let run = || {
+        let mut cmd = live.command(&["--cuda", "--only", "driver"]);
+        cmd.env("GPUDOCTOR_FAKE_CUDA_CONTEXTS", &contexts);
+        let out = cmd.output().unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        check(&report, "driver.cuda").clone()
+    };
+    let held = run();
+    let summary = held["summary"].as_str().unwrap();
+    assert!(summary.contains(bus), "{held}");
+    assert!(summary.to_lowercase().contains("exclusive"), "{held}");
+    assert_ne!(held["status"], "pass", "{held}");
+
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let free = run();
+    assert_eq!(free["status"], "pass", "{free}");
     live.assert_nothing_left();
 }
 
@@ -366,6 +503,12 @@ fn the_gpu_node_script_prints_versions_figures_and_verdicts() {
         "== versions ==",
         "gpudoctor:      gpudoctor ",
         "ib_write_bw:    Version: 6.22 (",
+        // How long opening the GPUs took, as found: NVML's init and each handle, then cuInit.
+        "driver.nvml_init: pass",
+        "nvmlInit ",
+        "handles at ",
+        "(gpu 0 1 2 3 4 5 6 7)",
+        "cuInit took ",
         "driver.cuda: pass",
         "topology.host_bandwidth: pass",
         "nvlink.p2p_bandwidth: pass",
@@ -379,6 +522,10 @@ fn the_gpu_node_script_prints_versions_figures_and_verdicts() {
     ] {
         assert!(text.contains(want), "no `{want}` in:\n{text}");
     }
+    // The probes ran once (the recording); the verdicts are its replay: one loopback per rail.
+    let calls = std::fs::read_to_string(live.perftest.join("calls")).unwrap();
+    let clients = calls.lines().filter(|l| l.starts_with("client ")).count();
+    assert_eq!(clients, 8, "one client per GPU rail, once:\n{calls}");
     let capture = out_dir.join("capture.tar.gz");
     assert!(capture.is_file(), "{text}");
     let replayed = common::gpudoctor(&[
@@ -393,6 +540,46 @@ fn the_gpu_node_script_prints_versions_figures_and_verdicts() {
     assert_eq!(check(&report, "rdma.gpudirect_bandwidth")["status"], "fail");
     assert_eq!(check(&report, "topology.host_bandwidth")["status"], "pass");
     live.assert_nothing_left();
+}
+
+/// The script runs on whatever bash a GPU node has (RHEL 7 ships 4.2, Ubuntu 16.04 4.3): none
+/// of the constructs newer than bash 4.0, and no array expanded bare where it may be empty
+/// (`set -u` calls an empty `"${a[@]}"` unbound before bash 4.4).
+#[test]
+fn the_gpu_node_script_keeps_to_bash_4_0() {
+    let script = std::fs::read_to_string(common::repo().join("scripts/gpu-node-probe.sh")).unwrap();
+    for (construct, since) in [
+        ("declare -n", "4.3"),
+        ("local -n", "4.3"),
+        ("mapfile -d", "4.4"),
+        ("readarray -d", "4.4"),
+        ("EPOCHREALTIME", "5.0"),
+        ("EPOCHSECONDS", "5.0"),
+        ("@Q}", "4.4"),
+        ("wait -n", "4.3"),
+        ("printf '%(", "4.2"),
+    ] {
+        assert!(
+            !script.contains(construct),
+            "scripts/gpu-node-probe.sh uses `{construct}` (bash {since})"
+        );
+    }
+    // Arrays that can be empty: only as ${a[@]+"${a[@]}"}.
+    for name in ["live_args", "replay_args", "nvml_args"] {
+        let bare = format!("\"${{{name}[@]}}\"");
+        let guarded = format!("${{{name}[@]+\"${{{name}[@]}}\"}}");
+        assert_eq!(
+            script.matches(&bare).count(),
+            script.matches(&guarded).count(),
+            "{name} expanded without the empty-array guard"
+        );
+    }
+    let out = Command::new("bash")
+        .arg("-n")
+        .arg(common::repo().join("scripts/gpu-node-probe.sh"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 /// The multiarch directory of this machine's libraries, as the host's distribution names it.

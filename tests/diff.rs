@@ -169,6 +169,20 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
     ("h100-h2d-third", &[]),
     ("h100-cuda-exclusive-busy", &[]),
     ("h100-gdr-slow-hca", &[]),
+    ("h100-gdr-perftest-no-cuda", &[]),
+    (
+        "h100-no-persistence-healthy",
+        &[("driver/nvml gpu 0000:*/persistence mode", 8)],
+    ),
+    (
+        "h100-gpu-reset-required",
+        &[
+            ("driver/nvml gpu 0000:9a:00.0/*", 7),
+            ("driver/xid events/0000:9a:00.0 xid 154", 1),
+            ("nvlink/nvml gpu 0000:9a:00.0/*", 2),
+            ("topology/gpu 0000:9a:00.0/pcie link width", 1),
+        ],
+    ),
     (
         "h100-nccl-gdr-disabled",
         &[("nccl/run all_reduce_perf/-", 1)],

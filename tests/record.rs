@@ -72,6 +72,14 @@ fn record_from(root: &Path, answers: &Path, out: &Path, extra: &[&str]) -> Outpu
             {
                 fs::copy(entry.path(), perftest.path().join(format!("{hca}.out"))).unwrap();
             }
+            // A server that refused --use_cuda was a perftest built without CUDA: so is the
+            // stand-in that records it again.
+            if let Some(hca) = name.strip_suffix(".server.log")
+                && fs::read_to_string(entry.path())
+                    .is_ok_and(|t| t.contains("unrecognized option '--use_cuda"))
+            {
+                fs::write(perftest.path().join(format!("{hca}.mode")), "no-cuda").unwrap();
+            }
         }
         cmd.arg(flag)
             .arg("--cuda-lib")

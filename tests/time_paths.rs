@@ -8,6 +8,7 @@ mod common;
 
 use common::node::{Node, assert_check, assert_evidence, check};
 use gpudoctor::report::{Action, Status};
+use serde_json::Value;
 
 const KMSG: &str = ".gpudoctor/kmsg.txt";
 const SAMPLE: &str = ".gpudoctor/sample.json";
@@ -407,6 +408,33 @@ fn gpu_counters_over_a_window() {
         Status::Fail,
         &["sustained"],
     );
+}
+
+/// NVLink counters over a window as DCGM judges them (`DcgmHealthWatch.cpp`): one replay or
+/// recovery more fails, however slow; CRC errors warn below 100 per second and fail above.
+#[test]
+fn nvlink_replays_and_recoveries_fail_on_any_increase_crc_by_rate() {
+    let link = |n: &mut Value, counter: &str, v: u64| {
+        n["devices"][0]["nvlinks"]["value"][0][counter] = serde_json::json!({ "value": v });
+    };
+    for (counter, value, status, words) in [
+        // 1 replay over 60 s: 0.02/s, far below the CRC limit, still a failure.
+        (
+            "replay_errors",
+            1,
+            Status::Fail,
+            "rising over a 1 min window: replay",
+        ),
+        ("recovery_errors", 3, Status::Fail, "recovery"),
+        // 60 CRC errors in a minute: 1/s, a warning.
+        ("crc_flit_errors", 60, Status::Warn, "crc flit"),
+        // 12 000 in a minute: 200/s, past DCGM's 100/s.
+        ("crc_data_errors", 12_000, Status::Fail, "crc data"),
+    ] {
+        let node = sampled();
+        node.edit_nvml(|n| link(n, counter, value));
+        assert_check(&node.run_all(), "nvlink.error_counters", status, &[words]);
+    }
 }
 
 #[test]

@@ -248,6 +248,11 @@ pub struct PeerCopy {
     /// The copy did not return within the timeout.
     #[serde(default)]
     pub timed_out: bool,
+    /// Bytes that differed when a pattern written on `from` was copied to `to` and read back
+    /// (once per pair, after the timed copies): silent peer-to-peer corruption (a path through
+    /// ACS or the IOMMU that mangles DMA). `None`: not verified (an older capture, or no copy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatched_bytes: Option<u64>,
 }
 
 /// The step a helper was stuck in when the timeout killed it.
@@ -280,6 +285,58 @@ pub struct ProbeRun {
     /// Lines on stdout that were not events (garbage from a broken helper or library).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unparsed: Vec<String>,
+    /// The memory limit of gpudoctor's own cgroup (the Pod's), bytes; `None`: none or unread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_bytes: Option<u64>,
+    /// The cgroup's OOM-kill count rose while the helper ran (`None`: not readable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_killed: Option<bool>,
+}
+
+impl ProbeRun {
+    /// The helper ended by a signal gpudoctor did not send (it was not stopped for a stall): the
+    /// OOM killer, a crash, someone's `kill`.
+    pub fn signalled(&self) -> Option<i32> {
+        match self.exit {
+            Some(RunExit::Signal(s)) if self.stalled.is_none() => Some(s),
+            _ => None,
+        }
+    }
+
+    /// "killed by signal 9 (SIGKILL): the OOM killer, at the memory limit of 256 MiB".
+    pub fn signal_text(&self) -> Option<String> {
+        let s = self.signalled()?;
+        let name = match s {
+            6 => " (SIGABRT)",
+            9 => " (SIGKILL)",
+            11 => " (SIGSEGV)",
+            15 => " (SIGTERM)",
+            7 => " (SIGBUS)",
+            _ => "",
+        };
+        // A crash (SIGABRT, SIGSEGV) is not about memory; SIGKILL usually is.
+        if s != 9 && self.oom_killed != Some(true) {
+            return Some(format!("killed by signal {s}{name}"));
+        }
+        let limit = self
+            .memory_limit_bytes
+            .map(|b| format!("the memory limit of {}", mebibytes(b)))
+            .unwrap_or_else(|| "no memory limit found for gpudoctor's cgroup".into());
+        let why = match self.oom_killed {
+            Some(true) => format!(": the OOM killer, at {limit}"),
+            Some(false) => format!(" (not the OOM killer; {limit})"),
+            None => format!(" ({limit}; the OOM-kill count could not be read)"),
+        };
+        Some(format!("killed by signal {s}{name}{why}"))
+    }
+}
+
+fn mebibytes(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{} MiB", bytes >> 20)
+    }
 }
 
 /// Everything the CUDA probe found.
@@ -306,6 +363,9 @@ pub struct CudaFacts {
     /// `cuInit(0)`'s `CUresult`.
     #[serde(default)]
     pub init: Option<i32>,
+    /// Microseconds `cuInit(0)` took (seconds without persistence mode: it attaches every GPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_us: Option<u64>,
     /// `cuDeviceGetCount`.
     #[serde(default)]
     pub device_count: Option<u32>,
@@ -345,6 +405,9 @@ pub enum Event {
     },
     Init {
         code: i32,
+        /// How long `cuInit` took: without persistence mode it attaches every GPU.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        micros: Option<u64>,
     },
     Count {
         code: i32,
@@ -394,6 +457,9 @@ pub enum Event {
         gbps: Option<f64>,
         #[serde(default)]
         error: Option<CudaError>,
+        /// Bytes wrong in the verifying copy (see [`PeerCopy::mismatched_bytes`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mismatched_bytes: Option<u64>,
     },
     Done,
 }
@@ -421,7 +487,10 @@ impl CudaFacts {
             }
             Event::LoadError { message } => self.load_error = Some(message),
             Event::DriverVersion { version } => self.driver_version = Some(version),
-            Event::Init { code } => self.init = Some(code),
+            Event::Init { code, micros } => {
+                self.init = Some(code);
+                self.init_us = micros;
+            }
             Event::Count { code, count } => {
                 if code == code::SUCCESS {
                     self.device_count = Some(count);
@@ -473,6 +542,7 @@ impl CudaFacts {
                 iterations,
                 gbps,
                 error,
+                mismatched_bytes,
             } => {
                 let (from, to) = (self.bus_of(from), self.bus_of(to));
                 self.peers.retain(|p| (&p.from, &p.to) != (&from, &to));
@@ -485,6 +555,7 @@ impl CudaFacts {
                     gbps: gbps.filter(|g| g.is_finite()),
                     error,
                     timed_out: false,
+                    mismatched_bytes,
                 });
             }
             Event::Done => self.completed = true,
@@ -506,6 +577,7 @@ impl CudaFacts {
                     gbps: None,
                     error: None,
                     timed_out: true,
+                    mismatched_bytes: None,
                 });
             }
             (Some(ordinal), None) => {
@@ -590,6 +662,9 @@ pub struct CudaPlan {
     pub exclude: Vec<String>,
     /// Per bus id: the local placement first, then a remote one.
     pub placements: BTreeMap<String, Vec<PlacementPlan>>,
+    /// GPUs the driver counts (NVML): `cuInit` attaches each, one after another when persistence
+    /// mode is off, so the init step's allowance grows with them.
+    pub gpus: u32,
 }
 
 /// The probe's answer.

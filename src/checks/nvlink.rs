@@ -37,6 +37,19 @@ pub const NVLINK_ERRORS_WARN: u64 = 100;
 /// CRC error limit (`DcgmGPUHardwareLimits.h`, 100 per second; gpu-health.md §10).
 pub const NVLINK_ERRORS_FAIL_PER_S: f64 = 100.0;
 
+/// Counters of which any increase over a `--sample` window fails, whatever its rate. DCGM
+/// (`DcgmHealthWatch.cpp`, MonitorNVLink): "Replay and recovery errors are failures, not
+/// warnings" (DCGM_FR_NVLINK_ERROR_CRITICAL), while CRC errors fail only from 100 per second.
+/// On NVLink 5 the same holds for what gets past forward error correction (effective errors)
+/// and for a recovery that failed. Symbol errors are the pre-FEC raw errors that FEC corrects,
+/// the analogue of CRC: a healthy 200 Gb/s lane sees some, so they keep the rate rule.
+pub const FAIL_ON_ANY_INCREASE: &[&str] = &[
+    "replay",
+    "recovery",
+    "failed recoveries",
+    "effective errors",
+];
+
 pub fn checks() -> Vec<CheckDef> {
     vec![
         CheckDef {
@@ -57,7 +70,7 @@ pub fn checks() -> Vec<CheckDef> {
             title: "NVLink error counters are not rising",
             explain: Explain {
                 reads: "NVML nvmlDeviceGetNvLinkErrorCounter (DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA) per active link; on NVLink 5 (Blackwell), where those are not supported, the field values NVML_FI_DEV_NVLINK_COUNT_{RCV_ERRORS, MALFORMED_PACKET_ERRORS, BUFFER_OVERRUN_ERRORS, LOCAL_LINK_INTEGRITY_ERRORS, LINK_RECOVERY_FAILED_EVENTS, SYMBOL_ERRORS, EFFECTIVE_ERRORS} per link",
-                expects: "live: with --sample, no counter rising during the window (warn with the rate; fail at DCGM's limit of 100 errors per second on a link); without it, fewer than 100 errors per link since the driver loaded (warn, with the rate over uptime). History: counters that did not move during the window, or totals below 100, are reported and not judged; a counter that went back or vanished during the window is said, never given a negative rate",
+                expects: "live: with --sample, no counter rising during the window (replay, recovery, failed recoveries and NVLink 5 effective errors fail on any increase, as DCGM judges them; CRC, symbol and the other counters warn with the rate and fail at DCGM's limit of 100 errors per second on a link); without it, fewer than 100 errors per link since the driver loaded (warn, with the rate over uptime). History: counters that did not move during the window, or totals below 100, are reported and not judged; a counter that went back or vanished during the window is said, never given a negative rate",
                 why: "replays and CRC errors mean a marginal link: bandwidth drops and XID 74 follows; a total since the driver loaded cannot tell a link erring now from one that erred once during training",
                 fix: "watch `gpudoctor check --sample 60` or `nvidia-smi nvlink -e` over a few minutes; if a link's counters keep rising, reset the GPU; repeated on the same link: hardware inspection",
             },
@@ -361,12 +374,14 @@ fn error_counters_of(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Outcome {
                 let mut rising = Vec::new();
                 let mut odd = Vec::new();
                 let mut per_s_sum = 0.0;
+                let mut critical = false;
                 for (name, v) in &known {
                     let key = format!("nvlink{}/{name}", link.link);
                     let was = before.and_then(|m| m.get(&key)).copied();
                     match change(was, Some(*v), b.window_s, None) {
                         Some(c @ Change::Rising { per_s, .. }) => {
                             per_s_sum += per_s;
+                            critical |= FAIL_ON_ANY_INCREASE.contains(name);
                             figures.push(rate_figure(
                                 "nvlink.error_counters",
                                 &format!("{bus}/link{}", link.link),
@@ -382,9 +397,10 @@ fn error_counters_of(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Outcome {
                     }
                 }
                 if !rising.is_empty() {
-                    rising_fast |= per_s_sum >= NVLINK_ERRORS_FAIL_PER_S;
+                    let fails = critical || per_s_sum >= NVLINK_ERRORS_FAIL_PER_S;
+                    rising_fast |= fails;
                     let line = format!("{here}: rising {}: {}", window.text(), rising.join(", "));
-                    if per_s_sum >= NVLINK_ERRORS_FAIL_PER_S {
+                    if fails {
                         acc.fails.push(line);
                     } else {
                         acc.warns.push(line);
@@ -457,7 +473,7 @@ fn error_counters_of(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Outcome {
         ok,
         "no nvlink error counters reported",
         if rising_fast {
-            "errors rising at dcgm's nvlink limit or faster: drain the node and reset the gpu; if the link keeps erring, hardware inspection of the gpu baseboard or nvswitch tray"
+            "replay, recovery or post-fec errors rising, or any errors at dcgm's nvlink limit of 100/s: drain the node and reset the gpu; if the link keeps erring, hardware inspection of the gpu baseboard or nvswitch tray"
         } else {
             "watch `nvidia-smi nvlink -e -i <gpu>` (`nvidia-smi nvlink -c` on nvlink 5) for a few minutes, or `gpudoctor check --sample 60`; counters that keep rising mean a marginal link: reset the gpu, then hardware inspection if it repeats"
         },

@@ -60,8 +60,9 @@ pub struct ActiveArgs {
     #[arg(long, value_name = "PATH")]
     pub cuda_lib: Option<PathBuf>,
 
-    /// Longest one step of the CUDA probe (cuInit, a context, one series of copies) or one
-    /// ib_write_bw loopback may take, in seconds; what hangs longer is stopped and reported
+    /// Longest one step of the CUDA probe (a context, one series of copies) or one ib_write_bw
+    /// loopback may take, in seconds; cuInit gets this much more per 8 GPUs (it attaches each
+    /// GPU when persistence mode is off). What hangs longer is stopped and reported
     /// [default: 30].
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub cuda_timeout: Option<u64>,
@@ -247,6 +248,8 @@ impl ProbeArgs {
             nccl: self.nccl.options(),
             cuda: self.active.cuda_options(),
             gpudirect: self.active.gpudirect_options(),
+            // A fresh session: callers share one run's options by cloning them.
+            nvml_session: Default::default(),
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod nccl;
 mod nccl_log;
 pub mod nvml_live;
 pub mod overlay;
+mod own_memory;
 pub mod podresources;
 pub mod rooted;
 
@@ -78,6 +79,9 @@ pub struct SourceOptions {
     pub cuda: CudaOptions,
     /// `--bandwidth`: GPUDirect RDMA loopbacks (source/gpudirect.rs).
     pub gpudirect: GdrOptions,
+    /// The run's one NVML session, shared by every clone of these options (a `--sample`
+    /// window's two readings): `nvml_live/session.rs`.
+    pub nvml_session: nvml_live::NvmlSession,
 }
 
 impl Default for SourceOptions {
@@ -91,6 +95,7 @@ impl Default for SourceOptions {
             nccl: NcclOptions::default(),
             cuda: CudaOptions::default(),
             gpudirect: GdrOptions::default(),
+            nvml_session: nvml_live::NvmlSession::default(),
         }
     }
 }
@@ -264,7 +269,16 @@ impl Source for HostSource {
                     self.options.nvml_lib.as_deref(),
                     host_lib::NVML_SONAME,
                 );
-                nvml_live::probe(lib, self.options.probe_timeout)
+                let mut facts =
+                    nvml_live::probe(&self.options.nvml_session, lib, self.options.probe_timeout);
+                // Under a root (the host mounted in a Pod), the host's /proc names the GPU
+                // processes: NVML's own lookup sees the container's PID namespace.
+                if self.fs.root() != Path::new("/") && self.fs.exists("proc") {
+                    nvml_live::name_processes(&mut facts, |pid| {
+                        nvml_live::process_name(pid, |rel| self.fs.read_to_string(rel).ok())
+                    });
+                }
+                facts
             })
             .clone()
     }

@@ -67,6 +67,14 @@ pub struct NvmlFacts {
     pub device_count: u32,
     #[serde(default)]
     pub devices: Vec<NvmlDevice>,
+    /// Milliseconds the live probe waited until every GPU's handle had arrived: the driver
+    /// attaching GPUs, one after another when persistence mode is off. A measure of this run,
+    /// like `probe_ms`: never written to `nvml.json`.
+    #[serde(skip)]
+    pub handles_ms: Option<u64>,
+    /// Milliseconds `nvmlInit` took in the live probe (this run's measure, never recorded).
+    #[serde(skip)]
+    pub init_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -85,6 +93,10 @@ pub struct NvmlDevice {
     pub minor_number: Reading<u32>,
     #[serde(default)]
     pub persistence_mode: Reading<bool>,
+    /// `nvmlDeviceGetArchitecture`: an `nvmlDeviceArchitecture_t` (Hopper 9, Blackwell 10; a
+    /// number newer than the wrapper knows is kept as it came). What tells NVLink 5 apart.
+    #[serde(default)]
+    pub architecture: Reading<u32>,
     /// The handle could not be had (`GPU_IS_LOST`, `NO_PERMISSION` ...): only `index` is known.
     #[serde(default)]
     pub error: Option<NvmlError>,
@@ -93,6 +105,18 @@ pub struct NvmlDevice {
     /// `nvml.json` (a capture of a capture stays byte for byte the same), so replay has none.
     #[serde(skip)]
     pub probe_ms: Option<u64>,
+    /// Milliseconds from when the live probe asked for every GPU until this one's handle came
+    /// (GPUs attaching one after another show as a staircase). This run's measure only.
+    #[serde(skip)]
+    pub handle_ms: Option<u64>,
+    /// The live probe gave up on this GPU while it was in this call (`handle`, `identity`, or
+    /// a reading's field name): where a wedged GPU stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck_at: Option<String>,
+    /// This GPU waited behind the one at this index, which stopped answering first: one wedged
+    /// GPU inside the driver's lock stalls its siblings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_behind: Option<u32>,
 
     // --- memory health (gpu-health.md §4)
     /// `nvmlDeviceGetEccMode(current, pending)`.
@@ -219,7 +243,21 @@ impl MigDevice {
     }
 }
 
+/// nvml.h `NVML_DEVICE_ARCH_BLACKWELL`: the first architecture with NVLink 5.
+pub const ARCH_BLACKWELL: u32 = 10;
+/// nvml.h `NVML_DEVICE_ARCH_UNKNOWN`.
+pub const ARCH_UNKNOWN: u32 = 0xffff_ffff;
+
 impl NvmlDevice {
+    /// Whether the GPU's links are NVLink 5 (Blackwell or later: error counters as field values,
+    /// no DL counters), as the architecture says; `None` when it does not say.
+    pub fn nvlink5(&self) -> Option<bool> {
+        match self.architecture.value() {
+            Some(&ARCH_UNKNOWN) | None => None,
+            Some(arch) => Some(*arch >= ARCH_BLACKWELL),
+        }
+    }
+
     /// Every reading that failed with an error (not "not supported"), by field name: the
     /// device's own readings, each link's and each MIG device's.
     pub fn reading_errors<'a>(&'a self) -> Vec<(String, &'a NvmlError)> {

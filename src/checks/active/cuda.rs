@@ -21,7 +21,7 @@ pub const DEF: CheckDef = CheckDef {
     title: "CUDA creates a context and copies memory on every GPU (--cuda)",
     explain: Explain {
         reads: "a run of the CUDA driver API (`--cuda` or `--bandwidth`, libcuda.so.1 or --cuda-lib) in a helper process: cuInit, cuDeviceGetCount, per GPU cuDevicePrimaryCtxRetain, cuMemAlloc, cuMemcpyHtoD/DtoH of 1 MiB, compared; or a capture's .gpudoctor/cuda.json. NVML's compute mode and compute processes, ECC and row-remap state for the hints; CUDA_VISIBLE_DEVICES",
-        expects: "every GPU NVML lists (except GPUs in MIG mode) enumerated by CUDA with the same PCI bus id, a context on each, the round trip returned unchanged, each step within --cuda-timeout",
+        expects: "every GPU NVML lists (except GPUs in MIG mode) enumerated by CUDA with the same PCI bus id, a context on each, the round trip returned unchanged, each step within --cuda-timeout (cuInit one --cuda-timeout more per 8 GPUs: it attaches every GPU without persistence mode). A helper killed by SIGKILL or the OOM killer is an error naming the signal and gpudoctor's memory limit (--bandwidth needs about 2 GiB: deploy/job.yaml), not a verdict on the GPUs",
         why: "NVML answering proves the driver loaded, not that a job can run: a GPU held in exclusive-process mode, an uncorrectable ECC error waiting for a reset, a missing nvidia_uvm, a fabric manager that is not running or a libcuda from another driver all let nvidia-smi work while every CUDA job fails",
         fix: "follow the hint of the GPU named: wait for or stop the process holding an exclusive GPU (`nvidia-smi -i N -c DEFAULT` to share it), reset a GPU with a pending ECC error (`nvidia-smi -r -i N`), `modprobe nvidia-uvm`, `systemctl start nvidia-fabricmanager`, unset CUDA_VISIBLE_DEVICES, or reboot after a driver upgrade",
     },
@@ -129,6 +129,9 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
         .hint("libcuda.so.1 is the user-space half of the nvidia driver: check `ldconfig -p | grep libcuda`; in a pod NVIDIA_DRIVER_CAPABILITIES must include `compute` (or `all`); or pass --cuda-lib PATH")
         .action(Action::FixConfig);
     }
+    if let Some(out) = super::killed_before_done(facts) {
+        return out;
+    }
     let stalled = facts.runs.iter().find_map(|r| r.stalled.as_ref());
     if facts.init.is_none() {
         let last = facts.runs.last();
@@ -136,7 +139,8 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
             (Some(s), _) => format!("`{}` did not return within {}", s.step, timeout_s(facts)),
             (None, Some(run)) => format!(
                 "the cuda helper {} before cuInit answered",
-                crate::process::describe_exit(run.exit)
+                run.signal_text()
+                    .unwrap_or_else(|| crate::process::describe_exit(run.exit))
             ),
             (None, None) => "no answer was recorded".into(),
         };
@@ -215,7 +219,10 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
                 .join(", ")
         ));
     }
-    if let Some(v) = facts.env.get("CUDA_VISIBLE_DEVICES") {
+    // Said once: a problem of GPUs CUDA does not see already names the variable.
+    if let Some(v) = facts.env.get("CUDA_VISIBLE_DEVICES")
+        && missing.is_empty()
+    {
         notes.push(format!("CUDA_VISIBLE_DEVICES={v}"));
     }
     let noted = |text: String| {
@@ -237,8 +244,14 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
             .filter_map(|d| d.round_trip_us)
             .map(|us| us as f64 / 1000.0)
             .collect();
+        // Measured live only: a cuInit of seconds is GPUs attaching without persistence mode.
+        let init = facts
+            .init_us
+            .filter(|us| *us >= 1_000_000)
+            .map(|us| format!("; cuInit took {:.1} s", us as f64 / 1e6))
+            .unwrap_or_default();
         let mut out = Outcome::pass(noted(format!(
-            "cuda works on {ok} of {total} gpus: a context and a 1 MiB round trip each ({version})"
+            "cuda works on {ok} of {total} gpus: a context and a 1 MiB round trip each ({version}){init}"
         )))
         .evidence(Evidence::new("cuda.library", &library))
         .evidence(Evidence::new(

@@ -144,7 +144,7 @@ fn run(ctx: &Context<'_>) -> Outcome {
         let Some(row) = run.output.at_size(size) else {
             match no_row(run, &who) {
                 Ok(problem) => problems.push(problem),
-                Err(note) => unbuilt.push(note),
+                Err(said) => unbuilt.push((format!("{} port {}", run.device, run.port), said)),
             }
             continue;
         };
@@ -165,10 +165,26 @@ fn run(ctx: &Context<'_>) -> Outcome {
         }
     }
     if !unbuilt.is_empty() && values.is_empty() && problems.is_empty() {
+        // Every port of one perftest says the same: say it once, with the ports it came from.
+        let mut by_text: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (port, said) in &unbuilt {
+            match by_text.iter_mut().find(|(t, _)| *t == said.as_str()) {
+                Some((_, ports)) => ports.push(port),
+                None => by_text.push((said, vec![port])),
+            }
+        }
+        let text: Vec<String> = by_text
+            .iter()
+            .map(|(said, ports)| format!("{said} (on {})", ports.join(", ")))
+            .collect();
         return Outcome::error(format!(
             "{BINARY} cannot use gpu memory: {}",
-            unbuilt.join("; ")
+            text.join("; ")
         ))
+        .evidence_all(unbuilt.iter().map(|(port, said)| {
+            Evidence::new(format!("{BINARY} --use_cuda on {port}"), said)
+                .expected("a perftest built with CUDA")
+        }))
         .hint(INSTALL_HINT);
     }
     if unbuilt.is_empty() && values.is_empty() && problems.is_empty() {
@@ -212,7 +228,8 @@ fn run(ctx: &Context<'_>) -> Outcome {
         .figures(figures)
 }
 
-/// A run without a result row: why, as a problem; `Err` when perftest lacks CUDA support.
+/// A run without a result row: why, as a problem; `Err` with what it said when perftest lacks
+/// CUDA support.
 fn no_row(run: &GdrRun, who: &str) -> Result<(Status, String, Vec<Evidence>), String> {
     let meta = run.meta.as_ref();
     let detail = run
@@ -236,7 +253,7 @@ fn no_row(run: &GdrRun, who: &str) -> Result<(Status, String, Vec<Evidence>), St
             e.contains("use_cuda") || e.to_ascii_lowercase().contains("unsupported memory type")
         });
     if cuda_option {
-        return Err(format!("{who}: {}", run.output.errors.join("; ")));
+        return Err(run.output.errors.join("; "));
     }
     let what = match meta {
         Some(m) if m.timed_out && m.server_not_ready => format!(

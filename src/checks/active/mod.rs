@@ -66,8 +66,38 @@ fn bandwidth_facts<'c>(ctx: &'c Context<'_>) -> Result<&'c CudaFacts, Outcome> {
         CudaProbe::Ran(facts) if !facts.bandwidth => {
             Err(Outcome::skip(crate::answers::cuda::NO_BANDWIDTH))
         }
-        CudaProbe::Ran(facts) => Ok(facts),
+        CudaProbe::Ran(facts) => match killed_before_done(facts) {
+            Some(out) => Err(out),
+            None => Ok(facts),
+        },
     }
+}
+
+/// What `--bandwidth` needs of gpudoctor's Pod, for the hint: 256 MiB pinned per copy series,
+/// the CUDA contexts of every GPU in the helper, the helper itself.
+pub const BANDWIDTH_MEMORY_HINT: &str = "`--bandwidth` pins 256 MiB of host memory for each copy series, and the CUDA contexts of eight GPUs take several hundred MiB more in the helper: give gpudoctor's Pod a memory limit of at least 2 GiB for the active probes (deploy/job.yaml has it; the DaemonSet's 256 MiB is for the passive checks), or run the probe on the node outside a Pod";
+
+/// The helper died of SIGKILL or the OOM killer before it finished: what it measured is
+/// incomplete and says nothing about the GPUs. An `error` naming the signal and the memory
+/// limit, never a verdict on the node (nor "no gpu answered").
+pub fn killed_before_done(facts: &CudaFacts) -> Option<Outcome> {
+    if facts.completed {
+        return None;
+    }
+    let run = facts.runs.last()?;
+    let signal = run.signalled()?;
+    if signal != 9 && run.oom_killed != Some(true) {
+        return None;
+    }
+    let text = run.signal_text()?;
+    let answered = facts.devices.len();
+    Some(
+        Outcome::error(format!(
+            "the cuda helper was {text}, after {answered} gpu(s) answered: its measurements are incomplete and not judged"
+        ))
+        .evidence(Evidence::new("cuda.runs[-1].exit", &text).expected("exit 0 after every step"))
+        .hint(BANDWIDTH_MEMORY_HINT),
+    )
 }
 
 /// The probe could not run (the helper would not start) or its capture file is unreadable.

@@ -3,7 +3,9 @@
 //! per kind of path: pairs NVML shows NVLinks between (direct, or through NVSwitches) against
 //! the profile's floor and against the other NVLink pairs; PCIe pairs against the other PCIe
 //! pairs. A pair with NVLinks that CUDA will not let talk directly fails: its traffic takes
-//! the host bridge (ACS redirect, an IOMMU, a fabric manager that is not running).
+//! the host bridge (ACS redirect, an IOMMU, a fabric manager that is not running). Each pair's
+//! copy of a pattern is read back once: bytes that differ fail it (silent P2P corruption,
+//! which a bandwidth figure never shows).
 //!
 //! Thresholds: the profile's `p2p_copy_fail_gbyte_per_s` (AzNHC's D2D floors: 335 GB/s on H100/H200,
 //! 235 on A100, reference/profiles.md §4, §7); without one, a pair below [`PAIR_FAIL`] of the
@@ -27,7 +29,7 @@ pub const DEF: CheckDef = CheckDef {
     title: "GPU-to-GPU peer copies run alike on every pair (--bandwidth)",
     explain: Explain {
         reads: "the CUDA probe's peer copies (`--bandwidth`): cuDeviceCanAccessPeer and 5 timed 256 MiB cuMemcpyPeer per ordered pair of GPUs; NVML's active NVLinks (direct or to NVSwitches) and the PCIe topology for each pair's path; the profile's p2p_copy_fail_gbyte_per_s",
-        expects: "every NVLink pair able to access its peer and at least the profile's floor (335 GB/s on HGX H100) and 70 % of the median NVLink pair; PCIe pairs within 70 % of the median PCIe pair",
+        expects: "every pair's verifying copy (a 1 MiB pattern copied and read back) unchanged; every NVLink pair able to access its peer and at least the profile's floor (335 GB/s on HGX H100) and 70 % of the median NVLink pair; PCIe pairs within 70 % of the median PCIe pair",
         why: "one GPU with degraded links, or one bad NVSwitch port, slows every collective that GPU joins to its speed, and the NCCL all-reduce average hides which pair it is",
         fix: "compare both GPUs' links (`nvidia-smi nvlink -s -i <index>`, `nvidia-smi nvlink -e -i <index>` error counters) and the fabric state; a pair that cannot access its peer points at ACS or the IOMMU (topology.acs_redirect) or the fabric manager; confirm with `nvbandwidth -t device_to_device_memcpy_read_ce` or `dcgmi diag -r 3`",
     },
@@ -81,6 +83,8 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
     // The GPUs of the slow pairs: one GPU in all of them is the one to look at.
     let mut slow: Vec<(&str, &str)> = Vec::new();
     let mut no_access_pcie = 0usize;
+    // A pair whose copy came back different: silent corruption outranks any figure.
+    let mut corrupt = false;
     for p in &facts.peers {
         let link = link_of(&p.from, &p.to);
         let names = format!("{} -> {}", gpu_label(ctx, &p.from), gpu_label(ctx, &p.to));
@@ -98,6 +102,18 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
                 Status::Fail,
                 format!("peer copy {names} ({link}) failed: {}", e.describe()),
                 Evidence::new(source, e.describe()),
+            ));
+            continue;
+        }
+        if let Some(wrong) = p.mismatched_bytes.filter(|n| *n > 0) {
+            corrupt = true;
+            problems.push((
+                Status::Fail,
+                format!(
+                    "peer copy {names} ({link}) returned {wrong} wrong byte(s): data is corrupted on the way between the gpus"
+                ),
+                Evidence::new(source, format!("{wrong} byte(s) differ after a copy and read back"))
+                    .expected("the pattern written"),
             ));
             continue;
         }
@@ -224,8 +240,14 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
     let no_access = problems
         .iter()
         .any(|(_, s, _)| s.contains("no peer access"));
-    Outcome::fail(summary)
-        .evidence_all(problems.into_iter().map(|(_, _, e)| e))
+    let outcome = Outcome::fail(summary).evidence_all(problems.into_iter().map(|(_, _, e)| e));
+    if corrupt {
+        return outcome
+            .hint("drain the node: a peer copy that changes data corrupts training silently. P2P through a PCIe switch with ACS redirect or a translating IOMMU is the usual cause on PCIe pairs (topology.acs_redirect; disable ACS for GPU traffic or boot with iommu=pt); over NVLink, or if it persists, run `dcgmi diag -r 3` and have the gpus and baseboard inspected")
+            .action(Action::HardwareInspection)
+            .figures(figures);
+    }
+    outcome
         .hint(if no_access {
             "a pair with NVLinks but no peer access routes through the host: check ACS on the switches (topology.acs_redirect), the IOMMU, and the fabric manager (`nvidia-smi -q | grep -A2 Fabric`)"
         } else {

@@ -37,6 +37,7 @@ pub fn cuda_plan(ctx: &Context<'_>) -> CudaPlan {
     CudaPlan {
         exclude,
         placements,
+        gpus: nvml.device_count,
     }
 }
 

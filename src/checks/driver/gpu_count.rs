@@ -3,6 +3,7 @@
 //! GPU went missing, with the helpers only it uses (why NVML refuses a GPU inside a Pod).
 
 use super::*;
+use crate::answers::nvml::NvmlDevice;
 
 /// `GPU Excluded: Yes` in the driver's information file: told to ignore it (`NVreg_ExcludedGpus`).
 /// Information files that exist but could not be read go to `unread`.
@@ -71,6 +72,8 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
     let mut fails: Vec<String> = Vec::new();
     // PCI bus ids of the GPUs NVML lost or does not list, for the hint.
     let mut lost: Vec<String> = Vec::new();
+    // PCI bus ids of the GPUs that answer RESET_REQUIRED: still on the bus, waiting for a reset.
+    let mut needs_reset: Vec<String> = Vec::new();
     let mut evidence: Vec<Evidence> = Vec::new();
     // Handles refused (permission) or not answered (timeout): not faults of the GPU, and their
     // bus ids are unknown, so the PCI addresses NVML lacks may be theirs.
@@ -123,7 +126,11 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
             );
             if let Some(bdf) = &device.pci_bus_id {
                 evidence.extend(kernel_log_mentions(ctx, bdf));
-                lost.push(bdf.clone());
+                if err.kind == NvmlErrorKind::ResetRequired {
+                    needs_reset.push(bdf.clone());
+                } else {
+                    lost.push(bdf.clone());
+                }
             }
         }
     }
@@ -199,13 +206,20 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
         ));
     }
     if !timed_out.is_empty() {
-        not_judged.push(format!(
-            "gpu(s) {} did not answer nvml within its budget",
-            join_indexes(&timed_out)
-        ));
+        not_judged.push(unanswered_text(&nvml.devices, &timed_out));
     }
     if !fails.is_empty() {
         fails.extend(not_judged);
+        // Only RESET_REQUIRED: the GPUs are on the bus and a reset is the driver's own ask.
+        if lost.is_empty() && !needs_reset.is_empty() && fails.len() == needs_reset.len() {
+            return Outcome::fail(format!("{} ({count_text})", fails.join("; ")))
+                .evidence_all(evidence)
+                .hint(format!(
+                    "drain the node, stop what holds the gpu (`lsof /dev/nvidia*`: device plugin, dcgm-exporter, nv-hostengine) and reset it by pci bus id: `nvidia-smi -r -i {}`; reboot if the reset is refused, and read the xid that asked for it (`dmesg | grep -i xid`)",
+                    needs_reset.join(",")
+                ))
+                .action(Action::ResetGpu);
+        }
         return Outcome::fail(format!(
             "{} ({count_text}); it may have fallen off the bus",
             fails.join("; ")
@@ -297,5 +311,36 @@ fn permission_cause(ctx: &Context<'_>) -> &'static str {
         "an unprivileged container sees only the gpus allocated to it"
     } else {
         "the device cgroup or /dev/nvidia* permissions refuse this process"
+    }
+}
+
+/// What the GPUs that did not answer in time say together: the one that stopped answering first
+/// (and where) with the siblings that waited behind it, or the list.
+fn unanswered_text(devices: &[NvmlDevice], timed_out: &[u32]) -> String {
+    let behind: Vec<u32> = devices
+        .iter()
+        .filter(|d| timed_out.contains(&d.index) && d.stalled_behind.is_some())
+        .map(|d| d.index)
+        .collect();
+    let first = devices
+        .iter()
+        .filter_map(|d| d.stalled_behind)
+        .next()
+        .and_then(|i| devices.iter().find(|d| d.index == i));
+    match first {
+        Some(first) if !behind.is_empty() => format!(
+            "{} stopped answering nvml{}; gpu(s) {} waited behind it (one wedged gpu stalls its siblings)",
+            gpu_health::gpu_label(first),
+            first
+                .stuck_at
+                .as_deref()
+                .map(|at| format!(" at {at}"))
+                .unwrap_or_default(),
+            join_indexes(&behind)
+        ),
+        _ => format!(
+            "gpu(s) {} did not answer nvml within its budget",
+            join_indexes(timed_out)
+        ),
     }
 }

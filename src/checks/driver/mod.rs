@@ -85,8 +85,8 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Driver,
             title: "NVML loads and initialises",
             explain: Explain {
-                reads: "NVML (libnvidia-ml.so.1 through nvml-wrapper, or --nvml-lib); .gpudoctor/nvml.json in a capture",
-                expects: "nvmlInit succeeds and reports the driver version and device count",
+                reads: "NVML (libnvidia-ml.so.1 through nvml-wrapper: --nvml-lib, else the host's under --root — the GPU Operator's driver root, /home/kubernetes/bin/nvidia/lib64 on GKE Container-Optimized OS, the distribution's directories, the host's ld.so.cache — else the loader's), opened once per run; .gpudoctor/nvml.json in a capture",
+                expects: "nvmlInit succeeds and reports the driver version and device count; live, the evidence says how long nvmlInit and each GPU's handle took (seconds per GPU, one after another, without persistence mode)",
                 why: "NVML is what nvidia-smi, the device plugin, DCGM and gpudoctor's own GPU checks use; if it fails, Kubernetes sees no healthy GPU",
                 fix: "library not found: install the driver's user-space libraries or pass --nvml-lib; driver not loaded: load the nvidia module; version mismatch: the driver was upgraded without a reboot, so drain and reboot (a reload without reboot: see driver.driver_version_match); no permission: run as root",
             },
@@ -98,7 +98,7 @@ pub fn checks() -> Vec<CheckDef> {
             title: "every GPU on PCI is known to NVML",
             explain: Explain {
                 reads: "/sys/bus/pci/devices (NVIDIA display functions), NVML device list, per-device handle errors and every reading's error kind, /proc/driver/nvidia/gpus/*/information (GPU Excluded), the kernel log",
-                expects: "the same set of PCI addresses on both sides, no device NVML reports lost (at its handle or any reading), every handle opened and answered within the per-GPU budget",
+                expects: "the same set of PCI addresses on both sides, no device NVML reports lost or needing a reset (GPU_IS_LOST, RESET_REQUIRED, at its handle or any reading), every handle opened and answered in time: handles --timeout after the last one that came (GPUs attach one after another without persistence mode), readings --timeout after the GPU's handle; a GPU that stopped answering is named with the call it stopped in and the siblings that waited behind it",
                 why: "a GPU on the bus that NVML cannot use has usually fallen off the bus (XID 79) or needs a reset; the device plugin then advertises fewer GPUs and 8-GPU jobs never schedule",
                 fix: "read `dmesg | grep -iE 'xid|fallen off'`, then drain and reboot the node: a GPU that fell off the bus does not come back with a reset, and NVML indexes shift while it is gone, so name it by PCI bus id; a GPU that falls off again after the reboot needs a reseat or RMA. A refused handle is not a fault: run gpudoctor outside the job's device cgroup (as root, or as the privileged DaemonSet); a GPU that does not answer in time is wedged or initialising without persistence mode",
             },
@@ -123,7 +123,7 @@ pub fn checks() -> Vec<CheckDef> {
             explain: Explain {
                 reads: "NVML nvmlDeviceGetPersistenceMode per GPU",
                 expects: "Enabled on data-centre GPUs",
-                why: "without persistence the driver tears GPU state down when the last client exits: the next job pays seconds of initialisation and NVML queries can time out (DCGM warns, DCGM_FR_PERSISTENCE_MODE)",
+                why: "without persistence the driver tears GPU state down when the last client exits: the next job pays seconds of initialisation per GPU, one GPU after another, and NVML queries can time out (DCGM warns, DCGM_FR_PERSISTENCE_MODE); live, the warning says what it cost this run",
                 fix: "enable the nvidia-persistenced service (`systemctl enable --now nvidia-persistenced`), or `nvidia-smi -pm 1` until the next reboot",
             },
             run: persistence_mode,
@@ -411,8 +411,15 @@ fn nvml_init(ctx: &Context<'_>) -> Outcome {
                     .label("index", d.index.to_string()),
             )
         });
-        return Outcome::pass(format!(
-            "nvml {} initialised: driver {version}, {} device(s)",
+        // Reported apart from the readings: seconds here are the driver attaching GPUs
+        // (persistence mode off), not a GPU that is slow to answer.
+        let handles = nvml
+            .handles_ms
+            .filter(|ms| *ms >= 1000)
+            .map(|ms| format!("; gpu handles took {:.1} s", ms as f64 / 1000.0))
+            .unwrap_or_default();
+        let mut out = Outcome::pass(format!(
+            "nvml {} initialised: driver {version}, {} device(s){handles}",
             nvml.nvml_version.as_deref().unwrap_or("?"),
             nvml.device_count
         ))
@@ -421,6 +428,10 @@ fn nvml_init(ctx: &Context<'_>) -> Outcome {
             nvml.device_count.to_string(),
         ))
         .figures(figures);
+        if let Some(timing) = live_timing(nvml) {
+            out = out.evidence(Evidence::new("nvml timing (this run)", timing));
+        }
+        return out;
     };
     let evidence = Evidence::new("nvml.init", format!("{}: {}", err.kind.name(), err.message))
         .expected("success");
@@ -516,6 +527,35 @@ fn driver_version_match(ctx: &Context<'_>) -> Outcome {
     }
 }
 
+/// What the live probe measured, for whoever reads the evidence on a first GPU node:
+/// `nvmlInit 0.05 s; handles at 0.41 0.82 ... s (gpu 0 1 ...); all answered in 3.4 s`. `None`
+/// in replay (a capture keeps no timings).
+fn live_timing(nvml: &crate::answers::nvml::NvmlFacts) -> Option<String> {
+    let secs = |ms: u64| format!("{:.2}", ms as f64 / 1000.0);
+    let mut parts = Vec::new();
+    if let Some(ms) = nvml.init_ms {
+        parts.push(format!("nvmlInit {} s", secs(ms)));
+    }
+    let handles: Vec<(u32, u64)> = nvml
+        .devices
+        .iter()
+        .filter_map(|d| Some((d.index, d.handle_ms?)))
+        .collect();
+    if !handles.is_empty() {
+        let at: Vec<String> = handles.iter().map(|(_, ms)| secs(*ms)).collect();
+        let gpus: Vec<String> = handles.iter().map(|(i, _)| i.to_string()).collect();
+        parts.push(format!(
+            "handles at {} s (gpu {})",
+            at.join(" "),
+            gpus.join(" ")
+        ));
+    }
+    if let Some(ms) = nvml.devices.iter().filter_map(|d| d.probe_ms).max() {
+        parts.push(format!("every gpu answered within {} s", secs(ms)));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 /// Consumer boards do not support persistence the same way; only server GPUs are judged.
 fn is_server_gpu(name: Option<&str>) -> bool {
     !name.is_some_and(|n| n.contains("GeForce") || n.contains("TITAN"))
@@ -549,8 +589,19 @@ fn persistence_mode(ctx: &Context<'_>) -> Outcome {
         .iter()
         .map(|d| format!("{} ({})", d.index, d.pci_bus_id.as_deref().unwrap_or("?")))
         .collect();
+    // Measured by the live probe only: the cost this run paid for it.
+    let paid = nvml
+        .handles_ms
+        .filter(|ms| *ms >= 1000)
+        .map(|ms| {
+            format!(
+                "; initialising without persistence mode took {:.1} s of this run (gpus attach one after another)",
+                ms as f64 / 1000.0
+            )
+        })
+        .unwrap_or_default();
     Outcome::warn(format!(
-        "persistence mode off on {} gpu(s): {}",
+        "persistence mode off on {} gpu(s): {}{paid}",
         off.len(),
         list.join(", ")
     ))

@@ -43,6 +43,10 @@ pub const HELPER_COMMAND: &str = "__cuda-probe";
 /// GPUs without persistence mode takes seconds (reference/gpu-health.md §1), one bandwidth step
 /// (six 256 MiB copies) well under one even at PCIe Gen3 x4.
 pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(30);
+/// GPUs whose attach `cuInit` may take one more step timeout for: without persistence mode it
+/// attaches every GPU one after another (`nvidia-smi` ~30 s on 8×A100, Azure aks-gpu#105;
+/// reference/gpu-health.md §1), so an 8-GPU node gets twice the default 30 s.
+pub const INIT_GPUS_PER_TIMEOUT: u32 = 8;
 /// Restarts after a stall on one GPU.
 pub const MAX_RESTARTS: usize = 3;
 /// Bytes of the round trip (`--cuda`).
@@ -182,10 +186,14 @@ fn say(progress: bool, text: &str) {
 fn progress_line(facts: &CudaFacts, event: &Event) -> Option<String> {
     match event {
         Event::LoadError { message } => Some(format!("cannot load the library: {message}")),
-        Event::Init { code } if *code != 0 => Some(format!(
+        Event::Init { code, .. } if *code != 0 => Some(format!(
             "cuInit failed: {} ({code})",
             crate::answers::cuda::code_name(*code)
         )),
+        // Seconds here are the driver attaching GPUs (persistence mode off).
+        Event::Init {
+            micros: Some(us), ..
+        } => Some(format!("cuInit took {:.2} s", *us as f64 / 1e6)),
         Event::Count { count, .. } => Some(format!("{count} device(s)")),
         Event::RoundTrip {
             ordinal,
@@ -223,11 +231,35 @@ fn progress_line(facts: &CudaFacts, event: &Event) -> Option<String> {
     }
 }
 
-/// One helper run, stopped after `timeout` of silence.
+/// How long the helper may stay silent: `timeout` in every step but loading and `cuInit`, which
+/// attach the GPUs and get `timeout` more per [`INIT_GPUS_PER_TIMEOUT`] of `gpus`.
+#[derive(Debug, Clone, Copy)]
+struct Allowance {
+    timeout: Duration,
+    gpus: u32,
+}
+
+impl Allowance {
+    fn init(&self) -> Duration {
+        let per_gpu = self.timeout / INIT_GPUS_PER_TIMEOUT;
+        self.timeout + per_gpu.saturating_mul(self.gpus)
+    }
+
+    /// The allowance for the step the helper announced last (`None`: none yet, loading).
+    fn for_step(&self, step: Option<&str>) -> Duration {
+        match step {
+            None => self.init(),
+            Some(s) if s == step::LOAD || s == step::INIT => self.init(),
+            Some(_) => self.timeout,
+        }
+    }
+}
+
+/// One helper run, stopped after the step's allowance of silence.
 fn run_helper(
     helper: &std::path::Path,
     request: &Request,
-    timeout: Duration,
+    allowance: Allowance,
     progress: bool,
 ) -> std::io::Result<Outcome> {
     let json = serde_json::to_string(request).map_err(std::io::Error::other)?;
@@ -239,10 +271,14 @@ fn run_helper(
     ];
     let mut command = Command::new(helper);
     command.args(&argv[1..]);
+    // The helper shares gpudoctor's cgroup: an OOM kill of it shows in the count.
+    let memory_before = super::own_memory::now();
     let mut facts = CudaFacts::default();
     let mut current: Option<(String, Option<u32>, Option<u32>)> = None;
     // When the helper last printed an event: both closures below read or set it, in turn.
     let last = std::cell::Cell::new(Instant::now());
+    // The silence allowed in the step announced last.
+    let limit = std::cell::Cell::new(allowance.for_step(None));
     let mut stderr = Tail::new(20);
     let mut unparsed = Vec::new();
     let mut peers_done = 0usize;
@@ -262,6 +298,7 @@ fn run_helper(
                         } = &event
                         {
                             current = Some((step.clone(), *ordinal, *peer));
+                            limit.set(allowance.for_step(Some(step)));
                         }
                         if let Some(text) = progress_line(&facts, &event) {
                             say(progress, &text);
@@ -284,7 +321,7 @@ fn run_helper(
                 }
             }
         };
-        let mut stop = || last.get().elapsed() >= timeout;
+        let mut stop = || last.get().elapsed() >= limit.get();
         child::run_lines(&mut command, &mut on_line, &mut stop)?
     };
     let stall = if ended.stopped { current.clone() } else { None };
@@ -303,12 +340,17 @@ fn run_helper(
             step: step.clone(),
             bus_id: ordinal.map(|o| facts.bus_of(o)),
             peer: peer.map(|o| facts.bus_of(o)),
-            after_ms: timeout.as_millis() as u64,
+            after_ms: allowance.for_step(Some(step)).as_millis() as u64,
         }),
         elapsed_ms: ended.elapsed.as_millis() as u64,
         killed: ended.killed,
         stderr_tail: stderr.text(),
         unparsed,
+        memory_limit_bytes: memory_before.limit_bytes,
+        oom_killed: match (memory_before.oom_kills, super::own_memory::now().oom_kills) {
+            (Some(before), Some(after)) => Some(after > before),
+            _ => None,
+        },
     };
     Ok(Outcome { facts, run, stall })
 }
@@ -371,12 +413,18 @@ pub fn probe_live(options: &CudaOptions, library: &CudaLibrary, plan: &CudaPlan)
         exclude: plan.exclude.clone(),
         placements: plan.placements.clone(),
     };
+    let allowance = Allowance {
+        timeout: options.step_timeout,
+        gpus: plan.gpus,
+    };
     say(
         options.progress,
         &format!(
-            "probing with {} (step timeout {} s{})",
+            "probing with {} (step timeout {} s, {} s for cuInit on {} gpu(s){})",
             request.shown.as_deref().unwrap_or(&request.library),
             options.step_timeout.as_secs(),
+            allowance.init().as_secs(),
+            plan.gpus,
             if options.bandwidth {
                 format!(
                     ", bandwidth: {} MiB x {} per copy",
@@ -392,7 +440,7 @@ pub fn probe_live(options: &CudaOptions, library: &CudaLibrary, plan: &CudaPlan)
     let mut stalled_devices = Vec::new();
     let mut latest: Option<CudaFacts> = None;
     for attempt in 0..=MAX_RESTARTS {
-        let outcome = match run_helper(&helper, &request, options.step_timeout, options.progress) {
+        let outcome = match run_helper(&helper, &request, allowance, options.progress) {
             Ok(o) => o,
             Err(e) => {
                 return CudaProbe::Unavailable {
@@ -410,7 +458,7 @@ pub fn probe_live(options: &CudaOptions, library: &CudaLibrary, plan: &CudaPlan)
                 match &outcome.run.stalled {
                     Some(s) => format!(
                         ", stopped: no answer for {} s in `{}`{}",
-                        options.step_timeout.as_secs(),
+                        s.after_ms / 1000,
                         s.step,
                         s.bus_id
                             .as_ref()

@@ -15,7 +15,8 @@
 //!    default stream (GPU time, as bandwidthTest and nvbandwidth measure); the median is
 //!    reported;
 //! 4. `--bandwidth`, per ordered pair of working devices: `cuDeviceCanAccessPeer`, peer access
-//!    enabled both ways, one warm-up then `iterations` `cuMemcpyPeer` copies timed the same way.
+//!    enabled both ways, one warm-up then `iterations` `cuMemcpyPeer` copies timed the same way,
+//!    then one copy of a pattern (`round_trip_bytes`) read back and compared.
 
 use std::ffi::c_void;
 use std::time::Instant;
@@ -82,8 +83,12 @@ pub fn run(request: &Request, emit: &(dyn Fn(Event) + Sync)) -> i32 {
         ordinal: None,
         peer: None,
     });
+    let started = std::time::Instant::now();
     let init = driver.init().err().unwrap_or(code::SUCCESS);
-    emit(Event::Init { code: init });
+    emit(Event::Init {
+        code: init,
+        micros: Some(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)),
+    });
     if init != code::SUCCESS {
         emit(Event::Done);
         return 0;
@@ -378,7 +383,7 @@ fn peer_copies(driver: &Driver, request: &Request, ready: &[Ready], emit: &(dyn 
                 continue;
             }
             announce(emit, step::PEER, a.ordinal, Some(b.ordinal));
-            let event = |access, gbps, error| Event::Peer {
+            let verified_event = |access, gbps, error, mismatched_bytes| Event::Peer {
                 from: a.ordinal,
                 to: b.ordinal,
                 access,
@@ -386,7 +391,9 @@ fn peer_copies(driver: &Driver, request: &Request, ready: &[Ready], emit: &(dyn 
                 iterations,
                 gbps,
                 error,
+                mismatched_bytes,
             };
+            let event = |access, gbps, error| verified_event(access, gbps, error, None);
             let access = match driver.can_access_peer(a.device, b.device) {
                 Ok(x) => x,
                 Err(c) => {
@@ -430,8 +437,12 @@ fn peer_copies(driver: &Driver, request: &Request, ready: &[Ready], emit: &(dyn 
                 driver.synchronize()?;
                 Ok(median(samples))
             });
-            match measured {
-                Ok(g) => emit(event(Some(true), g, None)),
+            let verified = measured.and_then(|g| {
+                let n = request.round_trip_bytes as usize;
+                Ok((g, verify_peer(driver, a, b, n, (i, j))?))
+            });
+            match verified {
+                Ok((g, wrong)) => emit(verified_event(Some(true), g, None, Some(wrong))),
                 Err(c) => emit(event(Some(true), None, Some(CudaError::new(step::PEER, c)))),
             }
         }
@@ -444,6 +455,42 @@ fn peer_copies(driver: &Driver, request: &Request, ready: &[Ready], emit: &(dyn 
             driver.mem_free(dst);
         }
     }
+}
+
+/// Copy a pattern from `a` to `b` once and read it back: the bytes that came back different.
+/// The pattern depends on the pair, so a buffer left over from another pair cannot pass.
+fn verify_peer(
+    driver: &Driver,
+    a: &Ready,
+    b: &Ready,
+    bytes: usize,
+    pair: (usize, usize),
+) -> Result<u64, i32> {
+    let pattern: Vec<u8> = (0..bytes)
+        .map(|k| (k.wrapping_mul(31) ^ pair.0.wrapping_mul(7) ^ pair.1.wrapping_mul(13)) as u8)
+        .collect();
+    driver.set_current(a.context)?;
+    let src = driver.mem_alloc(bytes)?;
+    let result = (|| {
+        driver.htod(src, pattern.as_ptr().cast(), bytes)?;
+        driver.set_current(b.context)?;
+        let dst = driver.mem_alloc(bytes)?;
+        let copied = (|| {
+            driver.set_current(a.context)?;
+            driver.memcpy_peer(dst, b.context, src, a.context, bytes)?;
+            driver.synchronize()?;
+            driver.set_current(b.context)?;
+            let mut back = vec![0u8; bytes];
+            driver.dtoh(back.as_mut_ptr().cast(), dst, bytes)?;
+            Ok(back.iter().zip(&pattern).filter(|(x, y)| x != y).count() as u64)
+        })();
+        let _ = driver.set_current(b.context);
+        driver.mem_free(dst);
+        copied
+    })();
+    let _ = driver.set_current(a.context);
+    driver.mem_free(src);
+    result
 }
 
 /// The driver version in the file name of the library mapped into this process whose name

@@ -30,10 +30,25 @@ const MAX_NVLINKS: u32 = 36;
 const MAX_MIG_DEVICES: u32 = 64;
 const MIB: u64 = 1024 * 1024;
 
-/// Remembers the first reading that answered `GPU_IS_LOST`.
-struct Lost(RefCell<Option<&'static str>>);
+/// Told where the walk of one GPU is, so a GPU that hangs is named with the call it hung in
+/// (`workers.rs` passes it on to the probe).
+pub trait Progress {
+    /// The handle arrived: the driver attached the GPU.
+    fn handle(&self);
+    /// Who the GPU is (bus id, UUID, name), before any reading.
+    fn identity(&self, device: &NvmlDevice);
+    /// About to ask this reading.
+    fn asking(&self, field: &'static str);
+}
 
-impl Lost {
+/// Remembers the first reading that answered `GPU_IS_LOST`, and tells the probe which reading
+/// is being asked (so a GPU that hangs is named with the call it hung in).
+struct Lost<'p> {
+    at: RefCell<Option<&'static str>>,
+    progress: &'p dyn Progress,
+}
+
+impl Lost<'_> {
     /// Ask `call` unless the GPU was lost already; note a loss.
     fn read<T>(
         &self,
@@ -43,9 +58,10 @@ impl Lost {
         if let Some(err) = self.error() {
             return Reading::Error(err);
         }
+        self.progress.asking(field);
         let result = call();
         if matches!(result, Err(WrapperError::GpuLost)) {
-            self.0.replace(Some(field));
+            self.at.replace(Some(field));
         }
         reading(result)
     }
@@ -55,18 +71,19 @@ impl Lost {
         if let Some(err) = self.error() {
             return Reading::Error(err);
         }
+        self.progress.asking(field);
         let result = call();
         if result
             .error()
             .is_some_and(|e| e.kind == NvmlErrorKind::GpuIsLost)
         {
-            self.0.replace(Some(field));
+            self.at.replace(Some(field));
         }
         result
     }
 
     fn error(&self) -> Option<NvmlError> {
-        self.0.borrow().map(|at| {
+        self.at.borrow().map(|at| {
             NvmlError::new(
                 NvmlErrorKind::GpuIsLost,
                 format!("not asked: the gpu was lost at {at}"),
@@ -75,11 +92,15 @@ impl Lost {
     }
 }
 
-/// Everything about GPU `index`. `identity` is told who the GPU is as soon as that is known,
-/// so a GPU that hangs later is still named by its bus id.
-pub fn describe(nvml: &Nvml, index: u32, identity: &dyn Fn(&NvmlDevice)) -> NvmlDevice {
+/// Everything about GPU `index`. `progress` is told when the handle arrives, who the GPU is as
+/// soon as that is known (so a GPU that hangs later is still named by its bus id), and each
+/// reading before it is asked.
+pub fn describe(nvml: &Nvml, index: u32, progress: &dyn Progress) -> NvmlDevice {
     let device = match nvml.device_by_index(index) {
-        Ok(device) => device,
+        Ok(device) => {
+            progress.handle();
+            device
+        }
         Err(err) => {
             return NvmlDevice {
                 index,
@@ -98,12 +119,21 @@ pub fn describe(nvml: &Nvml, index: u32, identity: &dyn Fn(&NvmlDevice)) -> Nvml
         name: device.name().ok(),
         ..NvmlDevice::default()
     };
-    identity(&out);
-    let lost = Lost(RefCell::new(None));
+    progress.identity(&out);
+    let lost = Lost {
+        at: RefCell::new(None),
+        progress,
+    };
     let d = &device;
     out.serial = lost.read("serial", || d.serial());
     out.minor_number = lost.read("minor_number", || d.minor_number());
     out.persistence_mode = lost.read("persistence_mode", || d.is_in_persistent_mode());
+    out.architecture = lost.read("architecture", || match d.architecture() {
+        Ok(arch) => Ok(arch.as_c()),
+        // An architecture newer than nvml-wrapper knows: keep its number.
+        Err(WrapperError::UnexpectedVariant(code)) => Ok(code),
+        Err(err) => Err(err),
+    });
     out.mig_mode = lost.read("mig_mode", || {
         d.mig_mode().map(|m| CurrentPending {
             current: m.current == 1,
@@ -168,7 +198,8 @@ pub fn describe(nvml: &Nvml, index: u32, identity: &dyn Fn(&NvmlDevice)) -> Nvml
         d.running_compute_processes()
             .map(|list| processes(nvml, list))
     });
-    out.nvlinks = lost.read_with("nvlinks", || nvlinks(d));
+    let nvlink5 = out.nvlink5();
+    out.nvlinks = lost.read_with("nvlinks", || nvlinks(d, nvlink5));
     out.fabric = lost.read_with("fabric", || raw::fabric_info(d));
     out
 }
@@ -217,12 +248,14 @@ fn retired_pages(device: &Device<'_>) -> Result<RetiredPages, WrapperError> {
 
 /// Links 0.. until the driver says the index is invalid. No link at all: the GPU has no
 /// NVLink. Only an active link is asked for its version, remote end and error counters; on
-/// NVLink 5 (the DL counters answer NOT_SUPPORTED on the first active link) the counters come
-/// from one field-value call for every active link instead of four calls per link.
-fn nvlinks(device: &Device<'_>) -> Reading<Vec<NvLink>> {
+/// NVLink 5 the counters come from one field-value call for every active link instead of four
+/// DL calls per link. NVLink 5 is known by the architecture (`nvlink5`: Blackwell or later),
+/// never by what the DL calls answer there; only where the architecture is not reported does
+/// a DL counter answering NOT_SUPPORTED on the first active link stand for it.
+fn nvlinks(device: &Device<'_>, nvlink5: Option<bool>) -> Reading<Vec<NvLink>> {
     let mut links = Vec::new();
-    // None until the first active link says whether the DL counters exist.
-    let mut dl_counters: Option<bool> = None;
+    // None until the architecture or the first active link says whether the DL counters exist.
+    let mut dl_counters: Option<bool> = nvlink5.map(|five| !five);
     for link in 0..MAX_NVLINKS {
         let wrapper = device.link_wrapper_for(link);
         let active = match wrapper.is_active() {

@@ -1,49 +1,45 @@
 //! The live NVML probe: loads `libnvidia-ml.so.1` (`--nvml-lib`, or the host's found under
-//! `--root`: `host_lib.rs`) through nvml-wrapper and
-//! fills [`NvmlFacts`]. Every per-device call is kept as a [`Reading`] with its error kind, so
-//! one failing query or one lost GPU never hides the rest (reference/gpu-health.md §1).
+//! `--root`: `host_lib.rs`) through nvml-wrapper and fills [`NvmlFacts`]. Every per-device call
+//! is kept as a [`Reading`] with its error kind, so one failing query or one lost GPU never
+//! hides the rest (reference/gpu-health.md §1).
 //!
-//! Time: NVML can hang on a wedged GPU, and a GPU initialising without persistence mode takes
-//! seconds per handle. So init runs in a thread of its own under the budget, then each GPU in a
-//! thread of its own, all at once, each under the same budget counted from when they start:
-//! a GPU that has not answered by then is recorded as a `timeout` naming it, the others keep
-//! their answers, and the whole probe costs at most two budgets (init, then the GPUs).
-//!
-//! A thread blocked inside NVML cannot be killed. Each GPU's worker therefore owns an
-//! `Arc<Nvml>` (nvml-wrapper's `Nvml` is `Send + Sync`, and nvml.h: "NVML is thread-safe so it
-//! is safe to make simultaneous NVML calls from multiple threads"); the probe stops waiting at
-//! the budget and leaves a hung worker behind, detached. `nvmlShutdown` runs when the last
-//! `Arc` goes (never, for a worker that stays hung: the process exit ends it). `Device<'nvml>`
-//! borrows the `Nvml`, so each worker takes its handle from its own `Arc`.
+//! Time: NVML can hang on a wedged GPU, and GPUs initialising without persistence mode take
+//! seconds each, one after another. Init runs once per run in a thread of its own under the
+//! budget (`session.rs`, which also bounds `nvmlShutdown`), then each GPU in a thread of its
+//! own, all at once, under deadlines that scale with the GPU count while handles keep coming
+//! (`workers.rs`): a GPU that has not answered by then is recorded as a `timeout` naming it
+//! and where it stopped, the others keep their answers.
 
 mod device;
 mod raw;
+mod session;
+mod workers;
 
-use std::collections::BTreeMap;
-use std::ffi::OsStr;
-use std::sync::Arc;
-use std::sync::mpsc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use nvml_wrapper::Nvml;
-use nvml_wrapper::bitmasks::InitFlags;
 use nvml_wrapper::error::NvmlError as WrapperError;
 
 use super::host_lib::HostLibrary;
-use crate::answers::nvml::{NvmlDevice, NvmlError, NvmlErrorKind, NvmlFacts, Reading};
+use crate::answers::nvml::NvmlError;
+use crate::answers::nvml::{NvmlErrorKind, NvmlFacts, Reading};
 
-/// Most GPUs probed. A node holds at most 16 (HGX 8, GB200 NVL trays 4); the cap only bounds a
-/// nonsensical device count so a broken driver cannot make gpudoctor start thousands of threads.
-const MAX_DEVICES: u32 = 64;
+pub use session::{NvmlSession, SHUTDOWN_WAIT};
+pub use workers::MAX_DEVICES;
 
-/// Query NVML: init under `budget`, then every GPU at once, each under `budget`.
-pub fn probe(lib: Option<HostLibrary>, budget: Duration) -> NvmlFacts {
-    let system = match init(lib, budget) {
+/// Query NVML through the run's `session` (opened from `lib` under `budget` at the first
+/// reading), then every GPU at once under deadlines that scale with the GPU count
+/// (`workers.rs`).
+pub fn probe(session: &NvmlSession, lib: Option<HostLibrary>, budget: Duration) -> NvmlFacts {
+    let system = match session.system(lib, budget) {
         Ok(system) => system,
-        Err(facts) => return facts,
+        Err(error) => {
+            return NvmlFacts {
+                init_error: Some(error),
+                ..NvmlFacts::default()
+            };
+        }
     };
-    let devices = probe_devices(&system, budget);
+    let (devices, timing) = workers::probe_devices(&system, budget);
     NvmlFacts {
         init_error: None,
         driver_version: system.driver_version,
@@ -51,189 +47,37 @@ pub fn probe(lib: Option<HostLibrary>, budget: Duration) -> NvmlFacts {
         cuda_driver_version: system.cuda_driver_version,
         device_count: system.device_count,
         devices,
+        handles_ms: timing.handles_ms,
+        init_ms: system.init_ms,
     }
 }
 
-/// What init and the system-level calls gave.
-struct System {
-    nvml: Arc<Nvml>,
-    driver_version: Option<String>,
-    nvml_version: Option<String>,
-    cuda_driver_version: Option<i32>,
-    device_count: u32,
-}
-
-fn init(lib: Option<HostLibrary>, budget: Duration) -> Result<System, NvmlFacts> {
-    let (tx, rx) = mpsc::channel();
-    let spawned = thread::Builder::new()
-        .name("nvml-init".into())
-        .spawn(move || {
-            let _ = tx.send(init_blocking(lib));
-        });
-    if let Err(err) = spawned {
-        return Err(NvmlFacts::failed(
-            NvmlErrorKind::Unknown,
-            format!("could not start the nvml probe: {err}"),
-        ));
-    }
-    match rx.recv_timeout(budget) {
-        Ok(result) => result,
-        Err(mpsc::RecvTimeoutError::Timeout) => Err(NvmlFacts::failed(
-            NvmlErrorKind::Timeout,
-            format!("nvml did not answer within {} s", budget.as_secs_f32()),
-        )),
-        Err(mpsc::RecvTimeoutError::Disconnected) => Err(NvmlFacts::failed(
-            NvmlErrorKind::Unknown,
-            "the nvml probe stopped without an answer",
-        )),
-    }
-}
-
-fn init_blocking(lib: Option<HostLibrary>) -> Result<System, NvmlFacts> {
-    let mut builder = Nvml::builder();
-    // NO_GPUS: a node whose GPUs all fell off the bus still initialises, so the count check can
-    // name what is missing instead of one opaque init error.
-    builder.flags(InitFlags::NO_GPUS);
-    if let Some(lib) = &lib {
-        builder.lib_path(OsStr::new(lib.path()));
-    }
-    // The loader's message names the path it opened: for a library found under the root that is
-    // a /proc/self/fd path, so say which file it is.
-    let nvml = builder.init().map_err(|err| {
-        let message = match &lib {
-            Some(lib) if lib.path() != std::path::Path::new(lib.shown()) => {
-                format!("{err} (loading {})", lib.shown())
+/// Name each GPU process by `name_of` (the host's `/proc` under `--root`) instead of NVML.
+/// `nvmlSystemGetProcessName` reads the process table of gpudoctor's own PID namespace: in a Pod
+/// without `hostPID` a host pid is not there, or is some other process of the container. A pid
+/// `name_of` does not know (the process ended) keeps no name rather than a wrong one.
+pub fn name_processes(facts: &mut NvmlFacts, name_of: impl Fn(u32) -> Option<String>) {
+    for device in &mut facts.devices {
+        if let Reading::Value(list) = &mut device.compute_processes {
+            for process in list {
+                process.name = name_of(process.pid);
             }
-            _ => err.to_string(),
-        };
-        NvmlFacts::failed(error_kind(&err), message)
-    })?;
-    // Loaded: the descriptor that named the file may close.
-    drop(lib);
-    let device_count = nvml
-        .device_count()
-        .map_err(|err| NvmlFacts::failed(error_kind(&err), format!("device count: {err}")))?;
-    Ok(System {
-        driver_version: nvml.sys_driver_version().ok(),
-        nvml_version: nvml.sys_nvml_version().ok(),
-        cuda_driver_version: nvml.sys_cuda_driver_version().ok(),
-        device_count,
-        nvml: Arc::new(nvml),
+        }
+    }
+}
+
+/// A process's name as NVML gives it: the first argument of its command line, else `comm`
+/// (a kernel thread has an empty command line). `read` reads a file under the root.
+pub fn process_name(pid: u32, read: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let first = read(&format!("proc/{pid}/cmdline")).and_then(|cmdline| {
+        let arg = cmdline.split('\0').next()?.trim().to_string();
+        (!arg.is_empty()).then_some(arg)
+    });
+    first.or_else(|| {
+        read(&format!("proc/{pid}/comm"))
+            .map(|c| c.trim().to_string())
+            .filter(|c| !c.is_empty())
     })
-}
-
-/// What a GPU's worker reports: who it is as soon as it knows, then everything.
-enum Report {
-    Identity(u32, NvmlDevice),
-    Done(u32, NvmlDevice),
-}
-
-fn probe_devices(system: &System, budget: Duration) -> Vec<NvmlDevice> {
-    let started = Instant::now();
-    let deadline = started + budget;
-    let count = system.device_count.min(MAX_DEVICES);
-    let (tx, rx) = mpsc::channel::<Report>();
-    let mut done: BTreeMap<u32, NvmlDevice> = BTreeMap::new();
-    let mut known: BTreeMap<u32, NvmlDevice> = BTreeMap::new();
-    let mut running = 0usize;
-    for index in 0..count {
-        let nvml = Arc::clone(&system.nvml);
-        let tx = tx.clone();
-        let spawned = thread::Builder::new()
-            .name(format!("nvml-gpu{index}"))
-            .spawn(move || {
-                let started = Instant::now();
-                let identity = |d: &NvmlDevice| {
-                    let _ = tx.send(Report::Identity(index, d.clone()));
-                };
-                // A panic inside the wrapper must not read as a hang: it is this GPU's error.
-                let described = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    device::describe(&nvml, index, &identity)
-                }));
-                let mut device = described.unwrap_or_else(|_| {
-                    handle_error(
-                        index,
-                        NvmlError::new(NvmlErrorKind::Unknown, "the probe of this gpu crashed"),
-                    )
-                });
-                device.probe_ms = Some(millis(started.elapsed()));
-                let _ = tx.send(Report::Done(index, device));
-            });
-        match spawned {
-            Ok(_) => running += 1,
-            Err(err) => {
-                done.insert(
-                    index,
-                    handle_error(
-                        index,
-                        NvmlError::new(
-                            NvmlErrorKind::Unknown,
-                            format!("could not start a probe thread: {err}"),
-                        ),
-                    ),
-                );
-            }
-        }
-    }
-    drop(tx);
-    while done.len() < count as usize && running > 0 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(Report::Identity(index, device)) => {
-                known.insert(index, device);
-            }
-            Ok(Report::Done(index, device)) => {
-                running -= 1;
-                done.insert(index, device);
-            }
-            Err(_) => break,
-        }
-    }
-    let waited = millis(started.elapsed());
-    for index in 0..count {
-        if done.contains_key(&index) {
-            continue;
-        }
-        // Still inside NVML at the budget: keep what it said about itself, name the hang.
-        let mut device = known.remove(&index).unwrap_or(NvmlDevice {
-            index,
-            ..NvmlDevice::default()
-        });
-        device.error = Some(NvmlError::new(
-            NvmlErrorKind::Timeout,
-            format!(
-                "gpu {index} did not answer within {} s",
-                budget.as_secs_f32()
-            ),
-        ));
-        device.probe_ms = Some(waited);
-        done.insert(index, device);
-    }
-    for index in count..system.device_count {
-        done.insert(
-            index,
-            handle_error(
-                index,
-                NvmlError::new(
-                    NvmlErrorKind::Unknown,
-                    format!("not probed: nvml counts more than {MAX_DEVICES} devices"),
-                ),
-            ),
-        );
-    }
-    done.into_values().collect()
-}
-
-fn handle_error(index: u32, error: NvmlError) -> NvmlDevice {
-    NvmlDevice {
-        index,
-        error: Some(error),
-        ..NvmlDevice::default()
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn reading<T>(result: Result<T, WrapperError>) -> Reading<T> {
@@ -315,6 +159,7 @@ mod tests {
     #[test]
     fn a_missing_library_is_library_not_found() {
         let facts = probe(
+            &NvmlSession::default(),
             Some(HostLibrary::named(std::path::Path::new(
                 "/nonexistent/libnvidia-ml.so.1",
             ))),
@@ -322,6 +167,19 @@ mod tests {
         );
         let err = facts.init_error.expect("must fail");
         assert_eq!(err.kind, NvmlErrorKind::LibraryNotFound, "{}", err.message);
+    }
+
+    #[test]
+    fn processes_are_named_from_the_roots_proc() {
+        let read = |rel: &str| match rel {
+            "proc/7/cmdline" => Some("/usr/bin/python3\0train.py\0".to_string()),
+            "proc/8/cmdline" => Some(String::new()),
+            "proc/8/comm" => Some("kworker/0:1\n".to_string()),
+            _ => None,
+        };
+        assert_eq!(process_name(7, read).as_deref(), Some("/usr/bin/python3"));
+        assert_eq!(process_name(8, read).as_deref(), Some("kworker/0:1"));
+        assert_eq!(process_name(9, read), None);
     }
 
     #[test]

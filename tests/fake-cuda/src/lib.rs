@@ -16,8 +16,9 @@
 //!   for: the first `cuMemHostAlloc` made under a device's context is `local`, the second
 //!   `remote` — the order gpudoctor's probe measures in;
 //! - `peers` `{from, to}` → `cuDeviceCanAccessPeer` answers `access` (false for a pair not
-//!   listed), `cuMemcpyPeer` takes `bytes / gbps`; `error` fails it; `timed_out` hangs
-//!   `cuDeviceCanAccessPeer`.
+//!   listed), `cuMemcpyPeer` takes `bytes / gbps` and moves the bytes of allocations that hold
+//!   them (the probe's verifying copy); `error` fails it; `mismatched_bytes: N` changes N bytes
+//!   of what it moves; `timed_out` hangs `cuDeviceCanAccessPeer`.
 //!
 //! Time: the probe times copies with CUDA events (`cuEventRecord` around a copy,
 //! `cuEventElapsedTime`). Here each context has a clock that only copies advance, by
@@ -25,12 +26,22 @@
 //! its context's clock. So a figure comes back exactly as recorded however loaded the test
 //! machine is, and the copies cost no real time; hangs are real.
 //!
+//! - `CUDA_VISIBLE_DEVICES` is honoured as CUDA does: indexes, `GPU-`/`MIG-` UUIDs (a device's
+//!   `uuid` and `mig_uuids`, which tests add), the list ending at the first entry that names
+//!   nothing; nothing visible makes `cuInit` answer CUDA_ERROR_NO_DEVICE;
+//! - `exclusive_process: true` → a second process's context on that GPU is refused with
+//!   CUDA_ERROR_DEVICE_UNAVAILABLE while the first lives (`GPUDOCTOR_FAKE_CUDA_CONTEXTS=DIR`
+//!   holds who has it).
+//!
 //! Knobs for tests that the JSON cannot say:
 //! - `GPUDOCTOR_FAKE_CUDA_HANG=STEP[:BUS]` → that step hangs (on every device, or BUS only);
 //!   `init` hangs `cuInit`;
 //! - `GPUDOCTOR_FAKE_CUDA_CRASH=STEP[:BUS]` → that step aborts the process (a driver crash);
+//! - `GPUDOCTOR_FAKE_CUDA_KILL=STEP[:BUS]` → that step SIGKILLs the process (the OOM killer);
 //! - `GPUDOCTOR_FAKE_CUDA_GARBAGE=1` → `cuInit` first writes non-JSON text to stdout (a library
-//!   that prints where the probe speaks).
+//!   that prints where the probe speaks);
+//! - `GPUDOCTOR_FAKE_CUDA_ATTACH_MS=N` → `cuInit` takes N ms for every device in the JSON, in
+//!   silence: without persistence mode it attaches every GPU, one after another.
 //!
 //! Nothing may unwind into C: every entry point runs inside `catch_unwind` and a panic becomes
 //! `CUDA_ERROR_UNKNOWN`. Contexts are `ordinal + 1` as a pointer; device pointers are
@@ -59,6 +70,9 @@ type CuDevicePtr = u64;
 const SUCCESS: CuResult = 0;
 const ERROR_INVALID_VALUE: CuResult = 1;
 const ERROR_NOT_INITIALIZED: CuResult = 3;
+const ERROR_NO_DEVICE: CuResult = 100;
+/// cuda.h: `CUDA_ERROR_DEVICE_UNAVAILABLE`, what a second context on an Exclusive_Process GPU gets.
+const ERROR_DEVICE_UNAVAILABLE: CuResult = 46;
 const ERROR_INVALID_DEVICE: CuResult = 101;
 const ERROR_INVALID_CONTEXT: CuResult = 201;
 const ERROR_INVALID_HANDLE: CuResult = 400;
@@ -71,6 +85,9 @@ pub const ENV_JSON: &str = "GPUDOCTOR_FAKE_CUDA_JSON";
 pub const ENV_HANG: &str = "GPUDOCTOR_FAKE_CUDA_HANG";
 pub const ENV_CRASH: &str = "GPUDOCTOR_FAKE_CUDA_CRASH";
 pub const ENV_GARBAGE: &str = "GPUDOCTOR_FAKE_CUDA_GARBAGE";
+pub const ENV_ATTACH_MS: &str = "GPUDOCTOR_FAKE_CUDA_ATTACH_MS";
+pub const ENV_KILL: &str = "GPUDOCTOR_FAKE_CUDA_KILL";
+pub const ENV_CONTEXTS: &str = "GPUDOCTOR_FAKE_CUDA_CONTEXTS";
 
 /// Device allocations up to this size hold real bytes (the round trip); larger ones are only
 /// sizes (the bandwidth buffers), so tests do not need gigabytes.
@@ -143,6 +160,14 @@ fn at_step(step: &str, device: Option<&Device>) {
     let bus = device.and_then(|d| d.bus_id.as_deref());
     if told(ENV_CRASH, step, bus) {
         std::process::abort();
+    }
+    if told(ENV_KILL, step, bus) {
+        unsafe extern "C" {
+            fn kill(pid: i32, sig: i32) -> i32;
+        }
+        // SIGKILL, as the kernel's OOM killer sends it.
+        // SAFETY: kill(2) on this process's own pid.
+        unsafe { kill(std::process::id() as i32, 9) };
     }
     if told(ENV_HANG, step, bus) || device.is_some_and(|d| d.timed_out.as_deref() == Some(step)) {
         hang();
@@ -269,14 +294,27 @@ pub unsafe extern "C" fn cuInit(_flags: c_uint) -> CuResult {
             .ok_or_else(|| format!("{ENV_JSON} is not set"))
             .and_then(|p| std::fs::read_to_string(&p).map_err(|e| e.to_string()))
             .and_then(|t| model::parse(&t));
-        let facts = match loaded {
+        let mut facts = match loaded {
             Ok(f) => f,
             Err(why) => {
                 eprintln!("fake-cuda: {why}");
                 return ERROR_UNKNOWN;
             }
         };
-        let code = facts.init.unwrap_or(SUCCESS);
+        let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let all = std::mem::take(&mut facts.devices);
+        facts.devices = model::visible_devices(all, visible.as_deref());
+        if let Some(ms) = std::env::var(ENV_ATTACH_MS)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            std::thread::sleep(Duration::from_millis(ms * facts.devices.len() as u64));
+        }
+        // CUDA with nothing visible: cuInit answers CUDA_ERROR_NO_DEVICE.
+        let code = match facts.init.unwrap_or(SUCCESS) {
+            SUCCESS if facts.devices.is_empty() && visible.is_some() => ERROR_NO_DEVICE,
+            code => code,
+        };
         *state() = Some(State {
             facts: Some(facts),
             ..State::default()
@@ -393,6 +431,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut CuContext, dev: c_in
         if let Some(code) = error_at(&device, "context") {
             return code;
         }
+        if device.exclusive_process && !take_exclusive(&device) {
+            return ERROR_DEVICE_UNAVAILABLE;
+        }
         if ctx.is_null() {
             return ERROR_INVALID_VALUE;
         }
@@ -400,6 +441,27 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut CuContext, dev: c_in
         unsafe { ctx.write(std::ptr::without_provenance_mut(dev as usize + 1)) };
         SUCCESS
     })
+}
+
+/// Exclusive_Process across processes, through `GPUDOCTOR_FAKE_CUDA_CONTEXTS=DIR`: the process
+/// holding a context on the GPU is named in `DIR/<bus id>.pid`. Another live process there
+/// refuses this one; a pid that is gone (or none) lets it take the GPU. Without the directory
+/// nothing holds the GPU.
+fn take_exclusive(device: &Device) -> bool {
+    let (Some(dir), Some(bus)) = (std::env::var_os(ENV_CONTEXTS), device.bus_id.as_deref()) else {
+        return true;
+    };
+    let file = std::path::Path::new(&dir).join(format!("{}.pid", bus.to_ascii_lowercase()));
+    let me = std::process::id();
+    if let Some(holder) = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        && holder != me
+        && std::path::Path::new(&format!("/proc/{holder}")).exists()
+    {
+        return false;
+    }
+    std::fs::write(&file, me.to_string()).is_ok()
 }
 
 #[unsafe(no_mangle)]
@@ -677,9 +739,9 @@ pub unsafe extern "C" fn cuCtxEnablePeerAccess(_peer: CuContext, _flags: c_uint)
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemcpyPeer(
-    _dst: CuDevicePtr,
+    dst: CuDevicePtr,
     dst_ctx: CuContext,
-    _src: CuDevicePtr,
+    src: CuDevicePtr,
     src_ctx: CuContext,
     bytes: usize,
 ) -> CuResult {
@@ -691,7 +753,35 @@ pub unsafe extern "C" fn cuMemcpyPeer(
         if let Some(e) = entry.as_ref().and_then(|e| e.error.as_ref()) {
             return e.code;
         }
+        let wrong = entry.as_ref().and_then(|e| e.mismatched_bytes).unwrap_or(0);
         spend(bytes, entry.and_then(|e| e.gbps), DEFAULT_PEER_GBPS);
-        SUCCESS
+        copy_between_devices(dst, src, bytes, wrong)
     })
+}
+
+/// Move the bytes of a peer copy between two allocations that hold real bytes (the verifying
+/// copy), changing the first `wrong` of them; the large timed copies hold none.
+fn copy_between_devices(dst: CuDevicePtr, src: CuDevicePtr, bytes: usize, wrong: u64) -> CuResult {
+    let mut st = state();
+    let Some(st) = st.as_mut() else {
+        return ERROR_NOT_INITIALIZED;
+    };
+    let Some(from) = st.device_allocs.get(&(src >> 32)) else {
+        return ERROR_INVALID_VALUE;
+    };
+    if from.bytes.len() < bytes {
+        return SUCCESS;
+    }
+    let mut data = from.bytes[..bytes].to_vec();
+    for b in data.iter_mut().take(wrong.min(bytes as u64) as usize) {
+        *b ^= 0xa5;
+    }
+    match st.device_allocs.get_mut(&(dst >> 32)) {
+        Some(to) if to.bytes.len() >= bytes => {
+            to.bytes[..bytes].copy_from_slice(&data);
+            SUCCESS
+        }
+        Some(_) => SUCCESS,
+        None => ERROR_INVALID_VALUE,
+    }
 }

@@ -76,6 +76,9 @@ pub struct Device {
     pub minor_number: Reading<u32>,
     #[serde(default)]
     pub persistence_mode: Reading<bool>,
+    /// `nvmlDeviceArchitecture_t` (Blackwell 10).
+    #[serde(default)]
+    pub architecture: Reading<u32>,
     #[serde(default)]
     pub error: Option<ErrorInfo>,
     #[serde(default)]
@@ -130,8 +133,8 @@ pub struct GpuProcess {
     pub pid: u32,
     #[serde(default)]
     pub used_memory_mib: Option<u64>,
-    #[serde(default)]
-    pub name: Option<String>,
+    // The recorded `name` is not answered: the library names a process from its own
+    // namespace's /proc (`nvmlSystemGetProcessName` in lib.rs).
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -276,4 +279,15 @@ pub enum FabricState {
 
 pub fn parse(text: &str) -> Result<Facts, String> {
     serde_json::from_str(text).map_err(|e| e.to_string())
+}
+
+/// nvml.h `NVML_DEVICE_ARCH_BLACKWELL` and `NVML_DEVICE_ARCH_UNKNOWN`.
+const ARCH_BLACKWELL: u32 = 10;
+const ARCH_UNKNOWN: u32 = 0xffff_ffff;
+
+impl Device {
+    /// Blackwell or later, as its architecture says: NVLink 5.
+    pub fn blackwell(&self) -> bool {
+        matches!(self.architecture, Reading::Value(a) if a >= ARCH_BLACKWELL && a != ARCH_UNKNOWN)
+    }
 }
