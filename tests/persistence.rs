@@ -2,7 +2,7 @@
 //! libcuda behaving as the driver does (tests/fake-nvml/src/driver.rs): handles attach one GPU
 //! after another under the driver's lock, `cuInit` attaches every GPU in silence, a GPU wedged
 //! inside the lock stalls its siblings, `nvmlShutdown` can hang (issue 25, "persistence off is
-//! not a hang").
+//! not a hang"), and holds the probe to the successors of deprecated NVML calls.
 //!
 //! Each run is a child process bounded here: a hung NVML thread must never hold the exit.
 
@@ -192,4 +192,24 @@ fn cuinit_attaching_eight_gpus_is_not_a_hang() {
         "{cuda}\n{}",
         common::live::stderr(&out)
     );
+}
+
+/// No call nvml.h deprecates is made where the driver exports its successor
+/// (`nvmlDeviceGetTemperatureV`, `nvmlDeviceGetCurrentClocksEventReasons`,
+/// `nvmlDeviceGetGpuFabricInfoV`): the stand-in logs each deprecated call it answers.
+#[test]
+fn no_deprecated_nvml_call_where_its_successor_exists() {
+    let live = live_from("hgx-h100-healthy");
+    let log = live.scratch.path().join("nvml-calls.log");
+    let mut cmd = nvml_only(&live, &[]);
+    cmd.env("GPUDOCTOR_FAKE_NVML_CALL_LOG", &log);
+    let (_, report, _) = run_bounded(cmd, Duration::from_secs(20) + SLACK);
+    assert_eq!(
+        check(&report, "driver.thermal")["status"],
+        "pass",
+        "{report}"
+    );
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(!calls.contains("deprecated"), "{calls}");
+    assert!(calls.contains("nvmlInit"), "{calls}");
 }

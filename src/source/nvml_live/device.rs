@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 
 use nvml_wrapper::enum_wrappers::device::{
-    EccCounter, MemoryError, RetirementCause, TemperatureSensor, TemperatureThreshold,
+    EccCounter, MemoryError, RetirementCause, TemperatureThreshold,
 };
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError as WrapperError;
@@ -161,7 +161,7 @@ pub fn describe(nvml: &Nvml, index: u32, progress: &dyn Progress) -> NvmlDevice 
             direct
         }
     });
-    out.temperature_c = lost.read("temperature_c", || d.temperature(TemperatureSensor::Gpu));
+    out.temperature_c = lost.read_with("temperature_c", || raw::temperature(d));
     out.temperature_slowdown_c = lost.read("temperature_slowdown_c", || {
         d.temperature_threshold(TemperatureThreshold::Slowdown)
     });

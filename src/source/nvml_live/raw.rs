@@ -13,6 +13,7 @@ use nvml_wrapper_sys::bindings::field_id::{
 };
 use nvml_wrapper_sys::bindings::{
     nvmlFieldValue_t, nvmlGpuFabricInfo_t, nvmlGpuFabricInfo_v2_t, nvmlGpuFabricInfo_v3_t,
+    nvmlTemperature_v1_t,
 };
 
 use super::reading;
@@ -215,6 +216,36 @@ pub fn clock_event_reasons(device: &Device<'_>) -> Reading<u64> {
         Ok::<_, WrapperError>(reasons)
     })();
     reading(result)
+}
+
+/// The GPU's temperature, °C: `nvmlDeviceGetTemperatureV` (nvml.h: `nvmlDeviceGetTemperature`
+/// is deprecated for it), falling back to the deprecated call on a driver without it (an absent
+/// symbol, or a struct version it does not know).
+pub fn temperature(device: &Device<'_>) -> Reading<u32> {
+    let lib = device.nvml().lib();
+    let versioned = (|| {
+        let sym = nvml_sym(lib.nvmlDeviceGetTemperatureV.as_ref())?;
+        let mut t = nvmlTemperature_v1_t {
+            version: struct_version::<nvmlTemperature_v1_t>(1),
+            // NVML_TEMPERATURE_GPU
+            sensorType: 0,
+            temperature: 0,
+        };
+        // SAFETY: a live handle and a versioned struct of the size its version names.
+        nvml_try(unsafe { sym(device.handle(), &mut t) })?;
+        Ok::<_, WrapperError>(u32::try_from(t.temperature).unwrap_or(0))
+    })();
+    match versioned {
+        Err(
+            WrapperError::FailedToLoadSymbol(_)
+            | WrapperError::FunctionNotFound
+            | WrapperError::NotSupported
+            | WrapperError::UnexpectedVariant(25),
+        ) => {
+            reading(device.temperature(nvml_wrapper::enum_wrappers::device::TemperatureSensor::Gpu))
+        }
+        other => reading(other),
+    }
 }
 
 /// nvml-wrapper 0.13's `remote_device_type` writes into a temporary and always answers

@@ -19,7 +19,9 @@
 //! - `GPUDOCTOR_FAKE_NVML_WEDGE_DEVICE=INDEX:SECS`: GPU INDEX answers its handle, PCI info, UUID
 //!   and name (what identifies it), then its next call holds the driver lock for SECS seconds;
 //! - `GPUDOCTOR_FAKE_NVML_SHUTDOWN_HANG_SECS=N`: `nvmlShutdown` sleeps N seconds first;
-//! - `GPUDOCTOR_FAKE_NVML_CALL_LOG=FILE`: each `nvmlInit*` and `nvmlShutdown` appends a line.
+//! - `GPUDOCTOR_FAKE_NVML_CALL_LOG=FILE`: each `nvmlInit*` and `nvmlShutdown` appends a line, and
+//!   so does each call nvml.h deprecates for a successor the library exports
+//!   (`deprecated <name>`).
 
 use std::cell::Cell;
 use std::io::Write;
@@ -75,6 +77,11 @@ fn log(line: &str) {
     {
         let _ = writeln!(file, "{line}");
     }
+}
+
+/// A deprecated call was made (see the module doc).
+pub fn deprecated(name: &str) {
+    log(&format!("deprecated {name}"));
 }
 
 /// Before `nvmlInit*` answers.

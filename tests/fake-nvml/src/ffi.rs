@@ -2,7 +2,7 @@
 //! cross the boundary, declared by hand with `#[repr(C)]`. Layouts are checked against
 //! nvml-wrapper-sys 0.10's bindgen output (`bindings.rs`) and by the size tests at the bottom.
 
-use std::ffi::{c_char, c_uchar, c_uint, c_ulonglong};
+use std::ffi::{c_char, c_int, c_uchar, c_uint, c_ulonglong};
 
 pub type NvmlReturn = c_uint;
 
@@ -146,6 +146,18 @@ pub union Value {
     pub d_val: f64,
     pub ull_val: c_ulonglong,
 }
+
+/// `nvmlTemperature_v1_t` (`nvmlDeviceGetTemperatureV`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct TemperatureV1 {
+    pub version: c_uint,
+    pub sensor_type: c_uint,
+    pub temperature: c_int,
+}
+
+/// `NVML_STRUCT_VERSION(Temperature, 1)` (nvml.h).
+pub const TEMPERATURE_V1: c_uint = struct_version::<TemperatureV1>(1);
 
 /// `nvmlFieldValue_t` (`nvmlDeviceGetFieldValues`).
 #[repr(C)]
@@ -303,6 +315,8 @@ mod tests {
         assert_eq!(offset_of!(GpuFabricInfoV3, health_summary), 36);
         assert_eq!(size_of::<GpuFabricInfoV2>(), 36);
         assert_eq!(GPU_FABRIC_INFO_V3, 40 | (3 << 24));
+        // nvml.h: #define nvmlTemperature_v1 NVML_STRUCT_VERSION(Temperature, 1), 12 bytes.
+        assert_eq!(TEMPERATURE_V1, 12 | (1 << 24));
         // version 4 (+4) + four unsigned long long.
         assert_eq!(size_of::<MemoryV2>(), 40);
         assert_eq!(offset_of!(MemoryV2, total), 8);
