@@ -116,6 +116,7 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
         },
         node: NodeInfo {
             hostname: identity.hostname,
+            pod: identity.pod,
             kernel: identity.kernel,
             driver_version,
         },

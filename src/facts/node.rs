@@ -9,10 +9,24 @@ use crate::source::Source;
 /// The kernel command line (proc(5)).
 pub const PROC_CMDLINE: &str = "proc/cmdline";
 
+/// The downward API's node name (`spec.nodeName`), which every manifest in deploy/ sets.
+pub const NODE_NAME: &str = "NODE_NAME";
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct NodeIdentity {
+    /// The node's name: what reports, tickets, metrics and NPD call the node.
     pub hostname: Option<String>,
+    /// In a Pod, the Pod's own hostname (the name `proc/sys/kernel/hostname` gives there), when
+    /// it differs from the node's.
+    pub pod: Option<String>,
     pub kernel: Option<String>,
+}
+
+/// A usable name: a DNS-1123-length single line.
+fn usable(name: &str) -> Option<String> {
+    let name = name.trim();
+    (!name.is_empty() && name.len() <= 253 && !name.contains(char::is_control))
+        .then(|| name.to_string())
 }
 
 /// First readable, non-empty, single-line value among `paths`.
@@ -24,9 +38,30 @@ fn first_value(source: &dyn Source, paths: &[&str]) -> Option<String> {
     })
 }
 
+/// The node's name, first found: `NODE_NAME` in this process's environment (an explicit
+/// override, also for a capture), `NODE_NAME` as the source has it (live: the same; a capture:
+/// its `env.json`), the host's own UTS name (live only, `source/uts.rs`), then the files under
+/// the root. `proc/sys/kernel/hostname` answers in the reader's UTS namespace: in a Pod that is
+/// the Pod's name, so there the host's `etc/hostname` under the root comes first.
 pub fn gather(source: &dyn Source) -> NodeIdentity {
+    let env = source.env_vars();
+    let in_pod = env.contains_key("KUBERNETES_SERVICE_HOST");
+    let own = first_value(source, &["proc/sys/kernel/hostname"]);
+    let configured = first_value(source, &["etc/hostname"]);
+    let from_files = if in_pod {
+        configured.or_else(|| own.clone())
+    } else {
+        own.clone().or(configured)
+    };
+    let hostname = std::env::var(NODE_NAME)
+        .ok()
+        .and_then(|n| usable(&n))
+        .or_else(|| env.get(NODE_NAME).and_then(|n| usable(n)))
+        .or_else(|| source.host_nodename().and_then(|n| usable(&n)))
+        .or(from_files);
     NodeIdentity {
-        hostname: first_value(source, &["proc/sys/kernel/hostname", "etc/hostname"]),
+        pod: own.filter(|o| in_pod && Some(o) != hostname.as_ref()),
+        hostname,
         kernel: first_value(source, &["proc/sys/kernel/osrelease"]).or_else(|| {
             // `/proc/version`: "Linux version 5.15.0-105-generic (buildd@...) ..."
             let text = source.read_to_string("proc/version").ok()?;

@@ -212,6 +212,9 @@ impl Source for RecordingSource {
     fn env_vars(&self) -> BTreeMap<String, String> {
         self.env_vars.get_or_init(|| self.inner.env_vars()).clone()
     }
+    fn host_nodename(&self) -> Option<String> {
+        self.inner.host_nodename()
+    }
     fn nccl(&self) -> NcclProbe {
         self.nccl.get_or_init(|| self.inner.nccl()).clone()
     }

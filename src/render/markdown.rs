@@ -206,7 +206,17 @@ pub fn render(report: &Report) -> String {
         }
     };
     let rows = [
-        ("node", or_unknown(node.hostname.as_deref())),
+        (
+            "node",
+            match &node.pod {
+                Some(pod) => format!(
+                    "{} (from the Pod {})",
+                    or_unknown(node.hostname.as_deref()),
+                    code(pod)
+                ),
+                None => or_unknown(node.hostname.as_deref()),
+            },
+        ),
         ("time", time),
         (
             "gpudoctor",

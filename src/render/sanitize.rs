@@ -26,6 +26,7 @@ pub fn report(report: &Report) -> Cow<'_, Report> {
     in_place(&mut clean.gpudoctor_version);
     in_place(&mut clean.source.root);
     in_place_opt(&mut clean.node.hostname);
+    in_place_opt(&mut clean.node.pod);
     in_place_opt(&mut clean.node.kernel);
     in_place_opt(&mut clean.node.driver_version);
     in_place_opt(&mut clean.profile);
@@ -118,6 +119,7 @@ mod tests {
             },
             node: NodeInfo {
                 hostname: Some("h".into()),
+                pod: Some("p".into()),
                 kernel: Some("k".into()),
                 driver_version: Some("d".into()),
             },

@@ -476,7 +476,12 @@ pub struct SourceInfo {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct NodeInfo {
+    /// The node's name: `NODE_NAME` (the downward API's `spec.nodeName`), else the host's own
+    /// hostname as the host sees it, never the Pod's.
     pub hostname: Option<String>,
+    /// The Pod gpudoctor ran in, when it ran in one (its hostname); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
     pub kernel: Option<String>,
     pub driver_version: Option<String>,
 }

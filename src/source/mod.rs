@@ -19,6 +19,7 @@ pub mod overlay;
 mod own_memory;
 pub mod podresources;
 pub mod rooted;
+mod uts;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,6 +49,8 @@ pub const ENV_JSON: &str = ".gpudoctor/env.json";
 /// runtime gave it (reference/kubernetes.md §5).
 pub const ENV_VARS: &[&str] = &[
     "KUBERNETES_SERVICE_HOST",
+    // The node's name from the downward API (`spec.nodeName`), set by every manifest in deploy/.
+    "NODE_NAME",
     "NVIDIA_VISIBLE_DEVICES",
     "NVIDIA_DRIVER_CAPABILITIES",
     "CUDA_VISIBLE_DEVICES",
@@ -132,6 +135,12 @@ pub trait Source: Send + Sync {
     /// When the node was recorded, for a capture (RFC 3339); `None` for a live node or a capture
     /// that does not say (a hand-built fixture).
     fn captured_at(&self) -> Option<String> {
+        None
+    }
+    /// The node's name as the host's own UTS namespace has it, which only a live host can say
+    /// (`uts.rs`: in a Pod, `proc/sys/kernel/hostname` answers with the Pod's name); `None` for
+    /// a capture.
+    fn host_nodename(&self) -> Option<String> {
         None
     }
     /// nccl-tests results to judge: a run made now, `--nccl-log` files, or a capture's
@@ -308,6 +317,10 @@ impl Source for HostSource {
             .iter()
             .filter_map(|name| std::env::var(name).ok().map(|v| (name.to_string(), v)))
             .collect()
+    }
+    fn host_nodename(&self) -> Option<String> {
+        let ns = self.fs.host_path("proc/1/ns").ok()?;
+        uts::host_nodename(ns.path())
     }
     fn nccl(&self) -> NcclProbe {
         // `-g N` needs the GPU count: NVML's (what CUDA will see), else the driver's list.
