@@ -170,6 +170,18 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
     ("h100-cuda-exclusive-busy", &[]),
     ("h100-gdr-slow-hca", &[]),
     ("h100-gdr-perftest-no-cuda", &[]),
+    // The compute HCAs as RoCE rails: each port's link layer, GIDs, MTU and netdev, and the
+    // profile the fabric chose.
+    (
+        "h100-roce-rails-healthy",
+        &[
+            ("node/node/profile", 1),
+            ("rdma/port mlx5_*/1/gid types", 8),
+            ("rdma/port mlx5_*/1/link layer", 8),
+            ("rdma/port mlx5_*/1/mtu", 8),
+            ("rdma/port mlx5_*/1/netdev", 8),
+        ],
+    ),
     (
         "h100-no-persistence-healthy",
         &[("driver/nvml gpu 0000:*/persistence mode", 8)],

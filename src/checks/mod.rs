@@ -432,8 +432,9 @@ impl<'a> Context<'a> {
         &self.pod_interfaces
     }
 
-    /// The profile in force: `--profile`, else the built-in that matches NVML's GPU names,
-    /// else none (consistency checks only).
+    /// The profile in force: `--profile`, else the built-in that matches NVML's GPU names (its
+    /// RoCE variant when the node's GPU rails are Ethernet, `profile::by_fabric`), else none
+    /// (consistency checks only).
     pub fn profile(&self) -> Option<&Profile> {
         self.profile
             .get_or_init(|| {
@@ -444,7 +445,21 @@ impl<'a> Context<'a> {
                         .iter()
                         .filter_map(|d| d.name.as_deref())
                         .collect();
-                    profile::select_auto(&names)
+                    let chosen = profile::select_auto(&names)?;
+                    // The fabric decides between a platform's InfiniBand and RoCE variants.
+                    let ports: Vec<profile::FabricPort<'_>> = match self.rdma() {
+                        Ok(rdma) => rdma
+                            .devices
+                            .iter()
+                            .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
+                            .map(|(d, p)| {
+                                let layer = p.link_layer.as_deref().unwrap_or("");
+                                (d.name.as_str(), layer, p.rate_gbps)
+                            })
+                            .collect(),
+                        Err(_) => Vec::new(),
+                    };
+                    Some(profile::by_fabric(chosen, &ports))
                 })
             })
             .as_ref()

@@ -350,10 +350,11 @@ fn hgx_h100() -> Profile {
 }
 
 /// HGX H100 whose GPU fabric is RoCE (Spectrum-X Ethernet): the same node, eight 400 Gb/s
-/// Ethernet compute ports. Never chosen automatically (the GPUs are hgx-h100's; the link layer
-/// is not known when the profile is chosen): `--profile hgx-h100-roce`, or `base` of a file
-/// that names the fabric's devices in `rdma_devices`, since the reference design's front-end
-/// BlueField-3 is Ethernet RDMA too (2 x 200 GbE) and is not part of the fabric.
+/// Ethernet compute ports. Chosen instead of hgx-h100 when the node has fewer than eight
+/// InfiniBand ports and at least eight Ethernet RDMA ports at 400 Gb/s (`by_fabric`), or with
+/// `--profile hgx-h100-roce`; a file with `base` of it can name the fabric's devices in
+/// `rdma_devices`, since the reference design's front-end BlueField-3 is Ethernet RDMA too
+/// (2 x 200 GbE) and is not part of the fabric.
 fn hgx_h100_roce() -> Profile {
     let ib = hgx_h100();
     let mut sources = ib.sources.clone();
@@ -363,9 +364,9 @@ fn hgx_h100_roce() -> Profile {
     Profile {
         name: "hgx-h100-roce".to_string(),
         description:
-            "HGX H100 SXM5 80 GB: 8 GPUs, NVSwitch, 8 x 400 GbE RoCE (Spectrum-X); --profile only"
+            "HGX H100 SXM5 80 GB: 8 GPUs, NVSwitch, 8 x 400 GbE RoCE (Spectrum-X); chosen when the GPU rails are Ethernet"
                 .to_string(),
-        // Explicit only: an auto-selected profile must be the one platform for these GPUs.
+        // Not matched by GPU names (those are hgx-h100's): `by_fabric` turns hgx-h100 into it.
         gpu_names: Vec::new(),
         // 8 × 400 Gb/s per GPU over Ethernet (RoCE): the HGX AI Factory RA's 2-8-9-400 design.
         rdma_ports: Some(8),

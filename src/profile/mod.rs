@@ -258,6 +258,39 @@ pub fn select_auto(gpu_names: &[&str]) -> Option<Profile> {
     None
 }
 
+/// One RDMA port as `by_fabric` weighs it: device, link layer, rate in Gb/s.
+pub type FabricPort<'a> = (&'a str, &'a str, Option<f64>);
+
+/// The fabric variant of an auto-chosen platform profile, from the node's RDMA ports. A
+/// platform with an Ethernet (RoCE) variant (`hgx-h100` → `hgx-h100-roce`) whose node has fewer
+/// InfiniBand ports than the profile expects, but at least that many Ethernet ports at the
+/// variant's rate, is that variant: the GPU rails are RoCE, and they are those ports
+/// (`rdma_devices`), so the slower front-end ports (2 × 200 GbE on the reference design) are not
+/// judged as rails. The front-end ports of an InfiniBand node are fewer and slower than the rails,
+/// so they never tip it.
+pub fn by_fabric(chosen: Profile, ports: &[FabricPort<'_>]) -> Profile {
+    let Some(variant) = builtin(&format!("{}-roce", chosen.name)) else {
+        return chosen;
+    };
+    let want = variant.rdma_ports.unwrap_or(0) as usize;
+    let rate = variant.rdma_rate_gbps.unwrap_or(0) as f64;
+    let infiniband = ports.iter().filter(|(_, l, _)| *l == "InfiniBand").count();
+    let mut rails: Vec<String> = ports
+        .iter()
+        .filter(|(_, l, r)| *l == "Ethernet" && r.is_some_and(|r| r >= rate))
+        .map(|(device, _, _)| device.to_string())
+        .collect();
+    rails.dedup();
+    if want > 0 && infiniband < want && rails.len() >= want {
+        Profile {
+            rdma_devices: rails,
+            ..variant
+        }
+    } else {
+        chosen
+    }
+}
+
 fn count_fits(seen: usize, expected: Option<u32>) -> bool {
     match expected {
         None => true,

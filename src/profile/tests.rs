@@ -323,3 +323,42 @@ fn listings_name_every_builtin() {
         assert!(table.contains(&p.name), "table lacks {}", p.name);
     }
 }
+
+#[test]
+fn ethernet_gpu_rails_choose_the_roce_variant() {
+    const NAMES: [&str; 10] = [
+        "mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8",
+        "mlx5_9",
+    ];
+    let hgx = builtin("hgx-h100").unwrap();
+    let node = |layer: &'static str, rate: f64| -> Vec<FabricPort<'static>> {
+        let mut ports: Vec<FabricPort<'static>> =
+            NAMES[..8].iter().map(|n| (*n, layer, Some(rate))).collect();
+        ports.extend(NAMES[8..].iter().map(|n| (*n, "Ethernet", Some(200.0))));
+        ports
+    };
+    // Eight NDR InfiniBand rails and two 200 GbE front-end ports: InfiniBand.
+    assert_eq!(
+        by_fabric(hgx.clone(), &node("InfiniBand", 400.0)).name,
+        "hgx-h100"
+    );
+    // Eight 400 GbE RoCE rails: the RoCE variant, with the rails named (not the front end).
+    let roce = by_fabric(hgx.clone(), &node("Ethernet", 400.0));
+    assert_eq!(roce.name, "hgx-h100-roce");
+    assert_eq!(roce.rdma_devices, NAMES[..8].to_vec());
+    // Ethernet ports too slow to be the rails, or too few: not RoCE rails.
+    assert_eq!(
+        by_fabric(hgx.clone(), &node("Ethernet", 200.0)).name,
+        "hgx-h100"
+    );
+    assert_eq!(
+        by_fabric(hgx.clone(), &node("Ethernet", 400.0)[..4]).name,
+        "hgx-h100"
+    );
+    // A platform without a RoCE variant keeps its profile.
+    let a100 = builtin("hgx-a100-80gb").unwrap();
+    assert_eq!(
+        by_fabric(a100, &node("Ethernet", 400.0)).name,
+        "hgx-a100-80gb"
+    );
+}

@@ -316,9 +316,25 @@ fn devices(ctx: &Context<'_>) -> Outcome {
         }
     }
     if !fails.is_empty() {
+        // A fabric of the other kind is a profile that does not fit, not a broken node: say
+        // which profile judged and how to pick the right one.
+        let profile_hint = ctx
+            .profile()
+            .map(|p| {
+                format!(
+                    "; profile {} judged these ports (`gpudoctor profiles` lists the others): if the node's gpu fabric is {} by design, pass `--profile <name>` (e.g. hgx-h100-roce for a RoCE fabric) or a profile file (in deploy/, add it to GPUDOCTOR_ARGS)",
+                    p.name,
+                    if p.rdma_link_layer.as_deref() == Some("InfiniBand") {
+                        "ethernet (RoCE)"
+                    } else {
+                        "another"
+                    }
+                )
+            })
+            .unwrap_or_default();
         return Outcome::fail(fails.join("; "))
             .evidence_all(evidence)
-            .hint("compare `ibdev2netdev` and `lspci -d 15b3:`; load mlx5_ib for an hca without rdma device; a port in the wrong link layer: `mlxconfig -d <dev> query | grep LINK_TYPE`")
+            .hint(format!("compare `ibdev2netdev` and `lspci -d 15b3:`; load mlx5_ib for an hca without rdma device; a port in the wrong link layer: `mlxconfig -d <dev> query | grep LINK_TYPE`{profile_hint}"))
             .action(Action::FixConfig);
     }
     if facts.devices.is_empty() {
