@@ -1060,3 +1060,55 @@ fn one_textfile_collector_path_everywhere() {
         "textfile directories named: {seen:?}"
     );
 }
+
+/// Deployed on a real cluster: the namespace admits privileged Pods where the baseline Pod
+/// Security Standard is enforced, the node Pods are the last evicted from the node they watch
+/// (a diagnostic Pod evicted first from a sick node sees nothing), every Pod names the node by
+/// `NODE_NAME` from the downward API, and `/host/run` (where the kubelet's and containerd's
+/// sockets appear after the Pod starts) follows the host's mounts. The MPIJob is a workload,
+/// not a node Pod: it is left out.
+#[test]
+fn node_pods_are_admitted_kept_and_named_as_a_cluster_needs() {
+    let deploy = common::repo().join("deploy");
+    let ns = documents(&deploy.join("namespace.yaml")).pop().unwrap();
+    assert_eq!(
+        ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged",
+        "{ns}"
+    );
+    let mut node_pods = 0;
+    for file in [
+        "daemonset.yaml",
+        "job.yaml",
+        "npd/node-problem-detector.yaml",
+    ] {
+        for (i, doc) in documents(&deploy.join(file)).iter().enumerate() {
+            for spec in pod_specs(doc, &format!("{file} document {}", i + 1)) {
+                node_pods += 1;
+                assert_eq!(
+                    spec.priority_class_name.as_deref(),
+                    Some("system-node-critical"),
+                    "{file}"
+                );
+                for container in &spec.containers {
+                    let env = container.env.clone().unwrap_or_default();
+                    let node_name = env.iter().find(|e| e.name == "NODE_NAME");
+                    let field = node_name
+                        .and_then(|e| e.value_from.as_ref())
+                        .and_then(|v| v.field_ref.as_ref())
+                        .map(|f| f.field_path.as_str());
+                    assert_eq!(field, Some("spec.nodeName"), "{file}: NODE_NAME");
+                    for mount in container.volume_mounts.iter().flatten() {
+                        if mount.mount_path == "/host/run" {
+                            assert_eq!(
+                                mount.mount_propagation.as_deref(),
+                                Some("HostToContainer"),
+                                "{file}: /host/run"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(node_pods, 3, "the DaemonSet, the Job and NPD");
+}
