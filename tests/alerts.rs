@@ -348,3 +348,105 @@ fn the_status_values_are_ordered_by_severity() {
     let text = std::fs::read_to_string(common::repo().join("docs/alerts.yaml")).unwrap();
     assert!(text.contains("0 pass, 1 skip, 2 not_run, 3 warn, 4 error, 5 fail"));
 }
+
+/// One sample of a snapshot's Prometheus text: metric name, labels, value.
+fn samples(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (name, labels) = match series.split_once('{') {
+                Some((n, rest)) => (n, rest.strip_suffix('}')?),
+                None => (series, ""),
+            };
+            let labels = labels
+                .split("\",")
+                .filter(|p| !p.is_empty())
+                .filter_map(|p| {
+                    let (k, v) = p.split_once("=\"")?;
+                    Some((k.to_string(), v.trim_end_matches('"').to_string()))
+                })
+                .collect();
+            Some((name.to_string(), labels, value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// What GPURdmaPortSlow and GPUFatalXid select, evaluated on every fixture's Prometheus output
+/// (tests/snapshots/*.prom, one instance each): the rails-only rate comparison fires on the
+/// fixture whose rail trained down and on no fixture whose rdma layer passes (the healthy HGX
+/// H100's 200 GbE front-end ports are not rails); the live-only fatal XID fires on a live fatal
+/// XID and never on a history-only fixture. promtool is not here: these are the two rules'
+/// selections computed by hand, so a label the renderer stops writing breaks them here.
+#[test]
+fn the_rate_and_xid_alerts_select_only_what_they_name() {
+    let dir = common::repo().join("tests/snapshots");
+    let mut rdma_fired = BTreeSet::new();
+    let mut xid_fired = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("prom") {
+            continue;
+        }
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let samples = samples(&std::fs::read_to_string(&path).unwrap());
+        let rails: Vec<f64> = samples
+            .iter()
+            .filter(|(n, l, _)| {
+                n == "gpudoctor_rdma_port_rate_bytes_per_second"
+                    && l.get("rail").map(String::as_str) == Some("true")
+            })
+            .map(|(_, _, v)| *v)
+            .collect();
+        let fastest = rails.iter().cloned().fold(f64::MIN, f64::max);
+        if rails.iter().any(|v| *v < fastest) {
+            rdma_fired.insert(name.clone());
+        }
+        if samples.iter().any(|(n, l, v)| {
+            n == "gpudoctor_xid_events"
+                && l.get("severity").map(String::as_str) == Some("fatal")
+                && l.get("state").map(String::as_str) == Some("live")
+                && *v > 0.0
+        }) {
+            xid_fired.insert(name);
+        }
+    }
+    assert!(rdma_fired.contains("h100-ib-port-hdr"), "{rdma_fired:?}");
+    for healthy in [
+        "hgx-h100-healthy",
+        "h100-roce-rails-healthy",
+        "hgx-a100-healthy",
+    ] {
+        assert!(!rdma_fired.contains(healthy), "{healthy}: {rdma_fired:?}");
+        assert!(!xid_fired.contains(healthy), "{healthy}: {xid_fired:?}");
+    }
+    assert!(
+        !xid_fired.contains("h100-xid79-reset-history"),
+        "{xid_fired:?}"
+    );
+    assert!(
+        xid_fired.contains("h100-xid79-after-reset"),
+        "{xid_fired:?}"
+    );
+
+    // And the rules select just that: the selectors computed above are the rules' own.
+    let rules = std::fs::read_to_string(common::repo().join("docs/alerts.yaml")).unwrap();
+    let file: RuleFile = serde_yaml_ng::from_str(&rules).unwrap();
+    let rule = |name: &str| {
+        file.groups
+            .iter()
+            .flat_map(|g| &g.rules)
+            .find(|r| r.alert.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("no alert {name}"))
+    };
+    let xid = rule("GPUFatalXid");
+    assert!(xid.expr.contains("state=\"live\""), "{}", xid.expr);
+    assert!(xid.for_.is_some(), "one scrape must not page: {}", xid.expr);
+    let rdma = rule("GPURdmaPortSlow");
+    assert_eq!(
+        rdma.expr.matches("rail=\"true\"").count(),
+        2,
+        "{}",
+        rdma.expr
+    );
+}

@@ -410,7 +410,7 @@ impl FigureName {
             FigureName::NcclBusbwPeakBytesPerSecond
             | FigureName::NcclBusbwPeakSizeBytes
             | FigureName::NcclBusbwAverageBytesPerSecond => &["test", "nodes", "ranks"],
-            FigureName::RdmaPortRateBytesPerSecond => &["device", "port", "link_layer"],
+            FigureName::RdmaPortRateBytesPerSecond => &["device", "port", "link_layer", "rail"],
             FigureName::NvmlProbeSeconds => &["gpu", "index"],
             FigureName::SxidEvents => &["switch", "sxid", "severity", "state"],
             FigureName::PcieAerEvents => &["device", "severity", "state"],

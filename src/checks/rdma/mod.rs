@@ -475,7 +475,24 @@ fn port_rate(ctx: &Context<'_>) -> Outcome {
         }
     }
     // Every port's rate as a figure (bytes per second), for dashboards: a port that trained
-    // low shows up there even between runs of this check.
+    // low shows up there even between runs of this check. `rail`: whether the profile in force
+    // counts the port as the GPU fabric's (its device and link layer), so an alert compares
+    // rails with rails, never a 200 GbE front-end port with the 400 G rails ("unknown" without
+    // a profile).
+    let rail = |d: &RdmaDevice, p: &crate::facts::rdma::RdmaPort| match profile {
+        None => "unknown",
+        Some(pr) => {
+            let layer_fits = pr
+                .rdma_link_layer
+                .as_deref()
+                .is_none_or(|l| p.link_layer.as_deref() == Some(l));
+            if layer_fits && pr.is_fabric_device(&d.name) {
+                "true"
+            } else {
+                "false"
+            }
+        }
+    };
     let figures: Vec<Figure> = ports(facts)
         .filter_map(|(d, p)| {
             let rate = p.rate_gbps?;
@@ -483,7 +500,8 @@ fn port_rate(ctx: &Context<'_>) -> Outcome {
                 Figure::new(FigureName::RdmaPortRateBytesPerSecond, rate * 1e9 / 8.0)
                     .label("device", d.name.as_str())
                     .label("port", p.port.to_string())
-                    .label("link_layer", p.link_layer.as_deref().unwrap_or("Unknown")),
+                    .label("link_layer", p.link_layer.as_deref().unwrap_or("Unknown"))
+                    .label("rail", rail(d, p)),
             )
         })
         .collect();
