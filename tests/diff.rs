@@ -737,7 +737,7 @@ fn saved_reports_with_facts_compare_as_their_captures_do() {
         subjects,
         [
             "rdma.port_state",
-            "rdma_port_rate_bytes_per_second{device=mlx5_3,link_layer=InfiniBand,port=1}"
+            "rdma_port_rate_bytes_per_second{device=mlx5_3,link_layer=InfiniBand,port=1,rail=true}"
         ],
         "{:?}",
         d.differences

@@ -225,7 +225,7 @@ fn names_the_fleet_wide_check_the_node_faults_and_the_outliers() {
             ),
             (
                 "node-11".to_string(),
-                "rdma_port_rate_bytes_per_second{device=mlx5_5,link_layer=InfiniBand,port=1}"
+                "rdma_port_rate_bytes_per_second{device=mlx5_5,link_layer=InfiniBand,port=1,rail=true}"
                     .to_string(),
                 "low".to_string()
             ),
