@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::live::{
-    SLACK, check, find_check, findings, live_from, record_command, replay_all, stderr,
+    SLACK, check, edit_json, find_check, findings, live_from, record_command, replay_all, stderr,
 };
 use serde_json::Value;
 
@@ -311,16 +311,15 @@ fn cuda_errors_map_to_their_causes() {
 #[test]
 fn a_peer_copy_that_changes_data_fails_the_pair() {
     let live = live_from("h100-bandwidth-healthy");
-    let mut facts: Value =
-        serde_json::from_str(&std::fs::read_to_string(&live.cuda).unwrap()).unwrap();
-    let peer = facts["peers"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|p| p["from"] == "0000:2a:00.0" && p["to"] == "0000:3a:00.0")
-        .unwrap();
-    peer["mismatched_bytes"] = 4.into();
-    std::fs::write(&live.cuda, facts.to_string()).unwrap();
+    edit_json(&live.cuda, |facts| {
+        let peer = facts["peers"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|p| p["from"] == "0000:2a:00.0" && p["to"] == "0000:3a:00.0")
+            .unwrap();
+        peer["mismatched_bytes"] = 4.into();
+    });
     let (_, report, _) = live.run(&["--bandwidth", "--only", "nvlink", "--keep-going"]);
     let p2p = check(&report, "nvlink.p2p_bandwidth");
     assert_eq!(p2p["status"], "fail", "{p2p}");
@@ -376,10 +375,9 @@ fn a_helper_killed_mid_run_is_an_error_naming_the_signal_and_memory() {
 #[test]
 fn cuda_visible_devices_is_read_as_cuda_reads_it() {
     let live = live_from("h100-bandwidth-healthy");
-    let mut facts: Value =
-        serde_json::from_str(&std::fs::read_to_string(&live.cuda).unwrap()).unwrap();
-    facts["devices"][3]["uuid"] = "GPU-5d3f8a9c-0000-4000-8000-000000000003".into();
-    std::fs::write(&live.cuda, facts.to_string()).unwrap();
+    edit_json(&live.cuda, |facts| {
+        facts["devices"][3]["uuid"] = "GPU-5d3f8a9c-0000-4000-8000-000000000003".into();
+    });
     let mut cmd = live.command(&["--cuda", "--only", "driver"]);
     cmd.env("CUDA_VISIBLE_DEVICES", "GPU-5d3f8a9c,7,MIG-nothing,2");
     let out = cmd.output().unwrap();
@@ -405,18 +403,16 @@ fn cuda_visible_devices_is_read_as_cuda_reads_it() {
 fn a_second_context_on_an_exclusive_process_gpu_is_refused_while_the_first_lives() {
     let live = live_from("h100-bandwidth-healthy");
     let bus = "0000:5d:00.0";
-    let mut cuda: Value =
-        serde_json::from_str(&std::fs::read_to_string(&live.cuda).unwrap()).unwrap();
-    cuda["devices"][3]["exclusive_process"] = true.into();
-    std::fs::write(&live.cuda, cuda.to_string()).unwrap();
+    edit_json(&live.cuda, |cuda| {
+        cuda["devices"][3]["exclusive_process"] = true.into()
+    });
     let mut holder = Command::new("sleep").arg("60").spawn().unwrap();
-    let mut nvml: Value =
-        serde_json::from_str(&std::fs::read_to_string(&live.nvml).unwrap()).unwrap();
-    nvml["devices"][3]["compute_mode"] = serde_json::json!({"value": "exclusive_process"});
-    nvml["devices"][3]["compute_processes"] = serde_json::json!({"value": [
-        {"pid": holder.id(), "used_memory_mib": 1024, "name": "sleep"}
-    ]});
-    std::fs::write(&live.nvml, nvml.to_string()).unwrap();
+    edit_json(&live.nvml, |nvml| {
+        nvml["devices"][3]["compute_mode"] = serde_json::json!({"value": "exclusive_process"});
+        nvml["devices"][3]["compute_processes"] = serde_json::json!({"value": [
+            {"pid": holder.id(), "used_memory_mib": 1024, "name": "sleep"}
+        ]});
+    });
     let contexts = live.scratch.path().join("contexts");
     std::fs::create_dir(&contexts).unwrap();
     std::fs::write(contexts.join(format!("{bus}.pid")), holder.id().to_string()).unwrap();

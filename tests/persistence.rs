@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::live::{Live, SLACK, check, live_from};
+use common::live::{Live, SLACK, check, edit_json, live_from};
 use serde_json::Value;
 
 /// Run `cmd`, killing it past `limit`; its output and report.
@@ -55,11 +55,11 @@ fn nvml_only(live: &Live, args: &[&str]) -> Command {
 
 /// Every GPU in the stand-in's `nvml.json` with persistence mode off.
 fn persistence_off(nvml: &Path) {
-    let mut facts: Value = serde_json::from_str(&std::fs::read_to_string(nvml).unwrap()).unwrap();
-    for device in facts["devices"].as_array_mut().unwrap() {
-        device["persistence_mode"] = serde_json::json!({"value": false});
-    }
-    std::fs::write(nvml, serde_json::to_string(&facts).unwrap()).unwrap();
+    edit_json(nvml, |facts| {
+        for device in facts["devices"].as_array_mut().unwrap() {
+            device["persistence_mode"] = serde_json::json!({"value": false});
+        }
+    });
 }
 
 fn summary(report: &Value, code: &str) -> String {

@@ -20,8 +20,10 @@ pub struct ProbeArgs {
     pub kernel_log: Option<PathBuf>,
 
     /// Longest any one probe (NVML, kubelet, kernel log) may take, in seconds [default: 10;
-    /// the kubelet's pod-resources gRPC gets 5 unless this is given]. With a capture only a
-    /// --kernel-log read is bounded by it.
+    /// the kubelet's pod-resources gRPC gets 5 unless this is given]. NVML gives each GPU's
+    /// handle this long after the previous one arrived (GPUs without persistence mode start
+    /// one after another) and each GPU's readings this long after its handle. With a capture
+    /// only a --kernel-log read is bounded by it.
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: Option<u64>,
 

@@ -172,6 +172,13 @@ pub fn processes_with_env(mark: &str) -> Vec<String> {
     found
 }
 
+/// Edit a stand-in's answer file (`live.nvml`, `live.cuda`) in place.
+pub fn edit_json(path: &Path, edit: impl FnOnce(&mut Value)) {
+    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    edit(&mut value);
+    std::fs::write(path, value.to_string()).unwrap();
+}
+
 pub fn check<'a>(report: &'a Value, code: &str) -> &'a Value {
     find_check(report, code).unwrap_or_else(|| panic!("no {code} in the report"))
 }
