@@ -440,7 +440,7 @@ fn a_second_context_on_an_exclusive_process_gpu_is_refused_while_the_first_lives
 #[test]
 fn record_keeps_the_probes_answers_and_the_capture_replays_the_same() {
     let live = live_from("h100-gdr-slow-hca");
-    let out_dir = tempfile::tempdir().unwrap();
+    let out_dir = common::tempdir().unwrap();
     let capture = out_dir.path().join("cap");
     let mut cmd = record_command(&live, &capture);
     cmd.arg("--bandwidth");
@@ -472,7 +472,7 @@ fn record_keeps_the_probes_answers_and_the_capture_replays_the_same() {
 #[test]
 fn the_gpu_node_script_prints_versions_figures_and_verdicts() {
     let live = live_from("h100-gdr-slow-hca");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let out_dir = tmp.path().join("probe");
     let mut cmd = Command::new("bash");
     cmd.arg(common::repo().join("scripts/gpu-node-probe.sh"))

@@ -47,7 +47,7 @@ use std::fs::{self, File};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -205,6 +205,9 @@ fn damage(path: &Path, mutation: Mutation) -> Saved {
     let bytes = fs::read(path).unwrap();
     let mode = fs::metadata(path).unwrap().permissions().mode();
     let saved = Saved { bytes, mode };
+    // The scratch tree's files are hard links to the fixture's (`common::link_tree`): the
+    // damage goes to a file of its own, put in place of the link, never through it.
+    restore(path, &saved);
     match mutation {
         Mutation::Truncate => {
             File::options()
@@ -282,7 +285,7 @@ fn check_as(root: &Path, scratch: &Path, uid: Option<u32>) -> Option<Run> {
     let out_path = scratch.join("stdout.json");
     let err_path = scratch.join("stderr.txt");
     let started = Instant::now();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    let mut command = common::scratch::gpudoctor_command();
     command
         .args(["check", "--keep-going", "--format", "json", "--root"])
         .arg(root)
@@ -396,9 +399,9 @@ struct Outcome {
 
 fn corpus_of(fixture: &Path, per_mutation: usize) -> Vec<Outcome> {
     let name = common::name_of(fixture);
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     let root = scratch.path().join("node");
-    common::copy_tree(fixture, &root);
+    common::link_tree(fixture, &root);
     // Paths resolve as in the undamaged node: an overlay fixture as its composed tree.
     let pristine = RootedFs::new(common::complete(fixture));
     let mut memo = HashMap::new();

@@ -1424,7 +1424,7 @@ fn a_node_without_kubernetes_or_a_runtime_skips_toolkit_and_device_plugin() {
 
 #[test]
 fn no_color_output_has_no_escapes() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    let out = common::scratch::gpudoctor_command()
         .args([
             "check",
             "--root",

@@ -220,8 +220,8 @@ fn live_check_on_this_gpu_less_machine_fails_fast_in_the_driver_layer() {
 
 #[test]
 fn a_closed_pipe_is_not_a_crash() {
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    use std::process::Stdio;
+    let mut child = common::scratch::gpudoctor_command()
         .args(["list-checks"])
         .current_dir(common::repo())
         .stdout(Stdio::piped())
@@ -278,7 +278,7 @@ fn a_run_in_which_no_layer_ran_is_inconclusive_and_npd_says_unknown() {
 fn a_report_that_cannot_be_saved_is_one_exit_code_in_the_json_the_textfile_and_the_process() {
     // /proc is a directory nobody, root included, can create a file in: --save-report passes
     // the up-front check and fails when written. It used to print `"exit_code": 0` and exit 4.
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let dir = tmp.path().to_str().unwrap();
     let out = gpudoctor(&[
         "check",
@@ -331,13 +331,13 @@ fn a_report_that_cannot_be_saved_is_one_exit_code_in_the_json_the_textfile_and_t
 #[test]
 fn render_of_a_fifo_nobody_writes_ends_at_its_timeout() {
     use std::process::{Command, Stdio};
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let fifo = tmp.path().join("report.fifo");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    let mut child = common::scratch::gpudoctor_command()
         .args(["render", fifo.to_str().unwrap(), "--timeout", "1"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -680,7 +680,7 @@ fn the_npd_plugin_config_fits_npd_and_gpudoctor() {
 fn the_entry_script_builds_command_lines_gpudoctor_accepts() {
     use clap::Parser;
     let script = common::repo().join("deploy/image/gpudoctor-node.sh");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let nvml = "/host/opt/nvidia/lib/libnvidia-ml.so.1";
     // A stand-in for the binary that prints its arguments, one a line.
     let echo = tmp.path().join("print-args");

@@ -636,7 +636,7 @@ fn the_done_when_example_prints_the_link_change_and_the_verdict_only() {
 
 #[test]
 fn a_node_against_itself_its_copy_its_archive_and_its_report_is_empty() {
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     for dir in common::fixtures() {
         let name = common::name_of(&dir);
         let d = run(&dir, &dir);
@@ -702,7 +702,7 @@ fn fixture_str(name: &str) -> &'static str {
 
 #[test]
 fn saved_reports_with_facts_compare_as_their_captures_do() {
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     let save = |name: &str| {
         let path = scratch.path().join(format!("{name}.json"));
         let out = common::gpudoctor(&[
@@ -797,7 +797,7 @@ fn keep_going_compares_the_layers_after_a_failure() {
 
 #[test]
 fn identifiers_do_not_count_and_all_lists_them() {
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     let other = scratch.path().join("other-node");
     common::copy_tree(&fixture("hgx-h100-healthy"), &other);
     // Another host, with control characters a capture could carry into a terminal.
@@ -842,7 +842,7 @@ fn identifiers_do_not_count_and_all_lists_them() {
 
 #[test]
 fn inputs_that_cannot_be_compared_are_usage_errors() {
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     let garbage = scratch.path().join("garbage.json");
     std::fs::write(&garbage, "{not json").unwrap();
     let report = scratch.path().join("report.json");
@@ -932,7 +932,7 @@ fn redacted_captures_compare_by_their_placeholders() {
     // redacts them again, tests/rerecord.rs): host names,
     // GUIDs, MACs and serials are replaced by placeholders in each capture, in the same order,
     // so two nodes built alike compare equal on them and only the injected port rate differs.
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     let record = |fixture: &str, out: &str| {
         let out = scratch.path().join(out);
         let run = common::gpudoctor(&[
@@ -1007,7 +1007,7 @@ fn a_report_with_facts_validates_against_the_published_schema() {
 fn a_damaged_capture_is_compared_not_crashed_on() {
     // Files the facts come from, damaged as a broken node or a mangled attachment would have
     // them: binary garbage, JSON cut short, a FIFO where a file should be, a file gone.
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     let bad = scratch.path().join("bad");
     common::copy_tree(&fixture("hgx-h100-healthy"), &bad);
     std::fs::write(

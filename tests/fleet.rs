@@ -148,7 +148,7 @@ fn strings(v: &Value) -> Vec<String> {
 
 #[test]
 fn names_the_fleet_wide_check_the_node_faults_and_the_outliers() {
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     build_fleet(scratch.path());
     let (s, stderr, code) = summary(scratch.path());
     assert_eq!(code, 1);
@@ -276,7 +276,7 @@ fn names_the_fleet_wide_check_the_node_faults_and_the_outliers() {
 
 #[test]
 fn the_table_and_markdown_name_the_same_things() {
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     build_fleet(scratch.path());
     let dir = scratch.path().to_str().unwrap();
     for format in ["table", "markdown"] {
@@ -311,7 +311,7 @@ fn the_table_and_markdown_name_the_same_things() {
 
 #[test]
 fn hundreds_of_reports_of_mixed_versions() {
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     let base = report("hgx-h100-healthy");
     for i in 0..300 {
         let mut r = base.clone();
@@ -360,7 +360,7 @@ fn hundreds_of_reports_of_mixed_versions() {
 
 #[test]
 fn no_readable_report_is_a_usage_error_and_a_fifo_is_skipped_not_waited_on() {
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     std::fs::write(scratch.path().join("a.json"), "[]").unwrap();
     let fifo = scratch.path().join("stuck.json");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
@@ -382,7 +382,7 @@ fn no_readable_report_is_a_usage_error_and_a_fifo_is_skipped_not_waited_on() {
 fn of_two_reports_of_one_host_the_worse_is_kept_and_both_are_named() {
     // Issue 30: a report's own timestamp is data from whoever wrote the file. A passing report
     // stamped later (and written later) must not hide a failing one of the same host.
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     let mut failing = report("h100-ib-port-hdr");
     failing["node"]["hostname"] = json!("gpu-7");
     failing["generated_at"] = json!("2020-01-01T00:00:00Z");

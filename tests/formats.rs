@@ -20,6 +20,39 @@ fn replay(dir: &Path, options: &RunOptions) -> Report {
     engine::run(source.as_ref(), options)
 }
 
+/// Every fixture replayed every way ([`every_walk`]), once per test binary (in parallel) for
+/// the sweeps that read them: (fixture name, walk, report).
+fn every_report() -> &'static [(String, &'static str, Report)] {
+    static REPORTS: std::sync::OnceLock<Vec<(String, &'static str, Report)>> =
+        std::sync::OnceLock::new();
+    REPORTS.get_or_init(|| {
+        let fixtures = common::fixtures();
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|w| {
+                    let fixtures = &fixtures;
+                    scope.spawn(move || {
+                        let mut out = Vec::new();
+                        for dir in fixtures.iter().skip(w).step_by(workers) {
+                            for (how, options) in every_walk() {
+                                out.push((common::name_of(dir), how, replay(dir, &options)));
+                            }
+                        }
+                        out
+                    })
+                })
+                .collect();
+            let mut all: Vec<_> = handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect();
+            all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+            all
+        })
+    })
+}
+
 fn every_walk() -> [(&'static str, RunOptions); 3] {
     [
         ("default", RunOptions::default()),
@@ -90,12 +123,10 @@ fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn prometheus_output_parses_and_matches_the_report_for_every_fixture() {
-    for dir in common::fixtures() {
-        let name = common::name_of(&dir);
-        for (how, options) in every_walk() {
+    for (name, how, report) in every_report() {
+        {
             let what = format!("{name} ({how})");
-            let report = replay(&dir, &options);
-            let text = render::prometheus::render(&report);
+            let text = render::prometheus::render(report);
             let parsed = parse(&text, &what);
 
             assert!(
@@ -197,12 +228,10 @@ fn xid_counts_are_exported_per_gpu_and_xid() {
 
 #[test]
 fn the_npd_line_fits_and_names_the_failing_layer_and_code_for_every_fixture() {
-    for dir in common::fixtures() {
-        let name = common::name_of(&dir);
-        for (how, options) in every_walk() {
+    for (name, how, report) in every_report() {
+        {
             let what = format!("{name} ({how})");
-            let report = replay(&dir, &options);
-            let line = render::npd::message(&report);
+            let line = render::npd::message(report);
             assert!(
                 line.len() <= render::npd::MAX_MESSAGE_BYTES,
                 "{what}: {} bytes: {line}",
@@ -238,16 +267,11 @@ fn the_npd_line_fits_and_names_the_failing_layer_and_code_for_every_fixture() {
 
 #[test]
 fn markdown_leads_with_the_first_failing_layer() {
-    for dir in common::fixtures() {
-        let name = common::name_of(&dir);
-        let report = replay(
-            &dir,
-            &RunOptions {
-                keep_going: true,
-                ..Default::default()
-            },
-        );
-        let text = render::markdown::render(&report);
+    for (name, _, report) in every_report()
+        .iter()
+        .filter(|(_, how, _)| *how == "keep-going")
+    {
+        let text = render::markdown::render(report);
         let verdict = text.lines().nth(2).unwrap_or_default();
         let findings = text.split("### Findings").nth(1).unwrap_or_default();
         match &report.first_failure {
@@ -311,7 +335,7 @@ fn check_npd_prints_one_line_and_exits_0_1_or_2() {
 
 #[test]
 fn textfile_and_saved_report_are_written_and_render_reproduces_the_formats() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let dir = tmp.path().to_str().unwrap();
     let saved = tmp.path().join("last.json");
     let out = common::gpudoctor(&[
@@ -361,7 +385,7 @@ fn render_reads_stdin_and_refuses_what_is_not_a_report() {
         "--format",
         "json",
     ]);
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    let mut child = common::scratch::gpudoctor_command()
         .args(["render", "-", "--format", "prometheus"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -376,7 +400,7 @@ fn render_reads_stdin_and_refuses_what_is_not_a_report() {
     assert_eq!(out.status.code(), Some(0));
     parse(&stdout(&out), "stdin");
 
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let junk = tmp.path().join("junk.json");
     std::fs::write(&junk, "{\"hello\": 1}").unwrap();
     let out = common::gpudoctor(&["render", junk.to_str().unwrap()]);

@@ -78,7 +78,7 @@ fn loopbacks_that_hang_crash_or_print_garbage_are_named_within_the_timeout() {
 #[test]
 fn without_perftest_the_loopbacks_skip_and_a_named_dir_without_it_fails() {
     let live = live_from("h100-bandwidth-healthy");
-    let empty = tempfile::tempdir().unwrap();
+    let empty = common::tempdir().unwrap();
     let mut cmd = live.command(&["--bandwidth", "--only", "rdma"]);
     cmd.env("PATH", empty.path());
     let out = cmd.output().unwrap();
@@ -121,8 +121,8 @@ fn without_perftest_the_loopbacks_skip_and_a_named_dir_without_it_fails() {
 #[test]
 fn a_perftest_dir_without_ib_write_bw_is_recorded_and_fails_the_replay_too() {
     let live = live_from("h100-bandwidth-healthy");
-    let out_dir = tempfile::tempdir().unwrap();
-    let empty = tempfile::tempdir().unwrap();
+    let out_dir = common::tempdir().unwrap();
+    let empty = common::tempdir().unwrap();
     let capture = out_dir.path().join("cap");
     let mut cmd = record_command(&live, &capture);
     cmd.arg("--bandwidth")

@@ -9,7 +9,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -336,7 +335,7 @@ fn healthy_json() -> Value {
 /// exactly that (error texts aside). Returns the live facts for further checks.
 fn probe_injected(what: &str, facts: &Value) -> NvmlFacts {
     let held = nvml_lock();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let json = dir.path().join("nvml.json");
     std::fs::write(&json, serde_json::to_string_pretty(facts).unwrap()).unwrap();
     use_json(&held, &json);
@@ -499,7 +498,7 @@ fn every_reading_round_trips() {
     let mut expected = facts.clone();
     expected["devices"][0]["nvlinks"]["value"][2]["remote_pci_bus_id"] = json!("0000:9a:00.0");
     let held = nvml_lock();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let json_path = dir.path().join("nvml.json");
     std::fs::write(&json_path, facts.to_string()).unwrap();
     use_json(&held, &json_path);
@@ -562,7 +561,7 @@ fn mig_devices_round_trip() {
     let mut off = facts.clone();
     off["devices"][0]["mig_mode"] = json!({"value": {"current": false, "pending": false}});
     let held = nvml_lock();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let json_path = dir.path().join("nvml.json");
     std::fs::write(&json_path, off.to_string()).unwrap();
     use_json(&held, &json_path);
@@ -697,7 +696,7 @@ fn an_old_driver_takes_the_fallbacks() {
         "clique_id": 5, "cluster_uuid": null, "health_mask": 0xaa, "health_summary": "healthy"}});
     facts["devices"][0]["clock_event_reasons"] = json!({"value": 0x88});
     let held = nvml_lock();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let json_path = dir.path().join("nvml.json");
     std::fs::write(&json_path, facts.to_string()).unwrap();
     use_json(&held, &json_path);
@@ -736,13 +735,13 @@ fn an_old_driver_takes_the_fallbacks() {
 fn a_hung_gpu_costs_the_budget_and_is_named() {
     let _held = nvml_lock();
     let fixture = common::repo().join("fixtures/hgx-h100-healthy");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let root = common::live_root(&fixture);
     let json = dir.path().join("nvml.json");
     std::fs::copy(fixture.join(NVML_JSON), &json).unwrap();
     let budget = 3u64;
     let started = std::time::Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    let mut child = common::scratch::gpudoctor_command()
         .args([
             "check",
             "--keep-going",
@@ -820,11 +819,11 @@ fn the_cli_reads_the_fake_through_nvml_lib() {
     // Spawning copies the environment: not while another test is changing it.
     let _held = nvml_lock();
     let lib = fake_lib();
-    let root = tempfile::tempdir().unwrap();
+    let root = common::tempdir().unwrap();
     let json = common::repo()
         .join("fixtures/hgx-h100-healthy")
         .join(NVML_JSON);
-    let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    let out = common::scratch::gpudoctor_command()
         .args(["check", "--only", "driver", "--format", "json", "--root"])
         .arg(root.path())
         .arg("--nvml-lib")
@@ -858,14 +857,14 @@ fn the_cli_reads_the_fake_through_nvml_lib() {
 fn check_with_library_at(place: impl Fn(&Path, &Path)) -> Value {
     let _held = nvml_lock();
     let fixture = common::repo().join("fixtures/hgx-h100-healthy");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let root = dir.path().join("root");
     common::copy_tree(&fixture, &root);
     let json = dir.path().join("nvml.json");
     std::fs::copy(root.join(NVML_JSON), &json).unwrap();
     std::fs::remove_dir_all(root.join(".gpudoctor")).unwrap();
     place(&root, dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    let out = common::scratch::gpudoctor_command()
         .args(["check", "--only", "driver", "--format", "json", "--root"])
         .arg(&root)
         .env(ENV_JSON, &json)

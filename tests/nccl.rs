@@ -27,7 +27,7 @@ fn fixture_log(name: &str) -> PathBuf {
 /// A directory holding an executable `all_reduce_perf` with this shell body. The script
 /// records its arguments and environment next to itself.
 fn fake_tests(body: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let script = format!(
         "#!/bin/sh\nHERE=$(dirname \"$0\")\necho \"$@\" > \"$HERE/args\"\nenv > \"$HERE/env\"\n{body}\n"
     );
@@ -39,7 +39,7 @@ fn fake_tests(body: &str) -> tempfile::TempDir {
 
 /// Like [`fake_tests`], for another collective's binary (`all_gather_perf`).
 fn fake_named(binary: &str, body: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let script =
         format!("#!/bin/sh\nHERE=$(dirname \"$0\")\necho \"$@\" > \"$HERE/args\"\n{body}\n");
     let path = dir.path().join(binary);
@@ -57,8 +57,8 @@ const NO_NVML: &str = "/nonexistent/libnvidia-ml.so.1";
 
 /// `gpudoctor check --only nccl --root <empty> --format json ARGS` with a clean NCCL env.
 fn check(args: &[&str], env: &[(&str, &str)]) -> (Output, Value, Duration) {
-    let root = tempfile::tempdir().unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    let root = common::tempdir().unwrap();
+    let mut command = common::scratch::gpudoctor_command();
     command
         .args([
             "check",
@@ -324,8 +324,8 @@ fn garbage_and_a_huge_output_are_skipped_in_bounded_memory() {
         "head -c 1000000 /dev/urandom\nprintf '\\n'\nhead -c 200000000 /dev/zero | tr '\\0' 7\nprintf '\\n'\nyes 'Authorization required, but no authorization protocol specified' | head -n 500000\n{}",
         cat("h100-nccl-healthy")
     ));
-    let root = tempfile::tempdir().unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    let root = common::tempdir().unwrap();
+    let mut command = common::scratch::gpudoctor_command();
     command
         .args([
             "check",
@@ -358,7 +358,7 @@ fn garbage_and_a_huge_output_are_skipped_in_bounded_memory() {
 /// layer (exit 1), naming where it looked and how to install, instead of passing as `skip`.
 #[test]
 fn a_requested_run_without_binaries_fails_saying_where_it_looked_and_how_to_install() {
-    let empty = tempfile::tempdir().unwrap();
+    let empty = common::tempdir().unwrap();
     let missing = empty.path().join("nccl-tests");
     for quick in [true, false] {
         let mut args = run_args(&missing);
@@ -404,7 +404,7 @@ fn a_requested_run_without_binaries_fails_saying_where_it_looked_and_how_to_inst
 /// A `--nccl-log` that cannot be read was asked for too: the layer fails naming the file.
 #[test]
 fn a_requested_log_that_cannot_be_read_fails_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let missing = dir.path().join("all_reduce.log");
     let (out, report, _) = check(&["--nccl-log", missing.to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -534,10 +534,10 @@ fn every_fixture_log_gets_its_verdict_from_nccl_log() {
 #[test]
 fn record_keeps_the_run_and_its_replay_gives_the_same_verdict() {
     let tests = fake_tests(&format!("{}\nexit 7", cat("h100-nccl-wrong-values")));
-    let root = tempfile::tempdir().unwrap();
-    let out_dir = tempfile::tempdir().unwrap();
+    let root = common::tempdir().unwrap();
+    let out_dir = common::tempdir().unwrap();
     let capture = out_dir.path().join("cap");
-    let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    let out = common::scratch::gpudoctor_command()
         .args(["record", "--no-redact", "--nvml-lib", NO_NVML, "--root"])
         .arg(root.path())
         .arg("--out")
@@ -627,7 +627,7 @@ fn another_collective_runs_its_own_binary_and_is_not_judged_by_all_reduce_figure
 /// `nvml.json`, without --nccl-gpus; returns the `-g` the fake binary was given.
 fn gpus_chosen(root: &Path, nvml_lib: &Path, nvml_json: Option<&Path>) -> String {
     let dir = fake_tests(&cat("h100-nccl-healthy"));
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    let mut command = common::scratch::gpudoctor_command();
     command
         .args([
             "check",
@@ -664,7 +664,7 @@ fn gpus_chosen(root: &Path, nvml_lib: &Path, nvml_json: Option<&Path>) -> String
 #[test]
 fn without_nccl_gpus_the_gpu_count_comes_from_nvml_then_the_driver() {
     // NVML (the stand-in library answering from the healthy node's nvml.json) sees 8 GPUs.
-    let root = tempfile::tempdir().unwrap();
+    let root = common::tempdir().unwrap();
     let nvml_json = common::repo().join("fixtures/hgx-h100-healthy/.gpudoctor/nvml.json");
     assert_eq!(
         gpus_chosen(root.path(), common::fake_nvml_lib(), Some(&nvml_json)),
@@ -676,6 +676,6 @@ fn without_nccl_gpus_the_gpu_count_comes_from_nvml_then_the_driver() {
     }
     assert_eq!(gpus_chosen(root.path(), Path::new(NO_NVML), None), "3");
     // Neither: one GPU, the least that can run.
-    let empty = tempfile::tempdir().unwrap();
+    let empty = common::tempdir().unwrap();
     assert_eq!(gpus_chosen(empty.path(), Path::new(NO_NVML), None), "1");
 }

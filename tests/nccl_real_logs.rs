@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -208,8 +207,8 @@ fn real(file: &str) -> PathBuf {
 
 /// `check --only nccl --nccl-log FILE` on an empty root without NVML: exit code and report.
 fn judge(log: &Path) -> (i32, Value) {
-    let root = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    let root = common::tempdir().unwrap();
+    let out = common::scratch::gpudoctor_command()
         .args(["check", "--only", "nccl", "--format", "json"])
         .args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1", "--root"])
         .arg(root.path())
@@ -425,7 +424,7 @@ fn complete_logs_keep_their_verdict_behind_every_launcher() {
         "nccl-tests-355-h800-alltoall-cuda-failure.log",
         "nccl-tests-287-rtx5090-two-gpus-info.log",
     ];
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     for file in complete {
         let expect = EXPECT.iter().find(|e| e.file == file).unwrap();
         let text = std::fs::read_to_string(real(file)).unwrap();

@@ -16,7 +16,7 @@ fn healthy() -> String {
 }
 
 fn run(args: &[&str], node_name: Option<&str>) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    let mut cmd = common::scratch::gpudoctor_command();
     cmd.args(args).env_remove("NODE_NAME").env("NO_COLOR", "1");
     if let Some(name) = node_name {
         cmd.env("NODE_NAME", name);
@@ -64,7 +64,7 @@ fn node_name_names_the_node_in_json_markdown_and_prometheus() {
 /// `record` keeps NODE_NAME (in `env.json`), so the capture replays under the node's name.
 #[test]
 fn a_recording_keeps_the_node_name() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let capture = tmp.path().join("cap");
     // A live root (the fixture's tree): a capture given as --root keeps its own answers.
     let live = common::live_root(&common::repo().join("fixtures/hgx-h100-healthy"));

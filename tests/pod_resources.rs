@@ -142,7 +142,7 @@ fn every_answered_fixture_reads_the_same_through_a_real_kubelet_socket() {
             continue;
         };
         let name = common::name_of(&root);
-        let dir = tempfile::tempdir().unwrap();
+        let dir = common::tempdir().unwrap();
         let socket = serve(dir.path(), Behaviour::Serve(Arc::new(facts.clone())));
 
         let source = live(&root, &socket, Duration::from_secs(5));
@@ -192,7 +192,7 @@ fn device_plugin_results(source: &dyn Source) -> BTreeMap<String, (Status, Strin
 
 #[test]
 fn a_kubelet_that_never_answers_is_an_error_within_the_timeout() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let socket = serve(dir.path(), Behaviour::Hang);
     let timeout = Duration::from_secs(1);
     let source = live(&healthy(), &socket, timeout);
@@ -213,7 +213,7 @@ fn a_kubelet_that_never_answers_is_an_error_within_the_timeout() {
 #[test]
 fn unimplemented_allocatable_falls_back_to_the_checkpoint_and_says_so() {
     let facts = answered(&healthy()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let socket = serve(dir.path(), Behaviour::NoAllocatable(Arc::new(facts)));
     let source = live(&healthy(), &socket, Duration::from_secs(5));
     let got = source.pod_resources();
@@ -241,7 +241,7 @@ fn dropped_connections_and_garbage_are_errors_within_the_timeout() {
             Some(b"HTTP/1.1 200 OK\r\n\r\nthis is not http/2 \x00\x01\x02".repeat(64)),
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = common::tempdir().unwrap();
         let socket = raw_peer(dir.path(), reply);
         let source = live(&healthy(), &socket, timeout);
         let started = Instant::now();
@@ -266,7 +266,7 @@ fn dropped_connections_and_garbage_are_errors_within_the_timeout() {
 
 #[test]
 fn no_socket_and_not_a_socket_are_clear_errors() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let file = dir.path().join("file.sock");
     std::fs::write(&file, "").unwrap();
     for (path, kind, words) in [
@@ -290,7 +290,7 @@ fn no_socket_and_not_a_socket_are_clear_errors() {
 /// a link that leaves the root is refused, never followed.
 #[test]
 fn the_socket_under_root_is_found_and_links_out_of_the_root_are_refused() {
-    let root = tempfile::tempdir().unwrap();
+    let root = common::tempdir().unwrap();
     let sock_dir = root.path().join("var/lib/kubelet/pod-resources");
     std::fs::create_dir_all(&sock_dir).unwrap();
     let facts = answered(&healthy()).unwrap();
@@ -301,9 +301,9 @@ fn the_socket_under_root_is_found_and_links_out_of_the_root_are_refused() {
     assert_eq!(got.socket, POD_RESOURCES_SOCKET);
     assert_eq!(got.allocatable, facts.allocatable);
 
-    let outside = tempfile::tempdir().unwrap();
+    let outside = common::tempdir().unwrap();
     let elsewhere = serve(outside.path(), Behaviour::Serve(Arc::new(facts)));
-    let escaping = tempfile::tempdir().unwrap();
+    let escaping = common::tempdir().unwrap();
     let dir = escaping.path().join("var/lib/kubelet/pod-resources");
     std::fs::create_dir_all(&dir).unwrap();
     std::os::unix::fs::symlink(&elsewhere, dir.join("kubelet.sock")).unwrap();
@@ -315,9 +315,9 @@ fn the_socket_under_root_is_found_and_links_out_of_the_root_are_refused() {
 /// The CLI flag reaches the probe.
 #[test]
 fn the_cli_asks_the_socket_given_with_kubelet_socket() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let missing = dir.path().join("nothing-here.sock");
-    let root = tempfile::tempdir().unwrap();
+    let root = common::tempdir().unwrap();
     std::fs::create_dir_all(root.path().join("var/lib/kubelet")).unwrap();
     let out = common::gpudoctor(&[
         "check",

@@ -33,7 +33,7 @@ struct Roots {
 }
 
 fn roots() -> Roots {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let live = common::live_root(&healthy());
     let packed = tmp.path().join("capture.tar.gz");
     pack(&healthy(), &packed);
@@ -69,7 +69,7 @@ pub fn pack(dir: &Path, out: &Path) {
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    common::scratch::gpudoctor_command()
         .args(args)
         .env_remove("NO_COLOR")
         .output()
@@ -315,7 +315,7 @@ fn a_kernel_log_given_with_a_capture_replaces_its_recorded_one() {
 #[test]
 fn record_and_topo_refuse_live_probe_options_with_a_capture() {
     let r = roots();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     for capture in [&r.dir, &r.packed] {
         for args in [
             vec!["--nvml-lib", "/nonexistent/libnvidia-ml.so.1"],

@@ -40,7 +40,7 @@ fn mark(dir: &Path) -> String {
 /// an ignored signal stays ignored across fork and exec), starts the descendants, writes
 /// `ready`, then runs `tail` (`exec sleep 1000` keeps the leader's pid: five processes).
 fn fake_benchmark(tail: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let script = format!(
         r#"#!/bin/sh
 HERE=$(dirname "$0")
@@ -78,7 +78,7 @@ fn start(dir: &Path, extra: &[&str]) -> std::process::Child {
 fn start_with(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> std::process::Child {
     let root = dir.join("root");
     std::fs::create_dir_all(&root).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    common::scratch::gpudoctor_command()
         .args([
             "check",
             "--only",
@@ -312,7 +312,7 @@ fn sighup_to_gpudoctor_stops_the_benchmark_and_everything_it_started() {
 /// A fake nccl-tests that ignores SIGTERM and starts four fork-and-exit chains, two in its
 /// process group and two in sessions of their own (`setsid`), then hangs.
 fn chain_benchmark() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let helper = common::repo().join("tests/helpers/fork_chain.c");
     let built = Command::new("cc")
         .arg("-O2")

@@ -21,7 +21,7 @@ fn stdout(out: &Output) -> String {
 
 /// A profile file in a temporary directory; the directory lives as long as the returned guard.
 fn profile_file(text: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let path = dir.path().join("node.toml");
     let mut f = std::fs::File::create(&path).unwrap();
     f.write_all(text.as_bytes()).unwrap();

@@ -14,7 +14,7 @@ use serde_json::Value;
 fn capture(name: &str) -> Option<(tempfile::TempDir, PathBuf)> {
     // Missing under CI=true fails naming the path (tests/common); locally a notice and a skip.
     let tarball = common::shared_data(&common::real_captures_dir()?.join(name))?;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let status = Command::new("tar")
         .arg("xjf")
         .arg(&tarball)

@@ -8,7 +8,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 
 use gpudoctor::answers::pod_resources::{PodResourcesFacts, parse_pod_resources_json};
@@ -26,7 +26,7 @@ fn record_from(root: &Path, answers: &Path, out: &Path, extra: &[&str]) -> Outpu
     } else {
         root.to_path_buf()
     };
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    let mut cmd = common::scratch::gpudoctor_command();
     cmd.arg("record")
         .arg("--root")
         .arg(&root)
@@ -51,7 +51,7 @@ fn record_from(root: &Path, answers: &Path, out: &Path, extra: &[&str]) -> Outpu
     }
     // The active probes ran when the fixture was made: the stand-in libcuda answers its
     // cuda.json, the stand-in ib_write_bw prints its loopback logs (tests/active_probes.rs).
-    let perftest = tempfile::tempdir().unwrap();
+    let perftest = common::tempdir().unwrap();
     let cuda_json = answers.join(".gpudoctor/cuda.json");
     if let Ok(text) = fs::read_to_string(&cuda_json) {
         let cuda: Value = serde_json::from_str(&text).unwrap();
@@ -97,7 +97,7 @@ fn record_from(root: &Path, answers: &Path, out: &Path, extra: &[&str]) -> Outpu
             .env_remove("CUDA_VISIBLE_DEVICES");
     }
     // The kubelet answered when the fixture was made: serve its answers on a real socket.
-    let kubelet_dir = tempfile::tempdir().unwrap();
+    let kubelet_dir = common::tempdir().unwrap();
     if let Some(facts) = answered_pod_resources(answers) {
         let socket = common::kubelet::serve(
             kubelet_dir.path(),
@@ -209,7 +209,7 @@ fn round_trip(fixture: &Path, unredacted_too: bool) {
     {
         let fixture = fixture.to_path_buf();
         let name = common::name_of(&fixture);
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = common::tempdir().unwrap();
         let original = replay(&fixture);
 
         if unredacted_too {
@@ -298,7 +298,7 @@ fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 #[test]
 fn a_capture_of_a_capture_is_identical() {
     let fixture = common::repo().join("fixtures/h100-xid48-dbe");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let first = tmp.path().join("first");
     let second = tmp.path().join("second");
     ok(&record(&fixture, &first, &[]), "first");
@@ -339,7 +339,7 @@ fn a_redacted_capture_keeps_no_identifier_and_stays_small() {
         secrets.push(device["uuid"].as_str().unwrap().to_string());
         secrets.push(device["serial"]["value"].as_str().unwrap().to_string());
     }
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     // Named the way README's ticket workflow names it: `--out /tmp/$(hostname)-gpudoctor...`.
     let out = tmp.path().join("hgx-h100-01-gpudoctor");
     ok(&record(&fixture, &out, &[]), "record");
@@ -398,7 +398,7 @@ fn a_redacted_capture_keeps_no_identifier_and_stays_small() {
 #[test]
 fn a_packed_capture_replays_directly() {
     let fixture = common::repo().join("fixtures/h100-nvlink-links-down");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let packed = tmp.path().join("node.tar.gz");
     ok(&record(&fixture, &packed, &[]), "record");
     assert!(packed.is_file());
@@ -440,7 +440,7 @@ fn a_packed_capture_replays_directly() {
 #[test]
 fn an_occupied_output_is_refused_and_force_replaces_only_a_capture() {
     let fixture = common::repo().join("fixtures/hgx-h100-healthy");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     // A directory that is not a capture: never replaced, --force or not (issue 13, item 8).
     let out = tmp.path().join("cap");
     fs::create_dir_all(&out).unwrap();
@@ -509,7 +509,7 @@ fn an_occupied_output_is_refused_and_force_replaces_only_a_capture() {
 #[test]
 fn a_replay_shows_when_the_node_was_recorded() {
     let fixture = common::repo().join("fixtures/hgx-h100-healthy");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let cap = tmp.path().join("cap");
     ok(&record(&fixture, &cap, &[]), "record");
     let manifest_path = cap.join(".gpudoctor/manifest.json");
@@ -574,7 +574,7 @@ fn a_replay_shows_when_the_node_was_recorded() {
 #[test]
 fn an_output_named_like_another_archive_is_a_usage_error() {
     let fixture = common::repo().join("fixtures/hgx-h100-healthy");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     for name in [
         "cap.zip",
         "cap.tar",
@@ -607,7 +607,7 @@ fn an_output_named_like_another_archive_is_a_usage_error() {
 #[test]
 fn a_requested_nccl_run_that_cannot_run_leaves_no_capture() {
     let fixture = common::repo().join("fixtures/hgx-h100-healthy");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let missing = tmp.path().join("nccl-tests");
     let out = tmp.path().join("cap");
     let refused = record(
@@ -636,7 +636,7 @@ fn a_requested_nccl_run_that_cannot_run_leaves_no_capture() {
 /// under the manifest's `unreadable` with the path that was asked for.
 #[test]
 fn record_never_follows_links_out_of_the_root() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let outside = tmp.path().join("outside.txt");
     fs::write(&outside, "SECRET-OUTSIDE-THE-ROOT nvidia 1 0 - Live\n").unwrap();
     let root = tmp.path().join("node");
@@ -762,7 +762,7 @@ fn every_kind_of_identifier_is_redacted_and_the_verdict_holds() {
     );
 
     let original = replay(&node.root);
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let out = tmp.path().join("capture");
     let recorded = record(&node.root, &out, &[]);
     ok(&recorded, "record");
@@ -821,7 +821,7 @@ fn a_short_host_name_is_kept_and_said_unless_asked_for() {
     let node = common::node::Node::copy("hgx-h100-healthy");
     node.write("proc/sys/kernel/hostname", "gpu\n");
     let original = replay(&node.root);
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
 
     let kept = tmp.path().join("kept");
     let out = record(&node.root, &kept, &[]);
@@ -900,7 +900,7 @@ fn nccl_prefix_hosts(text: &str) -> BTreeSet<String> {
 #[test]
 fn nccl_peers_named_only_in_line_prefixes_are_redacted() {
     let real = common::repo().join("tests/data/nccl/real");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let root = tmp.path().join("node");
     fs::create_dir_all(root.join("etc")).unwrap();
     fs::write(root.join("etc/hostname"), "recorder-node-1\n").unwrap();

@@ -87,7 +87,7 @@ fn release(fifo: &Path) {
 #[test]
 fn a_symlink_planted_at_out_after_the_check_is_never_written_through() {
     for name in ["cap", "cap.tar.gz"] {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = common::tempdir().unwrap();
         let fifo = tmp.path().join("kmsg");
         mkfifo(&fifo);
         let victim_dir = tmp.path().join("victim");
@@ -132,7 +132,7 @@ fn a_symlink_planted_at_out_after_the_check_is_never_written_through() {
 /// The same plant before the run: a symlink at `--out` is refused at once, `--force` or not.
 #[test]
 fn a_symlink_at_out_is_refused_before_the_run() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let victim = tmp.path().join("victim");
     fs::create_dir(&victim).unwrap();
     let out = tmp.path().join("cap");
@@ -154,7 +154,7 @@ fn a_symlink_at_out_is_refused_before_the_run() {
 #[test]
 fn concurrent_records_to_one_out_leave_one_whole_capture() {
     for name in ["cap", "cap.tar.gz"] {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = common::tempdir().unwrap();
         let out = tmp.path().join(name);
         let children: Vec<_> = (0..3)
             .map(|_| record_command(&out, &[]).spawn().unwrap())
@@ -196,7 +196,7 @@ fn concurrent_records_to_one_out_leave_one_whole_capture() {
 #[test]
 fn a_signal_while_recording_leaves_nothing() {
     for name in ["cap", "cap.tar.gz"] {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = common::tempdir().unwrap();
         let fifo = tmp.path().join("kmsg");
         mkfifo(&fifo);
         let out = tmp.path().join(name);
@@ -283,7 +283,7 @@ fn big_kernel_log(dir: &Path, bytes: usize) -> PathBuf {
 /// before the run when `--out` cannot take a byte, at the write when the capture does not fit.
 #[test]
 fn a_read_only_or_full_out_is_a_usage_error_said_once_and_leaves_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let mnt = tmp.path().join("mnt");
     fs::create_dir(&mnt).unwrap();
     let log = big_kernel_log(tmp.path(), 2 << 20);
@@ -354,7 +354,7 @@ fn a_read_only_or_full_out_is_a_usage_error_said_once_and_leaves_nothing() {
 /// `.tar.gz` without a manifest was judged with this machine's NVML. Both are refused now.
 #[test]
 fn a_root_holding_gpudoctor_without_a_valid_manifest_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let cases = [
         ("no manifest", None),
         (
@@ -395,7 +395,7 @@ fn a_root_holding_gpudoctor_without_a_valid_manifest_is_refused() {
     tar.append_dir_all(".", tmp.path().join("no-manifest"))
         .unwrap();
     tar.into_inner().unwrap().finish().unwrap();
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
         .args(["check", "--root", packed.to_str().unwrap()])
         .env("TMPDIR", scratch.path())
@@ -439,7 +439,7 @@ fn a_tree_changing_while_recorded_never_blames_out_nor_writes_outside_the_captur
     use std::os::unix::ffi::OsStrExt;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let root = tmp.path().join("live/node");
     common::copy_tree(&fixture(), &root);
     let outs = tmp.path().join("outs");

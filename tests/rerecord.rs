@@ -1,24 +1,28 @@
-//! `gpudoctor record --root <capture>` re-records (issue 14): every fixture, as a directory and
+//! `gpudoctor record --root <capture>` re-records (issue 14): a capture, as a directory and
 //! as a `.tar.gz`, re-records into a capture that replays to the same exit code, first failing
 //! layer and failing codes as the fixture's manifest expects — the capture's probe answers
 //! (NVML, pod-resources, environment, kernel log, NCCL logs and their run records) are carried
 //! over, never asked of the machine the test runs on — with redaction applied again and the
-//! manifest and stderr saying it was re-recorded. The `.tar.gz` leg is the same code for every
-//! capture: it runs on each full tree and on one fixture per kind of capture (the set of probe
-//! answers under `.gpudoctor/`), the directory leg on every fixture.
+//! manifest and stderr saying it was re-recorded.
+//!
+//! Both legs run on each full tree and on one fixture per kind of capture (the set of probe
+//! answers under `.gpudoctor/`, [`common::one_per_kind`]): what a re-record does differently
+//! from a live record is where the answers come from, and that is the same code for every
+//! capture of a kind. Which node files a capture keeps is the same code in both, and
+//! `tests/record.rs` records every fixture and holds each one's verdict.
 
 mod common;
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use gpudoctor::answers::pod_resources::parse_pod_resources_json;
 use serde_json::Value;
 
 fn gpudoctor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    common::scratch::gpudoctor_command()
         .args(args)
         // The environment must not reach a capture: its env.json is carried over instead.
         .env_remove("KUBERNETES_SERVICE_HOST")
@@ -104,10 +108,10 @@ fn rerecord(root: &Path, out: &Path, extra: &[&str]) -> Output {
     result
 }
 
-fn check_one(fixture: &Path, packed_too: bool) -> Vec<String> {
+fn check_one(fixture: &Path) -> Vec<String> {
     let name = common::name_of(fixture);
     let want = expected(fixture);
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let mut problems = Vec::new();
 
     // A directory, re-recorded into a directory.
@@ -142,9 +146,6 @@ fn check_one(fixture: &Path, packed_too: bool) -> Vec<String> {
     }
 
     // A .tar.gz, re-recorded into a .tar.gz, replayed packed.
-    if !packed_too {
-        return problems;
-    }
     let packed = tmp.path().join("in.tar.gz");
     // An archive holds a complete capture: an overlay fixture is packed composed.
     pack(&common::complete(fixture), &packed);
@@ -172,32 +173,22 @@ fn pack(dir: &Path, out: &Path) {
 }
 
 #[test]
-fn every_fixture_re_records_to_the_same_verdict_as_dir_and_tar_gz() {
+fn every_kind_of_capture_re_records_to_the_same_verdict_as_dir_and_tar_gz() {
     let fixtures = common::fixtures();
     assert!(fixtures.len() >= 40, "{} fixtures", fixtures.len());
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(2, 4);
-    let packed = common::one_per_kind(&fixtures);
-    assert!(
-        packed.len() >= 6,
-        "{} fixtures for the .tar.gz leg",
-        packed.len()
-    );
+    let kinds: Vec<PathBuf> = common::one_per_kind(&fixtures).into_iter().collect();
+    assert!(kinds.len() >= 6, "{} kinds of capture", kinds.len());
     let chunks: Vec<Vec<PathBuf>> = (0..workers)
-        .map(|w| fixtures.iter().skip(w).step_by(workers).cloned().collect())
+        .map(|w| kinds.iter().skip(w).step_by(workers).cloned().collect())
         .collect();
     let problems: Vec<String> = std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .iter()
             .map(|chunk| {
-                let packed = &packed;
-                scope.spawn(move || {
-                    chunk
-                        .iter()
-                        .flat_map(|f| check_one(f, packed.contains(f)))
-                        .collect::<Vec<_>>()
-                })
+                scope.spawn(move || chunk.iter().flat_map(|f| check_one(f)).collect::<Vec<_>>())
             })
             .collect();
         handles
@@ -216,7 +207,7 @@ fn every_fixture_re_records_to_the_same_verdict_as_dir_and_tar_gz() {
 #[test]
 fn re_recording_carries_the_probe_answers_and_redacts_again() {
     let fixture = common::repo().join("fixtures/h100-nccl-low-bandwidth");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     // Unredacted: the answers come over as they were recorded.
     let plain = tmp.path().join("plain");
     rerecord(&fixture, &plain, &["--no-redact"]);
@@ -267,7 +258,7 @@ fn re_recording_carries_the_probe_answers_and_redacts_again() {
 #[test]
 fn re_recording_with_a_kernel_log_judges_and_keeps_that_log() {
     let fixture = common::repo().join("fixtures/hgx-h100-healthy");
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let log = tmp.path().join("dmesg.txt");
     fs::write(
         &log,
@@ -287,7 +278,7 @@ fn re_recording_with_a_kernel_log_judges_and_keeps_that_log() {
 /// with the window it was recorded with (h100-hca-errors-rising keeps its first reading).
 #[test]
 fn a_capture_keeps_its_sample_window_and_refuses_a_new_one() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let fixture = common::repo().join("fixtures/h100-hca-errors-rising");
     let out = tmp.path().join("never");
     let result = gpudoctor(&[
@@ -317,7 +308,7 @@ fn a_capture_keeps_its_sample_window_and_refuses_a_new_one() {
 
 #[test]
 fn an_incomplete_capture_is_not_re_recorded_as_a_live_node() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let root = tmp.path().join("cut-short");
     common::copy_tree(&common::repo().join("fixtures/hgx-h100-healthy"), &root);
     fs::remove_file(root.join(".gpudoctor/manifest.json")).unwrap();
@@ -336,7 +327,7 @@ fn an_incomplete_capture_is_not_re_recorded_as_a_live_node() {
 
 #[test]
 fn an_archive_that_is_not_a_capture_is_not_recorded() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let tree = tmp.path().join("tree");
     fs::create_dir_all(tree.join("sys/bus/pci/devices")).unwrap();
     let packed = tmp.path().join("not-a-capture.tar.gz");

@@ -67,7 +67,7 @@ fn result<'a>(report: &'a Value, code: &str) -> &'a Value {
 
 #[test]
 fn absolute_and_escaping_symlinks_never_read_outside_the_root() {
-    let outer = tempfile::tempdir().unwrap();
+    let outer = common::tempdir().unwrap();
     let root = outer.path().join("node");
     bait(&outer.path().join("bait"));
     capture(&root);
@@ -103,7 +103,7 @@ fn absolute_and_escaping_symlinks_never_read_outside_the_root() {
 
 #[test]
 fn dangling_links_and_loops_give_results() {
-    let outer = tempfile::tempdir().unwrap();
+    let outer = common::tempdir().unwrap();
     let root = outer.path().join("node");
     capture(&root);
     let devices = root.join("sys/bus/pci/devices");
@@ -148,7 +148,7 @@ fn dangling_links_and_loops_give_results() {
 
 #[test]
 fn bad_nvml_json_and_binary_files_are_named_errors() {
-    let outer = tempfile::tempdir().unwrap();
+    let outer = common::tempdir().unwrap();
     let root = outer.path().join("node");
     capture(&root);
     write(&root.join(".gpudoctor/nvml.json"), "{\"devices\": [");
@@ -250,7 +250,7 @@ fn race_tree(outer: &Path, absolute: bool) -> (std::path::PathBuf, std::path::Pa
 #[test]
 fn a_directory_swapped_for_a_symlink_never_leads_a_read_outside() {
     for absolute in [false, true] {
-        let outer = tempfile::tempdir().unwrap();
+        let outer = common::tempdir().unwrap();
         let (root, sys) = race_tree(outer.path(), absolute);
         let swapper = Swapper::start(&sys.join("dir"), &sys.join("swap"));
         let long_lived = gpudoctor::source::RootedFs::new(&root);
@@ -296,7 +296,7 @@ fn a_directory_swapped_for_a_symlink_never_leads_a_read_outside() {
 /// component walk that replaces it on kernels before 5.6 (`GPUDOCTOR_NO_OPENAT2=1`).
 #[test]
 fn replays_racing_a_swapped_directory_never_list_outside_the_root() {
-    let outer = tempfile::tempdir().unwrap();
+    let outer = common::tempdir().unwrap();
     let root = outer.path().join("node");
     capture(&root);
     let devices = root.join("sys/bus/pci/devices");
@@ -317,7 +317,7 @@ fn replays_racing_a_swapped_directory_never_list_outside_the_root() {
     let mut refused = 0;
     for run in 0..120 {
         let fallback = if run % 2 == 0 { "1" } else { "0" };
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        let out = common::scratch::gpudoctor_command()
             .args(["check", "--only", "driver", "--format", "json", "--root"])
             .arg(&root)
             .env("GPUDOCTOR_NO_OPENAT2", fallback)
@@ -376,7 +376,7 @@ fn fifo_opened_by(fifo: &Path, reads: impl FnOnce()) -> bool {
 /// writer must never wake.
 #[test]
 fn a_fifo_where_a_file_is_expected_is_never_opened() {
-    let outer = tempfile::tempdir().unwrap();
+    let outer = common::tempdir().unwrap();
     let root = outer.path().join("node");
     write(&root.join("sys/ok"), "fine\n");
     let fs_ = gpudoctor::source::RootedFs::new(&root);
@@ -409,7 +409,7 @@ fn a_fifo_where_a_file_is_expected_is_never_opened() {
 /// it as unreadable, names it, and never opens it.
 #[test]
 fn check_of_a_root_with_a_fifo_for_a_file_never_opens_it() {
-    let outer = tempfile::tempdir().unwrap();
+    let outer = common::tempdir().unwrap();
     let root = outer.path().join("node");
     fs::create_dir_all(root.join("proc")).unwrap();
     let mut stderr = String::new();
@@ -446,7 +446,7 @@ fn a_character_device_where_a_file_is_expected_is_refused_by_name() {
         eprintln!("notice: not root, cannot mknod; nothing checked");
         return;
     }
-    let outer = tempfile::tempdir().unwrap();
+    let outer = common::tempdir().unwrap();
     let root = outer.path().join("node");
     fs::create_dir_all(root.join("dev")).unwrap();
     for name in ["dev/null-copy", "dev/kmsg"] {

@@ -98,7 +98,7 @@ fn pod_interface_with(root: &Path, extra: &[&str]) -> Value {
 
 #[test]
 fn a_vf_with_its_rdma_device_passes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     pod(dir.path(), true, true);
     let check = pod_interface(dir.path());
     assert_eq!(check["status"], "pass", "{check}");
@@ -112,7 +112,7 @@ fn a_vf_with_its_rdma_device_passes() {
 
 #[test]
 fn a_vf_without_rdma_device_fails() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     pod(dir.path(), true, false);
     let check = pod_interface(dir.path());
     assert_eq!(check["status"], "fail", "{check}");
@@ -127,7 +127,7 @@ fn a_vf_without_rdma_device_fails() {
 
 #[test]
 fn a_veth_secondary_interface_fails() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     pod(dir.path(), true, true);
     fs::remove_file(dir.path().join("sys/class/net/net1")).unwrap();
     write(dir.path(), "sys/devices/virtual/net/net1/operstate", "up\n");
@@ -149,7 +149,7 @@ fn a_veth_secondary_interface_fails() {
 
 #[test]
 fn outside_a_pod_it_does_not_apply() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     pod(dir.path(), false, false);
     assert_eq!(pod_interface(dir.path())["status"], "skip");
 }
@@ -173,7 +173,7 @@ fn pod_with_ib0(root: &Path) {
 
 #[test]
 fn an_interface_named_in_the_network_selection_is_judged_with_pod_interface() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     pod_with_ib0(dir.path());
     // Without the flag only net<N> are secondary interfaces: nothing to judge, and the skip says
     // how to name others.
@@ -209,7 +209,7 @@ fn an_interface_named_in_the_network_selection_is_judged_with_pod_interface() {
 
 #[test]
 fn a_named_interface_missing_from_the_pod_fails() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     pod_with_ib0(dir.path());
     let check = pod_interface_with(
         dir.path(),

@@ -349,7 +349,7 @@ fn hostile_saved_reports_reach_no_output_raw() {
     ] {
         assert!(kinds.contains(needed), "{needed} not among {kinds:#?}");
     }
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     let fleet = scratch.path().join("fleet");
     fs::create_dir(&fleet).unwrap();
     let base_file = scratch.path().join("base.json");

@@ -64,7 +64,7 @@ fn kernel_log_of(
     fifo: PathBuf,
     timeout: Duration,
 ) -> (Result<Option<(String, String)>, String>, Duration) {
-    let root = tempfile::tempdir().unwrap();
+    let root = common::tempdir().unwrap();
     let source = HostSource::new(
         root.path(),
         SourceOptions {
@@ -81,7 +81,7 @@ fn kernel_log_of(
 
 #[test]
 fn a_kernel_log_fifo_without_a_writer_is_an_error_at_the_probe_timeout() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let path = dir.path().join("kmsg.fifo");
     fifo(&path);
     let timeout = Duration::from_secs(1);
@@ -98,7 +98,7 @@ fn a_kernel_log_fifo_without_a_writer_is_an_error_at_the_probe_timeout() {
 
 #[test]
 fn a_kernel_log_pipe_whose_writer_never_finishes_is_an_error_at_the_probe_timeout() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let path = dir.path().join("kmsg.fifo");
     fifo(&path);
     let mut writer = hold_writer(&path);
@@ -118,7 +118,7 @@ fn a_kernel_log_pipe_whose_writer_never_finishes_is_an_error_at_the_probe_timeou
 
 #[test]
 fn a_kernel_log_pipe_that_finishes_is_read_whole() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let path = dir.path().join("kmsg.fifo");
     fifo(&path);
     let writer_path = path.clone();
@@ -159,7 +159,7 @@ fn gpudoctor_within_env(
     let out = tempfile::NamedTempFile::new().unwrap();
     let err = tempfile::NamedTempFile::new().unwrap();
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    let mut child = common::scratch::gpudoctor_command()
         .args(args)
         .envs(env.iter().copied())
         .env("PATH", "/usr/bin:/bin")
@@ -226,7 +226,7 @@ fn check_reads_a_kernel_log_fifo_without_a_writer_until_the_timeout() {
     // `check` used to refuse anything but a regular file up front (main.rs), though the source
     // reads FIFOs, pipes and /dev/kmsg without blocking. A FIFO nobody writes is now an `error`
     // at --timeout, naming the file: inconclusive, not a hang and not a usage error.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let path = dir.path().join("kmsg.fifo");
     fifo(&path);
     let (code, report, err, took) =
@@ -286,7 +286,7 @@ fn check_reads_a_character_device_kernel_log_to_its_current_end() {
 
 #[test]
 fn check_and_record_refuse_a_kernel_log_that_is_not_there_or_a_directory() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let missing = dir.path().join("no-such-log");
     let root = dir.path().to_str().unwrap();
     for (path, says) in [
@@ -310,7 +310,7 @@ fn check_and_record_refuse_a_kernel_log_that_is_not_there_or_a_directory() {
 
 #[test]
 fn record_with_a_fifo_kernel_log_finishes_within_the_timeout_and_names_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let path = dir.path().join("kmsg.fifo");
     fifo(&path);
     let root = dir.path().join("root");
@@ -345,7 +345,7 @@ fn record_with_a_fifo_kernel_log_finishes_within_the_timeout_and_names_it() {
 fn an_nccl_log_whose_run_record_is_a_fifo_is_judged_without_waiting_for_it() {
     // `--nccl-log x.log` also reads `x.json` beside it (the run record a capture stores): a FIFO
     // there blocked a plain read forever.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let log = dir.path().join("all_reduce_perf.log");
     std::fs::copy(
         common::repo().join("fixtures/h100-nccl-healthy/.gpudoctor/nccl/all_reduce_perf.log"),
@@ -353,7 +353,7 @@ fn an_nccl_log_whose_run_record_is_a_fifo_is_judged_without_waiting_for_it() {
     )
     .unwrap();
     fifo(&dir.path().join("all_reduce_perf.json"));
-    let root = tempfile::tempdir().unwrap();
+    let root = common::tempdir().unwrap();
     let (code, out, err, _) = gpudoctor_within(
         &[
             "check",
@@ -381,7 +381,7 @@ fn an_nccl_log_whose_run_record_is_a_fifo_is_judged_without_waiting_for_it() {
 
 #[test]
 fn a_profile_that_is_a_fifo_is_a_usage_error_within_its_wait() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let profile = dir.path().join("lab.toml");
     fifo(&profile);
     let (code, _, err, took) = gpudoctor_within(
@@ -433,7 +433,7 @@ fn result<'a>(results: &'a [(String, String, String)], code: &str) -> &'a (Strin
 #[test]
 fn a_dev_kmsg_fifo_under_the_root_never_blocks_the_check() {
     for with_writer in [false, true] {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = common::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("dev")).unwrap();
         let kmsg = dir.path().join("dev/kmsg");
         fifo(&kmsg);
@@ -470,7 +470,7 @@ fn a_dev_kmsg_fifo_under_the_root_never_blocks_the_check() {
 /// to its current end).
 #[test]
 fn every_probe_hanging_at_once_stays_within_the_documented_budget() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(root.join("dev")).unwrap();
     // A kubernetes node: the device-plugin layer asks the kubelet.
@@ -537,7 +537,7 @@ fn an_nvml_init_that_hangs_is_an_error_at_the_timeout() {
     let nvml_json = fixture.join(".gpudoctor/nvml.json");
     // A live root (no manifest) with the fixture's files, so the NVML library is really loaded.
     let root = common::live_root(&fixture);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let env = [
         (common::FAKE_NVML_JSON, nvml_json.to_str().unwrap()),
         ("GPUDOCTOR_FAKE_NVML_HANG_SECS", "600"),

@@ -270,7 +270,7 @@ fn broken_tree(root: &Path) {
 
 #[test]
 fn broken_trees_give_results_not_panics() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     broken_tree(dir.path());
     let options = SourceOptions {
         nvml_lib: Some(dir.path().join("no-such-libnvidia-ml.so")),
@@ -418,7 +418,7 @@ fn broken_trees_give_results_not_panics() {
 
 #[test]
 fn topo_and_check_over_the_broken_tree_from_the_cli() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     broken_tree(dir.path());
     let root = dir.path().to_str().unwrap();
     let out = common::gpudoctor(&["topo", "--root", root, "--no-nvml", "--format", "json"]);
@@ -427,7 +427,7 @@ fn topo_and_check_over_the_broken_tree_from_the_cli() {
     assert_eq!(doc["matrix"]["cells"][0][1], "?");
     assert!(!doc["problems"].as_array().unwrap().is_empty());
     // No /sys/bus/pci/devices at all: inconclusive, said on stderr.
-    let empty = tempfile::tempdir().unwrap();
+    let empty = common::tempdir().unwrap();
     let out = common::gpudoctor(&[
         "topo",
         "--root",
@@ -444,7 +444,7 @@ fn topo_and_check_over_the_broken_tree_from_the_cli() {
 /// files too would pass the first half and fail the second.
 #[test]
 fn functions_nothing_judges_are_read_by_class_only() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     let root = dir.path();
     write(root, "sys/devices/system/node/node0/cpulist", "0-3\n");
     let bus = "sys/bus/pci/devices";
@@ -649,7 +649,7 @@ fn many_gpus(root: &Path, gpus: usize) {
 /// is listed once. The same node as JSON says the matrix was left out and why, without cells.
 #[test]
 fn hundreds_of_gpus_get_a_bounded_summary_instead_of_a_matrix() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::tempdir().unwrap();
     many_gpus(dir.path(), 300);
     let root = dir.path().to_str().unwrap();
     let out = common::gpudoctor(&["topo", "--root", root]);

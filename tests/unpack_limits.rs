@@ -55,7 +55,7 @@ fn file_of(size: u64) -> tar::Header {
 /// `gpudoctor check --root ARCHIVE ARGS` with a private `$TMPDIR`; returns the output and the
 /// names left in that `$TMPDIR`.
 fn check(archive: &Path, args: &[&str]) -> (Output, Vec<String>) {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
         .args(["check", "--format", "json", "--root"])
         .arg(archive)
@@ -93,7 +93,7 @@ fn accepted(archive: &Path, args: &[&str]) {
 
 #[test]
 fn a_small_archive_of_huge_content_is_refused_while_streaming() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let bomb = tmp.path().join("bomb.tar.gz");
     // 48 MiB of zeros: about 50 KiB compressed.
     archive(&bomb, |tar| {
@@ -116,7 +116,7 @@ fn a_small_archive_of_huge_content_is_refused_while_streaming() {
 
 #[test]
 fn a_file_declared_huge_is_refused_before_any_of_it_is_read() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let bomb = tmp.path().join("declared.tar.gz");
     // A header claiming 100 GiB, and no data at all: the size is judged from the header.
     archive(&bomb, |tar| {
@@ -139,7 +139,7 @@ fn a_file_declared_huge_is_refused_before_any_of_it_is_read() {
 
 #[test]
 fn an_archive_of_many_entries_is_refused_at_the_limit() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let bomb = tmp.path().join("many.tar.gz");
     archive(&bomb, |tar| {
         for i in 0..3000 {
@@ -157,7 +157,7 @@ fn an_archive_of_many_entries_is_refused_at_the_limit() {
 
 #[test]
 fn entries_a_capture_never_holds_are_refused() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     // A hard link, a FIFO, a path climbing out, and 2 MiB of GNU long-name header.
     let link = tmp.path().join("link.tar.gz");
     archive(&link, |tar| {
@@ -211,7 +211,7 @@ fn entries_a_capture_never_holds_are_refused() {
 /// unpacked directory is removed and gpudoctor dies of the signal.
 #[test]
 fn a_signal_after_unpacking_removes_the_unpacked_directory() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let packed = tmp.path().join("cap.tar.gz");
     archive(&packed, |tar| {
         tar.append_data(&mut file_of(3), "./proc/modules", &b"x\n\n"[..])
@@ -221,7 +221,7 @@ fn a_signal_after_unpacking_removes_the_unpacked_directory() {
     let c = std::ffi::CString::new(profile.to_str().unwrap()).unwrap();
     // SAFETY: plain libc call with a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = common::tempdir().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
         .args(["check", "--root"])
         .arg(&packed)
@@ -327,7 +327,7 @@ fn plain_archive(path: &Path, files: &[(&str, &[u8])]) {
 
 /// gpudoctor with a private `$TMPDIR` and the constructor's marker path set.
 fn run_marked(args: &[&std::ffi::OsStr], marker: &Path) -> (Output, Vec<String>) {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
         .args(args)
         .env("TMPDIR", tmp.path())
@@ -346,7 +346,7 @@ fn run_marked(args: &[&std::ffi::OsStr], marker: &Path) -> (Output, Vec<String>)
 /// constructor ran, as root); now every command refuses it with exit 2 and nothing of it runs.
 #[test]
 fn an_archive_that_is_not_a_capture_is_refused_and_its_library_never_runs() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let Some(lib) = constructor_library(tmp.path()) else {
         return;
     };
@@ -430,7 +430,7 @@ fn an_archive_that_is_not_a_capture_is_refused_and_its_library_never_runs() {
 /// saying what the archive holds and how to pack it.
 #[test]
 fn empty_and_one_level_down_archives_say_what_to_do() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let empty = tmp.path().join("empty.tar.gz");
     plain_archive(&empty, &[]);
     refused(&empty, &[], &["is not a capture", "the archive is empty"]);
@@ -461,7 +461,7 @@ fn empty_and_one_level_down_archives_say_what_to_do() {
 /// judged with false failures).
 #[test]
 fn a_multi_member_gzip_is_read_to_the_end() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let fixture = common::repo().join("fixtures/hgx-h100-healthy");
     let mut tar_bytes = Vec::new();
     {
@@ -505,7 +505,7 @@ fn a_multi_member_gzip_is_read_to_the_end() {
 #[test]
 fn unpacked_modes_are_the_owners_alone() {
     use std::os::unix::fs::PermissionsExt;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     let path = tmp.path().join("modes.tar.gz");
     archive(&path, |tar| {
         let dir = |mode: u32| {
@@ -557,7 +557,7 @@ fn a_non_root_run_leaves_nothing_behind() {
         );
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = common::tempdir().unwrap();
     fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o1777)).unwrap();
     let path = tmp.path().join("shut.tar.gz");
     archive(&path, |tar| {

@@ -4,12 +4,10 @@
 
 mod common;
 
-use std::process::Command;
-
 use gpudoctor::render::table::Style;
 
 fn run(args: &[&str], columns: Option<&str>) -> String {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    let mut cmd = common::scratch::gpudoctor_command();
     cmd.args(args)
         .current_dir(common::repo())
         .env_remove("NO_COLOR")

@@ -26,7 +26,7 @@ pub struct Live {
 
 pub fn live_from(name: &str) -> Live {
     let fixture = super::repo().join("fixtures").join(name);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = super::tempdir().unwrap();
     let root = super::live_root(&fixture);
     let capture = super::complete(&fixture).join(".gpudoctor");
     let nvml = dir.path().join("nvml.json");
@@ -99,7 +99,7 @@ impl Live {
     /// The command with `--cuda-lib` naming `cuda_lib`, or without the option (`None`): then
     /// gpudoctor looks for the host's libcuda under the root, as in a Pod without a GPU.
     pub fn command_with_lib(&self, args: &[&str], cuda_lib: Option<&Path>) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+        let mut cmd = super::scratch::gpudoctor_command();
         cmd.arg("check")
             .arg("--root")
             .arg(&self.root)
@@ -211,7 +211,7 @@ pub fn stderr(out: &Output) -> String {
 
 /// `gpudoctor record` of a live fixture root into `capture`, with the stand-ins.
 pub fn record_command(live: &Live, capture: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    let mut cmd = super::scratch::gpudoctor_command();
     cmd.arg("record")
         .arg("--root")
         .arg(&live.root)

@@ -1,9 +1,15 @@
 //! Helpers shared by the integration tests: fixture discovery, the CLI binary, snapshots.
 #![allow(dead_code)]
 
+mod kept;
 pub mod kubelet;
 pub mod live;
 pub mod node;
+pub mod scratch;
+
+use kept::kept;
+
+pub use scratch::tempdir;
 
 use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};
 use std::path::{Path, PathBuf};
@@ -74,10 +80,11 @@ fn compose_tree(from: &Path, to: &Path, files: Files) {
     std::fs::write(target, text).unwrap();
 }
 
-/// A fixture as a complete tree, composed once per test binary when it is an overlay: for
+/// A fixture as a complete tree, composed when it is an overlay (kept between runs, see
+/// [`kept`]): for
 /// tests that read its files by path (a stand-in library pointed at its `nvml.json`, a live run
 /// with `--root`). Its files are hard links to the fixtures': read it, never write into it
-/// (copy it with [`copy_tree`] to change it). Kept until the next run of this test binary.
+/// (copy it with [`copy_tree`] to change it).
 pub fn complete(fixture: &Path) -> PathBuf {
     let manifest = fixture.join(".gpudoctor/manifest.json");
     let is_overlay = std::fs::read_to_string(&manifest)
@@ -94,45 +101,12 @@ pub fn complete(fixture: &Path) -> PathBuf {
 
 /// A fixture as a live node's root: its complete tree without `.gpudoctor/`, so gpudoctor asks
 /// the probes (the stand-in libraries, a test's kubelet socket) instead of reading answers.
-/// Made once per test binary, of hard links: read it, never write into it.
+/// Made of hard links and kept between runs ([`kept`]): read it, never write into it.
 pub fn live_root(fixture: &Path) -> PathBuf {
     kept("live", fixture, |to| {
         compose_tree(fixture, to, Files::Link);
         std::fs::remove_dir_all(to.join(".gpudoctor")).unwrap();
     })
-}
-
-/// A tree made from `fixture` by `make`, once per test binary and `kind`, under cargo's scratch
-/// directory for tests (one folder per test binary, emptied on its first use in a run: nothing
-/// is left in /tmp, and binaries never share one).
-fn kept(kind: &str, fixture: &Path, make: impl FnOnce(&Path)) -> PathBuf {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    static DONE: OnceLock<Mutex<HashMap<(String, PathBuf), PathBuf>>> = OnceLock::new();
-    static KEEP: OnceLock<PathBuf> = OnceLock::new();
-    let mut done = DONE.get_or_init(Default::default).lock().unwrap();
-    let key = (kind.to_string(), fixture.to_path_buf());
-    if let Some(found) = done.get(&key) {
-        return found.clone();
-    }
-    let keep = KEEP.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let binary = exe.file_stem().unwrap().to_string_lossy().into_owned();
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join("kept-fixtures")
-            .join(binary);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    });
-    // Numbered (two scratch roots may share a name, `node`), the tree keeps its fixture's name.
-    let to = keep
-        .join(kind)
-        .join(done.len().to_string())
-        .join(name_of(fixture));
-    make(&to);
-    done.insert(key, to.clone());
-    to
 }
 
 /// Put `from` over `to`: directories merge, anything else replaces what is there.
@@ -155,11 +129,34 @@ fn put_tree(from: &Path, to: &Path, files: Files) {
             std::os::unix::fs::symlink(std::fs::read_link(entry.path()).unwrap(), &target).unwrap();
         } else if kind.is_dir() {
             put_tree(&entry.path(), &target, files);
-        } else if files == Files::Copy || std::fs::hard_link(entry.path(), &target).is_err() {
-            // A link across file systems (a target directory elsewhere) falls back to a copy.
+        } else if files == Files::Copy {
             std::fs::copy(entry.path(), &target).unwrap();
+        } else if let Err(err) = std::fs::hard_link(entry.path(), &target) {
+            // Only a link across file systems (a target directory elsewhere) falls back to a
+            // copy. Any other failure is fatal: were `target` a link to the fixture's file by
+            // then, `fs::copy` would truncate the fixture in the repository.
+            assert_eq!(
+                err.kind(),
+                std::io::ErrorKind::CrossesDevices,
+                "linking {}: {err}",
+                target.display()
+            );
+            copy_new(&entry.path(), &target);
         }
     }
+}
+
+/// Copy `from` to a `to` that must not exist yet (never opened for writing if it does).
+fn copy_new(from: &Path, to: &Path) {
+    let mut source = std::fs::File::open(from).unwrap();
+    let mut target = std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(to)
+        .unwrap_or_else(|e| panic!("{}: {e}", to.display()));
+    std::io::copy(&mut source, &mut target).unwrap();
+    let mode = source.metadata().unwrap().permissions();
+    target.set_permissions(mode).unwrap();
 }
 
 /// The environment variable naming the `nvml.json` the stand-in NVML library answers from.
@@ -294,7 +291,7 @@ pub fn has_sample_window(fixture: &Path) -> bool {
 }
 
 pub fn gpudoctor(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+    scratch::gpudoctor_command()
         .args(args)
         .current_dir(repo())
         .env_remove("NO_COLOR")

@@ -27,7 +27,7 @@ pub struct Node {
 
 impl Node {
     pub fn copy(fixture: &str) -> Node {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = super::tempdir().unwrap();
         let root = dir.path().join("node");
         super::link_tree(&super::repo().join("fixtures").join(fixture), &root);
         Node { _dir: dir, root }

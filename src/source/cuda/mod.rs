@@ -20,6 +20,7 @@
 
 mod ffi;
 pub mod numa;
+mod pattern;
 pub mod worker;
 
 use std::collections::BTreeMap;

@@ -22,7 +22,7 @@ use std::ffi::c_void;
 use std::time::Instant;
 
 use super::ffi::{CuContext, CuDevice, CuDevicePtr, Driver};
-use super::{PlacementPlan, Request};
+use super::{PlacementPlan, Request, pattern};
 use crate::answers::cuda::{CudaError, Direction, Event, HostCopy, Placement, code, step};
 use crate::answers::nvml::normalize_bus_id;
 
@@ -195,9 +195,7 @@ fn round_trip(
     };
     // A pattern that changes every byte and differs per device: a copy that lands on the
     // wrong device, or a stuck bit, shows.
-    let sent: Vec<u8> = (0..bytes)
-        .map(|i| (i as u32).wrapping_mul(31).wrapping_add(ordinal * 7) as u8)
-        .collect();
+    let sent = pattern::pattern(bytes, ordinal as usize * 7);
     let mut back = vec![0u8; bytes];
     announce(emit, step::COPY_IN, ordinal, None);
     if let Err(c) = driver.htod(dptr, sent.as_ptr() as *const c_void, bytes) {
@@ -210,7 +208,7 @@ fn round_trip(
         return failed(step::COPY_OUT, c);
     }
     driver.mem_free(dptr);
-    let mismatched = sent.iter().zip(&back).filter(|(a, b)| a != b).count() as u64;
+    let mismatched = pattern::mismatched(&sent, &back);
     finish(None, Some(mismatched));
     if mismatched > 0 {
         driver.release_primary(device);
@@ -466,9 +464,7 @@ fn verify_peer(
     bytes: usize,
     pair: (usize, usize),
 ) -> Result<u64, i32> {
-    let pattern: Vec<u8> = (0..bytes)
-        .map(|k| (k.wrapping_mul(31) ^ pair.0.wrapping_mul(7) ^ pair.1.wrapping_mul(13)) as u8)
-        .collect();
+    let pattern = pattern::pattern(bytes, pair.0.wrapping_mul(7) ^ pair.1.wrapping_mul(13));
     driver.set_current(a.context)?;
     let src = driver.mem_alloc(bytes)?;
     let result = (|| {
@@ -482,7 +478,7 @@ fn verify_peer(
             driver.set_current(b.context)?;
             let mut back = vec![0u8; bytes];
             driver.dtoh(back.as_mut_ptr().cast(), dst, bytes)?;
-            Ok(back.iter().zip(&pattern).filter(|(x, y)| x != y).count() as u64)
+            Ok(pattern::mismatched(&pattern, &back))
         })();
         let _ = driver.set_current(b.context);
         driver.mem_free(dst);

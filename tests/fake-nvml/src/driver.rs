@@ -18,6 +18,9 @@
 //!   also makes the tests' interleaving the same every run);
 //! - `GPUDOCTOR_FAKE_NVML_WEDGE_DEVICE=INDEX:SECS`: GPU INDEX answers its handle, PCI info, UUID
 //!   and name (what identifies it), then its next call holds the driver lock for SECS seconds;
+//!   with `SERIAL_INIT_MS` the next GPU's handle waits until it has wedged (else, on a loaded
+//!   machine, a sibling could finish before the wedge and the tests would not be the same
+//!   every run);
 //! - `GPUDOCTOR_FAKE_NVML_SHUTDOWN_HANG_SECS=N`: `nvmlShutdown` sleeps N seconds first;
 //! - `GPUDOCTOR_FAKE_NVML_CALL_LOG=FILE`: each `nvmlInit*` and `nvmlShutdown` appends a line, and
 //!   so does each call nvml.h deprecates for a successor the library exports
@@ -130,6 +133,10 @@ pub fn on_handle(index: u32) {
 
 /// After `nvmlDeviceGetHandleByIndex*` answered for GPU `index`, whatever it answered.
 pub fn handle_answered(index: u32) {
+    if told_for(ENV_WEDGE_DEVICE, index).is_some() {
+        // Answered for its siblings when it wedges (see `on_device_call`).
+        return;
+    }
     ANSWERED.fetch_or(1u64.checked_shl(index).unwrap_or(0), Ordering::SeqCst);
 }
 
@@ -142,6 +149,7 @@ pub fn on_device_call(index: u32) {
     if !IDENTIFYING.with(Cell::get)
         && let Some(wedge) = told_for(ENV_WEDGE_DEVICE, index)
     {
+        ANSWERED.fetch_or(1u64.checked_shl(index).unwrap_or(0), Ordering::SeqCst);
         std::thread::sleep(wedge);
     }
 }
