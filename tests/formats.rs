@@ -450,3 +450,26 @@ fn the_parser_rejects_what_node_exporter_rejects() {
         assert!(parse_prometheus(bad).is_err(), "accepted: {bad:?}");
     }
 }
+
+/// A stopped fabric manager leaves every GPU's fabric state "not started": the state follows
+/// from it, so the NPD line leads with the fabric manager, not with its symptom (issue 26).
+#[test]
+fn the_npd_line_leads_with_the_cause_not_its_symptom() {
+    let (_, _, report) = every_report()
+        .iter()
+        .find(|(name, how, _)| name == "h100-fabric-manager-stopped" && *how == "default")
+        .expect("the fixture");
+    let line = render::npd::message(report);
+    assert!(
+        line.starts_with("nvlink: nvlink.fabric_manager nvidia-fabricmanager is installed"),
+        "{line}"
+    );
+    let state = report
+        .findings()
+        .find(|(_, c)| c.code == "nvlink.fabric_state")
+        .expect("the fabric state fails too");
+    assert_eq!(
+        state.1.explained_by.as_deref(),
+        Some("nvlink.fabric_manager")
+    );
+}

@@ -14,6 +14,10 @@
 //!   NVML_ERROR_DRIVER_NOT_LOADED (NVML API reference, nvmlInit_v2).
 //! - user-space NVML newer than the loaded module: nvmlInit returns
 //!   NVML_ERROR_LIB_RM_VERSION_MISMATCH (NVML API reference).
+//! - the fabric manager installed but not running on an NVSwitch system: it trains the
+//!   NVSwitch↔GPU links and registers each GPU with the fabric, so every GPU's fabric state
+//!   stays NOT_STARTED or IN_PROGRESS until it runs (Fabric Manager User Guide; nvml.h
+//!   `nvmlGpuFabricInfo_v3_t`; reference/gpu-health.md §7).
 //! - an NCCL run that fell back to sockets, staged through host memory (no GPUDirect RDMA),
 //!   used shared memory instead of P2P/NVLink, or collapsed after its peak: the bus bandwidth
 //!   below the floor is that, measured (NCCL environment variables documentation: NCCL_NET,
@@ -66,6 +70,10 @@ pub const CAUSES: &[Cause] = &[
     Cause {
         cause: "driver.driver_version_match",
         explains: Explains::Codes(&["driver.nvml_init"]),
+    },
+    Cause {
+        cause: "nvlink.fabric_manager",
+        explains: Explains::Codes(&["nvlink.fabric_state"]),
     },
     Cause {
         cause: "nccl.socket_fallback",
