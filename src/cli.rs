@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::engine::RunOptions;
+use crate::render::npd_conditions::Condition as NpdCondition;
 use crate::report::Layer;
 use crate::source::{CudaOptions, GdrOptions, NcclOptions, SourceOptions};
 
@@ -319,6 +320,11 @@ pub struct CheckArgs {
     #[arg(long, conflicts_with = "format")]
     pub npd: bool,
 
+    /// With --npd: answer for one node condition (one NPD rule each, docs/deploy.md): exit 1
+    /// when the node's first failure is of this class, 0 when it is not, 2 when inconclusive.
+    #[arg(long, value_enum, value_name = "CONDITION", requires = "npd")]
+    pub npd_condition: Option<NpdCondition>,
+
     /// Run every layer, even after one has failed.
     #[arg(long)]
     pub keep_going: bool,
@@ -482,6 +488,17 @@ pub struct RenderArgs {
     /// (`render <(ssh node gpudoctor check --format json)`), in seconds; a file is read at once.
     #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: u64,
+
+    /// node-problem-detector mode for one node condition, from the report another rule saved:
+    /// exit 1 when its first failure is of this class, 0 when not, 2 when inconclusive or
+    /// older than --max-age (instead of --format).
+    #[arg(long, value_enum, value_name = "CONDITION", conflicts_with = "format")]
+    pub npd_condition: Option<NpdCondition>,
+
+    /// With --npd-condition: a report whose `generated_at` is more than SECS old (or absent)
+    /// is unknown (exit 2), not the node's state.
+    #[arg(long, value_name = "SECS", requires = "npd_condition", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_age: Option<u64>,
 }
 
 fn parse_layer(s: &str) -> Result<Layer, String> {

@@ -23,7 +23,11 @@ fn main() -> ExitCode {
         eprintln!("gpudoctor: cannot handle signals ({err}); an interrupted run may leave files");
     }
     let cli = Cli::parse();
-    let npd = matches!(&cli.command, Command::Check(args) if args.npd);
+    let npd = match &cli.command {
+        Command::Check(args) => args.npd,
+        Command::Render(args) => args.npd_condition.is_some(),
+        _ => false,
+    };
     let mut code = match run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -448,6 +452,11 @@ fn deliver(mut report: gpudoctor::report::Report, args: &CheckArgs) -> anyhow::R
         args.save_report.as_deref(),
         args.npd,
     );
+    if let Some(condition) = args.npd_condition {
+        let (code, line) = render::npd_conditions::answer(&report, condition);
+        emit(&format!("{line}\n")).context("writing the report")?;
+        return Ok(code);
+    }
     let text = if args.npd {
         format!("{}\n", render::npd::message(&report))
     } else {
@@ -581,6 +590,11 @@ fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
     // saved with, in the textfile too.
     let mut report = report;
     let written = write_outputs(&mut report, args.textfile_dir.as_deref(), None, true);
+    if let Some(condition) = args.npd_condition {
+        let (code, line) = render::npd_conditions::answer_saved(&report, condition, args.max_age);
+        emit(&format!("{line}\n")).context("writing the report")?;
+        return Ok(if written { code } else { exit::INTERNAL });
+    }
     emit(&render_as(&report, args.format)).context("writing the report")?;
     Ok(if written {
         exit::HEALTHY

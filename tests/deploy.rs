@@ -655,10 +655,34 @@ fn the_npd_plugin_config_fits_npd_and_gpudoctor() {
         }
         assert!(!rule.reason.is_empty());
         assert_eq!(rule.path, "/opt/gpudoctor/bin/gpudoctor-node");
-        assert_eq!(rule.args, ["npd"]);
     }
     for condition in &monitor.conditions {
         assert!(!condition.reason.is_empty() && !condition.message.is_empty());
+    }
+    // One condition per cause class, in gpudoctor's order, each set by one rule with the
+    // class's reason (issue 26). The first rule runs the check and saves the report; NPD runs
+    // rules one after another in their order under `concurrency: 1` (its plugin's semaphore),
+    // so the others answer from this interval's report.
+    assert_eq!(
+        config.concurrency, 1,
+        "the npd-saved rules read the npd rule's report"
+    );
+    let classes = gpudoctor::render::npd_conditions::Condition::ALL;
+    assert_eq!(monitor.conditions.len(), classes.len());
+    assert_eq!(monitor.rules.len(), classes.len());
+    for (i, class) in classes.iter().enumerate() {
+        let (condition, rule) = (&monitor.conditions[i], &monitor.rules[i]);
+        assert_eq!(condition.kind, class.type_name());
+        assert_eq!(
+            condition.message,
+            format!("gpudoctor: no {} problem", class.id()),
+            "the message gpudoctor prints when it is false"
+        );
+        assert_eq!(rule.kind, "permanent");
+        assert_eq!(rule.condition, class.type_name());
+        assert_eq!(rule.reason, class.reason());
+        let mode = if i == 0 { "npd" } else { "npd-saved" };
+        assert_eq!(rule.args, [mode, class.id()]);
     }
 
     // The NPD DaemonSet's ConfigMap carries this file verbatim.
@@ -740,6 +764,44 @@ fn the_entry_script_builds_command_lines_gpudoctor_accepts() {
         gpudoctor::cli::Cli::try_parse_from(&full)
             .unwrap_or_else(|e| panic!("{mode}: {full:?}: {e}"));
     }
+
+    // Every NPD rule's arguments: `npd CONDITION` checks and answers for it; `npd-saved
+    // CONDITION` renders the report the first rule saved (deploy/npd/gpudoctor-plugin-monitor.json).
+    let report = "/var/lib/gpudoctor/npd-last.json";
+    for class in gpudoctor::render::npd_conditions::Condition::ALL {
+        for mode in ["npd", "npd-saved"] {
+            let out = std::process::Command::new("sh")
+                .arg(&script)
+                .args([mode, class.id()])
+                .env("GPUDOCTOR_ROOT", tmp.path())
+                .env("GPUDOCTOR_BIN", &echo)
+                .env("GPUDOCTOR_REPORT", report)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{mode} {}", class.id());
+            let printed = String::from_utf8(out.stdout).unwrap();
+            let argv: Vec<&str> = printed.lines().collect();
+            let want = if mode == "npd" { "check" } else { "render" };
+            assert_eq!(argv.first(), Some(&want), "{printed}");
+            let at = argv.iter().position(|a| *a == "--npd-condition").unwrap();
+            assert_eq!(argv[at + 1], class.id(), "{printed}");
+            assert!(argv.contains(&report), "{printed}");
+            let mut full = vec!["gpudoctor"];
+            full.extend(&argv);
+            gpudoctor::cli::Cli::try_parse_from(&full)
+                .unwrap_or_else(|e| panic!("{mode}: {full:?}: {e}"));
+        }
+    }
+    // npd-saved without a report to read is NPD's "unknown", with a line saying why.
+    let out = std::process::Command::new("sh")
+        .arg(&script)
+        .args(["npd-saved", "gpu-driver"])
+        .env("GPUDOCTOR_BIN", &echo)
+        .env_remove("GPUDOCTOR_REPORT")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("GPUDOCTOR_REPORT"));
 }
 
 /// The namespace every namespaced object lives in, and who creates it: only

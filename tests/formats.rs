@@ -473,3 +473,118 @@ fn the_npd_line_leads_with_the_cause_not_its_symptom() {
         Some("nvlink.fabric_manager")
     );
 }
+
+/// One node condition per cause class (issue 26): on every fixture a failed run sets exactly
+/// the condition of its first failure's class, a healthy run none, an inconclusive run leaves
+/// every condition unknown; and the classes fall where an operator drains or only alerts.
+#[test]
+fn every_failure_sets_exactly_one_npd_condition_of_its_class() {
+    use gpudoctor::render::npd_conditions::{Condition, answer};
+    use gpudoctor::report::exit;
+    for (name, how, report) in every_report() {
+        let answers: Vec<(Condition, i32, String)> = Condition::ALL
+            .iter()
+            .map(|c| {
+                let (code, line) = answer(report, *c);
+                (*c, code, line)
+            })
+            .collect();
+        let set: Vec<Condition> = answers
+            .iter()
+            .filter(|(_, code, _)| *code == exit::FAILED)
+            .map(|(c, _, _)| *c)
+            .collect();
+        match report.exit_code {
+            exit::FAILED => {
+                assert_eq!(set.len(), 1, "{name} ({how}): {set:?}");
+                let (_, _, line) = answers.iter().find(|(c, _, _)| *c == set[0]).unwrap();
+                assert_eq!(*line, render::npd::message(report), "{name} ({how})");
+            }
+            exit::HEALTHY => assert!(set.is_empty(), "{name} ({how}): {set:?}"),
+            _ => assert!(
+                answers
+                    .iter()
+                    .all(|(_, code, _)| *code == exit::INCONCLUSIVE),
+                "{name} ({how})"
+            ),
+        }
+        for (condition, _, line) in &answers {
+            assert!(
+                line.len() <= render::npd::MAX_MESSAGE_BYTES,
+                "{name}: {line}"
+            );
+            assert!(!line.contains('\n'), "{name} {condition:?}");
+        }
+    }
+    let class_of = |fixture: &str| {
+        let (_, _, report) = every_report()
+            .iter()
+            .find(|(name, how, _)| name == fixture && *how == "default")
+            .unwrap_or_else(|| panic!("no fixture {fixture}"));
+        gpudoctor::render::npd_conditions::failing(report)
+    };
+    for (fixture, class) in [
+        ("h100-xid48-dbe", Condition::GpuHardware),
+        ("h100-xid79-after-reset", Condition::GpuHardware),
+        ("h100-hca-errors-rising", Condition::GpuHardware),
+        ("h100-nvml-version-mismatch", Condition::GpuDriver),
+        (
+            "h100-containerd-no-nvidia-runtime",
+            Condition::ContainerToolkit,
+        ),
+        ("h100-device-plugin-not-registered", Condition::DevicePlugin),
+        ("h100-rdma-nics-one-socket", Condition::GpuTopology),
+        ("h100-nccl-socket-fallback", Condition::GpuNetwork),
+        ("h100-fabric-manager-stopped", Condition::NvlinkFabric),
+    ] {
+        assert_eq!(class_of(fixture), Some(class), "{fixture}");
+    }
+}
+
+/// `render --npd-condition` answers from a saved report, and a report older than `--max-age`
+/// is unknown (NPD exit 2) with one line saying how old, never the node's state.
+#[test]
+fn a_saved_report_answers_each_condition_until_it_is_stale() {
+    let tmp = common::tempdir().unwrap();
+    let saved = tmp.path().join("npd-last.json");
+    let root = common::repo().join("fixtures/h100-xid48-dbe");
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        root.to_str().unwrap(),
+        "--npd",
+        "--npd-condition",
+        "gpu-hardware",
+        "--save-report",
+        saved.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.starts_with("driver: driver.xid_events"), "{line}");
+    for (condition, code) in [("gpu-hardware", 1), ("gpu-driver", 0), ("nvlink-fabric", 0)] {
+        let out = common::gpudoctor(&[
+            "render",
+            saved.to_str().unwrap(),
+            "--npd-condition",
+            condition,
+            "--max-age",
+            "900",
+        ]);
+        assert_eq!(out.status.code(), Some(code), "{condition}");
+        assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
+    }
+    // The fixture's snapshot was saved on 2026-01-01: stale against any sane --max-age.
+    let old = common::repo().join("tests/snapshots/h100-xid48-dbe.json");
+    let out = common::gpudoctor(&[
+        "render",
+        old.to_str().unwrap(),
+        "--npd-condition",
+        "gpu-hardware",
+        "--max-age",
+        "900",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.contains("s old (--max-age 900)"), "{stdout}");
+}

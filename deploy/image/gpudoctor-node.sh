@@ -4,14 +4,21 @@
 #   loop  (DaemonSet)  check every $GPUDOCTOR_INTERVAL seconds, forever; table to the log,
 #                      Prometheus textfile and the JSON report to the directories given
 #   once  (Job)        one check; the report to the log; exits with gpudoctor's exit code
-#   npd   (NPD plugin) one check in node-problem-detector mode: exit 0/1/2, one line on stdout
+#   npd [CONDITION]    (NPD plugin) one check in node-problem-detector mode: exit 0/1/2, one
+#                      line on stdout; with a CONDITION (gpu-hardware, gpu-driver, ...), the
+#                      answer for that node condition only (docs/deploy.md)
+#   npd-saved CONDITION (NPD plugin) the answer for CONDITION from the report the `npd` rule
+#                      saved to GPUDOCTOR_REPORT: one check per interval serves every condition
 # Extra arguments are passed to `gpudoctor check` as they are (e.g. --format markdown).
 #
 # Environment:
 #   GPUDOCTOR_ROOT          host root inside the container (default /host)
 #   GPUDOCTOR_INTERVAL      seconds between runs in loop mode (default 300)
 #   GPUDOCTOR_TEXTFILE_DIR  node_exporter textfile directory (loop/npd; empty: none)
-#   GPUDOCTOR_REPORT        where to save the last JSON report (empty: nowhere)
+#   GPUDOCTOR_REPORT        where to save the last JSON report (empty: nowhere; npd-saved
+#                           reads it)
+#   GPUDOCTOR_NPD_MAX_AGE   seconds after which npd-saved calls the saved report stale and
+#                           answers unknown (default 900: three NPD intervals of 300 s)
 #   GPUDOCTOR_NVML_LIB      the host's libnvidia-ml.so.1 as seen in the container, passed as
 #                           --nvml-lib (default: none, gpudoctor finds it under the root)
 #   GPUDOCTOR_ARGS          more `gpudoctor check` arguments (default: --skip nccl, because a
@@ -21,6 +28,15 @@ set -u
 
 mode=${1:-loop}
 [ $# -gt 0 ] && shift
+condition=
+case "$mode" in
+    npd | npd-saved)
+        case "${1:-}" in
+            '' | -*) ;;
+            *) condition=$1; shift ;;
+        esac
+        ;;
+esac
 
 root=${GPUDOCTOR_ROOT:-/host}
 interval=${GPUDOCTOR_INTERVAL:-300}
@@ -31,6 +47,15 @@ elif [ -x "$here/gpudoctor" ]; then
     bin=$here/gpudoctor
 else
     bin=gpudoctor
+fi
+
+if [ "$mode" = npd-saved ]; then
+    if [ -z "$condition" ] || [ -z "${GPUDOCTOR_REPORT:-}" ]; then
+        echo "gpudoctor-node: npd-saved needs a condition and GPUDOCTOR_REPORT"
+        exit 2
+    fi
+    exec "$bin" render "$GPUDOCTOR_REPORT" --npd-condition "$condition" \
+        --max-age "${GPUDOCTOR_NPD_MAX_AGE:-900}" "$@"
 fi
 
 # NVML: gpudoctor itself loads the host's libnvidia-ml.so.1 from under the root (the GPU
@@ -58,6 +83,9 @@ IFS=$old_ifs
 
 case "$mode" in
     npd)
+        if [ -n "$condition" ]; then
+            exec "$bin" "$@" --npd --npd-condition "$condition"
+        fi
         exec "$bin" "$@" --npd
         ;;
     once)
@@ -73,7 +101,7 @@ case "$mode" in
         done
         ;;
     *)
-        echo "gpudoctor-node: unknown mode '$mode' (loop, once, npd)" >&2
+        echo "gpudoctor-node: unknown mode '$mode' (loop, once, npd, npd-saved)" >&2
         exit 2
         ;;
 esac

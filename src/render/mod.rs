@@ -6,6 +6,7 @@
 pub mod json;
 pub mod markdown;
 pub mod npd;
+pub mod npd_conditions;
 pub mod prometheus;
 pub mod sanitize;
 pub mod table;
