@@ -1174,3 +1174,106 @@ fn node_pods_are_admitted_kept_and_named_as_a_cluster_needs() {
     }
     assert_eq!(node_pods, 3, "the DaemonSet, the Job and NPD");
 }
+
+/// The profile comes from one ConfigMap (issue 26): `gpudoctor-profile` in the kustomized
+/// daemonset.yaml, empty by default (chosen from the GPUs), mounted read-only and optional by
+/// every Pod that runs gpudoctor; the entry script makes `--profile` of it — a profile file
+/// first, else a built-in name — and gpudoctor accepts the command line.
+#[test]
+fn the_profile_comes_from_one_configmap_every_gpudoctor_pod_mounts() {
+    let deploy = common::repo().join("deploy");
+    let configmap = documents(&deploy.join("daemonset.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "gpudoctor-profile")
+        .expect("the gpudoctor-profile ConfigMap in daemonset.yaml");
+    assert_eq!(
+        configmap["data"]["name"], "",
+        "chosen from the GPUs by default"
+    );
+    assert_eq!(configmap["data"]["profile.toml"], "");
+    for file in [
+        "daemonset.yaml",
+        "job.yaml",
+        "npd/node-problem-detector.yaml",
+    ] {
+        let docs = documents(&deploy.join(file));
+        let spec = docs
+            .iter()
+            .map(|d| &d["spec"]["template"]["spec"])
+            .find(|t| t.is_object())
+            .unwrap_or_else(|| panic!("{file}: a Pod template"));
+        let volume = spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "profile")
+            .unwrap_or_else(|| panic!("{file}: no profile volume"));
+        assert_eq!(volume["configMap"]["name"], "gpudoctor-profile", "{file}");
+        assert_eq!(volume["configMap"]["optional"], true, "{file}");
+        let runs_gpudoctor = spec["containers"].as_array().unwrap().iter().filter(|c| {
+            c.to_string().contains("gpudoctor-node")
+                || c["volumeMounts"].to_string().contains("/host/sys")
+        });
+        for container in runs_gpudoctor {
+            let mount = container["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["name"] == "profile")
+                .unwrap_or_else(|| {
+                    panic!("{file}: {} does not mount the profile", container["name"])
+                });
+            assert_eq!(mount["mountPath"], "/etc/gpudoctor/profile", "{file}");
+            assert_eq!(mount["readOnly"], true, "{file}");
+        }
+    }
+
+    use clap::Parser;
+    let script = deploy.join("image/gpudoctor-node.sh");
+    let tmp = common::tempdir().unwrap();
+    let echo = tmp.path().join("print-args");
+    std::fs::write(
+        &echo,
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&echo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let dir = tmp.path().join("profile");
+    std::fs::create_dir(&dir).unwrap();
+    let file = dir.join("profile.toml");
+    let argv_with = |name: &str, toml: &str| {
+        std::fs::write(dir.join("name"), name).unwrap();
+        std::fs::write(&file, toml).unwrap();
+        let out = std::process::Command::new("sh")
+            .arg(&script)
+            .arg("once")
+            .env("GPUDOCTOR_ROOT", tmp.path())
+            .env("GPUDOCTOR_BIN", &echo)
+            .env("GPUDOCTOR_PROFILE_DIR", &dir)
+            .output()
+            .unwrap();
+        let argv: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        let mut full = vec!["gpudoctor".to_string()];
+        full.extend(argv.iter().cloned());
+        gpudoctor::cli::Cli::try_parse_from(&full).unwrap_or_else(|e| panic!("{full:?}: {e}"));
+        argv.iter()
+            .position(|a| a == "--profile")
+            .map(|at| argv[at + 1].clone())
+    };
+    // The ConfigMap as shipped: no --profile, gpudoctor chooses.
+    assert_eq!(argv_with("", ""), None);
+    assert_eq!(
+        argv_with("hgx-h100-roce\n", ""),
+        Some("hgx-h100-roce".into())
+    );
+    let lab = "name = \"lab-node\"\ngpu_count = 8\n";
+    assert_eq!(
+        argv_with("hgx-h100", lab),
+        Some(file.display().to_string()),
+        "a profile file wins over a name"
+    );
+}

@@ -24,6 +24,9 @@
 #   GPUDOCTOR_ARGS          more `gpudoctor check` arguments (default: --skip nccl, because a
 #                           periodic NCCL run would take the node's GPUs from its workloads)
 #   GPUDOCTOR_BIN           the gpudoctor binary (default: next to this script, else PATH)
+#   GPUDOCTOR_PROFILE_DIR   where the gpudoctor-profile ConfigMap is mounted (default
+#                           /etc/gpudoctor/profile): `profile.toml` (a profile file) or `name`
+#                           (a built-in) becomes --profile
 set -u
 
 mode=${1:-loop}
@@ -74,6 +77,16 @@ if [ "$mode" != once ]; then
     [ -n "${GPUDOCTOR_TEXTFILE_DIR:-}" ] && set -- "$@" --textfile-dir "$GPUDOCTOR_TEXTFILE_DIR"
 fi
 [ -n "${GPUDOCTOR_REPORT:-}" ] && set -- "$@" --save-report "$GPUDOCTOR_REPORT"
+# The profile from the gpudoctor-profile ConfigMap: a profile file wins over a built-in name;
+# both empty (or no ConfigMap): gpudoctor chooses one from the GPUs.
+profile_dir=${GPUDOCTOR_PROFILE_DIR:-/etc/gpudoctor/profile}
+profile=
+if [ -s "$profile_dir/profile.toml" ]; then
+    profile=$profile_dir/profile.toml
+elif [ -s "$profile_dir/name" ]; then
+    profile=$(tr -d ' \t\r\n' < "$profile_dir/name")
+fi
+[ -n "$profile" ] && set -- "$@" --profile "$profile"
 old_ifs=$IFS
 IFS='
 '
