@@ -1277,3 +1277,73 @@ fn the_profile_comes_from_one_configmap_every_gpudoctor_pod_mounts() {
         "a profile file wins over a name"
     );
 }
+
+/// The DaemonSet's log (issue 26): the first run's report in full, then only what changed
+/// between one run and the next (`gpudoctor diff` of the saved reports), and one line per run
+/// on stderr — not the same table every five minutes. Runs the real binary through a wrapper
+/// that points the root at the healthy fixture twice, then at one with a double-bit ECC XID,
+/// then stops the loop.
+#[test]
+fn the_daemonset_logs_the_first_report_then_only_what_changed() {
+    let tmp = common::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let fixtures = common::repo().join("fixtures");
+    let wrapper = tmp.path().join("gpudoctor");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = check ]; then\n  n=$(cat {runs} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {runs}\n  case $n in\n    1|2) ln -sfn {healthy} {root} ;;\n    3) ln -sfn {xid} {root} ;;\n    *) kill -TERM $PPID; exit 0 ;;\n  esac\nfi\nexec {real} \"$@\"\n",
+            runs = tmp.path().join("runs").display(),
+            healthy = fixtures.join("hgx-h100-healthy").display(),
+            // An overlay fixture, composed: its base is found beside it, not beside `root`.
+            xid = common::complete(&fixtures.join("h100-xid48-dbe")).display(),
+            root = root.display(),
+            real = env!("CARGO_BIN_EXE_gpudoctor"),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = std::process::Command::new("sh")
+        .arg(common::repo().join("deploy/image/gpudoctor-node.sh"))
+        .arg("loop")
+        .env("GPUDOCTOR_ROOT", &root)
+        .env("GPUDOCTOR_BIN", &wrapper)
+        .env("GPUDOCTOR_INTERVAL", "0")
+        .env("GPUDOCTOR_REPORT", tmp.path().join("last.json"))
+        .env("GPUDOCTOR_PROFILE_DIR", tmp.path().join("no-profile"))
+        .env_remove("GPUDOCTOR_TEXTFILE_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "the loop ends on SIGTERM");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let runs: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("gpudoctor-node: "))
+        .collect();
+    assert_eq!(runs.len(), 3, "one line per run:\n{stderr}");
+    for (line, code) in runs.iter().zip(["exit 0;", "exit 0;", "exit 1;"]) {
+        assert!(
+            line.contains(code) && line.contains("next run in 0s"),
+            "{line}\n{stderr}"
+        );
+    }
+    // The first report whole (the table names every layer), once.
+    assert_eq!(
+        stdout.matches("does the host see healthy GPUs?").count(),
+        1,
+        "{stdout}"
+    );
+    // The unchanged second run prints nothing; the third, what changed and only that.
+    assert_eq!(stdout.matches("gpudoctor diff").count(), 1, "{stdout}");
+    let diff = stdout.split("gpudoctor diff").nth(1).unwrap();
+    assert!(
+        diff.contains("verdict driver.xid_events: skip → fail"),
+        "{diff}"
+    );
+    assert!(!diff.contains("does the host see healthy GPUs?"), "{diff}");
+}

@@ -1,7 +1,8 @@
 #!/bin/sh
 # gpudoctor-node: run `gpudoctor check` against the host mounted at $GPUDOCTOR_ROOT (default
 # /host) the way the manifests in deploy/ need it. Modes:
-#   loop  (DaemonSet)  check every $GPUDOCTOR_INTERVAL seconds, forever; table to the log,
+#   loop  (DaemonSet)  check every $GPUDOCTOR_INTERVAL seconds, forever; to the log the first
+#                      report, then only what changed (with GPUDOCTOR_REPORT) and a line a run;
 #                      Prometheus textfile and the JSON report to the directories given
 #   once  (Job)        one check; the report to the log; exits with gpudoctor's exit code
 #   npd [CONDITION]    (NPD plugin) one check in node-problem-detector mode: exit 0/1/2, one
@@ -16,7 +17,8 @@
 #   GPUDOCTOR_INTERVAL      seconds between runs in loop mode (default 300)
 #   GPUDOCTOR_TEXTFILE_DIR  node_exporter textfile directory (loop/npd; empty: none)
 #   GPUDOCTOR_REPORT        where to save the last JSON report (empty: nowhere; npd-saved
-#                           reads it)
+#                           reads it; loop mode keeps the one before as REPORT.previous and
+#                           logs only what changed between them)
 #   GPUDOCTOR_NPD_MAX_AGE   seconds after which npd-saved calls the saved report stale and
 #                           answers unknown (default 900: three NPD intervals of 300 s)
 #   GPUDOCTOR_NVML_LIB      the host's libnvidia-ml.so.1 as seen in the container, passed as
@@ -105,10 +107,30 @@ case "$mode" in
         exec "$bin" "$@"
         ;;
     loop)
+        # The log says what changed, not the same table every five minutes: the first run's
+        # report in full, then `gpudoctor diff` of each run against the one before when
+        # anything that matters changed, and one line per run on stderr. Needs
+        # GPUDOCTOR_REPORT (the DaemonSet sets it); without it every run prints its table.
         trap 'exit 0' TERM INT
+        report=${GPUDOCTOR_REPORT:-}
+        previous=$report.previous
+        [ -n "$report" ] && rm -f "$previous"
         while :; do
-            "$bin" "$@"
-            echo "gpudoctor-node: exit $?; next run in ${interval}s" >&2
+            if [ -n "$report" ]; then
+                "$bin" "$@" > /dev/null
+                code=$?
+                if [ ! -s "$previous" ]; then
+                    "$bin" render "$report"
+                else
+                    changes=$("$bin" diff "$previous" "$report")
+                    [ $? -eq 1 ] && printf '%s\n' "$changes"
+                fi
+                [ -s "$report" ] && cp "$report" "$previous"
+            else
+                "$bin" "$@"
+                code=$?
+            fi
+            echo "gpudoctor-node: $(date -u +%Y-%m-%dT%H:%M:%SZ) exit $code; next run in ${interval}s" >&2
             sleep "$interval" &
             wait $!
         done
