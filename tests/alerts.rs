@@ -1,5 +1,6 @@
 //! docs/alerts.yaml is a Prometheus rules file `promtool check rules` accepts, and it watches
-//! series gpudoctor writes. promtool is not here, so the test checks what promtool checks
+//! series gpudoctor writes. The real promtool checks the rules and every fixture's metrics
+//! where it is installed (`.ci/run` installs it); without it, the test still checks what promtool checks
 //! (Prometheus `rulefmt`: the fields of a group and a rule, one of `alert`/`record`, a
 //! non-empty `expr`, a valid `for` duration, valid label names, no duplicate group names,
 //! annotation templates that close), then that every metric an expression names is one the
@@ -448,5 +449,65 @@ fn the_rate_and_xid_alerts_select_only_what_they_name() {
         2,
         "{}",
         rdma.expr
+    );
+}
+
+/// The real promtool, where it is (`.ci/run` installs Debian's `prometheus` package when it is
+/// missing; without it the test says so and passes, but fails under `CI=true`): the rules file
+/// passes `promtool check rules`, and every fixture's Prometheus output (the snapshots
+/// tests/fixtures.rs holds equal to the renderer's) passes `promtool check metrics`, the
+/// exposition linter (no type in a metric name, counters ending `_total`, base units).
+#[test]
+fn promtool_accepts_the_rules_and_every_fixtures_metrics() {
+    let Some(promtool) = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("promtool"))
+            .find(|p| p.is_file())
+    }) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "promtool is not on PATH: .ci/run installs Debian's prometheus package; install it"
+        );
+        eprintln!("promtool is not on PATH: `apt-get install prometheus` to run this test");
+        return;
+    };
+    let repo = common::repo();
+    let out = std::process::Command::new(&promtool)
+        .args(["check", "rules"])
+        .arg(repo.join("docs/alerts.yaml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check rules docs/alerts.yaml:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut checked = 0;
+    for entry in std::fs::read_dir(repo.join("tests/snapshots")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "prom") {
+            continue;
+        }
+        let out = std::process::Command::new(&promtool)
+            .args(["check", "metrics"])
+            .stdin(std::fs::File::open(&path).unwrap())
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && said.trim().is_empty(),
+            "promtool check metrics < {}:\n{said}",
+            path.display()
+        );
+        checked += 1;
+    }
+    assert!(
+        checked >= common::fixtures().len(),
+        "{checked} outputs checked"
     );
 }

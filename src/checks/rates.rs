@@ -61,7 +61,7 @@ impl Window<'_> {
     }
 }
 
-/// A `counter_rate_per_second` figure.
+/// An `error_rate_per_second` figure.
 pub(crate) fn rate_figure(
     check: &str,
     device: &str,
@@ -69,7 +69,7 @@ pub(crate) fn rate_figure(
     per_s: f64,
     window: &Window<'_>,
 ) -> Figure {
-    Figure::new(FigureName::CounterRatePerSecond, per_s)
+    Figure::new(FigureName::ErrorRatePerSecond, per_s)
         .label("check", check)
         .label("device", device)
         .label("counter", counter)

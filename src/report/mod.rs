@@ -313,8 +313,11 @@ pub enum FigureName {
     /// (`topology.aer_errors`).
     PcieAerEvents,
     /// How fast an error counter rose, per second: over the `--sample` window (`window` =
-    /// `sample`) or as its total over the node's uptime (`window` = `uptime`).
-    CounterRatePerSecond,
+    /// `sample`) or as its total over the node's uptime (`window` = `uptime`). Named
+    /// `counter_rate_per_second` before: Prometheus' lint (`promtool check metrics`) refuses a
+    /// metric name that includes a type; reports saved under that name still read.
+    #[serde(alias = "counter_rate_per_second")]
+    ErrorRatePerSecond,
     /// Host↔GPU copy bandwidth of one GPU, per direction and host-memory placement
     /// (`topology.host_bandwidth`, `--bandwidth`).
     HostGpuCopyBytesPerSecond,
@@ -335,7 +338,7 @@ impl FigureName {
         FigureName::NvmlProbeSeconds,
         FigureName::SxidEvents,
         FigureName::PcieAerEvents,
-        FigureName::CounterRatePerSecond,
+        FigureName::ErrorRatePerSecond,
         FigureName::HostGpuCopyBytesPerSecond,
         FigureName::GpuPeerCopyBytesPerSecond,
         FigureName::GpudirectRdmaBytesPerSecond,
@@ -352,7 +355,7 @@ impl FigureName {
             FigureName::NvmlProbeSeconds => "nvml_probe_seconds",
             FigureName::SxidEvents => "sxid_events",
             FigureName::PcieAerEvents => "pcie_aer_events",
-            FigureName::CounterRatePerSecond => "counter_rate_per_second",
+            FigureName::ErrorRatePerSecond => "error_rate_per_second",
             FigureName::HostGpuCopyBytesPerSecond => "host_gpu_copy_bytes_per_second",
             FigureName::GpuPeerCopyBytesPerSecond => "gpu_peer_copy_bytes_per_second",
             FigureName::GpudirectRdmaBytesPerSecond => "gpudirect_rdma_bytes_per_second",
@@ -386,7 +389,7 @@ impl FigureName {
             FigureName::PcieAerEvents => {
                 "PCIe AER reports in the kernel log, by reporting device, severity and state (live or history)."
             }
-            FigureName::CounterRatePerSecond => {
+            FigureName::ErrorRatePerSecond => {
                 "How fast an error counter rose, per second: over the --sample window (window=sample) or its total over the node's uptime (window=uptime)."
             }
             FigureName::HostGpuCopyBytesPerSecond => {
@@ -414,7 +417,7 @@ impl FigureName {
             FigureName::NvmlProbeSeconds => &["gpu", "index"],
             FigureName::SxidEvents => &["switch", "sxid", "severity", "state"],
             FigureName::PcieAerEvents => &["device", "severity", "state"],
-            FigureName::CounterRatePerSecond => &["check", "device", "counter", "window"],
+            FigureName::ErrorRatePerSecond => &["check", "device", "counter", "window"],
             FigureName::HostGpuCopyBytesPerSecond => &["gpu", "direction", "numa"],
             FigureName::GpuPeerCopyBytesPerSecond => &["gpu", "peer", "link"],
             FigureName::GpudirectRdmaBytesPerSecond => &["device", "port", "gpu"],
@@ -581,5 +584,16 @@ mod tests {
                 .unwrap_err()
                 .contains("driver, toolkit")
         );
+    }
+
+    #[test]
+    fn figure_names_serialize_as_their_metric_names_and_read_their_old_ones() {
+        for name in FigureName::ALL {
+            let json = serde_json::to_string(&name).unwrap();
+            assert_eq!(json, format!("\"{}\"", name.id()));
+        }
+        // Reports saved before the rename (`promtool check metrics`: no type in a name).
+        let old: FigureName = serde_json::from_str("\"counter_rate_per_second\"").unwrap();
+        assert_eq!(old, FigureName::ErrorRatePerSecond);
     }
 }
