@@ -511,3 +511,229 @@ fn promtool_accepts_the_rules_and_every_fixtures_metrics() {
         "{checked} outputs checked"
     );
 }
+
+/// `promtool test rules` over every fixture (issue 26): each fixture's Prometheus output, held
+/// for two hours as one node's series (scraped every 5 minutes), against docs/alerts.yaml. What must fire comes from the
+/// fixture's report, not from the rules: the node failed (GPUNodeLayerFailed), a check warns or
+/// errs (GPUNodeCheckDegraded), a live fatal XID (GPUFatalXid, never a history-only one), a GPU
+/// rail slower than the node's fastest rail (GPURdmaPortSlow), an inconclusive run
+/// (GPUDoctorInconclusive); gpudoctor.prom rewritten every scrape (no GPUDoctorNotRunning). So
+/// a healthy fixture fires nothing, and a new fixture is covered without editing this test. The
+/// first scrape pages nothing. Needs promtool, as the test above.
+#[test]
+fn promtool_fires_each_alert_on_the_fixtures_whose_report_names_its_fault() {
+    use serde_json::{Value, json};
+    let Some(promtool) = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("promtool"))
+            .find(|p| p.is_file())
+    }) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "promtool is not on PATH: .ci/run installs Debian's prometheus package; install it"
+        );
+        eprintln!("promtool is not on PATH: `apt-get install prometheus` to run this test");
+        return;
+    };
+    let repo = common::repo();
+    let rules = rules();
+    let template = |alert: &str| -> BTreeMap<String, String> {
+        let rule = rules
+            .groups
+            .iter()
+            .flat_map(|g| &g.rules)
+            .find(|r| r.alert.as_deref() == Some(alert))
+            .unwrap();
+        rule.annotations.clone()
+    };
+    let severity = |alert: &str| {
+        rules
+            .groups
+            .iter()
+            .flat_map(|g| &g.rules)
+            .find(|r| r.alert.as_deref() == Some(alert))
+            .unwrap()
+            .labels["severity"]
+            .clone()
+    };
+    // An alert as promtool reports it: the series' labels, the rule's, annotations rendered.
+    let alert = |name: &str, series: &BTreeMap<String, String>| -> Value {
+        let mut labels = series.clone();
+        labels.insert("instance".into(), "node-1".into());
+        labels.insert("severity".into(), severity(name));
+        let annotations: BTreeMap<String, String> = template(name)
+            .into_iter()
+            .map(|(k, mut text)| {
+                for (label, value) in &labels {
+                    text = text.replace(&format!("{{{{ $labels.{label} }}}}"), value);
+                }
+                assert!(
+                    !text.contains("{{"),
+                    "{name}: a template this test cannot render: {text}"
+                );
+                (k, text)
+            })
+            .collect();
+        json!({"exp_labels": labels, "exp_annotations": annotations})
+    };
+    let tmp = common::tempdir().unwrap();
+    let mut tests = Vec::new();
+    for fixture in common::fixtures() {
+        let name = common::name_of(&fixture);
+        let snapshots = repo.join("tests/snapshots");
+        let prom = std::fs::read_to_string(snapshots.join(format!("{name}.prom"))).unwrap();
+        let report: Value = serde_json::from_str(
+            &std::fs::read_to_string(snapshots.join(format!("{name}.json"))).unwrap(),
+        )
+        .unwrap();
+        let samples = samples(&prom);
+        let find = |metric: &str, want: &[(&str, &str)]| -> BTreeMap<String, String> {
+            let found: Vec<_> = samples
+                .iter()
+                .filter(|(n, l, _)| {
+                    n == metric
+                        && want
+                            .iter()
+                            .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+                })
+                .collect();
+            assert_eq!(found.len(), 1, "{name}: {metric} {want:?}");
+            found[0].1.clone()
+        };
+        let mut series: Vec<Value> = samples
+            .iter()
+            .map(|(metric, labels, value)| {
+                assert!(labels.values().all(|v| !v.contains('\\')), "{name}: escapes");
+                let mut labels = labels.clone();
+                labels.insert("instance".into(), "node-1".into());
+                let selector: Vec<String> =
+                    labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+                json!({"series": format!("{metric}{{{}}}", selector.join(",")), "values": format!("{value}x25")})
+            })
+            .collect();
+        series.push(json!({
+            "series": "node_textfile_mtime_seconds{instance=\"node-1\",file=\"/var/lib/node_exporter/textfile_collector/gpudoctor.prom\"}",
+            "values": "0+300x25"
+        }));
+        let checks: Vec<(String, String, Value)> = report["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|l| {
+                l["checks"].as_array().unwrap().iter().map(move |c| {
+                    (
+                        l["id"].as_str().unwrap_or_default().to_string(),
+                        c["code"].as_str().unwrap().to_string(),
+                        c.clone(),
+                    )
+                })
+            })
+            .collect();
+        let figures = |figure: &str| -> Vec<(BTreeMap<String, String>, f64)> {
+            checks
+                .iter()
+                .flat_map(|(_, _, c)| c["figures"].as_array().cloned().unwrap_or_default())
+                .filter(|f| f["name"] == figure)
+                .map(|f| {
+                    let labels = serde_json::from_value(f["labels"].clone()).unwrap_or_default();
+                    (labels, f["value"].as_f64().unwrap())
+                })
+                .collect()
+        };
+        let mut expected: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+        let exit = report["exit_code"].as_i64().unwrap();
+        if exit == 1 {
+            let first = &report["first_failure"];
+            if first.is_object() {
+                let labels = find(
+                    "gpudoctor_first_failure_info",
+                    &[("check", first["code"].as_str().unwrap())],
+                );
+                expected
+                    .entry("GPUNodeLayerFailed")
+                    .or_default()
+                    .push(alert("GPUNodeLayerFailed", &labels));
+            }
+        }
+        if exit == 3 {
+            expected
+                .entry("GPUDoctorInconclusive")
+                .or_default()
+                .push(alert("GPUDoctorInconclusive", &BTreeMap::new()));
+        }
+        for (_, code, check) in &checks {
+            if matches!(check["status"].as_str(), Some("warn" | "error")) {
+                let labels = find("gpudoctor_check_status", &[("check", code)]);
+                expected
+                    .entry("GPUNodeCheckDegraded")
+                    .or_default()
+                    .push(alert("GPUNodeCheckDegraded", &labels));
+            }
+        }
+        for (labels, value) in figures("xid_events") {
+            if labels["severity"] == "fatal" && labels["state"] == "live" && value > 0.0 {
+                let want: Vec<(&str, &str)> = labels
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                let series = find("gpudoctor_xid_events", &want);
+                expected
+                    .entry("GPUFatalXid")
+                    .or_default()
+                    .push(alert("GPUFatalXid", &series));
+            }
+        }
+        let rails: Vec<_> = samples
+            .iter()
+            .filter(|(n, l, _)| {
+                n == "gpudoctor_rdma_port_rate_bytes_per_second"
+                    && l.get("rail").map(String::as_str) == Some("true")
+            })
+            .collect();
+        let fastest = rails.iter().map(|(_, _, v)| *v).fold(0.0, f64::max);
+        for (_, labels, value) in &rails {
+            if *value < fastest {
+                expected
+                    .entry("GPURdmaPortSlow")
+                    .or_default()
+                    .push(alert("GPURdmaPortSlow", labels));
+            }
+        }
+        let alerts = [
+            "GPUNodeLayerFailed",
+            "GPUNodeCheckDegraded",
+            "GPUFatalXid",
+            "GPURdmaPortSlow",
+            "GPUDoctorInconclusive",
+            "GPUDoctorNotRunning",
+        ];
+        let mut cases: Vec<Value> = alerts
+            .iter()
+            .map(|a| json!({"eval_time": "2h", "alertname": a, "exp_alerts": expected.remove(a).unwrap_or_default()}))
+            .collect();
+        // One scrape pages nothing: every paging rule waits (`for:`).
+        for a in ["GPUNodeLayerFailed", "GPUFatalXid"] {
+            cases.push(json!({"eval_time": "0m", "alertname": a, "exp_alerts": []}));
+        }
+        assert!(expected.is_empty(), "{name}: {expected:?}");
+        tests.push(json!({"name": name, "interval": "5m", "input_series": series, "alert_rule_test": cases}));
+    }
+    let file = tmp.path().join("alerts_test.yaml");
+    let document = json!({
+        "rule_files": [repo.join("docs/alerts.yaml")],
+        "evaluation_interval": "5m",
+        "tests": tests,
+    });
+    std::fs::write(&file, serde_json::to_string_pretty(&document).unwrap()).unwrap();
+    let out = std::process::Command::new(&promtool)
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool test rules:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
