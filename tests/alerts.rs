@@ -452,6 +452,23 @@ fn the_rate_and_xid_alerts_select_only_what_they_name() {
     );
 }
 
+/// promtool on `PATH`; `None` (with a notice) where it is missing, a failure under `CI=true`.
+fn promtool() -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("promtool"))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "promtool is not on PATH: .ci/run installs Debian's prometheus package; install it"
+        );
+        eprintln!("promtool is not on PATH: `apt-get install prometheus` to run this test");
+    }
+    found
+}
+
 /// The real promtool, where it is (`.ci/run` installs Debian's `prometheus` package when it is
 /// missing; without it the test says so and passes, but fails under `CI=true`): the rules file
 /// passes `promtool check rules`, and every fixture's Prometheus output (the snapshots
@@ -459,16 +476,7 @@ fn the_rate_and_xid_alerts_select_only_what_they_name() {
 /// exposition linter (no type in a metric name, counters ending `_total`, base units).
 #[test]
 fn promtool_accepts_the_rules_and_every_fixtures_metrics() {
-    let Some(promtool) = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("promtool"))
-            .find(|p| p.is_file())
-    }) else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "promtool is not on PATH: .ci/run installs Debian's prometheus package; install it"
-        );
-        eprintln!("promtool is not on PATH: `apt-get install prometheus` to run this test");
+    let Some(promtool) = promtool() else {
         return;
     };
     let repo = common::repo();
@@ -523,16 +531,7 @@ fn promtool_accepts_the_rules_and_every_fixtures_metrics() {
 #[test]
 fn promtool_fires_each_alert_on_the_fixtures_whose_report_names_its_fault() {
     use serde_json::{Value, json};
-    let Some(promtool) = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("promtool"))
-            .find(|p| p.is_file())
-    }) else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "promtool is not on PATH: .ci/run installs Debian's prometheus package; install it"
-        );
-        eprintln!("promtool is not on PATH: `apt-get install prometheus` to run this test");
+    let Some(promtool) = promtool() else {
         return;
     };
     let repo = common::repo();

@@ -700,20 +700,25 @@ fn the_npd_plugin_config_fits_npd_and_gpudoctor() {
     );
 }
 
-#[test]
-fn the_entry_script_builds_command_lines_gpudoctor_accepts() {
-    use clap::Parser;
-    let script = common::repo().join("deploy/image/gpudoctor-node.sh");
-    let tmp = common::tempdir().unwrap();
-    let nvml = "/host/opt/nvidia/lib/libnvidia-ml.so.1";
-    // A stand-in for the binary that prints its arguments, one a line.
-    let echo = tmp.path().join("print-args");
+/// A stand-in for the gpudoctor binary in `dir` that prints its arguments, one a line.
+fn print_args(dir: &Path) -> PathBuf {
+    let echo = dir.join("print-args");
     std::fs::write(
         &echo,
         "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n",
     )
     .unwrap();
     std::fs::set_permissions(&echo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    echo
+}
+
+#[test]
+fn the_entry_script_builds_command_lines_gpudoctor_accepts() {
+    use clap::Parser;
+    let script = common::repo().join("deploy/image/gpudoctor-node.sh");
+    let tmp = common::tempdir().unwrap();
+    let nvml = "/host/opt/nvidia/lib/libnvidia-ml.so.1";
+    let echo = print_args(tmp.path());
     for (mode, extra, env) in [
         ("once", vec!["--keep-going", "--format", "markdown"], vec![]),
         (
@@ -1231,13 +1236,7 @@ fn the_profile_comes_from_one_configmap_every_gpudoctor_pod_mounts() {
     use clap::Parser;
     let script = deploy.join("image/gpudoctor-node.sh");
     let tmp = common::tempdir().unwrap();
-    let echo = tmp.path().join("print-args");
-    std::fs::write(
-        &echo,
-        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&echo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let echo = print_args(tmp.path());
     let dir = tmp.path().join("profile");
     std::fs::create_dir(&dir).unwrap();
     let file = dir.join("profile.toml");
