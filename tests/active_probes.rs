@@ -12,6 +12,7 @@
 //! - perftest's real outputs (tests/data/perftest/) parse as they read.
 
 mod common;
+common::tests_mostly_wait!();
 
 use std::path::Path;
 use std::process::Command;

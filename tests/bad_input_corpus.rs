@@ -546,28 +546,11 @@ fn every_damaged_healthy_fixture_reports_and_names_the_damage() {
     assert!(!fixtures.is_empty());
     let per_mutation = files_per_fixture();
     let started = Instant::now();
-    let queue = Arc::new(Mutex::new(fixtures));
-    let workers = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(2, 4);
-    let handles: Vec<_> = (0..workers)
-        .map(|_| {
-            let queue = queue.clone();
-            std::thread::spawn(move || {
-                let mut outcomes = Vec::new();
-                loop {
-                    let next = queue.lock().unwrap().pop();
-                    let Some(fixture) = next else { break };
-                    outcomes.extend(corpus_of(&fixture, per_mutation));
-                }
-                outcomes
-            })
-        })
-        .collect();
-    let outcomes: Vec<Outcome> = handles
-        .into_iter()
-        .flat_map(|h| h.join().unwrap())
-        .collect();
+    let outcomes: Vec<Outcome> =
+        common::parallel::map(&fixtures, |fixture| corpus_of(fixture, per_mutation))
+            .into_iter()
+            .flatten()
+            .collect();
 
     let slowest = outcomes.iter().map(|o| o.took).max().unwrap_or_default();
     let kinds: BTreeSet<Mutation> = outcomes.iter().map(|o| o.mutation).collect();

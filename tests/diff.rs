@@ -637,12 +637,12 @@ fn the_done_when_example_prints_the_link_change_and_the_verdict_only() {
 #[test]
 fn a_node_against_itself_its_copy_its_archive_and_its_report_is_empty() {
     let scratch = common::tempdir().unwrap();
-    for dir in common::fixtures() {
-        let name = common::name_of(&dir);
-        let d = run(&dir, &dir);
+    common::parallel::for_each(&common::fixtures(), |dir| {
+        let name = common::name_of(dir);
+        let d = run(dir, dir);
         assert!(d.differences.is_empty(), "{name}: {:?}", d.differences);
         assert_eq!(d.exit_code, 0);
-    }
+    });
     // A copy elsewhere (what `record --root <capture>` re-recording would give once it exists
     // on main: issue 14), and the same capture packed as `record --out x.tar.gz` packs it.
     for name in [

@@ -61,10 +61,10 @@ fn there_are_fixtures_and_one_is_healthy() {
 
 #[test]
 fn every_fixture_meets_its_expect_block() {
-    for dir in common::fixtures() {
-        let name = common::name_of(&dir);
-        let expect = expect_block(&dir);
-        let report = replay(&dir, &RunOptions::default());
+    common::parallel::for_each(&common::fixtures(), |dir| {
+        let name = common::name_of(dir);
+        let expect = expect_block(dir);
+        let report = replay(dir, &RunOptions::default());
 
         assert_eq!(
             Value::from(report.exit_code),
@@ -129,7 +129,7 @@ fn every_fixture_meets_its_expect_block() {
             }
             // --keep-going runs them.
             let all = replay(
-                &dir,
+                dir,
                 &RunOptions {
                     keep_going: true,
                     ..Default::default()
@@ -159,7 +159,7 @@ fn every_fixture_meets_its_expect_block() {
                 render::npd::message(&report)
             ),
         );
-    }
+    });
 }
 
 #[test]

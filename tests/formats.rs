@@ -26,30 +26,15 @@ fn every_report() -> &'static [(String, &'static str, Report)] {
     static REPORTS: std::sync::OnceLock<Vec<(String, &'static str, Report)>> =
         std::sync::OnceLock::new();
     REPORTS.get_or_init(|| {
-        let fixtures = common::fixtures();
-        let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers)
-                .map(|w| {
-                    let fixtures = &fixtures;
-                    scope.spawn(move || {
-                        let mut out = Vec::new();
-                        for dir in fixtures.iter().skip(w).step_by(workers) {
-                            for (how, options) in every_walk() {
-                                out.push((common::name_of(dir), how, replay(dir, &options)));
-                            }
-                        }
-                        out
-                    })
-                })
-                .collect();
-            let mut all: Vec<_> = handles
+        let mut all: Vec<_> = common::parallel::map(&common::fixtures(), |dir| {
+            every_walk()
                 .into_iter()
-                .flat_map(|h| h.join().unwrap())
-                .collect();
-            all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-            all
+                .map(|(how, options)| (common::name_of(dir), how, replay(dir, &options)))
+                .collect::<Vec<_>>()
         })
+        .concat();
+        all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        all
     })
 }
 

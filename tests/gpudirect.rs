@@ -12,6 +12,7 @@
 //! - perftest's real outputs (tests/data/perftest/) parse as they read.
 
 mod common;
+common::tests_mostly_wait!();
 
 use std::path::Path;
 use std::time::Duration;
@@ -32,24 +33,24 @@ fn loopbacks_that_hang_crash_or_print_garbage_are_named_within_the_timeout() {
         std::fs::write(live.perftest.join(format!("{hca}.mode")), mode).unwrap();
     }
     let (out, report, elapsed) =
-        live.run(&["--bandwidth", "--cuda-timeout", "3", "--only", "rdma"]);
-    // Two loopbacks stopped at 3 s each (plus grace), six quick ones (the eight rails).
+        live.run(&["--bandwidth", "--cuda-timeout", "2", "--only", "rdma"]);
+    // Two loopbacks stopped at 2 s each (plus grace), six quick ones (the eight rails).
     assert!(
-        elapsed < Duration::from_secs(2 * (3 + 6) + 8 * 2) + SLACK,
+        elapsed < Duration::from_secs(2 * (2 + 6) + 8 * 2) + SLACK,
         "{elapsed:?}"
     );
     let gdr = check(&report, "rdma.gpudirect_bandwidth");
     assert_eq!(gdr["status"], "fail", "{gdr}");
     let evidence = gdr["evidence"].to_string();
     for (hca, what) in [
-        ("mlx5_1", "did not finish within 3 s"),
+        ("mlx5_1", "did not finish within 2 s"),
         ("mlx5_2", "printed no result (killed by signal 11)"),
         (
             "mlx5_3",
             "printed no result (exited 0): cut row `65536 oops nan`",
         ),
         ("mlx5_4", "failed: Couldn't connect to localhost"),
-        ("mlx5_5", "never said it was listening within 3 s"),
+        ("mlx5_5", "never said it was listening within 2 s"),
     ] {
         assert!(
             evidence.contains(hca) && evidence.contains(what),

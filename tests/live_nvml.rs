@@ -7,6 +7,7 @@
 //! test here that loads NVML holds [`NVML`], and no test touches the environment without it.
 
 mod common;
+common::tests_mostly_wait!();
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};

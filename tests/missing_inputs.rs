@@ -177,7 +177,6 @@ fn layer_loses_each_input(layer: Layer) -> Vec<String> {
     let root = scratch.path().join("node");
     // Inputs are moved aside and back, never written: hard links to the fixture's files do.
     common::link_tree(&fixture, &root);
-    let aside = scratch.path().join("aside");
 
     let baseline = run(&root, layer, None);
     let healthy = findings(&baseline, layer);
@@ -193,23 +192,36 @@ fn layer_loses_each_input(layer: Layer) -> Vec<String> {
     );
     let inputs = inputs(&root, layer);
     assert!(!inputs.is_empty(), "{layer}: reads nothing?");
-    let mut problems = Vec::new();
-    for input in &inputs {
-        let path = root.join(input);
-        if fs::symlink_metadata(&path).is_err() {
-            continue; // inside a directory removed earlier in the list? never: restored each time
-        }
-        fs::rename(&path, &aside).unwrap();
-        let report = run(&root, layer, None);
-        fs::rename(&aside, &path).unwrap();
-        for (code, status, summary) in findings(&report, layer) {
-            if !allowed(input, &code) {
-                problems.push(format!(
-                    "{layer}: without {input}: {code} {status:?}: {summary}"
-                ));
+    // Each thread removes its share of the inputs from a tree of its own.
+    let workers = common::parallel::workers();
+    let shares: Vec<Vec<&String>> = (0..workers)
+        .map(|w| inputs.iter().skip(w).step_by(workers).collect())
+        .collect();
+    let problems: Vec<String> = common::parallel::map(&shares, |share| {
+        let scratch = common::tempdir().unwrap();
+        let root = scratch.path().join("node");
+        common::link_tree(&fixture, &root);
+        let aside = scratch.path().join("aside");
+        let mut problems = Vec::new();
+        for input in share {
+            let path = root.join(input);
+            if fs::symlink_metadata(&path).is_err() {
+                continue; // inside a directory removed earlier in the list? never: restored each time
+            }
+            fs::rename(&path, &aside).unwrap();
+            let report = run(&root, layer, None);
+            fs::rename(&aside, &path).unwrap();
+            for (code, status, summary) in findings(&report, layer) {
+                if !allowed(input, &code) {
+                    problems.push(format!(
+                        "{layer}: without {input}: {code} {status:?}: {summary}"
+                    ));
+                }
             }
         }
-    }
+        problems
+    })
+    .concat();
     eprintln!(
         "{layer}: {} inputs removed one at a time, {} problem(s)",
         inputs.len(),

@@ -7,6 +7,7 @@
 //! Each run is a child process bounded here: a hung NVML thread must never hold the exit.
 
 mod common;
+common::tests_mostly_wait!();
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -131,15 +131,14 @@ const ALL: RunOptions = RunOptions {
 
 #[test]
 fn every_answered_fixture_reads_the_same_through_a_real_kubelet_socket() {
-    let mut compared = 0;
-    for root in common::fixtures() {
-        if common::has_sample_window(&root) {
-            continue;
+    let compared = common::parallel::map(&common::fixtures(), |root| {
+        if common::has_sample_window(root) {
+            return false;
         }
         // Read by path and run live on: an overlay fixture as its composed tree.
-        let root = common::complete(&root);
+        let root = common::complete(root);
         let Some(facts) = answered(&root) else {
-            continue;
+            return false;
         };
         let name = common::name_of(&root);
         let dir = common::tempdir().unwrap();
@@ -155,7 +154,7 @@ fn every_answered_fixture_reads_the_same_through_a_real_kubelet_socket() {
         // stand-in CUDA library and ib_write_bw running: tests/active_probes.rs compares those
         // live runs with their replay. The pod-resources answers above are compared all the same.
         if root.join(".gpudoctor/cuda.json").is_file() {
-            continue;
+            return false;
         }
         let live_report = engine::run(&source, &ALL);
         let replay_report = engine::run(&ReplaySource::new(&root), &ALL);
@@ -164,8 +163,11 @@ fn every_answered_fixture_reads_the_same_through_a_real_kubelet_socket() {
             comparable(&replay_report, None),
             "{name}: live report vs replay report"
         );
-        compared += 1;
-    }
+        true
+    })
+    .into_iter()
+    .filter(|&compared| compared)
+    .count();
     assert!(compared >= 3, "only {compared} fixtures compared");
 }
 

@@ -156,9 +156,9 @@ fn every_probe_option_against_a_live_root_and_a_capture_dir_and_tar_gz() {
     let r = roots();
     let socket = r.live.join("var/lib/kubelet/pod-resources/kubelet.sock");
     let socket = socket.to_str().unwrap().to_string();
-    for (args, refused) in options(&r, &socket) {
+    common::parallel::for_each(&options(&r, &socket), |(args, refused)| {
         // Live: every option is taken (whatever the verdict, never a usage error).
-        let out = check(&r.live, &args);
+        let out = check(&r.live, args);
         assert_ne!(
             out.status.code(),
             Some(2),
@@ -170,7 +170,7 @@ fn every_probe_option_against_a_live_root_and_a_capture_dir_and_tar_gz() {
             "live {args:?}: no report"
         );
         for capture in [&r.dir, &r.packed] {
-            let out = check(capture, &args);
+            let out = check(capture, args);
             let err = stderr(&out);
             match refused {
                 Some(option) => {
@@ -199,7 +199,7 @@ fn every_probe_option_against_a_live_root_and_a_capture_dir_and_tar_gz() {
                 }
             }
         }
-    }
+    });
 }
 
 #[test]

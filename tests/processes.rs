@@ -16,6 +16,7 @@
 //! script prints are its PID namespace's, not ours).
 
 mod common;
+common::tests_mostly_wait!();
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;

@@ -183,26 +183,11 @@ fn every_fixture_round_trips_through_record() {
         .into_iter()
         .filter(|f| !common::has_sample_window(f))
         .collect();
-    let workers = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(4);
-    let chunks: Vec<Vec<std::path::PathBuf>> = (0..workers)
-        .map(|w| fixtures.iter().skip(w).step_by(workers).cloned().collect())
-        .collect();
     // Unredacted, a capture must replay word for word: once per kind of capture (the redacted
     // leg below, on every fixture, holds each fixture's verdict).
     let unredacted = common::one_per_kind(&fixtures);
     assert!(unredacted.len() >= 5, "{} unredacted", unredacted.len());
-    std::thread::scope(|scope| {
-        for chunk in &chunks {
-            let unredacted = &unredacted;
-            scope.spawn(move || {
-                chunk
-                    .iter()
-                    .for_each(|f| round_trip(f, unredacted.contains(f)))
-            });
-        }
-    });
+    common::parallel::for_each(&fixtures, |f| round_trip(f, unredacted.contains(f)));
 }
 
 fn round_trip(fixture: &Path, unredacted_too: bool) {

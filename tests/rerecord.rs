@@ -176,26 +176,9 @@ fn pack(dir: &Path, out: &Path) {
 fn every_kind_of_capture_re_records_to_the_same_verdict_as_dir_and_tar_gz() {
     let fixtures = common::fixtures();
     assert!(fixtures.len() >= 40, "{} fixtures", fixtures.len());
-    let workers = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(2, 4);
     let kinds: Vec<PathBuf> = common::one_per_kind(&fixtures).into_iter().collect();
     assert!(kinds.len() >= 6, "{} kinds of capture", kinds.len());
-    let chunks: Vec<Vec<PathBuf>> = (0..workers)
-        .map(|w| kinds.iter().skip(w).step_by(workers).cloned().collect())
-        .collect();
-    let problems: Vec<String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = chunks
-            .iter()
-            .map(|chunk| {
-                scope.spawn(move || chunk.iter().flat_map(|f| check_one(f)).collect::<Vec<_>>())
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
+    let problems: Vec<String> = common::parallel::map(&kinds, |f| check_one(f)).concat();
     assert!(
         problems.is_empty(),
         "{} problem(s):\n{}",

@@ -64,8 +64,8 @@ fn every_fixture_report_validates() {
     let validator = validator();
     let fixtures = common::fixtures();
     assert!(!fixtures.is_empty());
-    for dir in fixtures {
-        let name = common::name_of(&dir);
+    common::parallel::for_each(&fixtures, |dir| {
+        let name = common::name_of(dir);
         for (how, options) in [
             ("default", RunOptions::default()),
             (
@@ -83,11 +83,11 @@ fn every_fixture_report_validates() {
                 },
             ),
         ] {
-            let report = replay(&dir, &options);
+            let report = replay(dir, &options);
             let found = errors(&validator, &report);
             assert!(found.is_empty(), "{name} ({how}): {found:#?}");
         }
-    }
+    });
 }
 
 #[test]

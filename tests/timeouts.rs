@@ -12,6 +12,7 @@
 //! Every wait here is itself bounded: a regression fails the test instead of hanging CI.
 
 mod common;
+common::tests_mostly_wait!();
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

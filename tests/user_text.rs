@@ -135,11 +135,11 @@ fn replay(dir: &Path, keep_going: bool) -> Report {
 
 /// Every rendering of every fixture, default walk and `--keep-going`.
 fn rendered_fixtures() -> Vec<(String, String, Report)> {
-    let mut out = Vec::new();
-    for dir in common::fixtures() {
-        let name = common::name_of(&dir);
+    common::parallel::map(&common::fixtures(), |dir| {
+        let name = common::name_of(dir);
+        let mut out = Vec::new();
         for keep_going in [false, true] {
-            let report = replay(&dir, keep_going);
+            let report = replay(dir, keep_going);
             let text = [
                 render::json::render(&report),
                 render::table::render(&report, Style::PLAIN),
@@ -150,8 +150,9 @@ fn rendered_fixtures() -> Vec<(String, String, Report)> {
             .join("\n");
             out.push((format!("{name} (keep_going {keep_going})"), text, report));
         }
-    }
-    out
+        out
+    })
+    .concat()
 }
 
 #[test]

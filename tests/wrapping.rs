@@ -32,10 +32,10 @@ fn too_long(text: &str, width: usize) -> Vec<String> {
 
 #[test]
 fn every_fixture_fits_80_columns() {
-    let mut over = Vec::new();
-    for dir in common::fixtures() {
+    let over: Vec<String> = common::parallel::map(&common::fixtures(), |dir| {
         let root = dir.to_string_lossy().into_owned();
-        let name = common::name_of(&dir);
+        let name = common::name_of(dir);
+        let mut over = Vec::new();
         for (what, args) in [
             ("check", vec!["check", "--root", &root, "--keep-going"]),
             ("topo", vec!["topo", "--root", &root]),
@@ -48,7 +48,9 @@ fn every_fixture_fits_80_columns() {
                     .map(|l| format!("{name} {what}: {l}")),
             );
         }
-    }
+        over
+    })
+    .concat();
     assert!(
         over.is_empty(),
         "lines over 80 columns:\n{}",

@@ -1,14 +1,18 @@
 //! Helpers shared by the integration tests: fixture discovery, the CLI binary, snapshots.
 #![allow(dead_code)]
 
+pub mod before_main;
 mod kept;
 pub mod kubelet;
 pub mod live;
 pub mod node;
+pub mod parallel;
 pub mod scratch;
 
 use kept::kept;
 
+#[allow(unused_imports)]
+pub(crate) use before_main::tests_mostly_wait;
 pub use scratch::tempdir;
 
 use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};

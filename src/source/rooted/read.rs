@@ -64,10 +64,21 @@ impl Accept {
     }
 }
 
+/// A file opened for reading, with its size as the `fstat` that judged the open descriptor saw
+/// it (0 for what states none: procfs, a FIFO), so a read need not ask again.
+struct Opened {
+    file: File,
+    len: u64,
+}
+
 /// Open `name` in `dir` for reading if `accept` allows what it is (see the module doc). The
 /// outer error is the system's (not there, a link: `ELOOP`, as an `O_NOFOLLOW` open says);
 /// the inner one names what the entry is when it is refused.
-fn open_at(dir: BorrowedFd<'_>, name: &OsStr, accept: Accept) -> io::Result<Result<File, String>> {
+fn open_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    accept: Accept,
+) -> io::Result<Result<Opened, String>> {
     let path = fd::open_one(dir, name, libc::O_PATH)?;
     let checked = fd::fstat(path.as_fd())?;
     if fd::is_link(&checked) {
@@ -90,7 +101,10 @@ fn open_at(dir: BorrowedFd<'_>, name: &OsStr, accept: Accept) -> io::Result<Resu
     if let Some(kind) = accept.refusal(&now) {
         return Ok(Err(kind));
     }
-    Ok(Ok(File::from(opened)))
+    Ok(Ok(Opened {
+        file: File::from(opened),
+        len: u64::try_from(now.st_size).unwrap_or(0),
+    }))
 }
 
 fn refused(rel: &str, kind: String) -> FsError {
@@ -102,7 +116,7 @@ fn refused(rel: &str, kind: String) -> FsError {
 
 impl RootedFs {
     /// Open `rel` for reading, all links followed, when `accept` allows what it is.
-    fn open_for_read(&self, rel: &str, accept: Accept) -> Result<File, FsError> {
+    fn open_for_read(&self, rel: &str, accept: Accept) -> Result<Opened, FsError> {
         if let Some(opened) = self.open_in_known_dir(rel, accept) {
             return opened;
         }
@@ -129,7 +143,7 @@ impl RootedFs {
     /// make. `None` when this does not apply or cannot decide (not spelt plainly, the last
     /// component is a link, tracing, any error other than "not there"): the caller then walks,
     /// which gives the exact result.
-    fn open_in_known_dir(&self, rel: &str, accept: Accept) -> Option<Result<File, FsError>> {
+    fn open_in_known_dir(&self, rel: &str, accept: Accept) -> Option<Result<Opened, FsError>> {
         if self.trace.is_some() {
             return None;
         }
@@ -154,9 +168,7 @@ impl RootedFs {
     }
 
     pub(super) fn read_bytes_untraced(&self, rel: &str) -> Result<Vec<u8>, FsError> {
-        let mut file = self.open_for_read(rel, Accept::Regular)?;
-        let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
-        let len = meta.len();
+        let Opened { mut file, len } = self.open_for_read(rel, Accept::Regular)?;
         if len > 0 && len <= self.read_cap {
             // A file on disk (a fixture, a capture, /etc) states its size: read exactly that,
             // without the read that only confirms the end. sysfs states 4096 for every
@@ -174,12 +186,11 @@ impl RootedFs {
 
     pub(super) fn read_tail_untraced(&self, rel: &str, max: u64) -> Result<String, FsError> {
         use std::io::{Seek, SeekFrom};
-        let mut file = self.open_for_read(rel, Accept::Regular)?;
-        let meta = file.metadata().map_err(|e| FsError::from_io(rel, &e))?;
+        let Opened { mut file, len } = self.open_for_read(rel, Accept::Regular)?;
         let max = max.min(self.read_cap);
-        let skipped = meta.len() > max;
+        let skipped = len > max;
         if skipped {
-            file.seek(SeekFrom::Start(meta.len() - max))
+            file.seek(SeekFrom::Start(len - max))
                 .map_err(|e| FsError::from_io(rel, &e))?;
         }
         let mut bytes = Vec::new();
@@ -208,13 +219,13 @@ impl RootedFs {
     /// read. Any other device (only `/dev/kmsg`'s numbers are opened) or a socket is refused
     /// without being opened; a FIFO is read like a pipe (see [`Accept::RegularOrKmsg`]).
     pub fn read_records_nonblocking(&self, rel: &str) -> Result<String, FsError> {
-        let mut file = self.open_for_read(rel, Accept::RegularOrKmsg)?;
+        let mut file = self.open_for_read(rel, Accept::RegularOrKmsg)?.file;
         read_records(&mut file, rel, self.read_cap)
     }
 
     /// Open a regular file under the root for streaming (a capture's NCCL log), resolved and
     /// opened like every read; never a FIFO or a device. Not traced, not capped.
     pub fn open_file(&self, rel: &str) -> Result<File, FsError> {
-        self.open_for_read(rel, Accept::Regular)
+        self.open_for_read(rel, Accept::Regular).map(|o| o.file)
     }
 }
