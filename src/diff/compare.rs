@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::{InputKind, Side};
-use crate::report::facts::{self as snapshot, Facts};
+use crate::report::facts::{Facts, is_informational_fact};
 use crate::report::{FigureName, Layer, exit};
 use crate::saved::{self, SavedReport};
 
@@ -233,8 +233,8 @@ fn verdicts(a: &SavedReport, b: &SavedReport, out: &mut Vec<Difference>) {
     }
 }
 
-fn fact_kind(attribute: &str) -> (Kind, bool) {
-    if snapshot::is_informational(attribute) {
+fn fact_kind(subject: &str, attribute: &str) -> (Kind, bool) {
+    if is_informational_fact(subject, attribute) {
         (Kind::Informational, false)
     } else {
         (Kind::Fact, true)
@@ -280,10 +280,18 @@ fn facts(fa: &Facts, fb: &Facts, out: &mut Vec<Difference>) {
             let attributes: BTreeSet<&String> = aa.keys().chain(ab.keys()).collect();
             for attribute in attributes {
                 let (va, vb) = (aa.get(attribute), ab.get(attribute));
-                if va == vb || (!same_version && (va.is_none() || vb.is_none())) {
+                if va == vb
+                    || (!same_version
+                        && (va.is_none()
+                            || vb.is_none()
+                            || crate::report::facts::REWORDED.contains(&attribute.as_str())
+                            || va.zip(vb).is_some_and(|(a, b)| {
+                                a.starts_with("error (") && b.starts_with("error (")
+                            })))
+                {
                     continue;
                 }
-                let (kind, counted) = fact_kind(attribute);
+                let (kind, counted) = fact_kind(subject, attribute);
                 out.push(Difference {
                     section: section.clone(),
                     kind,
@@ -322,7 +330,7 @@ fn node_info(a: &SavedReport, b: &SavedReport, out: &mut Vec<Difference>) {
     ];
     for (attribute, va, vb) in rows {
         if va != vb {
-            let (kind, counted) = fact_kind(attribute);
+            let (kind, counted) = fact_kind("node", attribute);
             out.push(Difference {
                 section: "node".into(),
                 kind,
@@ -446,7 +454,7 @@ mod tests {
                     code: (*code).into(),
                     status: (*status).into(),
                     summary: format!("{code} is {status}"),
-                    figures: Vec::new(),
+                    ..SavedCheck::default()
                 })
                 .collect(),
         }
@@ -558,8 +566,10 @@ mod tests {
             ..Facts::default()
         };
         fb.put("driver", "nvml", "init", "driver_not_loaded: x");
-        fb.unavailable
-            .insert(snapshot::NVML.into(), "driver_not_loaded: x".into());
+        fb.unavailable.insert(
+            crate::report::facts::NVML.into(),
+            "driver_not_loaded: x".into(),
+        );
         let d = compare(&side(vec![], Some(fa)), &side(vec![], Some(fb)));
         assert_eq!(d.differences.len(), 1);
         assert_eq!(d.differences[0].attribute.as_deref(), Some("init"));

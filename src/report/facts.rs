@@ -11,7 +11,13 @@ use serde::{Deserialize, Serialize};
 
 /// Version of the snapshot's vocabulary (sections, subjects, attribute names). Facts of two
 /// versions compare only on the attributes both know.
-pub const FACTS_VERSION: u32 = 1;
+/// 2: NVML's `init`, a GPU's `error` and the pod-resources `answer` hold the error kind alone,
+/// its wording apart under `message` (an informational attribute); a reading that failed is
+/// `error (<kind>)`.
+pub const FACTS_VERSION: u32 = 2;
+
+/// Attributes whose values changed form in a version: facts of two versions do not compare them.
+pub const REWORDED: &[&str] = &["init", "error", "answer"];
 
 /// Subjects whose facts come from one probe share a prefix; when the probe did not answer on a
 /// node, [`Facts::unavailable`] names the prefix and the diff compares the probe's answer line
@@ -32,7 +38,13 @@ pub const IDENTIFIERS: &[&str] = &["hostname", "uuid", "serial", "node guid", "c
 
 /// Attributes that say how the facts were obtained (which file answered), not what the node
 /// is: shown, not counted.
-pub const PROVENANCE: &[&str] = &["kernel log", "config file", "module version from"];
+pub const PROVENANCE: &[&str] = &[
+    "kernel log",
+    "config file",
+    "module version from",
+    // A library's wording of an error whose kind is the fact (`init`, `error`).
+    "message",
+];
 
 /// `section → subject → attribute → value`.
 pub type Sections = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
@@ -88,7 +100,32 @@ impl Facts {
     }
 }
 
+/// The fact subject the kernel command line's parameters are under (snapshot/platform.rs).
+pub const KERNEL_COMMAND_LINE: &str = "kernel command line";
+
+/// Kernel parameters that name this machine's disks and boot entry, not how it runs: the root
+/// and resume devices (`root=UUID=…`, `PARTUUID=`, `LABEL=`: admin-guide/kernel-parameters.txt),
+/// dracut's LUKS/MD/DM ids (dracut.cmdline(7)), the booted image's path (its kernel release is
+/// compared as `kernel`). Two identical nodes differ here, and a redacted capture always does.
+pub const BOOT_IDENTIFIERS: &[&str] = &[
+    "root",
+    "resume",
+    "BOOT_IMAGE",
+    "rd.luks.uuid",
+    "rd.luks.name",
+    "rd.md.uuid",
+    "rd.dm.uuid",
+    "systemd.machine_id",
+];
+
 /// Is `attribute` an identifier or provenance (shown apart, never counted)?
 pub fn is_informational(attribute: &str) -> bool {
     IDENTIFIERS.contains(&attribute) || PROVENANCE.contains(&attribute)
+}
+
+/// [`is_informational`], knowing the subject: a boot identifier on the kernel command line is
+/// one too.
+pub fn is_informational_fact(subject: &str, attribute: &str) -> bool {
+    is_informational(attribute)
+        || (subject == KERNEL_COMMAND_LINE && BOOT_IDENTIFIERS.contains(&attribute))
 }

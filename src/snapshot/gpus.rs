@@ -29,7 +29,8 @@ fn reading<T>(r: &Reading<T>, show: impl Fn(&T) -> String) -> String {
     match r {
         Reading::Value(v) => show(v),
         Reading::NotSupported => "not supported".into(),
-        Reading::Error(e) => format!("error ({e})"),
+        // The kind only: its wording differs between NVML versions (facts version 2).
+        Reading::Error(e) => format!("error ({})", e.kind.name()),
     }
 }
 
@@ -67,8 +68,11 @@ pub(super) fn driver(ctx: &Context<'_>, facts: &mut Facts) {
     let nvml = ctx.nvml();
     match &nvml.init_error {
         Some(err) => {
+            // The kind is the fact; the library's wording of it differs between NVML versions
+            // and stand-ins (`Driver Not Loaded`, `NVIDIA driver is not loaded`): shown apart.
+            facts.put(s, "nvml", "init", err.kind.name());
+            facts.put(s, "nvml", "message", err.message.as_str());
             let why = format!("{}: {}", err.kind.name(), err.message);
-            facts.put(s, "nvml", "init", why.as_str());
             facts.unavailable.insert(NVML.to_string(), why);
         }
         None => {
@@ -143,12 +147,8 @@ fn nvml_device(facts: &mut Facts, d: &NvmlDevice) {
     let subject = nvml_subject(d);
     facts.touch(s, &subject);
     if let Some(err) = &d.error {
-        facts.put(
-            s,
-            &subject,
-            "error",
-            format!("{}: {}", err.kind.name(), err.message),
-        );
+        facts.put(s, &subject, "error", err.kind.name());
+        facts.put(s, &subject, "message", err.message.as_str());
     }
     if let Some(name) = &d.name {
         facts.put(s, &subject, "model", name.as_str());

@@ -23,7 +23,7 @@ pub(super) fn node(ctx: &Context<'_>, facts: &mut Facts) {
     );
     match node::gather_cmdline(ctx.source()) {
         Ok(Some(text)) => {
-            let subject = "kernel command line";
+            let subject = crate::report::facts::KERNEL_COMMAND_LINE;
             facts.touch(s, subject);
             // A parameter given twice: the kernel applies both in order, the last one wins for
             // most; keep every value so a repeated parameter reads as such.
@@ -190,12 +190,13 @@ pub(super) fn device_plugin(ctx: &Context<'_>, facts: &mut Facts) {
     }
 
     let answers = ctx.pod_resources();
+    // The kind is the fact; its wording (the OS's, the kubelet's) is shown apart as `message`.
     let allocatable = match (&answers.error, &answers.allocatable) {
-        (Some(err), _) => Err(format!("{}: {}", err.kind.describe(), err.message)),
+        (Some(err), _) => Err((err.kind.describe(), err.message.clone())),
         (None, Some(crate::answers::pod_resources::RpcAnswer::Error(err))) => {
-            Err(format!("{}: {}", err.kind.describe(), err.message))
+            Err((err.kind.describe(), err.message.clone()))
         }
-        (None, None) => Err("not asked".to_string()),
+        (None, None) => Err(("not asked", String::new())),
         (None, Some(crate::answers::pod_resources::RpcAnswer::Value(value))) => Ok(value),
     };
     match allocatable {
@@ -211,11 +212,15 @@ pub(super) fn device_plugin(ctx: &Context<'_>, facts: &mut Facts) {
                 facts.put(s, POD_RESOURCES_ALLOCATABLE, resource, n.to_string());
             }
         }
-        Err(why) => {
-            facts.put(s, "pod-resources", "answer", why.as_str());
-            facts
-                .unavailable
-                .insert(POD_RESOURCES_ALLOCATABLE.to_string(), why);
+        Err((kind, message)) => {
+            facts.put(s, "pod-resources", "answer", kind);
+            if !message.is_empty() {
+                facts.put(s, "pod-resources", "message", message.as_str());
+            }
+            facts.unavailable.insert(
+                POD_RESOURCES_ALLOCATABLE.to_string(),
+                format!("{kind}: {message}"),
+            );
         }
     }
 }
