@@ -133,6 +133,7 @@ pub fn compare(a: &Side, b: &Side) -> Diff {
     }
     let covered = a.facts.is_some() && b.facts.is_some();
     measurements(&a.report, &b.report, covered, &mut out);
+    fold_errors_per_gpu(&mut out);
     // Stable: within a section and kind, lines keep the order they were found in (walk order
     // for verdicts, subject order for facts).
     out.sort_by_key(|d| (section_rank(&d.section), d.kind));
@@ -424,6 +425,97 @@ fn measurements(a: &SavedReport, b: &SavedReport, covered: bool, out: &mut Vec<D
     }
 }
 
+// One line per cause: a GPU that stopped answering NVML (`gpu_is_lost`, `reset_required`) turns
+// every reading of it into `error (<kind>)` — its ECC mode, MIG mode, persistence, remapped rows,
+// its NVLinks and fabric, even the NVML half of its PCIe link — and a diff that listed each
+// reading said the same thing nine times, one of them `x16 → x16`. Fact differences of one GPU
+// whose one side holds the same NVML error and whose other side does not are folded into one
+// line naming the error and the readings it took.
+
+/// `error (<kind>)` in a fact value: the kind.
+fn error_kind(value: &str) -> Option<&str> {
+    let at = value.find("error (")?;
+    let rest = &value[at + "error (".len()..];
+    let end = rest.find(')')?;
+    let kind = &rest[..end];
+    (!kind.is_empty() && kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')).then_some(kind)
+}
+
+/// The PCI address a fact subject names (`nvml gpu 0000:ba:00.0`, `gpu 0000:ba:00.0`).
+fn gpu_of(subject: &str) -> Option<&str> {
+    let last = subject.rsplit(' ').next()?;
+    let pci = last.len() == 12 && last.as_bytes()[4] == b':' && last.as_bytes()[7] == b':';
+    (subject.contains("gpu") && pci).then_some(last)
+}
+
+/// Fold the fact differences of each (GPU, side, error kind) seen at least twice into one.
+fn fold_errors_per_gpu(out: &mut Vec<Difference>) {
+    // (gpu, the side with the error: true for B, kind) → indices.
+    let mut groups: BTreeMap<(String, bool, String), Vec<usize>> = BTreeMap::new();
+    for (i, d) in out.iter().enumerate() {
+        if d.kind != Kind::Fact {
+            continue;
+        }
+        let Some(gpu) = gpu_of(&d.subject) else {
+            continue;
+        };
+        let (ea, eb) = (error_kind(&d.a), error_kind(&d.b));
+        let key = match (ea, eb) {
+            (None, Some(k)) => (gpu.to_string(), true, k.to_string()),
+            (Some(k), None) => (gpu.to_string(), false, k.to_string()),
+            _ => continue,
+        };
+        groups.entry(key).or_default().push(i);
+    }
+    let mut drop = vec![false; out.len()];
+    let mut folded = Vec::new();
+    for ((gpu, on_b, kind), indices) in groups {
+        if indices.len() < 2 {
+            continue;
+        }
+        let readings: Vec<String> = indices
+            .iter()
+            .map(|&i| {
+                out[i]
+                    .attribute
+                    .clone()
+                    .unwrap_or_else(|| out[i].subject.clone())
+            })
+            .collect();
+        let first = &out[indices[0]];
+        let error = format!(
+            "error ({kind}) on {} readings: {}",
+            readings.len(),
+            readings.join(", ")
+        );
+        let answered = "answered".to_string();
+        let (a, b) = if on_b {
+            (answered, error)
+        } else {
+            (error, answered)
+        };
+        folded.push(Difference {
+            section: first.section.clone(),
+            kind: Kind::Fact,
+            subject: format!("nvml gpu {gpu}"),
+            attribute: None,
+            a,
+            b,
+            detail: None,
+            counted: true,
+        });
+        for i in indices {
+            drop[i] = true;
+        }
+    }
+    let mut i = 0;
+    out.retain(|_| {
+        i += 1;
+        !drop[i - 1]
+    });
+    out.extend(folded);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,5 +700,70 @@ mod tests {
             show_value("rdma_port_rate_bytes_per_second", 5e10),
             "400 Gb/s"
         );
+    }
+
+    fn fact_difference(
+        section: &str,
+        subject: &str,
+        attribute: &str,
+        a: &str,
+        b: &str,
+    ) -> Difference {
+        Difference {
+            section: section.into(),
+            kind: Kind::Fact,
+            subject: subject.into(),
+            attribute: Some(attribute.into()),
+            a: a.into(),
+            b: b.into(),
+            detail: None,
+            counted: true,
+        }
+    }
+
+    #[test]
+    fn a_lost_gpu_is_one_line_and_other_gpus_stay_apart() {
+        let mut out = vec![
+            fact_difference(
+                "driver",
+                "nvml gpu 0000:ba:00.0",
+                "ecc mode",
+                "enabled",
+                "error (gpu_is_lost)",
+            ),
+            fact_difference(
+                "driver",
+                "nvml gpu 0000:ba:00.0",
+                "mig mode",
+                "disabled",
+                "error (gpu_is_lost)",
+            ),
+            fact_difference(
+                "topology",
+                "gpu 0000:ba:00.0",
+                "pcie link width",
+                "x16",
+                "x16 (nvml: error (gpu_is_lost))",
+            ),
+            // Another GPU's one changed reading, and a change that is no error.
+            fact_difference(
+                "driver",
+                "nvml gpu 0000:18:00.0",
+                "ecc mode",
+                "enabled",
+                "error (no_permission)",
+            ),
+            fact_difference("driver", "nvml gpu 0000:ba:00.0", "model", "H100", "H200"),
+        ];
+        fold_errors_per_gpu(&mut out);
+        assert_eq!(out.len(), 3, "{out:#?}");
+        let folded = out.last().unwrap();
+        assert_eq!(folded.subject, "nvml gpu 0000:ba:00.0");
+        assert_eq!(folded.a, "answered");
+        assert_eq!(
+            folded.b,
+            "error (gpu_is_lost) on 3 readings: ecc mode, mig mode, pcie link width"
+        );
+        assert!(out.iter().all(|d| !d.b.starts_with("x16")));
     }
 }
