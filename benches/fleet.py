@@ -8,6 +8,12 @@ test and not run by CI; docs/performance.md shows its output.
     python3 benches/fleet.py --quick          # fewer runs, no 10 000-report fleet
     python3 benches/fleet.py --generate 12 --out /tmp/fleet   # only write a fleet (README demo)
 
+`fleet --prometheus` is measured too (issue 27): a loopback HTTP server (stdlib) answers the two
+instant queries as Prometheus' API does, with the series of 1 000 and 10 000 nodes — each node
+one of the fleet's reports rendered by `gpudoctor render --format prometheus`, its own target
+labels (`job`, `instance`) and host name — so what is measured is gpudoctor's side: the request,
+reading the answer, grouping the series into nodes and the summary.
+
 The reports are real ones: `gpudoctor check --keep-going --format json` of fixtures (half of
 them with `--with-facts`, as a DaemonSet that keeps facts for `diff` saves them), copied per
 node with the node's name, a bus bandwidth spread of under a percent, a few slow nodes and a
@@ -18,12 +24,15 @@ files that are not reports. They live under `<target>/bench/fleet-<N>/` between 
 """
 
 import argparse
+import http.server
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check as bench  # noqa: E402  (benches/check.py: measure, pinned, machine, target_dir)
@@ -100,6 +109,73 @@ def fleet_dir(binary, n, work):
     return out
 
 
+SAMPLE = re.compile(r'^(gpudoctor_[a-z_]+)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-z_]+)="((?:[^"\\]|\\.)*)"')
+
+
+def series_of(prom_text):
+    """(name, labels, value) of every sample of a Prometheus text exposition."""
+    out = []
+    for line in prom_text.splitlines():
+        m = SAMPLE.match(line)
+        if m:
+            labels = dict(LABEL.findall(m.group(2) or ""))
+            out.append((m.group(1), labels, m.group(3)))
+    return out
+
+
+def prometheus_answers(binary, root, n):
+    """The two API answers (all gpudoctor series; last_over_time of gpudoctor_info) for `n`
+    nodes, each the series of one of the fleet's reports (three kinds) with its own target."""
+    kinds = {}
+    for path in sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs
+                       if f.startswith("gpu-")):
+        i = int(os.path.basename(path)[4:9])
+        kind = "rollout" if i % 10 < 6 else ("slow" if i % 97 == 5 else "healthy")
+        if kind not in kinds:
+            text = subprocess.run([binary, "render", path, "--format", "prometheus"],
+                                  capture_output=True, text=True, check=True).stdout
+            kinds[kind] = series_of(text)
+        if len(kinds) == 3:
+            break
+    now = 1767225600.0
+    every, info = [], []
+    for i in range(n):
+        kind = "rollout" if i % 10 < 6 else ("slow" if i % 97 == 5 else "healthy")
+        target = {"job": "node-exporter", "instance": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}:9100"}
+        for name, labels, value in kinds[kind]:
+            metric = dict(labels, **target, __name__=name)
+            if name == "gpudoctor_info":
+                metric["node"] = f"gpu-{i:05d}"
+                info.append({"metric": {k: v for k, v in metric.items() if k != "__name__"},
+                             "value": [now, value]})
+            every.append({"metric": metric, "value": [now, value]})
+    wrap = lambda result: json.dumps({"status": "success",
+                                      "data": {"resultType": "vector", "result": result}}).encode()
+    return wrap(every), wrap(info)
+
+
+def serve(answers):
+    """A loopback HTTP server answering /api/v1/query as Prometheus does; its URL."""
+    every, recent = answers
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = recent if "last_over_time" in self.path else every
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
 def size_mib(root):
     total = 0
     for dirpath, _, names in os.walk(root):
@@ -148,10 +224,16 @@ def main() -> int:
         print(f"fleet-{n}: {summary['reports']} reports, {len(summary['skipped'])} skipped, "
               f"fleet-wide {fleet_wide}, {len(summary['outliers'])} outlier(s)",
               file=sys.stderr)
+        answers = prometheus_answers(binary, root, n)
+        server, url = serve(answers)
+        m = bench.measure(bench.pinned([binary, "fleet", "--prometheus", url, "--format", "table"],
+                                       args.cpus), r)
+        rows.append((n, len(answers[0]) / (1 << 20), "table --prometheus", m))
+        server.shutdown()
 
     print(f"machine: {bench.machine()}")
     print(f"cpus: {args.cpus or 'all'}; {runs} runs (3 for 10 000), median wall\n")
-    print("| reports | on disk | `fleet --format` | wall | peak RSS | exit | target |")
+    print("| reports | on disk (answer) | `fleet --format` | wall | peak RSS | exit | target |")
     print("|---|---|---|---|---|---|---|")
     for n, mib, fmt, m in rows:
         target = (f"< {TARGET_MS:.0f} ms: {'met' if m['median_ms'] < TARGET_MS else 'MISSED'}"

@@ -177,8 +177,13 @@ pub enum Command {
         "  gpudoctor fleet reports/                          # every *.json under reports/\n",
         "  gpudoctor fleet node-*.json --format markdown > fleet.md\n",
         "  gpudoctor fleet reports/ --format json | jq '.outliers[] | {node, figure}'\n",
+        "  gpudoctor fleet --prometheus http://prometheus.monitoring:9090   # no files needed\n",
+        "  gpudoctor fleet reports/ --all --stale 1h\n",
         "\n",
-        "Collect the DaemonSet's --save-report files (one per node) into a directory first.\n",
+        "The first screen counts healthy, failing, stale and unreachable nodes, then lists the\n",
+        "nodes that need a look grouped by cause, with the action and each report's age.\n",
+        "Collect the DaemonSet's --save-report files (one per node) into a directory, or read\n",
+        "its metrics from Prometheus (--prometheus: causes by check code, no summaries).\n",
         "Files that cannot be read or are not reports are skipped with a warning on stderr.\n",
         "Two reports of one host: the worse verdict is summarised (then the file modified last),\n",
         "never the one a report's own timestamp favours; the warning names both files.\n",
@@ -254,12 +259,57 @@ impl DiffArgs {
 #[derive(Debug, Args)]
 pub struct FleetArgs {
     /// Saved JSON reports, or directories holding them (walked for *.json).
-    #[arg(value_name = "DIR|FILE", required = true)]
+    #[arg(
+        value_name = "DIR|FILE",
+        required_unless_present = "prometheus",
+        conflicts_with = "prometheus"
+    )]
     pub inputs: Vec<PathBuf>,
+
+    /// Read the fleet from a Prometheus server's `gpudoctor_*` series (the DaemonSet's metrics
+    /// through node-exporter) instead of saved reports: http://host:port[/prefix].
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+
+    /// A report older than this is stale: 90s, 15m, 2h, 1d [default: 15m, three of the
+    /// DaemonSet's five-minute runs].
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub stale: Option<Duration>,
+
+    /// After the first screen, every node's layers, every failing check and every outlier.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Longest a Prometheus query may take, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub timeout: u64,
 
     /// Output format.
     #[arg(long, value_enum, default_value_t = TriageFormat::Table)]
     pub format: TriageFormat,
+}
+
+/// `90s`, `15m`, `2h`, `1d`, or plain seconds.
+pub fn parse_age(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not an age such as 90s, 15m, 2h or 1d"))?;
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(format!("`{text}`: the unit is s, m, h or d (15m)")),
+    };
+    n.checked_mul(scale)
+        .filter(|&s| s > 0)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("`{text}` is not an age above zero"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

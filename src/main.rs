@@ -163,7 +163,21 @@ fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
 /// `gpudoctor fleet DIR|FILES...`.
 fn fleet(args: &FleetArgs) -> anyhow::Result<i32> {
     use gpudoctor::fleet;
-    let loaded = fleet::load(&args.inputs);
+    let loaded = match &args.prometheus {
+        Some(url) => {
+            match fleet::prometheus::load(url, std::time::Duration::from_secs(args.timeout)) {
+                Ok(loaded) => loaded,
+                Err(why) => {
+                    eprintln!(
+                        "gpudoctor: fleet --prometheus: {}",
+                        gpudoctor::text::sanitize::text(&why)
+                    );
+                    return Ok(exit::INCONCLUSIVE);
+                }
+            }
+        }
+        None => fleet::load(&args.inputs),
+    };
     for skipped in &loaded.skipped {
         eprintln!(
             "gpudoctor: warning: skipped {}: {}",
@@ -177,10 +191,14 @@ fn fleet(args: &FleetArgs) -> anyhow::Result<i32> {
         );
         return Ok(exit::USAGE);
     }
-    let summary = fleet::summarise(&loaded);
+    let summary = fleet::summarise_at(
+        &loaded,
+        std::time::SystemTime::now(),
+        args.stale.unwrap_or(fleet::triage::DEFAULT_STALE),
+    );
     let text = match args.format {
-        TriageFormat::Table => fleet::render::table(&summary),
-        TriageFormat::Markdown => fleet::render::markdown(&summary),
+        TriageFormat::Table => fleet::render::table(&summary, args.all),
+        TriageFormat::Markdown => fleet::render::markdown(&summary, args.all),
         TriageFormat::Json => fleet::render::json(&summary),
     };
     emit(&text).context("writing the fleet summary")?;

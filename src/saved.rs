@@ -81,6 +81,12 @@ pub struct SavedCheck {
     pub summary: String,
     #[serde(default)]
     pub figures: Vec<SavedFigure>,
+    /// What the check asks for (`reboot_node`, ...); absent before report schema 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// The finding this one follows from: a consequence, counted under its cause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explained_by: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -99,6 +105,9 @@ pub struct SavedFirstFailure {
     pub code: String,
     #[serde(default)]
     pub summary: String,
+    /// What it asks for; absent before report schema 2 (the check result has it then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
 }
 
 /// A status by its JSON name; `None` for one this version does not know.

@@ -454,19 +454,7 @@ fn the_rate_and_xid_alerts_select_only_what_they_name() {
 
 /// promtool on `PATH`; `None` (with a notice) where it is missing, a failure under `CI=true`.
 fn promtool() -> Option<std::path::PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("promtool"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "promtool is not on PATH: .ci/run installs Debian's prometheus package; install it"
-        );
-        eprintln!("promtool is not on PATH: `apt-get install prometheus` to run this test");
-    }
-    found
+    common::tool_on_path("promtool")
 }
 
 /// The real promtool, where it is (`.ci/run` installs Debian's `prometheus` package when it is

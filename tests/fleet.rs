@@ -280,7 +280,34 @@ fn the_table_and_markdown_name_the_same_things() {
     build_fleet(scratch.path());
     let dir = scratch.path().to_str().unwrap();
     for format in ["table", "markdown"] {
+        // The first screen: counts, the fleet-wide fault, the node fault with its node.
         let out = common::gpudoctor(&["fleet", dir, "--format", format]);
+        assert_eq!(out.status.code(), Some(1));
+        let first = String::from_utf8(out.stdout).unwrap();
+        for needle in [
+            "12 node(s) at ",
+            "failing",
+            "toolkit.container_runtime",
+            "on 9 of 12 node(s)",
+            "nccl.bus_bandwidth",
+            "node-07 (",
+        ] {
+            let needle = if format == "markdown" && needle == "node-07 (" {
+                "`node-07` ("
+            } else {
+                needle
+            };
+            assert!(
+                first.contains(needle),
+                "{format} first screen: {needle}\n{first}"
+            );
+        }
+        assert!(
+            !first.contains("| node"),
+            "no node table without --all:\n{first}"
+        );
+        // --all: every node's layers and every check after it.
+        let out = common::gpudoctor(&["fleet", dir, "--format", format, "--all"]);
         assert_eq!(out.status.code(), Some(1));
         let text = String::from_utf8(out.stdout).unwrap();
         let needles: &[&str] = if format == "table" {
@@ -419,7 +446,7 @@ fn of_two_reports_of_one_host_the_worse_is_kept_and_both_are_named() {
     for text in [
         stderr,
         String::from_utf8_lossy(
-            &common::gpudoctor(&["fleet", scratch.path().to_str().unwrap()]).stdout,
+            &common::gpudoctor(&["fleet", scratch.path().to_str().unwrap(), "--all"]).stdout,
         )
         .into_owned(),
     ] {
@@ -447,4 +474,129 @@ fn of_two_reports_of_one_host_the_worse_is_kept_and_both_are_named() {
     );
     let why = s["skipped"][0]["why"].as_str().unwrap();
     assert!(why.contains("because same verdict, modified last"), "{why}");
+}
+
+/// The 2 a.m. screen over 500 nodes (issue 27): 470 healthy, a dozen failing for four causes —
+/// one of them a node without GPUs, whose report holds five consequences of that one cause —
+/// three stale reports (eleven days old) and nothing else. The first screen fits 40 lines of 80
+/// columns, names every failing node under its cause with the action, flags the stale nodes,
+/// and counts the GPU-less node once, under its cause.
+#[test]
+fn five_hundred_nodes_fit_one_screen_that_names_every_sick_node() {
+    let scratch = common::tempdir().unwrap();
+    let healthy = report("hgx-h100-healthy");
+    let sick_reports: Vec<Value> = [
+        "h100-xid48-dbe",
+        "h100-pcie-x8",
+        "h100-sriov-vf-wrong-socket",
+        "no-gpu-on-pci",
+    ]
+    .iter()
+    .map(|f| report(f))
+    .collect();
+    // Each one's cause and action, as its report's first failure says.
+    let sick: Vec<(String, String)> = sick_reports
+        .iter()
+        .map(|r| {
+            let first = &r["first_failure"];
+            (
+                first["code"].as_str().unwrap().to_string(),
+                first["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(sick[3].0, "driver.gpu_on_pci");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let at = |secs_ago: u64| {
+        gpudoctor::time::rfc3339(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(now - secs_ago),
+        )
+    };
+    // Every 41st node from the 8th is sick: thirteen nodes, the four causes in turn.
+    let mut failing: Vec<(String, usize)> = Vec::new();
+    for i in 0..500 {
+        let node = format!("gpu-{i:03}");
+        let mut r = if i % 41 == 7 {
+            let which = failing.len() % sick.len();
+            failing.push((node.clone(), which));
+            sick_reports[which].clone()
+        } else {
+            healthy.clone()
+        };
+        r["node"]["hostname"] = json!(node);
+        // Three stale reports, eleven days old; the rest from the last five minutes.
+        let age = if [100, 200, 300].contains(&i) {
+            11 * 86_400
+        } else {
+            60 + i % 240
+        };
+        r["generated_at"] = json!(at(age));
+        write(scratch.path(), &format!("{node}.json"), &r);
+    }
+    assert_eq!(failing.len(), 13);
+    let dir = scratch.path().to_str().unwrap();
+    let out = common::gpudoctor(&["fleet", dir]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() <= 40, "{} lines:\n{text}", lines.len());
+    for line in &lines {
+        assert!(
+            line.chars().count() <= 80,
+            "over 80 columns: {line}\n{text}"
+        );
+    }
+    assert!(text.contains("500 node(s)"), "{text}");
+    assert!(text.contains("487 healthy, 13 failing"), "{text}");
+    assert!(text.contains("3 stale"), "{text}");
+    for (node, which) in &failing {
+        let (code, action) = &sick[*which];
+        assert!(
+            text.contains(&format!("{node} (")),
+            "{node} not named:\n{text}"
+        );
+        // Its cause's line says the code and the action.
+        let header = lines
+            .iter()
+            .position(|l| l.contains(code.as_str()))
+            .unwrap_or_else(|| panic!("{code} not on the screen:\n{text}"));
+        assert!(
+            lines[header].contains(action.as_str()),
+            "{code}: {action}\n{text}"
+        );
+    }
+    for stale in ["gpu-100", "gpu-200", "gpu-300"] {
+        assert!(
+            text.contains(&format!("{stale} (11 days, stale)")),
+            "{stale} not flagged:\n{text}"
+        );
+    }
+    // The GPU-less nodes: one cause each, their consequences no fault of their own.
+    let out = common::gpudoctor(&["fleet", dir, "--format", "json"]);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gpu_less: Vec<&String> = failing
+        .iter()
+        .filter(|(_, w)| *w == 3)
+        .map(|(n, _)| n)
+        .collect();
+    assert!(!gpu_less.is_empty());
+    for node in gpu_less {
+        let codes: Vec<&str> = summary["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| {
+                c["nodes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|n| n == node.as_str())
+            })
+            .map(|c| c["code"].as_str().unwrap())
+            .collect();
+        assert_eq!(codes, vec!["driver.gpu_on_pci"], "{node}: {codes:?}");
+    }
 }

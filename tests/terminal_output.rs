@@ -387,7 +387,7 @@ fn hostile_saved_reports_reach_no_output_raw() {
     fs::write(fleet.join(format!("x{name}.json")), "[]").unwrap();
     let dir = fleet.to_str().unwrap();
     for format in ["table", "markdown", "json"] {
-        let out = common::gpudoctor(&["fleet", dir, "--format", format]);
+        let out = common::gpudoctor(&["fleet", dir, "--format", format, "--all"]);
         leaks(&format!("fleet --format {format}"), &out, &mut found);
         assert_eq!(out.status.code(), Some(1), "fleet --format {format}");
     }
@@ -420,8 +420,8 @@ fn hostile_saved_reports_reach_no_output_raw() {
     let out = common::gpudoctor(&["render", file.to_str().unwrap(), "--format", "json"]);
     let rendered: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rendered["node"]["hostname"], planted.as_str());
-    // The human formats show it escaped.
-    let out = common::gpudoctor(&["fleet", dir]);
+    // The human formats show it escaped (`--all`: every node's row).
+    let out = common::gpudoctor(&["fleet", dir, "--all"]);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&format!(
             "node-{hostname:02}\\x1b[31m\\x1b]0;pwned\\x07\\r\\n\\x00\\x7f\\u{{85}}\\u{{9b}}2J\\u{{202e}}\\u{{2066}}\\u{{61c}}\\u{{200e}}\\u{{200f}}\\u{{2028}}\\u{{2029}}"

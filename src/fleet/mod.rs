@@ -9,9 +9,12 @@
 //! threads, and a file that cannot be read or is not a report is skipped with a named warning.
 //! Reports of any gpudoctor version are read (`saved`). Two reports of one node: `pick`.
 
+pub mod first_screen;
 pub mod pick;
+pub mod prometheus;
 pub mod render;
 pub mod summary;
+pub mod triage;
 
 use std::path::{Path, PathBuf};
 
@@ -19,7 +22,7 @@ use serde::Serialize;
 
 use crate::saved::{self, SavedReport};
 
-pub use summary::{Summary, summarise};
+pub use summary::{Summary, summarise, summarise_at};
 
 /// Deepest directory level walked below a DIR argument (`reports/<cluster>/<node>/last.json`).
 pub const MAX_DEPTH: usize = 6;
@@ -44,10 +47,22 @@ pub struct Skipped {
     pub why: String,
 }
 
+/// A node that wrote reports lately but has none now (`fleet --prometheus`: its series went
+/// stale, its scrape fails).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unreachable {
+    /// The node's name from its last series, else its target.
+    pub name: String,
+    /// Its target's labels (`instance="10.0.3.7:9100",job="node-exporter"`).
+    pub target: String,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Loaded {
     pub nodes: Vec<NodeReport>,
     pub skipped: Vec<Skipped>,
+    /// Only from Prometheus: a directory of reports cannot tell a node that stopped writing.
+    pub unreachable: Vec<Unreachable>,
 }
 
 /// The files named: files as given, directories walked for `*.json`.
@@ -186,5 +201,9 @@ pub fn load(args: &[PathBuf]) -> Loaded {
     }
     let (nodes, duplicates) = pick::one_per_node(nodes);
     skipped.extend(duplicates);
-    Loaded { nodes, skipped }
+    Loaded {
+        nodes,
+        skipped,
+        unreachable: Vec::new(),
+    }
 }

@@ -86,8 +86,18 @@ fn header(s: &Summary) -> String {
     )
 }
 
-pub fn table(s: &Summary) -> String {
-    let mut out = String::new();
+/// The first screen; with `all`, every node's layers and every check after it.
+pub fn table(s: &Summary, all: bool) -> String {
+    let mut out = super::first_screen::render(s, false);
+    if !all {
+        let _ = writeln!(
+            out,
+            "\n--all: every node's layers, checks and outliers; --format json: all of it\nexit {}",
+            s.exit_code
+        );
+        return out;
+    }
+    let _ = writeln!(out, "\n{}", "-".repeat(78));
     let _ = writeln!(out, "gpudoctor fleet · {}", header(s));
     let mut head: Vec<String> = vec!["node".into(), "profile".into()];
     head.extend(s.columns.iter().map(|c| clean(c).into_owned()));
@@ -212,9 +222,14 @@ fn md_outlier(o: &Outlier) -> String {
     )
 }
 
-pub fn markdown(s: &Summary) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "## gpudoctor fleet\n\n{}\n", header(s));
+/// The first screen as Markdown; with `all`, the node table and every check after it.
+pub fn markdown(s: &Summary, all: bool) -> String {
+    let mut out = super::first_screen::render(s, true);
+    if !all {
+        let _ = writeln!(out, "\nexit {}", s.exit_code);
+        return out;
+    }
+    let _ = writeln!(out, "\n## Every node\n\n{}\n", header(s));
     let mut head = vec!["node".to_string(), "profile".into()];
     head.extend(s.columns.iter().map(|c| clean(c).replace('|', "\\|")));
     head.push("exit".into());

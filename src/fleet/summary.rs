@@ -1,8 +1,8 @@
 //! What a fleet's reports say together:
 //! - a nodes × layers table of verdicts;
 //! - each check that does not pass somewhere, with the nodes, as **fleet-wide** when it fails
-//!   (or warns, or errors) on more than half of the nodes that ran it — one cause for all, such
-//!   as a driver rollout — or as **node faults** when on fewer;
+//!   (or warns, or errors) on more than half of the nodes that ran it and on a tenth of the fleet
+//!   at least — one cause for all, such as a driver rollout — or as **node faults** otherwise;
 //! - **outliers**: within each profile, on every measured figure (NCCL peak bus bandwidth, port
 //!   rates, XID counts, any figure a newer version adds), the nodes whose value lies far from
 //!   the others by the modified z-score of Iglewicz and Hoaglin (1993): `0.6745 (x − median) /
@@ -14,7 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::{Loaded, Skipped};
+use std::time::{Duration, SystemTime};
+
+use super::triage::{self, Counts, DEFAULT_STALE, NodeTriage};
+use super::{Loaded, Skipped, Unreachable};
 use crate::diff::compare::{RATE_TOLERANCE, figure_key, show_value};
 use crate::report::{FigureName, Layer, Status};
 use crate::saved;
@@ -94,11 +97,26 @@ pub struct Summary {
     /// Fleet-wide first, then node faults; fail before warn before error.
     pub checks: Vec<Spread>,
     pub outliers: Vec<Outlier>,
+    /// When the summary was made (ages are counted to it), RFC 3339 UTC.
+    pub at: String,
+    /// A report older than this many seconds is stale.
+    pub stale_after_seconds: u64,
+    pub counts: Counts,
+    /// Every node, worst first, with its cause, action and report age (`triage.rs`).
+    pub triage: Vec<NodeTriage>,
+    /// Nodes that wrote lately and have nothing now (`--prometheus` only).
+    pub unreachable: Vec<Unreachable>,
     /// 1 when a check fails on some node or a node is an outlier, else 0.
     pub exit_code: i32,
 }
 
+/// [`summarise_at`] now, with the default stale threshold.
 pub fn summarise(loaded: &Loaded) -> Summary {
+    summarise_at(loaded, SystemTime::now(), DEFAULT_STALE)
+}
+
+/// The fleet's summary as of `now`; reports older than `stale_after` are stale.
+pub fn summarise_at(loaded: &Loaded, now: SystemTime, stale_after: Duration) -> Summary {
     let mut columns: Vec<String> = Layer::ALL.iter().map(|l| l.id().to_string()).collect();
     for n in &loaded.nodes {
         for l in &n.report.layers {
@@ -133,7 +151,18 @@ pub fn summarise(loaded: &Loaded) -> Summary {
     let checks = spreads(loaded);
     let outliers = outliers(loaded);
     let failing = checks.iter().any(|c| c.status == Status::Fail.as_str());
+    let wide: BTreeSet<&str> = checks
+        .iter()
+        .filter(|c| c.scope == Scope::FleetWide)
+        .map(|c| c.code.as_str())
+        .collect();
+    let triage = triage::triage(&loaded.nodes, now, stale_after, &|code| wide.contains(code));
     Summary {
+        at: crate::time::rfc3339(now),
+        stale_after_seconds: stale_after.as_secs(),
+        counts: triage::counts(&triage, loaded.unreachable.len()),
+        triage,
+        unreachable: loaded.unreachable.clone(),
         reports: loaded.nodes.len(),
         skipped: loaded.skipped.clone(),
         columns,
@@ -155,7 +184,8 @@ fn spreads(loaded: &Loaded) -> Vec<Spread> {
     let mut by_code: BTreeMap<&str, Tally<'_>> = BTreeMap::new();
     for n in &loaded.nodes {
         for l in n.report.layers.iter().filter(|l| l.evaluated()) {
-            for c in &l.checks {
+            // A consequence is counted under its cause, not as a fault of its own.
+            for c in l.checks.iter().filter(|c| c.explained_by.is_none()) {
                 let tally = by_code.entry(c.code.as_str()).or_insert(Tally {
                     layer: l.id.as_str(),
                     evaluated: 0,
@@ -176,9 +206,15 @@ fn spreads(loaded: &Loaded) -> Vec<Spread> {
         }
     }
     let mut out = Vec::new();
+    let fleet = loaded.nodes.len();
     for (code, tally) in by_code {
         for (status, nodes) in tally.by_status {
-            let scope = if nodes.len() >= 2 && nodes.len() * 2 > tally.evaluated {
+            // Most of the nodes that ran it, and a tenth of the fleet at least: four failures
+            // among the four nodes of five hundred that recorded a kernel log are node faults.
+            let scope = if nodes.len() >= 2
+                && nodes.len() * 2 > tally.evaluated
+                && nodes.len() * 10 >= fleet
+            {
                 Scope::FleetWide
             } else {
                 Scope::Node

@@ -271,6 +271,23 @@ pub fn render(report: &Report) -> String {
         );
     }
 
+    let consequences: Vec<(&str, &str, &str)> = report
+        .layers
+        .iter()
+        .flat_map(|l| l.checks.iter().map(move |c| (l.id.id(), c)))
+        .filter_map(|(layer, c)| Some((layer, c.code.as_str(), c.explained_by.as_deref()?)))
+        .collect();
+    if !consequences.is_empty() {
+        let mut family = Family::gauge(
+            &mut out,
+            "consequence_info",
+            "Constant 1 for each finding that follows from another: the check and the check it follows from (its cause), so a fleet counts the cause once.",
+        );
+        for (layer, check, cause) in consequences {
+            family.sample(&[("layer", layer), ("check", check), ("cause", cause)], 1.0);
+        }
+    }
+
     let figures: Vec<&Figure> = report
         .layers
         .iter()

@@ -377,3 +377,22 @@ pub fn shared_data_in(path: &Path, ci: bool) -> Option<PathBuf> {
 pub fn on_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
 }
+
+/// A program on `PATH` the test needs (Prometheus' `promtool`, `prometheus`): `.ci/run`
+/// installs Debian's `prometheus` package when they are missing. Without it the test says so
+/// and passes, but fails under `CI=true`.
+pub fn tool_on_path(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            !on_ci(),
+            "{name} is not on PATH: .ci/run installs Debian's prometheus package; install it"
+        );
+        eprintln!("{name} is not on PATH: `apt-get install prometheus` to run this test");
+    }
+    found
+}
