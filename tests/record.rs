@@ -565,7 +565,7 @@ fn a_replay_shows_when_the_node_was_recorded() {
     let md = String::from_utf8_lossy(&md.stdout);
     let row = md.lines().find(|l| l.starts_with("| time |")).unwrap();
     assert!(
-        row.starts_with("| time | not in the capture (replayed `"),
+        row.starts_with("| time | recorded: unknown (replayed `"),
         "{row}"
     );
 }

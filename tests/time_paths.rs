@@ -51,7 +51,7 @@ fn an_xid_before_a_driver_load_is_history_and_after_it_live() {
         &node.run_all(),
         "driver.xid_events",
         Status::Fail,
-        &["2 h ago: live"],
+        &["2 h ago (2025-12-31T22:00:00Z): live"],
     );
     // Back after the reload: recurring, the gpu itself is suspect.
     let node = with_log(&(rec(1, 7200.0, XID79) + &rec(2, 3600.0, LOAD) + &rec(3, 60.0, XID79)));
@@ -129,7 +129,7 @@ fn bad_stamps_give_clear_words_never_a_wrong_verdict() {
         &r,
         "driver.xid_events",
         Status::Fail,
-        &["10 min ago (local time read as utc)"],
+        &["10 min ago (2025-12-31T23:50:02Z) (local time read as UTC)"],
     );
     // Relative stamps with nothing absolute before them: no age, no panic.
     let r = with_log(&format!("[  +0.000844] {XID79}\n")).run_all();
@@ -170,7 +170,11 @@ fn sxids_age_and_a_switch_probe_makes_them_history() {
         &r,
         "nvlink.sxid_events",
         Status::Fail,
-        &["nvswitch 0000:06:00.0", "link 48", "2 min ago: live"],
+        &[
+            "nvswitch 0000:06:00.0",
+            "link 48",
+            "2 min ago (2025-12-31T23:58:00Z): live",
+        ],
     );
     let r = with_log(&(rec(1, 120.0, fatal) + &rec(2, 60.0, probe))).run_all();
     assert_check(
@@ -201,7 +205,7 @@ fn aer_reports_are_attributed_and_aged() {
         &[
             "gpu 0000:5d:00.0 (reported by 0000:5c:00.0)",
             "[SDES]",
-            "5 min ago, live",
+            "5 min ago (2025-12-31T23:55:00Z), live",
         ],
     );
     // The port recovered: history.

@@ -202,7 +202,7 @@ pub fn render(report: &Report) -> String {
             format!("{} (recorded; replayed {run_time})", code(captured))
         }
         (SourceKind::Replay, None) => {
-            format!("not in the capture (replayed {run_time})")
+            format!("recorded: unknown (replayed {run_time})")
         }
     };
     let rows = [

@@ -301,8 +301,14 @@ pub struct Clock {
 /// How long ago a line was written.
 #[derive(Debug, Clone, PartialEq)]
 pub enum When {
-    /// Seconds ago; `approximate` when a zone-less date was read as UTC.
-    Ago { secs: f64, approximate: bool },
+    /// Seconds ago; `approximate` when a zone-less date was read as UTC; `at`, the Unix time it
+    /// was written, when the node's clock was read (a ticket read hours later needs the time,
+    /// not only the age).
+    Ago {
+        secs: f64,
+        approximate: bool,
+        at: Option<u64>,
+    },
     /// Before the node's current boot (an earlier boot's log, or stamped past the uptime).
     EarlierBoot,
     /// Cannot tell, and why ("no timestamp", "no /proc/uptime").
@@ -321,12 +327,26 @@ impl When {
     /// "3 min ago", "before the last reboot", "at an unknown time (no timestamp)".
     pub fn text(&self) -> String {
         match self {
-            When::Ago { secs, approximate } => {
+            When::Ago {
+                secs,
+                approximate,
+                at,
+            } => {
                 let ago = crate::time::ago(*secs);
+                let at = at
+                    .map(|t| {
+                        format!(
+                            " ({})",
+                            crate::time::rfc3339(
+                                std::time::UNIX_EPOCH + std::time::Duration::from_secs(t)
+                            )
+                        )
+                    })
+                    .unwrap_or_default();
                 if *approximate {
-                    format!("{ago} (local time read as utc)")
+                    format!("{ago}{at} (local time read as UTC)")
                 } else {
-                    ago
+                    format!("{ago}{at}")
                 }
             }
             When::EarlierBoot => "before the last reboot".to_string(),
@@ -345,10 +365,14 @@ pub fn when(stamp: Option<&Stamp>, boot: u32, boots: u32, clock: &Clock) -> When
         Some(Stamp::SinceBoot(t)) => match clock.uptime_s {
             // Two seconds of slack: the log and /proc/uptime are read a moment apart.
             Some(up) if *t > up + 2.0 => When::EarlierBoot,
-            Some(up) => When::Ago {
-                secs: (up - t).max(0.0),
-                approximate: false,
-            },
+            Some(up) => {
+                let secs = (up - t).max(0.0);
+                When::Ago {
+                    secs,
+                    approximate: false,
+                    at: clock.now_unix.map(|now| (now - secs).max(0.0) as u64),
+                }
+            }
             None => When::Unknown("no /proc/uptime to measure it against"),
         },
         Some(Stamp::Wall(w)) => {
@@ -369,6 +393,7 @@ pub fn when(stamp: Option<&Stamp>, boot: u32, boots: u32, clock: &Clock) -> When
             When::Ago {
                 secs: (now - t).max(0.0),
                 approximate,
+                at: Some(t.clamp(0.0, now) as u64),
             }
         }
     }
@@ -467,7 +492,8 @@ mod tests {
             local,
             When::Ago {
                 secs: 600.0,
-                approximate: true
+                approximate: true,
+                at: crate::time::unix_seconds("2026-11-30T07:16:08Z"),
             }
         );
         // No year, later in the calendar than now: last year.
