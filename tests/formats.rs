@@ -573,3 +573,43 @@ fn a_saved_report_answers_each_condition_until_it_is_stale() {
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert!(stdout.contains("s old (--max-age 900)"), "{stdout}");
 }
+
+/// Markdown reads the same pasted into a plain-text tracker as rendered (issue 27): no
+/// backslash escape in any fixture's ticket, but `\|` (a pipe inside a table cell, which GFM
+/// ends the cell at even in a code span) and a lone backtick's `` \` ``. A word Markdown would
+/// read as markup is a code span instead.
+#[test]
+fn markdown_has_no_backslash_escapes_in_prose() {
+    let mut found = Vec::new();
+    for (name, how, report) in every_report() {
+        let text = render::markdown::render(report);
+        for line in text.lines() {
+            // Outside code spans only: a backslash inside one is the text itself (a hint's
+            // `printf '...\n'`). A span opens and closes with a run of as many backticks.
+            let bytes = line.as_bytes();
+            let mut open: Option<usize> = None;
+            let mut i = 0;
+            while i < bytes.len() {
+                if bytes[i] == b'`' {
+                    let run = bytes[i..].iter().take_while(|&&b| b == b'`').count();
+                    open = match open {
+                        None => Some(run),
+                        Some(n) if n == run => None,
+                        keep => keep,
+                    };
+                    i += run;
+                    continue;
+                }
+                if open.is_none()
+                    && bytes[i] == b'\\'
+                    && !matches!(bytes.get(i + 1), Some(b'|' | b'`'))
+                {
+                    found.push(format!("{name} ({how}): {line}"));
+                    break;
+                }
+                i += 1;
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

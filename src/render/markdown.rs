@@ -47,8 +47,10 @@ fn code(text: &str) -> String {
     }
 }
 
-/// Prose from a check (summary, hint): the `code spans` it writes on purpose stay, everything
-/// else that Markdown would read as markup is escaped.
+/// Prose from a check (summary, hint): the `code spans` it writes on purpose stay, and a word
+/// that Markdown would read as markup (`gpu_is_lost`, `<index>`, `mlx5_0`) becomes a code span
+/// of its own rather than a backslash escape, so the ticket reads the same pasted into a
+/// plain-text tracker as rendered (issue 27).
 fn prose(text: &str) -> String {
     let text = text.replace(['\n', '\r'], " ");
     let mut out = String::with_capacity(text.len() + 8);
@@ -62,6 +64,7 @@ fn prose(text: &str) -> String {
                 rest = &from_tick[end + 2..];
             }
             None => {
+                // A lone backtick: no span can hold it plainly; the one escape left.
                 out.push_str("\\`");
                 rest = &from_tick[1..];
             }
@@ -71,15 +74,43 @@ fn prose(text: &str) -> String {
     out
 }
 
+/// Characters Markdown may read as markup outside a code span.
+fn is_markup(c: char) -> bool {
+    matches!(
+        c,
+        '\\' | '*' | '_' | '<' | '>' | '[' | ']' | '|' | '#' | '~'
+    )
+}
+
+/// `text` (no backticks) with each word that holds markup put in a code span; the punctuation
+/// around a word (`(`, `,`, `.`, `:`, `;`, `)`) stays outside it.
 fn escape_into(out: &mut String, text: &str) {
-    for c in text.chars() {
-        if matches!(
-            c,
-            '\\' | '*' | '_' | '<' | '>' | '[' | ']' | '|' | '#' | '~'
-        ) {
-            out.push('\\');
+    let mut first = true;
+    for word in text.split(' ') {
+        if !first {
+            out.push(' ');
         }
-        out.push(c);
+        first = false;
+        if !word.chars().any(is_markup) {
+            out.push_str(word);
+            continue;
+        }
+        let body_start = word.len() - word.trim_start_matches(['(', '"', '\'']).len();
+        let body_end = word
+            .trim_end_matches([',', '.', ':', ';', ')', '"', '\'', '!', '?'])
+            .len();
+        let (lead, body, tail) = if body_start < body_end {
+            (
+                &word[..body_start],
+                &word[body_start..body_end],
+                &word[body_end..],
+            )
+        } else {
+            ("", word, "")
+        };
+        out.push_str(lead);
+        out.push_str(&code(body));
+        out.push_str(tail);
     }
 }
 
@@ -379,8 +410,14 @@ mod tests {
     fn prose_keeps_intended_code_and_escapes_the_rest() {
         assert_eq!(
             prose("run `nvidia-smi -r -i <index>` on gpu_3 <now>"),
-            "run `nvidia-smi -r -i <index>` on gpu\\_3 \\<now\\>"
+            "run `nvidia-smi -r -i <index>` on `gpu_3` `<now>`"
         );
+        assert_eq!(
+            prose("nvml answered gpu_is_lost (serial), then (mlx5_0)."),
+            "nvml answered `gpu_is_lost` (serial), then (`mlx5_0`)."
+        );
+        // Markup that is only punctuation still cannot become markup.
+        assert_eq!(prose("a * b"), "a `*` b");
         assert_eq!(prose("odd ` tick"), "odd \\` tick");
         assert_eq!(prose("two\nlines"), "two lines");
     }
