@@ -62,6 +62,14 @@ fn wrapped(names: &[String], indent: usize) -> Vec<String> {
     lines
 }
 
+/// A title line, then `names` wrapped under it.
+fn listed(out: &mut String, title: &str, names: &[String]) {
+    let _ = writeln!(out, "{title}");
+    for line in wrapped(names, 4) {
+        let _ = writeln!(out, "{line}");
+    }
+}
+
 fn node_names(nodes: &[&NodeTriage], markdown: bool) -> Vec<String> {
     let mut names: Vec<String> = nodes
         .iter()
@@ -212,10 +220,8 @@ pub fn render(s: &Summary, markdown: bool) -> String {
         .filter(|n| n.verdict != Verdict::Healthy && n.cause.is_none())
         .collect();
     if !unknown.is_empty() {
-        let _ = writeln!(out, "  cause not in the report: {} node(s)", unknown.len());
-        for line in wrapped(&node_names(&unknown, markdown), 4) {
-            let _ = writeln!(out, "{line}");
-        }
+        let title = format!("  cause not in the report: {} node(s)", unknown.len());
+        listed(&mut out, &title, &node_names(&unknown, markdown));
     }
 
     let stale: Vec<&NodeTriage> = s
@@ -224,25 +230,19 @@ pub fn render(s: &Summary, markdown: bool) -> String {
         .filter(|n| n.stale && n.verdict == Verdict::Healthy)
         .collect();
     if !stale.is_empty() {
-        let _ = writeln!(
-            out,
+        let title = format!(
             "\nstale, last report healthy (is gpudoctor still running there?): {}",
             stale.len()
         );
-        for line in wrapped(&node_names(&stale, markdown), 4) {
-            let _ = writeln!(out, "{line}");
-        }
+        listed(&mut out, &title, &node_names(&stale, markdown));
     }
     if !s.unreachable.is_empty() {
-        let _ = writeln!(
-            out,
+        let title = format!(
             "\nunreachable (wrote in the last day, nothing now): {}",
             s.unreachable.len()
         );
         let names: Vec<String> = s.unreachable.iter().map(|u| shown(&u.name)).collect();
-        for line in wrapped(&names, 4) {
-            let _ = writeln!(out, "{line}");
-        }
+        listed(&mut out, &title, &names);
     }
     if !s.outliers.is_empty() {
         let _ = writeln!(

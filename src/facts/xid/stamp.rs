@@ -333,7 +333,10 @@ impl When {
                 at,
             } => {
                 let ago = crate::time::ago(*secs);
+                // A node clock past year 9999 is no time to show (and would overflow
+                // `SystemTime`).
                 let at = at
+                    .filter(|t| *t <= 253_402_300_799)
                     .map(|t| {
                         format!(
                             " ({})",
@@ -448,6 +451,16 @@ mod tests {
             parse_stamp("[  +0.000844]"),
             Some(RawStamp::Delta(0.000844))
         );
+    }
+
+    #[test]
+    fn an_age_from_a_clock_no_calendar_holds_shows_no_time() {
+        let when = When::Ago {
+            secs: 60.0,
+            approximate: false,
+            at: Some(u64::MAX),
+        };
+        assert_eq!(when.text(), "1 min ago");
     }
 
     #[test]

@@ -32,6 +32,9 @@ use crate::saved::{
     SavedCheck, SavedFigure, SavedFirstFailure, SavedLayer, SavedNode, SavedReport, SavedSource,
 };
 
+/// 9999-12-31T23:59:59Z: the latest run time read from a series.
+const LATEST_RUN_TIME: f64 = 253_402_300_799.0;
+
 /// Every series gpudoctor writes but the run and layer durations, which the fleet view does
 /// not read (a tenth of the answer).
 pub const SERIES_QUERY: &str =
@@ -413,8 +416,10 @@ fn report_of(series: &[&Split<'_>]) -> Option<SavedReport> {
             driver_version: own("driver_version"),
         },
         profile: own("profile"),
+        // Any gauge value can arrive: past year 9999 is no run time (and adding it to the
+        // epoch would overflow `SystemTime`).
         generated_at: value("last_run_timestamp_seconds")
-            .filter(|t| t.is_finite() && *t >= 0.0)
+            .filter(|t| t.is_finite() && (0.0..=LATEST_RUN_TIME).contains(t))
             .map(|t| crate::time::rfc3339(std::time::UNIX_EPOCH + Duration::from_secs(t as u64))),
         layers: ordered,
         first_failure: first.map(|f| SavedFirstFailure {

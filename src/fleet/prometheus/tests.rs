@@ -206,3 +206,29 @@ fn a_target_without_info_is_skipped_not_a_node() {
     assert_eq!(skipped.len(), 1);
     assert!(skipped[0].why.contains("without gpudoctor_info"));
 }
+
+#[test]
+fn a_run_time_no_clock_can_hold_is_no_time_not_a_crash() {
+    for bad in ["1e19", "-5", "NaN", "+Inf", "1.8446744073709552e19"] {
+        let samples = vec![
+            sample(
+                &[
+                    ("__name__", "gpudoctor_info"),
+                    ("instance", "x:9100"),
+                    ("node", "n"),
+                ],
+                "1",
+            ),
+            sample(
+                &[
+                    ("__name__", "gpudoctor_last_run_timestamp_seconds"),
+                    ("instance", "x:9100"),
+                ],
+                bad,
+            ),
+        ];
+        let (nodes, _) = nodes(&samples, "http://p:9090");
+        assert_eq!(nodes.len(), 1, "{bad}");
+        assert_eq!(nodes[0].report.generated_at, None, "{bad}");
+    }
+}
