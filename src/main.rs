@@ -202,6 +202,9 @@ fn fleet(args: &FleetArgs) -> anyhow::Result<i32> {
         TriageFormat::Json => fleet::render::json(&summary),
     };
     emit(&text).context("writing the fleet summary")?;
+    // The process ends next: freeing 10,000 reports one allocation at a time would add a tenth
+    // of the run for nothing the kernel does not do at exit anyway.
+    std::mem::forget(loaded);
     Ok(summary.exit_code)
 }
 

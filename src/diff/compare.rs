@@ -351,8 +351,19 @@ pub fn figure_key(name: &str, labels: &BTreeMap<String, String>) -> String {
     if labels.is_empty() {
         return name.to_string();
     }
-    let parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    format!("{name}{{{}}}", parts.join(","))
+    let mut key = String::with_capacity(name.len() + 2 + labels.len() * 24);
+    key.push_str(name);
+    key.push('{');
+    for (i, (k, v)) in labels.iter().enumerate() {
+        if i > 0 {
+            key.push(',');
+        }
+        key.push_str(k);
+        key.push('=');
+        key.push_str(v);
+    }
+    key.push('}');
+    key
 }
 
 /// A figure's value in the unit people read it in.

@@ -17,6 +17,7 @@ pub mod summary;
 pub mod triage;
 
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use serde::Serialize;
 
@@ -36,7 +37,7 @@ pub struct NodeReport {
     pub name: String,
     pub file: String,
     /// The file's modification time, when the file system says.
-    pub modified: Option<std::time::SystemTime>,
+    pub modified: Option<SystemTime>,
     pub report: SavedReport,
 }
 
@@ -63,6 +64,10 @@ pub struct Loaded {
     pub skipped: Vec<Skipped>,
     /// Only from Prometheus: a directory of reports cannot tell a node that stopped writing.
     pub unreachable: Vec<Unreachable>,
+    /// Check code → how many nodes passed it, when the nodes' reports list only the checks
+    /// that did not pass (and those carrying figures): `fleet --prometheus` counts passes with
+    /// one query instead of reading a series per node and check. `None`: every check is listed.
+    pub passes: Option<std::collections::BTreeMap<String, usize>>,
 }
 
 /// The files named: files as given, directories walked for `*.json`.
@@ -125,8 +130,10 @@ fn walk(dir: &Path, depth: usize, files: &mut Vec<PathBuf>, skipped: &mut Vec<Sk
             continue;
         }
         // A FIFO or socket named `*.json` in a collected directory is not a report: skip it
-        // now rather than wait on it.
-        if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+        // now rather than wait on it. The directory entry says what it is, but for a link.
+        if kind.is_file()
+            || (kind.is_symlink() && std::fs::metadata(&path).is_ok_and(|m| m.is_file()))
+        {
             files.push(path);
         } else {
             skipped.push(Skipped {
@@ -137,34 +144,60 @@ fn walk(dir: &Path, depth: usize, files: &mut Vec<PathBuf>, skipped: &mut Vec<Sk
     }
 }
 
-/// Read every file, on up to `threads` threads; results in file order.
-pub fn read_all(files: &[PathBuf], threads: usize) -> Vec<Result<SavedReport, String>> {
-    let threads = threads.clamp(1, 16).min(files.len().max(1));
-    let chunk = files.len().div_ceil(threads).max(1);
+/// `f` of every item, on up to `threads` threads (each a run of items), in the items' order.
+/// A thread that panics yields `crashed` of each of its items: one bad report costs its
+/// neighbours their verdicts, not the fleet its summary.
+pub fn parallel_map<'a, T: Sync, R: Send>(
+    items: &'a [T],
+    threads: usize,
+    crashed: impl Fn(&'a T) -> R,
+    f: impl Fn(&'a T) -> R + Sync,
+) -> Vec<R> {
+    let threads = threads.clamp(1, 16).min(items.len().max(1));
+    let chunk = items.len().div_ceil(threads).max(1);
+    let f = &f;
     std::thread::scope(|scope| {
-        let handles: Vec<_> = files
+        let handles: Vec<_> = items
             .chunks(chunk)
             .map(|part| {
-                let handle = scope.spawn(move || {
-                    part.iter()
-                        .map(|path| {
-                            saved::read_text(path)
-                                .and_then(|text| saved::parse(&text))
-                                .map_err(|e| e.to_string())
-                        })
-                        .collect::<Vec<_>>()
-                });
-                (part.len(), handle)
+                (
+                    part,
+                    scope.spawn(move || part.iter().map(f).collect::<Vec<_>>()),
+                )
             })
             .collect();
         handles
             .into_iter()
-            .flat_map(|(n, h)| {
+            .flat_map(|(part, h)| {
                 h.join()
-                    .unwrap_or_else(|_| vec![Err("reading it crashed".to_string()); n])
+                    .unwrap_or_else(|_| part.iter().map(&crashed).collect())
             })
             .collect()
     })
+}
+
+/// How many threads the fleet's work is spread over: the CPUs this process may use.
+pub fn threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// A report read, with its file's modification time when the file system says.
+pub type Read = Result<(SavedReport, Option<SystemTime>), String>;
+
+/// Read every file, on up to `threads` threads; results in file order.
+pub fn read_all(files: &[PathBuf], threads: usize) -> Vec<Read> {
+    parallel_map(
+        files,
+        threads,
+        |_| Err("reading it crashed".to_string()),
+        |path| {
+            let report = saved::read_text(path)
+                .and_then(|text| saved::parse(&text))
+                .map_err(|e| e.to_string())?;
+            let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+            Ok((report, modified))
+        },
+    )
 }
 
 /// Find, read and name the reports. Two reports of one host keep one (`pick`: the worst
@@ -172,12 +205,12 @@ pub fn read_all(files: &[PathBuf], threads: usize) -> Vec<Result<SavedReport, St
 /// a fleet counts nodes, not files.
 pub fn load(args: &[PathBuf]) -> Loaded {
     let (files, mut skipped) = find_files(args);
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let threads = threads();
     let mut nodes: Vec<NodeReport> = Vec::new();
     for (path, result) in files.iter().zip(read_all(&files, threads)) {
         let file = path.display().to_string();
         match result {
-            Ok(report) => {
+            Ok((report, modified)) => {
                 let name = report
                     .node
                     .hostname
@@ -188,7 +221,6 @@ pub fn load(args: &[PathBuf]) -> Loaded {
                             .map(|s| s.to_string_lossy().into_owned())
                             .unwrap_or_else(|| file.clone())
                     });
-                let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
                 nodes.push(NodeReport {
                     name,
                     file,
@@ -205,5 +237,40 @@ pub fn load(args: &[PathBuf]) -> Loaded {
         nodes,
         skipped,
         unreachable: Vec::new(),
+        passes: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crash_costs_its_run_of_items_not_the_rest() {
+        let items: Vec<u32> = (0..8).collect();
+        let out = parallel_map(
+            &items,
+            4,
+            |i| format!("crashed {i}"),
+            |i| {
+                assert!(*i != 5, "a bug met item 5");
+                format!("ok {i}")
+            },
+        );
+        // Four threads, two items each: 4 and 5 shared a thread.
+        assert_eq!(
+            out,
+            [
+                "ok 0",
+                "ok 1",
+                "ok 2",
+                "ok 3",
+                "crashed 4",
+                "crashed 5",
+                "ok 6",
+                "ok 7"
+            ]
+        );
+        assert!(parallel_map(&[] as &[u32], 4, |_| 0, |i| *i).is_empty());
     }
 }

@@ -125,31 +125,13 @@ pub fn summarise_at(loaded: &Loaded, now: SystemTime, stale_after: Duration) -> 
             }
         }
     }
-    let nodes: Vec<NodeRow> = loaded
-        .nodes
-        .iter()
-        .map(|n| NodeRow {
-            node: n.name.clone(),
-            file: n.file.clone(),
-            profile: n.report.profile.clone(),
-            layers: columns
-                .iter()
-                .map(|c| {
-                    let status = n
-                        .report
-                        .layer(c)
-                        .map(|l| l.status.clone())
-                        .unwrap_or_else(|| "absent".into());
-                    (c.clone(), status)
-                })
-                .collect(),
-            exit_code: n.report.exit_code,
-            gpudoctor_version: n.report.gpudoctor_version.clone(),
-            generated_at: n.report.generated_at.clone(),
-        })
-        .collect();
-    let checks = spreads(loaded);
-    let outliers = outliers(loaded);
+    // Rows, spreads and outliers read the reports each on their own: side by side.
+    let (nodes, checks, outliers) = std::thread::scope(|scope| {
+        let rows = scope.spawn(|| rows(loaded, &columns));
+        let checks = scope.spawn(|| spreads(loaded));
+        let outliers = outliers(loaded);
+        (joined(rows), joined(checks), outliers)
+    });
     let failing = checks.iter().any(|c| c.status == Status::Fail.as_str());
     let wide: BTreeSet<&str> = checks
         .iter()
@@ -173,6 +155,40 @@ pub fn summarise_at(loaded: &Loaded, now: SystemTime, stale_after: Duration) -> 
     }
 }
 
+/// A scoped thread's result; its panic goes on as the caller's, as if it had run here.
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    handle
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+/// Each node's row of the nodes × layers table.
+fn rows(loaded: &Loaded, columns: &[String]) -> Vec<NodeRow> {
+    loaded
+        .nodes
+        .iter()
+        .map(|n| NodeRow {
+            node: n.name.clone(),
+            file: n.file.clone(),
+            profile: n.report.profile.clone(),
+            layers: columns
+                .iter()
+                .map(|c| {
+                    let status = n
+                        .report
+                        .layer(c)
+                        .map(|l| l.status.clone())
+                        .unwrap_or_else(|| "absent".into());
+                    (c.clone(), status)
+                })
+                .collect(),
+            exit_code: n.report.exit_code,
+            gpudoctor_version: n.report.gpudoctor_version.clone(),
+            generated_at: n.report.generated_at.clone(),
+        })
+        .collect()
+}
+
 /// One check across the fleet: its layer, how many nodes ran it, and the nodes per status.
 struct Tally<'a> {
     layer: &'a str,
@@ -182,10 +198,14 @@ struct Tally<'a> {
 
 fn spreads(loaded: &Loaded) -> Vec<Spread> {
     let mut by_code: BTreeMap<&str, Tally<'_>> = BTreeMap::new();
+    let passes_counted = loaded.passes.is_some();
     for n in &loaded.nodes {
         for l in n.report.layers.iter().filter(|l| l.evaluated()) {
             // A consequence is counted under its cause, not as a fault of its own.
             for c in l.checks.iter().filter(|c| c.explained_by.is_none()) {
+                if passes_counted && c.status == Status::Pass.as_str() {
+                    continue;
+                }
                 let tally = by_code.entry(c.code.as_str()).or_insert(Tally {
                     layer: l.id.as_str(),
                     evaluated: 0,
@@ -203,6 +223,11 @@ fn spreads(loaded: &Loaded) -> Vec<Spread> {
                         .push(&n.name);
                 }
             }
+        }
+    }
+    if let Some(passes) = &loaded.passes {
+        for (code, tally) in &mut by_code {
+            tally.evaluated += passes.get(*code).copied().unwrap_or(0);
         }
     }
     let mut out = Vec::new();
@@ -253,7 +278,7 @@ impl Spread {
 /// Each node's figures: `figure key → value`. XID records are summed per node (`xid_events`):
 /// which GPU or XID differs between nodes, the count is what stands out. A node whose XID check
 /// ran and found none counts 0; one whose check did not run has no value.
-fn node_figures(loaded: &Loaded) -> Vec<BTreeMap<String, (String, f64)>> {
+fn node_figures(loaded: &Loaded) -> Vec<BTreeMap<String, (&str, f64)>> {
     let xid = FigureName::XidEvents.id();
     let xid_checks: BTreeSet<&str> = loaded
         .nodes
@@ -262,11 +287,13 @@ fn node_figures(loaded: &Loaded) -> Vec<BTreeMap<String, (String, f64)>> {
         .filter(|c| c.figures.iter().any(|f| f.name == xid))
         .map(|c| c.code.as_str())
         .collect();
-    loaded
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut m: BTreeMap<String, (String, f64)> = BTreeMap::new();
+    // Each node's figures are its own: spread over the CPUs (10,000 nodes are a million keys).
+    super::parallel_map(
+        &loaded.nodes,
+        super::threads(),
+        |_| BTreeMap::new(),
+        |n| {
+            let mut m: BTreeMap<String, (&str, f64)> = BTreeMap::new();
             for l in n.report.layers.iter().filter(|l| l.evaluated()) {
                 for c in &l.checks {
                     let ran = !matches!(
@@ -274,22 +301,21 @@ fn node_figures(loaded: &Loaded) -> Vec<BTreeMap<String, (String, f64)>> {
                         Some(Status::Skip | Status::NotRun | Status::Error)
                     );
                     if xid_checks.contains(c.code.as_str()) && ran {
-                        m.entry(xid.to_string()).or_insert((xid.to_string(), 0.0));
+                        m.entry(xid.to_string()).or_insert((xid, 0.0));
                     }
                     for f in &c.figures {
                         if f.name == xid {
-                            let e = m.entry(xid.to_string()).or_insert((xid.to_string(), 0.0));
-                            e.1 += f.value;
+                            m.entry(xid.to_string()).or_insert((xid, 0.0)).1 += f.value;
                         } else {
                             m.entry(figure_key(&f.name, &f.labels))
-                                .or_insert((f.name.clone(), f.value));
+                                .or_insert((f.name.as_str(), f.value));
                         }
                     }
                 }
             }
             m
-        })
-        .collect()
+        },
+    )
 }
 
 fn median(sorted: &[f64]) -> f64 {
@@ -340,7 +366,7 @@ fn outliers(loaded: &Loaded) -> Vec<Outlier> {
         for (key, (name, value)) in &figures[i] {
             group
                 .entry(key.as_str())
-                .or_insert((name.as_str(), Vec::new()))
+                .or_insert((*name, Vec::new()))
                 .1
                 .push((i, *value));
         }
@@ -378,6 +404,67 @@ fn outliers(loaded: &Loaded) -> Vec<Outlier> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::NodeReport;
+    use crate::saved::{SavedCheck, SavedLayer, SavedReport};
+
+    fn node(name: &str, checks: &[(&str, &str)]) -> NodeReport {
+        NodeReport {
+            name: name.into(),
+            file: format!("{name}.json"),
+            modified: None,
+            report: SavedReport {
+                schema_version: 2,
+                layers: vec![SavedLayer {
+                    id: "driver".into(),
+                    status: "fail".into(),
+                    checks: checks
+                        .iter()
+                        .map(|(code, status)| SavedCheck {
+                            code: code.to_string(),
+                            status: status.to_string(),
+                            ..SavedCheck::default()
+                        })
+                        .collect(),
+                    ..SavedLayer::default()
+                }],
+                ..SavedReport::default()
+            },
+        }
+    }
+
+    #[test]
+    fn passes_counted_apart_weigh_as_listed_ones() {
+        // Two nodes fail a check that eight others passed: a node fault, whether the passes
+        // are listed in reports or counted by Prometheus.
+        let failing = [("driver.nvml_init", "fail"), ("driver.xid_events", "pass")];
+        let mut listed = Loaded::default();
+        for i in 0..10 {
+            let status = if i < 2 { "fail" } else { "pass" };
+            listed.nodes.push(node(
+                &format!("n{i}"),
+                &[("driver.nvml_init", status), ("driver.xid_events", "pass")],
+            ));
+        }
+        let counted = Loaded {
+            nodes: vec![node("n0", &failing), node("n1", &failing)],
+            // A pass a node lists anyway (the XID check) is in the count, not counted twice.
+            passes: Some(
+                [
+                    ("driver.nvml_init".to_string(), 8),
+                    ("driver.xid_events".to_string(), 10),
+                ]
+                .into(),
+            ),
+            ..Loaded::default()
+        };
+        for loaded in [&listed, &counted] {
+            let checks = spreads(loaded);
+            assert_eq!(checks.len(), 1, "{checks:?}");
+            assert_eq!(checks[0].evaluated, 10);
+            assert_eq!(checks[0].nodes, ["n0", "n1"]);
+            assert_eq!(checks[0].scope, Scope::Node);
+        }
+    }
 
     #[test]
     fn median_and_mad_resist_the_outlier() {

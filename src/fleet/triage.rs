@@ -171,15 +171,33 @@ pub struct Counts {
 
 /// Every node's triage, worst first: failing before inconclusive before warning before
 /// healthy, then by the cause's layer and code, then by name.
+/// Within a verdict: by the cause's layer in walk order, then its code.
+fn sort_key(t: &NodeTriage) -> Option<(usize, &str)> {
+    t.cause
+        .as_ref()
+        .map(|c| (layer_rank(&c.layer), c.code.as_str()))
+}
+
 pub fn triage(
     nodes: &[NodeReport],
     now: SystemTime,
     stale_after: Duration,
-    fleet_wide: &dyn Fn(&str) -> bool,
+    fleet_wide: &(dyn Fn(&str) -> bool + Sync),
 ) -> Vec<NodeTriage> {
-    let mut out: Vec<NodeTriage> = nodes
-        .iter()
-        .map(|n| {
+    let mut out: Vec<NodeTriage> = super::parallel_map(
+        nodes,
+        super::threads(),
+        // A node whose judging crashed could not be judged.
+        |n| NodeTriage {
+            node: n.name.clone(),
+            verdict: Verdict::Inconclusive,
+            fleet_wide: false,
+            own_fault: None,
+            cause: None,
+            age_seconds: None,
+            stale: false,
+        },
+        |n| {
             let cause = cause_of(&n.report);
             let age = age(&n.report, now);
             let wide = cause.as_ref().is_some_and(|c| fleet_wide(&c.code));
@@ -196,19 +214,12 @@ pub fn triage(
                 age_seconds: age.map(|a| a.as_secs()),
                 stale: age.is_some_and(|a| a > stale_after),
             }
-        })
-        .collect();
+        },
+    );
     out.sort_by(|a, b| {
         a.verdict
             .cmp(&b.verdict)
-            .then_with(|| {
-                let key = |t: &NodeTriage| {
-                    t.cause
-                        .as_ref()
-                        .map(|c| (layer_rank(&c.layer), c.code.clone()))
-                };
-                key(a).cmp(&key(b))
-            })
+            .then_with(|| sort_key(a).cmp(&sort_key(b)))
             .then_with(|| a.node.cmp(&b.node))
     });
     out

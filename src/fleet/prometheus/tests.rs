@@ -1,4 +1,17 @@
+use std::borrow::Cow;
+
+use super::series::{Targets, nodes as nodes_of, status_of};
 use super::*;
+use crate::fleet::{NodeReport, Skipped};
+
+/// The nodes of these samples, as `load` makes them.
+fn nodes(samples: &[Sample<'_>], server: &str) -> (Vec<NodeReport>, Vec<Skipped>) {
+    let mut targets = Targets::default();
+    for s in samples {
+        targets.add(s);
+    }
+    nodes_of(&targets, server)
+}
 
 /// The instant-query answer of Prometheus' HTTP API documentation, byte for byte
 /// (prometheus.io/docs/prometheus/latest/querying/api/, "Instant queries", `up` example).
@@ -31,7 +44,9 @@ const DOC_ANSWER: &str = r#"{
 fn the_documented_answer_reads_and_errors_are_said() {
     let samples = parse_answer(DOC_ANSWER.as_bytes()).unwrap();
     assert_eq!(samples.len(), 2);
-    assert_eq!(&*samples[1].metric["instance"], "localhost:9100");
+    assert_eq!(samples[1].label("instance"), Some("localhost:9100"));
+    assert_eq!(samples[1].label("__name__"), Some("up"));
+    assert_eq!(samples[1].label("nope"), None);
     assert_eq!(&*samples[1].value.1, "0");
     // The documented error envelope.
     let err = parse_answer(
@@ -178,8 +193,16 @@ fn series_become_the_report_they_were_written_from() {
         .find(|c| c.code == "driver.nvml_init")
         .unwrap();
     assert_eq!(nvml.explained_by.as_deref(), Some("driver.gpu_on_pci"));
-    // The XID figure sits on the XID check only when the node has that check's series.
-    assert!(r.layers[0].checks.iter().all(|c| c.figures.is_empty()));
+    // A figure without its check's status series: the check passed (only checks that did not
+    // pass are asked for one by one), and carries the figure.
+    let xid = r.layers[0]
+        .checks
+        .iter()
+        .find(|c| c.code == "driver.xid_events")
+        .unwrap();
+    assert_eq!(xid.status, "pass");
+    assert_eq!(xid.figures.len(), 1);
+    assert_eq!(xid.figures[0].labels["xid"], "79");
 }
 
 #[test]
@@ -231,4 +254,29 @@ fn a_run_time_no_clock_can_hold_is_no_time_not_a_crash() {
         assert_eq!(nodes.len(), 1, "{bad}");
         assert_eq!(nodes[0].report.generated_at, None, "{bad}");
     }
+}
+
+#[test]
+fn labels_read_sorted_whatever_order_the_answer_gives() {
+    let body = br#"{"status":"success","data":{"resultType":"vector","result":[
+        {"metric":{"job":"j","__name__":"up","instance":"a:1","job":"k"},"value":[1,"1"]}]}}"#;
+    let samples = parse_answer(body).unwrap();
+    let names: Vec<&str> = samples[0].metric.iter().map(|(k, _)| &**k).collect();
+    assert_eq!(names, ["__name__", "instance", "job"]);
+    // A name given twice keeps its last value, as a map would.
+    assert_eq!(samples[0].label("job"), Some("k"));
+}
+
+#[test]
+fn passes_are_counted_per_check_under_our_name() {
+    // `count by (layer, check, exported_layer, exported_check)`: a target with a `check` label
+    // of its own leaves ours as `exported_check`.
+    let body = br#"{"status":"success","data":{"resultType":"vector","result":[
+        {"metric":{"check":"driver.nvml_init","layer":"driver"},"value":[1,"497"]},
+        {"metric":{"check":"target-check","exported_check":"driver.nvml_init","layer":"driver"},"value":[1,"3"]},
+        {"metric":{"check":"nccl.bus_bandwidth","layer":"nccl"},"value":[1,"NaN"]},
+        {"metric":{"layer":"nccl"},"value":[1,"5"]}]}}"#;
+    let counted = passes(&parse_answer(body).unwrap());
+    assert_eq!(counted.get("driver.nvml_init"), Some(&500));
+    assert_eq!(counted.len(), 1, "{counted:?}");
 }

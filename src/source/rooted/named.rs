@@ -74,7 +74,7 @@ pub fn read_regular_file(path: &Path, shown: &str, cap: u64) -> Result<String, F
             });
         }
     }
-    read_capped(&mut file, shown, cap)
+    read_capped(&mut file, shown, cap, meta.len())
 }
 
 /// Read a file the user named on the command line, outside any root (`--kernel-log`), without
@@ -101,7 +101,7 @@ pub fn read_named_file(
     let meta = file.metadata().map_err(|e| FsError::from_io(shown, &e))?;
     let kind = meta.file_type();
     if meta.is_file() {
-        return read_capped(&mut file, shown, cap);
+        return read_capped(&mut file, shown, cap, meta.len());
     }
     if kind.is_char_device() {
         return read_records(&mut file, shown, cap);
@@ -189,8 +189,15 @@ fn read_pipe(
 }
 
 /// Read at most `cap` bytes; more is an error rather than a silent truncation.
-pub fn read_capped_bytes(file: &mut File, rel: &str, cap: u64) -> Result<Vec<u8>, FsError> {
-    let mut bytes = Vec::new();
+pub fn read_capped_bytes(
+    file: &mut File,
+    rel: &str,
+    cap: u64,
+    size: u64,
+) -> Result<Vec<u8>, FsError> {
+    // `Take` hides the file's size from `read_to_end`, which would then grow the buffer by
+    // doubling (a copy and fresh pages each time): start at the size the file states.
+    let mut bytes = Vec::with_capacity(size.min(cap) as usize + 1);
     file.take(cap + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| FsError::from_io(rel, &e))?;
@@ -204,8 +211,8 @@ pub fn read_capped_bytes(file: &mut File, rel: &str, cap: u64) -> Result<Vec<u8>
 }
 
 /// [`read_capped_bytes`] as UTF-8 text without NUL bytes.
-pub fn read_capped(file: &mut File, rel: &str, cap: u64) -> Result<String, FsError> {
-    let bytes = read_capped_bytes(file, rel, cap)?;
+pub fn read_capped(file: &mut File, rel: &str, cap: u64, size: u64) -> Result<String, FsError> {
+    let bytes = read_capped_bytes(file, rel, cap, size)?;
     if bytes.contains(&0) {
         return Err(FsError::NotText { path: rel.into() });
     }

@@ -181,7 +181,8 @@ impl RootedFs {
             // Shorter than stated (sysfs) means `read_to_end` met the end.
             return Ok(bytes);
         }
-        read_capped_bytes(&mut file, rel, self.read_cap)
+        // sysfs states 4096, procfs 0: no size to start from.
+        read_capped_bytes(&mut file, rel, self.read_cap, 0)
     }
 
     pub(super) fn read_tail_untraced(&self, rel: &str, max: u64) -> Result<String, FsError> {
