@@ -195,6 +195,23 @@ fn fleet_from_prometheus_names_what_fleet_from_reports_names() {
         "fleet --prometheus vs fleet DIR"
     );
     assert_eq!(from_prometheus["counts"], from_reports["counts"]);
+    // The checks that do not pass, fleet-wide or node faults, with the nodes that ran them:
+    // passes are counted by one query, not read node by node, and must count the same.
+    assert_eq!(
+        from_prometheus["checks"], from_reports["checks"],
+        "fleet --prometheus vs fleet DIR: {:#}",
+        from_prometheus["checks"]
+    );
+    assert!(
+        from_reports["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["evaluated"].as_u64() > Some(1)),
+        "{:#}",
+        from_reports["checks"]
+    );
+    assert_eq!(from_prometheus["outliers"], from_reports["outliers"]);
     assert_eq!(
         from_prometheus["counts"]["failing"],
         json!(4),
@@ -208,7 +225,19 @@ fn fleet_from_prometheus_names_what_fleet_from_reports_names() {
         .iter()
         .find(|t| t["node"] == "gpu-03")
         .unwrap();
-    assert_eq!(lost["cause"]["code"], "driver.gpu_count", "{lost:#}");
+    // Its cause is the XID 79 its GPU logged (fallen off the bus), the lost GPU folded under it.
+    assert_eq!(lost["cause"]["code"], "driver.xid_events", "{lost:#}");
+    assert_eq!(
+        from_prometheus["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["code"] == "driver.gpu_count")
+            .count(),
+        0,
+        "the lost GPU is a consequence, not a fault of its own: {:#}",
+        from_prometheus["checks"]
+    );
 
     // One node stops answering: its series go stale, and it is unreachable, not healthy.
     stops[gone].store(true, Ordering::Relaxed);

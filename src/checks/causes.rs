@@ -18,6 +18,14 @@
 //!   NVSwitch↔GPU links and registers each GPU with the fabric, so every GPU's fabric state
 //!   stays NOT_STARTED or IN_PROGRESS until it runs (Fabric Manager User Guide; nvml.h
 //!   `nvmlGpuFabricInfo_v3_t`; reference/gpu-health.md §7).
+//! - an XID in the kernel log is the driver's own report of a fault, so findings on the same GPU
+//!   that read the fault from elsewhere follow from it: XID 48 (double-bit ECC error) is the
+//!   uncorrected ECC count NVML holds and the row remap it schedules (NVIDIA "GPU Memory Error
+//!   Management", A100 and later: an uncorrectable error marks its row for remapping at the next
+//!   reset; reference/gpu-health.md §4), and XID 79 (the GPU fell off the bus) is the GPU NVML
+//!   lost (NVIDIA XID catalogue, XID 79). Only for a finding wholly about GPUs whose XID is live
+//!   (nothing since brought the GPU back, checks/history.rs): a DBE on GPU 2 explains nothing
+//!   about GPU 5.
 //! - an NCCL run that fell back to sockets, staged through host memory (no GPUDirect RDMA),
 //!   used shared memory instead of P2P/NVLink, or collapsed after its peak: the bus bandwidth
 //!   below the floor is that, measured (NCCL environment variables documentation: NCCL_NET,
@@ -34,12 +42,29 @@ pub enum Explains {
     RestOfLayer(Layer),
 }
 
-/// One declared cause: when `cause` warns or fails, the findings it `explains` follow from it.
+/// When a cause that warned or failed explains a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// Always.
+    Always,
+    /// When the finding names GPUs (its `gpus`) and every one of them has one of these XIDs live
+    /// (the cause's `xid_events` figures, `state="live"`).
+    SameGpuXid(&'static [u32]),
+}
+
+/// One declared cause: when `cause` warns or fails, the findings it `explains` follow from it
+/// (`when` says whether a given finding does).
 #[derive(Debug, Clone, Copy)]
 pub struct Cause {
     pub cause: &'static str,
     pub explains: Explains,
+    pub when: When,
 }
+
+/// XID 48, a double-bit ECC error (NVIDIA XID catalogue).
+const XID_DBE: u32 = 48;
+/// XID 79, the GPU fell off the bus (NVIDIA XID catalogue).
+const XID_FALLEN_OFF_BUS: u32 = 79;
 
 /// What the `nvidia` module's absence takes with it.
 const WITHOUT_NVIDIA_MODULE: &[&str] = &[
@@ -58,40 +83,72 @@ pub const CAUSES: &[Cause] = &[
     Cause {
         cause: "driver.gpu_on_pci",
         explains: Explains::RestOfLayer(Layer::Driver),
+        when: When::Always,
     },
     Cause {
         cause: "driver.nouveau_absent",
         explains: Explains::Codes(WITHOUT_NVIDIA_MODULE),
+        when: When::Always,
     },
     Cause {
         cause: "driver.nvidia_module",
         explains: Explains::Codes(WITHOUT_NVIDIA_MODULE),
+        when: When::Always,
     },
     Cause {
         cause: "driver.driver_version_match",
         explains: Explains::Codes(&["driver.nvml_init"]),
+        when: When::Always,
+    },
+    Cause {
+        cause: "driver.xid_events",
+        explains: Explains::Codes(&["driver.ecc_errors", "driver.row_remap"]),
+        when: When::SameGpuXid(&[XID_DBE]),
+    },
+    Cause {
+        cause: "driver.xid_events",
+        explains: Explains::Codes(&["driver.gpu_count"]),
+        when: When::SameGpuXid(&[XID_FALLEN_OFF_BUS]),
     },
     Cause {
         cause: "nvlink.fabric_manager",
         explains: Explains::Codes(&["nvlink.fabric_state"]),
+        when: When::Always,
     },
     Cause {
         cause: "nccl.socket_fallback",
         explains: Explains::Codes(&["nccl.bus_bandwidth"]),
+        when: When::Always,
     },
     Cause {
         cause: "nccl.gpudirect_rdma",
         explains: Explains::Codes(&["nccl.bus_bandwidth"]),
+        when: When::Always,
     },
     Cause {
         cause: "nccl.p2p_transport",
         explains: Explains::Codes(&["nccl.bus_bandwidth"]),
+        when: When::Always,
     },
     Cause {
         cause: "nccl.bandwidth_collapse",
         explains: Explains::Codes(&["nccl.bus_bandwidth"]),
+        when: When::Always,
     },
 ];
+
+impl When {
+    /// The condition in words, for `explain` (empty when there is none).
+    fn said(self) -> String {
+        match self {
+            When::Always => String::new(),
+            When::SameGpuXid(xids) => {
+                let list: Vec<String> = xids.iter().map(|x| format!("XID {x}")).collect();
+                format!(" (on GPUs that logged {})", list.join(" or "))
+            }
+        }
+    }
+}
 
 impl Cause {
     /// Does this cause explain the finding `code` of `layer`?
@@ -114,23 +171,24 @@ pub fn describe(code: &str, layer: Layer) -> Option<String> {
         parts.push(match cause.explains {
             Explains::Codes(codes) => {
                 let others: Vec<&str> = codes.iter().copied().filter(|c| *c != code).collect();
-                format!("explains `{}` when it fails", others.join("`, `"))
+                format!(
+                    "explains `{}` when it fails{}",
+                    others.join("`, `"),
+                    cause.when.said()
+                )
             }
             Explains::RestOfLayer(l) => {
                 format!("explains every other `{l}` finding when it fails")
             }
         });
     }
-    let by: Vec<&str> = CAUSES
+    let by: Vec<String> = CAUSES
         .iter()
         .filter(|c| c.explains(code, layer))
-        .map(|c| c.cause)
+        .map(|c| format!("`{}`{}", c.cause, c.when.said()))
         .collect();
     if !by.is_empty() {
-        parts.push(format!(
-            "explained by `{}` when that fails",
-            by.join("`, `")
-        ));
+        parts.push(format!("explained by {} when that fails", by.join(", ")));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
 }

@@ -102,6 +102,9 @@ pub struct Outcome {
     pub action: Action,
     /// Numbers measured on the way (XID counts, bus bandwidth, port rates), exported as metrics.
     pub figures: Vec<Figure>,
+    /// The GPUs (PCI bus ids) a finding is wholly about (`CheckResult::gpus`); boxed, as few
+    /// outcomes have any, to keep `Outcome` (the error of many helpers) small.
+    pub gpus: Box<[String]>,
 }
 
 impl Outcome {
@@ -113,6 +116,7 @@ impl Outcome {
             hint: None,
             action: Action::None,
             figures: Vec::new(),
+            gpus: Box::default(),
         }
     }
     pub fn pass(summary: impl Into<String>) -> Self {
@@ -248,6 +252,18 @@ impl Outcome {
     }
     pub fn action(mut self, action: Action) -> Self {
         self.action = action;
+        self
+    }
+    /// The GPUs (PCI bus ids) the finding is wholly about: only when every part of it names one.
+    pub fn about_gpus<S: Into<String>>(mut self, gpus: impl IntoIterator<Item = S>) -> Self {
+        let mut all = std::mem::take(&mut self.gpus).into_vec();
+        for gpu in gpus {
+            let gpu = gpu.into();
+            if !all.contains(&gpu) {
+                all.push(gpu);
+            }
+        }
+        self.gpus = all.into_boxed_slice();
         self
     }
     /// Attach measured figures (any status: a passing check's numbers are worth graphing too).

@@ -5,11 +5,12 @@
 use std::panic::{self, AssertUnwindSafe};
 use std::time::Instant;
 
+use crate::checks::causes::When;
 use crate::checks::{self, CheckDef, Context, Outcome};
 use crate::facts::node;
 use crate::report::{
-    CheckResult, FirstFailure, Layer, LayerReport, NodeInfo, Report, SCHEMA_VERSION, SourceInfo,
-    Status, exit,
+    CheckResult, FigureName, FirstFailure, Layer, LayerReport, NodeInfo, Report, SCHEMA_VERSION,
+    SourceInfo, Status, exit,
 };
 use crate::source::Source;
 
@@ -138,31 +139,36 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
 /// the root of its chain: nouveau explains the missing `nvidia` module, which explains NVML's
 /// failure, so NVML's failure is explained by nouveau. A chain that loops is left unexplained.
 fn attribute_causes(layers: &mut [LayerReport]) {
-    let results: Vec<(Layer, &str, Status)> = layers
+    let results: Vec<(Layer, &CheckResult)> = layers
         .iter()
-        .flat_map(|l| {
-            l.checks
-                .iter()
-                .map(move |c| (l.id, c.code.as_str(), c.status))
-        })
+        .flat_map(|l| l.checks.iter().map(move |c| (l.id, c)))
         .collect();
-    let is_cause = |code: &str| {
+    let finding = |code: &str| {
         results
             .iter()
-            .any(|(_, c, s)| *c == code && matches!(s, Status::Warn | Status::Fail))
+            .find(|(_, c)| c.code == code && matches!(c.status, Status::Warn | Status::Fail))
+            .map(|(_, c)| *c)
     };
-    // The direct cause of each finding: the first declared cause that warned or failed.
+    // The direct cause of each finding: the first declared cause that warned or failed, and
+    // whose condition holds for this finding.
     let direct: Vec<Option<&'static str>> = results
         .iter()
-        .map(|(layer, code, status)| {
-            if !status.is_finding() {
+        .map(|(layer, check)| {
+            if !check.status.is_finding() {
                 return None;
             }
             checks::causes::CAUSES
                 .iter()
-                .find(|cause| cause.explains(code, *layer) && is_cause(cause.cause))
+                .find(|cause| {
+                    cause.explains(&check.code, *layer)
+                        && finding(cause.cause).is_some_and(|c| holds(cause.when, c, check))
+                })
                 .map(|cause| cause.cause)
         })
+        .collect();
+    let results: Vec<(Layer, &str, Status)> = results
+        .iter()
+        .map(|(layer, c)| (*layer, c.code.as_str(), c.status))
         .collect();
     let direct_of = |code: &str| {
         results
@@ -189,6 +195,32 @@ fn attribute_causes(layers: &mut [LayerReport]) {
     let mut roots = roots.into_iter();
     for check in layers.iter_mut().flat_map(|l| l.checks.iter_mut()) {
         check.explained_by = roots.next().flatten();
+    }
+}
+
+/// Does `cause`'s finding explain `finding` under `when`? For [`When::SameGpuXid`]: the finding
+/// names its GPUs, and each has one of the XIDs live (the cause's `xid_events` figures of state
+/// `live`: nothing since brought the GPU back).
+fn holds(when: When, cause: &CheckResult, finding: &CheckResult) -> bool {
+    match when {
+        When::Always => true,
+        When::SameGpuXid(xids) => {
+            let bus = |b: &str| crate::answers::nvml::normalize_bus_id(b).unwrap_or(b.to_string());
+            let logged: Vec<String> = cause
+                .figures
+                .iter()
+                .filter(|f| f.name == FigureName::XidEvents && f.value > 0.0)
+                .filter(|f| f.labels.get("state").is_some_and(|s| s == "live"))
+                .filter(|f| {
+                    f.labels
+                        .get("xid")
+                        .and_then(|x| x.parse::<u32>().ok())
+                        .is_some_and(|x| xids.contains(&x))
+                })
+                .filter_map(|f| f.labels.get("gpu").map(|g| bus(g)))
+                .collect();
+            !finding.gpus.is_empty() && finding.gpus.iter().all(|g| logged.contains(&bus(g)))
+        }
     }
 }
 
@@ -240,6 +272,7 @@ fn run_check(def: &CheckDef, ctx: &Context<'_>) -> CheckResult {
         hint: outcome.hint,
         action: outcome.action,
         figures: outcome.figures,
+        gpus: outcome.gpus.into_vec(),
         explained_by: None,
     }
 }
@@ -325,6 +358,7 @@ mod tests {
             hint: None,
             action: crate::report::Action::None,
             figures: Default::default(),
+            gpus: Vec::new(),
             explained_by: None,
         };
         let a = "no sr-iov capable functions";
@@ -396,6 +430,64 @@ mod tests {
             all.layer(Layer::DevicePlugin).unwrap().reason.as_deref(),
             Some("not implemented yet")
         );
+    }
+
+    #[test]
+    fn an_xid_explains_only_findings_on_the_gpus_that_logged_it() {
+        use crate::report::Figure;
+        let (_d, src) = source();
+        let registry = [
+            def("driver.gpu_count", Layer::Driver, |_| {
+                // XID 79 on this GPU is history (it was brought back since): not why it is lost.
+                Outcome::fail("gpu c lost").about_gpus(["0000:cc:00.0"])
+            }),
+            def("driver.xid_events", Layer::Driver, |_| {
+                Outcome::fail("xid 48 on a").figures([
+                    Figure::new(FigureName::XidEvents, 1.0)
+                        .label("gpu", "0000:aa:00.0")
+                        .label("xid", "48")
+                        .label("severity", "fatal")
+                        .label("state", "live"),
+                    Figure::new(FigureName::XidEvents, 1.0)
+                        .label("gpu", "0000:cc:00.0")
+                        .label("xid", "79")
+                        .label("severity", "fatal")
+                        .label("state", "history"),
+                ])
+            }),
+            // NVML writes the domain in eight digits, capitals: the same GPU.
+            def("driver.ecc_errors", Layer::Driver, |_| {
+                Outcome::fail("dbe on a").about_gpus(["00000000:AA:00.0"])
+            }),
+            def("driver.row_remap", Layer::Driver, |_| {
+                Outcome::fail("remaps on a and b").about_gpus(["0000:aa:00.0", "0000:bb:00.0"])
+            }),
+            def("driver.retired_pages", Layer::Driver, |_| {
+                Outcome::fail("no gpu named")
+            }),
+        ];
+        let report = run_with(&src, &registry, &RunOptions::default());
+        let by = |code: &str| {
+            report.layers[0]
+                .checks
+                .iter()
+                .find(|c| c.code == code)
+                .unwrap()
+                .explained_by
+                .clone()
+        };
+        assert_eq!(
+            by("driver.ecc_errors").as_deref(),
+            Some("driver.xid_events")
+        );
+        assert_eq!(by("driver.row_remap"), None, "gpu b logged no xid 48");
+        assert_eq!(by("driver.gpu_count"), None, "xid 79 of an earlier boot");
+        assert_eq!(
+            by("driver.retired_pages"),
+            None,
+            "not a declared consequence"
+        );
+        assert_eq!(report.first_failure.unwrap().code, "driver.gpu_count");
     }
 
     #[test]

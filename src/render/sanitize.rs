@@ -41,6 +41,9 @@ pub fn report(report: &Report) -> Cow<'_, Report> {
             in_place(&mut check.summary);
             in_place_opt(&mut check.hint);
             in_place_opt(&mut check.explained_by);
+            for gpu in &mut check.gpus {
+                in_place(gpu);
+            }
             for e in &mut check.evidence {
                 in_place(&mut e.source);
                 in_place(&mut e.observed);
@@ -107,6 +110,7 @@ mod tests {
             hint: Some("h".into()),
             action: Action::None,
             figures: vec![Figure::new(FigureName::ALL[0], 1.0).label("gpu", "0")],
+            gpus: vec!["0000:3a:00.0".into()],
             explained_by: Some("e".into()),
         };
         let report = Report {

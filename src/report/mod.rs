@@ -233,6 +233,12 @@ pub struct CheckResult {
     /// when the check measured none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub figures: Vec<Figure>,
+    /// The GPUs (PCI bus ids, `0000:3a:00.0`) a finding is wholly about, where the check can say:
+    /// every part of it names one of them. Absent when it is about no GPU in particular, or not
+    /// only about GPUs. Ties a finding to a cause on the same GPU (an XID 48 and that GPU's ECC
+    /// count), and tells a ticket which GPU to pull.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<String>,
     /// The code of the failed check this finding follows from (`driver.nouveau_absent` for a
     /// missing `nvidia` module): a consequence, fixed by fixing its cause. Renderers show it
     /// under its cause; `first_failure` is never one. Absent on causes, on results that are not

@@ -209,10 +209,19 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
         not_judged.push(unanswered_text(&nvml.devices, &timed_out));
     }
     if !fails.is_empty() {
+        // Wholly about named GPUs when each failure is a lost, missing or reset-bound GPU with
+        // its bus id (not a handle error without one, nor the profile's count).
+        let named: Vec<String> =
+            if fails.len() == lost.len() + needs_reset.len() && not_judged.is_empty() {
+                lost.iter().chain(&needs_reset).cloned().collect()
+            } else {
+                Vec::new()
+            };
         fails.extend(not_judged);
         // Only RESET_REQUIRED: the GPUs are on the bus and a reset is the driver's own ask.
         if lost.is_empty() && !needs_reset.is_empty() && fails.len() == needs_reset.len() {
             return Outcome::fail(format!("{} ({count_text})", fails.join("; ")))
+                .about_gpus(named)
                 .evidence_all(evidence)
                 .hint(format!(
                     "drain the node, stop what holds the gpu (`lsof /dev/nvidia*`: device plugin, dcgm-exporter, nv-hostengine) and reset it by pci bus id: `nvidia-smi -r -i {}`; reboot if the reset is refused, and read the xid that asked for it (`dmesg | grep -i xid`)",
@@ -224,6 +233,7 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
             "{} ({count_text}); it may have fallen off the bus",
             fails.join("; ")
         ))
+        .about_gpus(named)
         .evidence_all(evidence)
         .hint(lost_gpu_hint(&lost))
         .action(Action::RebootNode);

@@ -19,11 +19,10 @@ pub(super) fn ecc_errors(ctx: &Context<'_>) -> Outcome {
     for d in &devices {
         if let Some(mode) = acc.read(d, "ecc_mode", &d.ecc_mode) {
             if mode.current != mode.pending {
-                acc.target(d);
-                acc.warns.push(format!(
-                    "{} ecc mode change pending (reset needed)",
-                    gpu_label(d)
-                ));
+                acc.warn_on(
+                    d,
+                    format!("{} ecc mode change pending (reset needed)", gpu_label(d)),
+                );
                 acc.evidence.push(
                     Evidence::new(
                         field(d, "ecc_mode"),
@@ -76,19 +75,22 @@ pub(super) fn ecc_errors(ctx: &Context<'_>) -> Outcome {
             );
             match unc {
                 Some(c @ Change::Rising { .. }) => {
-                    acc.fails.push(format!(
-                        "{} uncorrected ecc errors rising {}: {}",
-                        gpu_label(d),
-                        window.text(),
-                        c.text()
-                    ));
+                    acc.fail_on(
+                        d,
+                        format!(
+                            "{} uncorrected ecc errors rising {}: {}",
+                            gpu_label(d),
+                            window.text(),
+                            c.text()
+                        ),
+                    );
                     acc.evidence.push(
                         Evidence::new(field(d, "ecc_errors"), observed)
                             .expected(format!("no increase {}", window.text())),
                     );
                 }
                 Some(Change::Unmoved) if counts.volatile_uncorrected > 0 => {
-                    acc.warns.push(format!(
+                    acc.warn_on(d, format!(
                         "{} has {} uncorrected ecc error(s) since the driver loaded, none {} (history)",
                         gpu_label(d),
                         counts.volatile_uncorrected,
@@ -100,23 +102,24 @@ pub(super) fn ecc_errors(ctx: &Context<'_>) -> Outcome {
                     );
                 }
                 Some(c @ (Change::Backwards { .. } | Change::Vanished { .. })) => {
-                    acc.warns.push(format!(
-                        "{} uncorrected ecc counter {}",
-                        gpu_label(d),
-                        c.text()
-                    ));
+                    acc.warn_on(
+                        d,
+                        format!("{} uncorrected ecc counter {}", gpu_label(d), c.text()),
+                    );
                 }
                 _ => {}
             }
             continue;
         }
         if counts.volatile_uncorrected > 0 {
-            acc.target(d);
-            acc.fails.push(format!(
-                "{} has {} uncorrected ecc error(s) since the driver loaded",
-                gpu_label(d),
-                counts.volatile_uncorrected
-            ));
+            acc.fail_on(
+                d,
+                format!(
+                    "{} has {} uncorrected ecc error(s) since the driver loaded",
+                    gpu_label(d),
+                    counts.volatile_uncorrected
+                ),
+            );
             acc.evidence.push(
                 Evidence::new(
                     field(d, "ecc_errors"),
@@ -238,17 +241,14 @@ pub(super) fn row_remap(ctx: &Context<'_>) -> Outcome {
         );
         if rows.failure {
             any_failure = true;
-            acc.target(d);
-            acc.fails
-                .push(format!("{} row remapping failed", gpu_label(d)));
+            acc.fail_on(d, format!("{} row remapping failed", gpu_label(d)));
             acc.evidence
                 .push(Evidence::new(field(d, "remapped_rows"), observed).expected("failure false"));
         } else if rows.pending {
-            acc.target(d);
-            acc.fails.push(format!(
-                "{} has a row remap pending (reset needed)",
-                gpu_label(d)
-            ));
+            acc.fail_on(
+                d,
+                format!("{} has a row remap pending (reset needed)", gpu_label(d)),
+            );
             acc.evidence
                 .push(Evidence::new(field(d, "remapped_rows"), observed).expected("pending false"));
         }

@@ -160,6 +160,9 @@ pub(crate) struct PerGpu {
     unread: Vec<(String, String, NvmlError)>,
     /// PCI bus ids of the GPUs with a finding, for a reset hint that names them.
     targets: Vec<String>,
+    /// How many of `fails` and `warns` name a GPU with a bus id ([`PerGpu::fail_on`]): when all
+    /// do, the outcome is wholly about `targets` (`Outcome::about_gpus`).
+    named: usize,
 }
 
 /// How to reset `buses` (PCI bus ids; none known: a placeholder the operator fills in), by bus id
@@ -188,7 +191,22 @@ impl PerGpu {
             judged: 0,
             unread: Vec::new(),
             targets: Vec::new(),
+            named: 0,
         }
+    }
+
+    /// A failure of GPU `d`: said, and `d` targeted.
+    pub fn fail_on(&mut self, d: &NvmlDevice, text: String) {
+        self.target(d);
+        self.fails.push(text);
+        self.named += usize::from(d.pci_bus_id.is_some());
+    }
+
+    /// A warning about GPU `d`: said, and `d` targeted.
+    pub fn warn_on(&mut self, d: &NvmlDevice, text: String) {
+        self.target(d);
+        self.warns.push(text);
+        self.named += usize::from(d.pci_bus_id.is_some());
     }
 
     /// `d` has a finding: a reset hint names it.
@@ -281,7 +299,15 @@ impl PerGpu {
                 Outcome::fail(parts.join("; "))
             };
             let unread = self.unread_evidence();
+            // Named GPUs only when every part of the finding is about one of them.
+            let wholly = self.named == self.fails.len() + self.warns.len();
+            let about: &[String] = if self.unread.is_empty() && wholly {
+                &self.targets
+            } else {
+                &[]
+            };
             return outcome
+                .about_gpus(about.iter().cloned())
                 .evidence_all(self.evidence)
                 .evidence_all(unread)
                 .hint(hint)
