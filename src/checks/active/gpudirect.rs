@@ -115,7 +115,8 @@ fn run(ctx: &Context<'_>) -> Outcome {
     };
     let mut figures = Vec::new();
     let mut problems: Vec<(Status, String, Vec<Evidence>)> = Vec::new();
-    let mut values = Vec::new();
+    let mut rails: Vec<f64> = Vec::new();
+    let mut others: Vec<f64> = Vec::new();
     let mut unbuilt = Vec::new();
     // A capture made before the plan left these out (or by hand) may hold their loopbacks:
     // they are not judged against a rail's floor, as a live run would not have run them.
@@ -148,7 +149,15 @@ fn run(ctx: &Context<'_>) -> Outcome {
             }
             continue;
         };
-        values.push(row.average_gbits);
+        let rate = rate_of(ctx, &run.device, run.port);
+        let floor = floor_for(&run.device, rate);
+        // A compute rail, held to the profile's floor, or another port held to its own rate:
+        // each range says what its ports were judged against.
+        if floor.is_some() {
+            rails.push(row.average_gbits);
+        } else {
+            others.push(row.average_gbits);
+        }
         figures.push(
             Figure::new(
                 FigureName::GpudirectRdmaBytesPerSecond,
@@ -158,13 +167,12 @@ fn run(ctx: &Context<'_>) -> Outcome {
             .label("port", run.port.to_string())
             .label("gpu", &gpu),
         );
-        let rate = rate_of(ctx, &run.device, run.port);
-        let floor = floor_for(&run.device, rate);
         if let Some(p) = judge_row(row, rate, floor.as_ref(), &who, run) {
             problems.push(p);
         }
     }
-    if !unbuilt.is_empty() && values.is_empty() && problems.is_empty() {
+    let measured = rails.len() + others.len();
+    if !unbuilt.is_empty() && measured == 0 && problems.is_empty() {
         // Every port of one perftest says the same: say it once, with the ports it came from.
         let mut by_text: Vec<(&str, Vec<&str>)> = Vec::new();
         for (port, said) in &unbuilt {
@@ -187,21 +195,14 @@ fn run(ctx: &Context<'_>) -> Outcome {
         }))
         .hint(INSTALL_HINT);
     }
-    if unbuilt.is_empty() && values.is_empty() && problems.is_empty() {
+    if unbuilt.is_empty() && measured == 0 && problems.is_empty() {
         return Outcome::skip("no gpudirect loopback of a gpu rail to judge")
             .evidence_all(left_out);
     }
-    let overview = format!(
-        "{} on {} hca port(s){}",
-        super::range(&values, "Gb/s"),
-        values.len(),
-        match profile.and_then(|p| p.gpudirect_fail_gbits.map(|f| (f, &p.name))) {
-            Some((f, name)) => format!(
-                " ({name} floor {f:.0} on its compute rails, {:.0} % of the rate elsewhere)",
-                RATE_FAIL * 100.0
-            ),
-            None => format!(" (floor {:.0} % of each port's rate)", RATE_FAIL * 100.0),
-        }
+    let overview = overview(
+        &rails,
+        &others,
+        profile.and_then(|p| p.gpudirect_fail_gbits.map(|f| (f, p.name.as_str()))),
     );
     if problems.is_empty() {
         return Outcome::pass(format!("gpudirect rdma loopbacks: {overview}"))
@@ -226,6 +227,29 @@ fn run(ctx: &Context<'_>) -> Outcome {
         .hint("for the hca named: check nvidia_peermem is loaded (`lsmod | grep peermem`), ACS on the switch between the hca and its gpu, and both pcie links (`lspci -vv -s <bdf>`); run `ib_write_bw -d <hca> --report_gbits` without --use_cuda to tell the nic from the gpu path")
         .action(Action::HardwareInspection)
         .figures(figures)
+}
+
+/// The loopbacks measured, one range per yardstick: the profile's compute rails against its
+/// floor, other ports (or every port, without a profile floor) against their own rate.
+fn overview(rails: &[f64], others: &[f64], floor: Option<(f64, &str)>) -> String {
+    let mut parts = Vec::new();
+    if let (false, Some((f, name))) = (rails.is_empty(), floor) {
+        parts.push(format!(
+            "{} on {} compute rail port(s) ({name} floor {f:.0} Gb/s)",
+            super::range(rails, "Gb/s"),
+            rails.len()
+        ));
+    }
+    if !others.is_empty() {
+        let which = if parts.is_empty() { "hca" } else { "other hca" };
+        parts.push(format!(
+            "{} on {} {which} port(s) (floor {:.0} % of each port's rate)",
+            super::range(others, "Gb/s"),
+            others.len(),
+            RATE_FAIL * 100.0
+        ));
+    }
+    parts.join(", ")
 }
 
 /// A run without a result row: why, as a problem; `Err` with what it said when perftest lacks
@@ -342,4 +366,27 @@ fn judge_row(
         ),
         evidence,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overview;
+
+    #[test]
+    fn each_range_covers_the_ports_judged_against_one_yardstick() {
+        // Compute rails against the profile's floor, a storage NIC against its own rate: one
+        // range of both would read as a rail at 190 Gb/s.
+        let both = overview(&[391.1, 390.8], &[190.2], Some((380.0, "hgx-h100")));
+        assert_eq!(
+            both,
+            "390.8-391.1 Gb/s on 2 compute rail port(s) (hgx-h100 floor 380 Gb/s), 190.2 Gb/s on 1 other hca port(s) (floor 90 % of each port's rate)"
+        );
+        let rails = overview(&[391.1, 390.8], &[], Some((380.0, "hgx-h100")));
+        assert!(!rails.contains("each port's rate"), "{rails}");
+        let no_profile = overview(&[], &[190.2, 391.0], None);
+        assert!(
+            no_profile.starts_with("190.2-391.0 Gb/s on 2 hca port(s)"),
+            "{no_profile}"
+        );
+    }
 }
