@@ -184,7 +184,7 @@ fn a_gpu_whose_context_hangs_is_named_and_the_others_still_answer() {
     assert_eq!(cuda["status"], "fail", "{cuda}");
     let summary = cuda["summary"].as_str().unwrap();
     assert!(
-        summary.contains("gpu 1 (0000:2a:00.0): `context` did not return within 2 s"),
+        summary.contains("GPU 1 (0000:2a:00.0): `context` did not return within 2 s"),
         "{summary}"
     );
     // The helper was restarted without that GPU; the seven others answered.
@@ -197,7 +197,7 @@ fn a_gpu_whose_context_hangs_is_named_and_the_others_still_answer() {
     assert_eq!(
         err.matches("context and round trip ok").count(),
         7 + 1,
-        "gpu 0 answered in the first run and again after the restart, the six after it once:\n{err}"
+        "GPU 0 answered in the first run and again after the restart, the six after it once:\n{err}"
     );
     live.assert_nothing_left();
 }
@@ -216,7 +216,7 @@ fn a_crash_garbage_and_a_missing_library_are_findings() {
         cuda["summary"]
             .as_str()
             .unwrap()
-            .contains("the cuda helper killed by signal 6 (SIGABRT) before cuInit answered"),
+            .contains("the CUDA helper killed by signal 6 (SIGABRT) before cuInit answered"),
         "{cuda}"
     );
 
@@ -266,7 +266,7 @@ fn cuda_errors_map_to_their_causes() {
     assert_eq!(cuda["action"], "fix_config", "{cuda}");
     assert!(
         cuda["summary"].as_str().unwrap().contains(
-            "CUDA_ERROR_NO_DEVICE although nvml lists 8 gpu(s): CUDA_VISIBLE_DEVICES= hides them"
+            "CUDA_ERROR_NO_DEVICE although NVML lists 8 GPU(s): CUDA_VISIBLE_DEVICES= hides them"
         ),
         "{cuda}"
     );
@@ -292,13 +292,13 @@ fn cuda_errors_map_to_their_causes() {
     let (_, report, _) = live.run(&["--cuda", "--only", "driver"]);
     let cuda = check(&report, "driver.cuda");
     let summary = cuda["summary"].as_str().unwrap();
-    assert!(summary.contains("gpu 3 (0000:5d:00.0)"), "{summary}");
+    assert!(summary.contains("GPU 3 (0000:5d:00.0)"), "{summary}");
     assert!(
         summary.contains("an uncorrectable ECC error is pending"),
         "{summary}"
     );
     assert!(
-        summary.contains("and 1 more gpu problem(s), 6 of 8 gpus work"),
+        summary.contains("and 1 more GPU problem(s), 6 of 8 GPUs work"),
         "{summary}"
     );
     let evidence = cuda["evidence"].to_string();
@@ -326,7 +326,7 @@ fn a_peer_copy_that_changes_data_fails_the_pair() {
     assert_eq!(p2p["status"], "fail", "{p2p}");
     let summary = p2p["summary"].as_str().unwrap();
     assert!(
-        summary.starts_with("peer copy gpu 1 (0000:2a:00.0) -> gpu 2 (0000:3a:00.0)")
+        summary.starts_with("peer copy GPU 1 (0000:2a:00.0) -> GPU 2 (0000:3a:00.0)")
             && summary.contains("returned 4 wrong byte(s)"),
         "{summary}"
     );
@@ -360,7 +360,7 @@ fn a_helper_killed_mid_run_is_an_error_naming_the_signal_and_memory() {
         assert_eq!(c["status"], "error", "{code}: {c}");
         let summary = c["summary"].as_str().unwrap();
         assert!(
-            summary.contains("the cuda helper was killed by signal 9 (SIGKILL)"),
+            summary.contains("the CUDA helper was killed by signal 9 (SIGKILL)"),
             "{code}: {summary}"
         );
         assert!(summary.contains("memory"), "{code}: {summary}");
@@ -386,13 +386,13 @@ fn cuda_visible_devices_is_read_as_cuda_reads_it() {
     let cuda = check(&report, "driver.cuda");
     let summary = cuda["summary"].as_str().unwrap();
     assert!(
-        summary.contains("cuda enumerates 2 gpu(s), nvml 8")
+        summary.contains("CUDA enumerates 2 GPU(s), NVML 8")
             && summary.contains("CUDA_VISIBLE_DEVICES=GPU-5d3f8a9c,7,MIG-nothing,2"),
         "{summary}"
     );
     // GPU 2 comes after the entry that names nothing: hidden too.
-    assert!(summary.contains("gpu 2 (0000:3a:00.0)"), "{summary}");
-    assert!(!summary.contains("gpu 3 (0000:5d:00.0)"), "{summary}");
+    assert!(summary.contains("GPU 2 (0000:3a:00.0)"), "{summary}");
+    assert!(!summary.contains("GPU 3 (0000:5d:00.0)"), "{summary}");
     assert_eq!(cuda["action"], "fix_config", "{cuda}");
     live.assert_nothing_left();
 }
@@ -504,7 +504,7 @@ fn the_gpu_node_script_prints_versions_figures_and_verdicts() {
         "driver.nvml_init: pass",
         "nvmlInit ",
         "handles at ",
-        "(gpu 0 1 2 3 4 5 6 7)",
+        "(GPU 0 1 2 3 4 5 6 7)",
         "cuInit took ",
         "driver.cuda: pass",
         "topology.host_bandwidth: pass",

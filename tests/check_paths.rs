@@ -80,7 +80,7 @@ fn a_gpu_handed_to_two_containers_fails_allocations() {
         "device_plugin.allocations",
         Status::Fail,
         &[
-            &format!("{gpu0} (gpu 0 (0000:18:00.0)) held by 2 containers without a sharing mode"),
+            &format!("{gpu0} (GPU 0 (0000:18:00.0)) held by 2 containers without a sharing mode"),
             "ml-team/bert-finetune-7f9c5/main",
             "ml-team/llama-train-0/trainer",
         ],
@@ -121,7 +121,7 @@ fn one_replica_held_twice_fails_but_distinct_replicas_share() {
         &node.run_all(),
         "device_plugin.allocations",
         Status::Pass,
-        &["1 of 8 gpu(s) held by 2 container(s), no device handed out twice"],
+        &["1 of 8 GPU(s) held by 2 container(s), no device handed out twice"],
     );
     node.edit_json(POD_RESOURCES, |doc| doc["list"]["value"] = pods([a, a]));
     assert_check(
@@ -148,12 +148,12 @@ fn allocatable_numa_disagreeing_with_sysfs_warns() {
         &report,
         "device_plugin.numa_topology",
         Status::Warn,
-        &["gpu 0 (0000:18:00.0) has numa 1, sysfs says numa 0"],
+        &["GPU 0 (0000:18:00.0) has NUMA 1, sysfs says NUMA 0"],
     );
     assert_evidence(
         &report,
         "device_plugin.numa_topology",
-        &["numa 1 (expected numa 0 (sys/bus/pci/devices/0000:18:00.0/numa_node))"],
+        &["NUMA 1 (expected NUMA 0 (sys/bus/pci/devices/0000:18:00.0/numa_node))"],
     );
 
     // No topology at all in the answer, while sysfs knows the node: also a disagreement.
@@ -164,7 +164,7 @@ fn allocatable_numa_disagreeing_with_sysfs_warns() {
         &node.run_all(),
         "device_plugin.numa_topology",
         Status::Warn,
-        &["gpu 4 (0000:9a:00.0) has no topology, sysfs says numa 1"],
+        &["GPU 4 (0000:9a:00.0) has no topology, sysfs says NUMA 1"],
     );
 }
 
@@ -200,8 +200,8 @@ fn mig_resources_count_for_gpus_in_mig_mode() {
         "device_plugin.allocatable",
         Status::Pass,
         &[
-            "8 of 8 gpus allocatable as nvidia.com/gpu, nvidia.com/mig-1g.10gb",
-            "14 mig device(s)",
+            "8 of 8 GPUs allocatable as nvidia.com/gpu, nvidia.com/mig-1g.10gb",
+            "14 MIG device(s)",
         ],
     );
     // MIG devices have no NUMA to compare; the six full GPUs still are.
@@ -209,7 +209,7 @@ fn mig_resources_count_for_gpus_in_mig_mode() {
         &report,
         "device_plugin.numa_topology",
         Status::Pass,
-        &["matches sysfs for 6 gpu(s)"],
+        &["matches sysfs for 6 GPU(s)"],
     );
     assert_check(
         &report,
@@ -228,7 +228,7 @@ fn mig_resources_count_for_gpus_in_mig_mode() {
         &node.run_all(),
         "device_plugin.allocatable",
         Status::Fail,
-        &["7 of 8 gpus allocatable: gpu 1 (0000:2a:00.0)"],
+        &["7 of 8 GPUs allocatable: GPU 1 (0000:2a:00.0)"],
     );
 
     // One MIG device handed to two containers is as wrong as a whole GPU.
@@ -278,7 +278,7 @@ fn enumerated_mig_devices_are_matched_to_their_gpu() {
         &report,
         "device_plugin.allocatable",
         Status::Pass,
-        &["8 of 8 gpus allocatable", "10 mig device(s) on 2 gpu(s)"],
+        &["8 of 8 GPUs allocatable", "10 MIG device(s) on 2 GPU(s)"],
     );
     // Holders of MIG devices are named by GPU, MIG index and profile; two MIG devices of
     // different GPUs are two physical GPUs.
@@ -286,14 +286,14 @@ fn enumerated_mig_devices_are_matched_to_their_gpu() {
         &report,
         "device_plugin.allocations",
         Status::Pass,
-        &["8 of 8 gpu(s) held by 4 container(s)"],
+        &["8 of 8 GPU(s) held by 4 container(s)"],
     );
     assert_evidence(
         &report,
         "device_plugin.allocations",
         &[
-            "(gpu 0 (0000:18:00.0) mig 0 (3g.40gb))",
-            "(gpu 1 (0000:2a:00.0) mig 3 (1g.10gb))",
+            "(GPU 0 (0000:18:00.0) MIG 0 (3g.40gb))",
+            "(GPU 1 (0000:2a:00.0) MIG 3 (1g.10gb))",
         ],
     );
 
@@ -313,7 +313,7 @@ fn enumerated_mig_devices_are_matched_to_their_gpu() {
         &node.run_all(),
         "device_plugin.allocatable",
         Status::Pass,
-        &["20 mig device(s) on 2 gpu(s)"],
+        &["20 MIG device(s) on 2 GPU(s)"],
     );
 }
 
@@ -332,7 +332,7 @@ fn a_mig_id_nvml_does_not_know_warns() {
         &report,
         "device_plugin.allocatable",
         Status::Warn,
-        &[&format!("1 allocatable mig id(s) unknown to nvml: {stale}")],
+        &[&format!("1 allocatable MIG id(s) unknown to NVML: {stale}")],
     );
     assert_evidence(&report, "device_plugin.allocatable", &[stale]);
 
@@ -344,7 +344,7 @@ fn a_mig_id_nvml_does_not_know_warns() {
         &node.run_all(),
         "device_plugin.allocatable",
         Status::Pass,
-        &["8 of 8 gpus allocatable", "11 mig device(s)"],
+        &["8 of 8 GPUs allocatable", "11 MIG device(s)"],
     );
 }
 
@@ -367,17 +367,17 @@ fn a_mig_layout_changed_under_the_device_plugin_fails() {
         "device_plugin.allocatable",
         Status::Fail,
         &[
-            "7 of 8 gpus allocatable: gpu 1 (0000:2a:00.0)",
-            "(mig mode, none of its mig devices) missing",
-            "5 allocatable mig id(s) unknown to nvml",
-            "the mig layout changed after the device plugin started",
+            "7 of 8 GPUs allocatable: GPU 1 (0000:2a:00.0)",
+            "(MIG mode, none of its MIG devices) missing",
+            "5 allocatable MIG id(s) unknown to NVML",
+            "the MIG layout changed after the device plugin started",
         ],
     );
     assert_evidence(
         &report,
         "device_plugin.allocatable",
         &[
-            "absent (gpu 1 (0000:2a:00.0) mig 4 (1g.10gb))",
+            "absent (GPU 1 (0000:2a:00.0) MIG 4 (1g.10gb))",
             "nvidia.com/mig-3g.40gb",
         ],
     );
@@ -417,9 +417,9 @@ fn mig_mode_without_instances_fails_as_configuration() {
         "device_plugin.allocatable",
         Status::Fail,
         &[
-            "gpu 1 (0000:2a:00.0)",
-            "(mig mode on, no mig device) missing",
-            "mig mode is on but no gpu instance was created",
+            "GPU 1 (0000:2a:00.0)",
+            "(MIG mode on, no MIG device) missing",
+            "MIG mode is on but no GPU instance was created",
         ],
     );
     let c = check(&report, "device_plugin.allocatable");
@@ -445,7 +445,7 @@ fn a_mig_device_nvml_could_not_open_is_not_judged() {
         &node.run_all(),
         "device_plugin.allocatable",
         Status::Pass,
-        &["8 of 8 gpus allocatable"],
+        &["8 of 8 GPUs allocatable"],
     );
 }
 
@@ -469,7 +469,7 @@ fn thermal_fires_at_the_slowdown_threshold_not_below() {
         &report,
         "driver.thermal",
         Status::Fail,
-        &["gpu 6 (0000:ba:00.0) at 87 °C, at or above its slowdown threshold 87 °C"],
+        &["GPU 6 (0000:ba:00.0) at 87 °C, at or above its slowdown threshold 87 °C"],
     );
     assert_evidence(
         &report,
@@ -505,7 +505,7 @@ fn pending_page_retirement_on_a_pre_ampere_gpu_fails() {
         &report,
         "driver.retired_pages",
         Status::Fail,
-        &["gpu 2 (0000:3a:00.0) has a page retirement pending (reset needed)"],
+        &["GPU 2 (0000:3a:00.0) has a page retirement pending (reset needed)"],
     );
     assert_evidence(
         &report,
@@ -537,7 +537,7 @@ fn pending_page_retirement_on_a_pre_ampere_gpu_fails() {
         &node.run_all(),
         "driver.retired_pages",
         Status::Fail,
-        &["gpu 5 (0000:ab:00.0) has 63 retired pages (limit 63)"],
+        &["GPU 5 (0000:ab:00.0) has 63 retired pages (limit 63)"],
     );
 }
 
@@ -550,7 +550,7 @@ fn pcie_generation_below_max_is_a_note_idle_and_a_failure_busy() {
         &node.run_all(),
         "driver.pcie_link",
         Status::Pass,
-        &["gpu 3 at gen1 while idle (power saving, expected)"],
+        &["GPU 3 at gen1 while idle (power saving, expected)"],
     );
     set_gpu(&node, 3, "utilization_gpu_pct", json!({"value": 50}));
     let report = node.run_all();
@@ -558,7 +558,7 @@ fn pcie_generation_below_max_is_a_note_idle_and_a_failure_busy() {
         &report,
         "driver.pcie_link",
         Status::Fail,
-        &["gpu 3 (0000:5d:00.0) pcie at gen1 while 50% busy, capable of gen5"],
+        &["GPU 3 (0000:5d:00.0) PCIe at gen1 while 50% busy, capable of gen5"],
     );
     assert_evidence(
         &report,
@@ -578,7 +578,7 @@ fn persistence_mode_off_warns_naming_the_gpu() {
         &report,
         "driver.persistence_mode",
         Status::Warn,
-        &["persistence mode off on 1 gpu(s): 5 (0000:ab:00.0)"],
+        &["persistence mode off on 1 GPU(s): 5 (0000:ab:00.0)"],
     );
     assert_evidence(
         &report,
@@ -609,9 +609,9 @@ fn a_lost_gpu_fails_the_gpu_count_naming_it() {
         "driver.gpu_count",
         Status::Fail,
         &[
-            "nvml device 3: gpu is lost",
-            "gpu 0000:5d:00.0 is on pci but unknown to nvml",
-            "8 on pci, 8 in nvml",
+            "NVML device 3: GPU is lost",
+            "GPU 0000:5d:00.0 is on PCI but unknown to NVML",
+            "8 on PCI, 8 in NVML",
         ],
     );
     assert_evidence(
@@ -619,7 +619,7 @@ fn a_lost_gpu_fails_the_gpu_count_naming_it() {
         "driver.gpu_count",
         &[
             "nvml.devices[3]: GPU is lost (expected a usable handle)",
-            "sys/bus/pci/devices/0000:5d:00.0: present on pci, absent from nvml (expected known to nvml)",
+            "sys/bus/pci/devices/0000:5d:00.0: present on PCI, absent from NVML (expected known to NVML)",
         ],
     );
     // The other seven are still judged.
@@ -627,7 +627,7 @@ fn a_lost_gpu_fails_the_gpu_count_naming_it() {
         &report,
         "driver.thermal",
         Status::Pass,
-        &["all gpus below their slowdown temperature"],
+        &["all GPUs below their slowdown temperature"],
     );
 }
 
@@ -647,7 +647,7 @@ fn a_gpu_answering_reset_required_fails_naming_it() {
         Status::Fail,
         &[
             "(0000:3a:00.0",
-            "needs a reset: nvml answered reset_required",
+            "needs a reset: NVML answered reset_required",
         ],
     );
     // The other GPUs are still judged, and this one is not judged as merely unread.
@@ -655,7 +655,7 @@ fn a_gpu_answering_reset_required_fails_naming_it() {
         &report,
         "driver.thermal",
         Status::Pass,
-        &["all gpus below their slowdown temperature"],
+        &["all GPUs below their slowdown temperature"],
     );
 }
 
@@ -679,7 +679,7 @@ fn nvml_init_errors_give_their_own_finding_and_hint() {
         &report,
         "driver.nvml_init",
         Status::Error,
-        &["nvml: no permission to open the gpus"],
+        &["NVML: no permission to open the GPUs"],
     );
     assert_evidence(
         &report,
@@ -699,7 +699,7 @@ fn nvml_init_errors_give_their_own_finding_and_hint() {
         &report,
         "driver.nvml_init",
         Status::Error,
-        &["nvml answer unavailable: Unknown Error"],
+        &["NVML answer unavailable: Unknown Error"],
     );
     assert!(hint(&report).contains("run `nvidia-smi` on the node"));
 
@@ -709,7 +709,7 @@ fn nvml_init_errors_give_their_own_finding_and_hint() {
         &report,
         "driver.nvml_init",
         Status::Fail,
-        &["nvml library not found (libnvidia-ml.so.1: cannot open)"],
+        &["NVML library not found (libnvidia-ml.so.1: cannot open)"],
     );
     assert!(hint(&report).contains("--nvml-lib"));
     assert_eq!(
@@ -762,19 +762,19 @@ fn pcie_gpus_without_nvlink_skip_the_layer() {
         &report,
         "nvlink.links_active",
         Status::Skip,
-        &["no nvlink on these gpus"],
+        &["no NVLink on these GPUs"],
     );
     assert_check(
         &report,
         "nvlink.error_counters",
         Status::Skip,
-        &["no nvlink error counters reported"],
+        &["no NVLink error counters reported"],
     );
     assert_check(
         &report,
         "nvlink.fabric_state",
         Status::Skip,
-        &["pcie sku or pre-hopper"],
+        &["PCIe sku or pre-hopper"],
     );
 }
 
@@ -800,7 +800,7 @@ fn pcie_gpus_reporting_every_link_down_skip_the_layer() {
         &node.run_all(),
         "nvlink.links_active",
         Status::Fail,
-        &["gpu 0 (0000:18:00.0) has 0 of 12 nvlinks active"],
+        &["GPU 0 (0000:18:00.0) has 0 of 12 NVLinks active"],
     );
     // PCIe cards: no NVSwitch on PCI.
     for bdf in [
@@ -814,7 +814,7 @@ fn pcie_gpus_reporting_every_link_down_skip_the_layer() {
     let report = node.run_all();
     let nvlink = layer(&report, Layer::Nvlink);
     assert_eq!(nvlink.status, Status::Skip, "{nvlink:#?}");
-    let why = "no nvlink on these gpus: 96 link(s) reported, none active and no nvswitch";
+    let why = "no NVLink on these GPUs: 96 link(s) reported, none active and no NVSwitch";
     assert_check(&report, "nvlink.links_active", Status::Skip, &[why]);
     assert_check(&report, "nvlink.error_counters", Status::Skip, &[why]);
     // A GPU that reports fabric state sits on an NVSwitch baseboard too.
@@ -827,7 +827,7 @@ fn pcie_gpus_reporting_every_link_down_skip_the_layer() {
         &node.run_all(),
         "nvlink.links_active",
         Status::Fail,
-        &["0 of 12 nvlinks active"],
+        &["0 of 12 NVLinks active"],
     );
     node.edit_gpus(|d| d["fabric"] = json!("not_supported"));
 
@@ -840,7 +840,7 @@ fn pcie_gpus_reporting_every_link_down_skip_the_layer() {
         &report,
         "nvlink.links_active",
         Status::Fail,
-        &["gpu 0 (0000:18:00.0) has 0 of 12 nvlinks active (down: link 0, 1, 2"],
+        &["GPU 0 (0000:18:00.0) has 0 of 12 NVLinks active (down: link 0, 1, 2"],
     );
 
     // One GPU with a link up to an end NVML cannot name (no remote bus id): PCIe boards are
@@ -855,7 +855,7 @@ fn pcie_gpus_reporting_every_link_down_skip_the_layer() {
         &node.run_all(),
         "nvlink.links_active",
         Status::Warn,
-        &["gpu 0 (0000:18:00.0) has 1 active nvlink(s) to an end nvml does not name as a gpu here"],
+        &["GPU 0 (0000:18:00.0) has 1 active NVLink(s) to an end NVML does not name as a GPU here"],
     );
 }
 
@@ -884,19 +884,19 @@ fn without_a_profile_the_most_common_link_count_flags_the_odd_gpu() {
         "nvlink.links_active",
         Status::Fail,
         &[
-            "gpu 2 (0000:3a:00.0) has 16 of 18 nvlinks active (down: link 3, 7)",
-            "gpu 6 (0000:ba:00.0) has 16 of 18 nvlinks active",
+            "GPU 2 (0000:3a:00.0) has 16 of 18 NVLinks active (down: link 3, 7)",
+            "GPU 6 (0000:ba:00.0) has 16 of 18 NVLinks active",
         ],
     );
     assert_evidence(
         &report,
         "nvlink.links_active",
         &[
-            "nvml.devices[6].nvlinks: 16 active of 16 reported (expected 18 active (the most common count across gpus))",
+            "nvml.devices[6].nvlinks: 16 active of 16 reported (expected 18 active (the most common count across GPUs))",
         ],
     );
     let summary = &check(&report, "nvlink.links_active").summary;
-    assert!(!summary.contains("gpu 0 "), "{summary}");
+    assert!(!summary.contains("GPU 0 "), "{summary}");
 }
 
 #[test]
@@ -924,7 +924,7 @@ fn nvlink_error_counters_warn_with_their_values() {
         &report,
         "nvlink.error_counters",
         Status::Warn,
-        &["gpu 1 (0000:2a:00.0) link 4: 100 errors"],
+        &["GPU 1 (0000:2a:00.0) link 4: 100 errors"],
     );
     assert_evidence(
         &report,
@@ -973,8 +973,8 @@ fn a_translating_iommu_warns_on_a_gpudirect_platform() {
         Status::Warn,
         &[
             // The GPU shares its group with the NIC behind the same switch.
-            "iommu translates dma for 2 of 18 gpu(s)/rdma nic(s)",
-            "(group type DMA-FQ) on a gpudirect rdma platform",
+            "IOMMU translates dma for 2 of 18 GPU(s)/rdma NIC(s)",
+            "(group type DMA-FQ) on a GPUDirect RDMA platform",
         ],
     );
     assert_evidence(
@@ -993,7 +993,7 @@ fn a_translating_iommu_warns_on_a_gpudirect_platform() {
         &report,
         "topology.iommu",
         Status::Pass,
-        &["not judged: profile generic-pcie-gpu expects no gpudirect rdma"],
+        &["not judged: profile generic-pcie-gpu expects no GPUDirect RDMA"],
     );
 }
 
@@ -1008,7 +1008,7 @@ fn an_iommu_without_iommu_pt_on_the_command_line_warns() {
         &node.run_all(),
         "topology.iommu",
         Status::Pass,
-        &["iommu in pass-through mode", "iommu=pt"],
+        &["IOMMU in pass-through mode", "iommu=pt"],
     );
     let cmdline = node.read("proc/cmdline").replace(" iommu=pt", "");
     node.write("proc/cmdline", &cmdline);
@@ -1019,7 +1019,7 @@ fn an_iommu_without_iommu_pt_on_the_command_line_warns() {
         Status::Warn,
         &[
             "without `iommu=pt` on the kernel command line",
-            "on a gpudirect rdma platform",
+            "on a GPUDirect RDMA platform",
         ],
     );
     assert_evidence(
@@ -1034,12 +1034,12 @@ fn an_iommu_without_iommu_pt_on_the_command_line_warns() {
 #[test]
 fn a_gpu_whose_nearest_nic_is_sys_warns_off_gpudirect_platforms() {
     let node = Node::copy("h100-rdma-nics-one-socket");
-    let sys = "4 gpus (0000:18:00.0, 0000:2a:00.0, 0000:3a:00.0, 0000:5d:00.0) reach an rdma nic only at SYS (across the cpu interconnect";
+    let sys = "4 GPUs (0000:18:00.0, 0000:2a:00.0, 0000:3a:00.0, 0000:5d:00.0) reach an RDMA NIC only at SYS (across the CPU interconnect";
     assert_check(
         &node.run_all(),
         "topology.gpu_nic_locality",
         Status::Fail,
-        &[sys, "[gpudirect rdma platform hgx-h100]"],
+        &[sys, "[GPUDirect RDMA platform hgx-h100]"],
     );
     node.without_profile("NVIDIA H100 80GB HBM3 (no profile)");
     let report = node.run_all();
@@ -1052,7 +1052,7 @@ fn a_gpu_whose_nearest_nic_is_sys_warns_off_gpudirect_platforms() {
     assert_evidence(
         &report,
         "topology.gpu_nic_locality",
-        &["sys/bus/pci/devices/0000:18:00.0: numa 0, nearest rdma nic"],
+        &["sys/bus/pci/devices/0000:18:00.0: NUMA 0, nearest RDMA NIC"],
     );
 }
 
@@ -1068,7 +1068,7 @@ fn a_gpu_below_its_max_link_speed_in_sysfs_is_only_noted() {
         &report,
         "topology.pcie_link",
         Status::Pass,
-        &["gpu link speed below max while idle, not judged: 0000:18:00.0 at 2.5 GT/s of 32 GT/s"],
+        &["GPU link speed below max while idle, not judged: 0000:18:00.0 at 2.5 GT/s of 32 GT/s"],
     );
     // The same on a NIC is judged.
     node.write(
@@ -1083,7 +1083,7 @@ fn a_gpu_below_its_max_link_speed_in_sysfs_is_only_noted() {
         &node.run_all(),
         "topology.pcie_link",
         Status::Warn,
-        &["0000:19:00.0", "pcie link at 2.5 GT/s of 32 GT/s"],
+        &["0000:19:00.0", "PCIe link at 2.5 GT/s of 32 GT/s"],
     );
 }
 
@@ -1146,7 +1146,7 @@ fn a_non_default_nvidia_handler_needs_a_runtime_class() {
         "toolkit.container_runtime",
         Status::Pass,
         &[
-            "containerd: runtime handler `nvidia` (/usr/bin/nvidia-container-runtime), not the default (`runc`): gpu pods need `runtimeClassName: nvidia`; cdi on",
+            "containerd: runtime handler `nvidia` (/usr/bin/nvidia-container-runtime), not the default (`runc`): GPU pods need `runtimeClassName: nvidia`; CDI on",
         ],
     );
 }
@@ -1167,21 +1167,21 @@ fn cdi_only_runtime_passes_and_without_cdi_fails() {
         &report,
         "toolkit.container_runtime",
         Status::Pass,
-        &["containerd: no nvidia runtime handler, cdi on: gpus reach containers through cdi specs"],
+        &["containerd: no nvidia runtime handler, CDI on: GPUs reach containers through CDI specs"],
     );
     // CDI is all there is, so the spec is judged and must name every GPU.
     assert_check(
         &report,
         "toolkit.cdi_specs",
         Status::Pass,
-        &["cdi specs name all 8 gpu(s)"],
+        &["CDI specs name all 8 GPU(s)"],
     );
     node.remove("var/run/cdi/nvidia.yaml");
     assert_check(
         &node.run_all(),
         "toolkit.cdi_specs",
         Status::Fail,
-        &["the runtime relies on cdi but no nvidia.com/gpu spec exists"],
+        &["the runtime relies on CDI but no nvidia.com/gpu spec exists"],
     );
 
     // containerd 1.7 (config version 2) has CDI off unless enabled.
@@ -1191,12 +1191,12 @@ fn cdi_only_runtime_passes_and_without_cdi_fails() {
         &report,
         "toolkit.container_runtime",
         Status::Fail,
-        &["containerd has no nvidia runtime handler and cdi is off"],
+        &["containerd has no nvidia runtime handler and CDI is off"],
     );
     assert_evidence(
         &report,
         "toolkit.container_runtime",
-        &["handlers: runc; default: runc; cdi: off"],
+        &["handlers: runc; default: runc; CDI: off"],
     );
     // containerd 2.x (config version 3) has it on by default.
     node.write(
@@ -1207,7 +1207,7 @@ fn cdi_only_runtime_passes_and_without_cdi_fails() {
         &node.run_all(),
         "toolkit.container_runtime",
         Status::Pass,
-        &["no nvidia runtime handler, cdi on"],
+        &["no nvidia runtime handler, CDI on"],
     );
 }
 
@@ -1221,7 +1221,7 @@ fn a_crio_node_is_read_from_its_drop_ins() {
     );
     node.write(
         "etc/crio/crio.conf.d/99-nvidia.toml",
-        "[crio.runtime]\ndefault_runtime = \"nvidia\"\n[crio.runtime.runtimes.nvidia]\nruntime_path = \"/usr/bin/nvidia-container-runtime\"\nruntime_type = \"oci\"\n",
+        "[crio.runtime]\ndefault_runtime = \"nvidia\"\n[crio.runtime.runtimes.nvidia]\nruntime_path = \"/usr/bin/nvidia-container-runtime\"\nruntime_type = \"OCI\"\n",
     );
     let report = node.run_all();
     assert_check(
@@ -1229,7 +1229,7 @@ fn a_crio_node_is_read_from_its_drop_ins() {
         "toolkit.container_runtime",
         Status::Pass,
         &[
-            "cri-o: runtime handler `nvidia` (/usr/bin/nvidia-container-runtime) is the default runtime; cdi on",
+            "cri-o: runtime handler `nvidia` (/usr/bin/nvidia-container-runtime) is the default runtime; CDI on",
         ],
     );
     assert_evidence(
@@ -1246,7 +1246,7 @@ fn a_crio_node_is_read_from_its_drop_ins() {
         &node.run_all(),
         "toolkit.container_runtime",
         Status::Pass,
-        &["cri-o: no nvidia runtime handler, cdi on"],
+        &["cri-o: no nvidia runtime handler, CDI on"],
     );
 }
 
@@ -1279,7 +1279,7 @@ fn k3s_and_rke2_containerd_configs_are_read() {
             Status::Pass,
             &[
                 "runtime handler `nvidia`",
-                "gpu pods need `runtimeClassName: nvidia`",
+                "GPU pods need `runtimeClassName: nvidia`",
             ],
         );
         let c = check(&report, "toolkit.container_runtime");
@@ -1312,7 +1312,7 @@ fn container_gpus_judges_only_inside_a_pod() {
         &report,
         "toolkit.container_gpus",
         Status::Pass,
-        &["container can access 8 gpu(s): NVIDIA_VISIBLE_DEVICES=all, 8 /dev/nvidia<N> node(s)"],
+        &["container can access 8 GPU(s): NVIDIA_VISIBLE_DEVICES=all, 8 /dev/nvidia<N> node(s)"],
     );
 
     // Two GPUs given, eight seen: not what the runtime was asked for.
@@ -1327,7 +1327,7 @@ fn container_gpus_judges_only_inside_a_pod() {
         &report,
         "toolkit.container_gpus",
         Status::Fail,
-        &["container was given 2 gpu(s)", "but nvml sees 8"],
+        &["container was given 2 GPU(s)", "but NVML sees 8"],
     );
 
     // Given GPUs, but the runtime injected none (no nvidia handler ran): NVML sees nothing.
@@ -1341,7 +1341,7 @@ fn container_gpus_judges_only_inside_a_pod() {
         &report,
         "toolkit.container_gpus",
         Status::Fail,
-        &["container was given all gpus (NVIDIA_VISIBLE_DEVICES=all) but nvml sees 0"],
+        &["container was given all GPUs (NVIDIA_VISIBLE_DEVICES=all) but NVML sees 0"],
     );
     assert!(
         check(&report, "toolkit.container_gpus")
@@ -1361,7 +1361,7 @@ fn container_gpus_judges_only_inside_a_pod() {
         &node.run_all(),
         "toolkit.container_gpus",
         Status::Skip,
-        &["running in a pod that was given no gpus (NVIDIA_VISIBLE_DEVICES unset)"],
+        &["running in a pod that was given no GPUs (NVIDIA_VISIBLE_DEVICES unset)"],
     );
     in_pod(&node, json!({"NVIDIA_VISIBLE_DEVICES": "void"}));
     assert_check(
@@ -1454,8 +1454,8 @@ fn bridged_pcie_gpus_are_judged_per_bridge() {
         "nvlink.links_active",
         Status::Pass,
         &[
-            "nvlink bridges whole",
-            "12 active nvlinks between bridged gpus",
+            "NVLink bridges whole",
+            "12 active NVLinks between bridged GPUs",
         ],
     );
     // GPU 1 sees only 8 of the links GPU 0 sees to it: a half-seated bridge.
@@ -1472,7 +1472,7 @@ fn bridged_pcie_gpus_are_judged_per_bridge() {
         &node.run_all(),
         "nvlink.links_active",
         Status::Fail,
-        &["gpu 0 (0000:18:00.0) has 12 active nvlink(s) to gpu 1, which has 8 back"],
+        &["GPU 0 (0000:18:00.0) has 12 active NVLink(s) to GPU 1, which has 8 back"],
     );
     // Both ends agree on 8: still a bridge short of the node's other pairs.
     node.edit_gpus(|d| {
@@ -1488,7 +1488,7 @@ fn bridged_pcie_gpus_are_judged_per_bridge() {
         &node.run_all(),
         "nvlink.links_active",
         Status::Fail,
-        &["gpu 0 (0000:18:00.0) and gpu 1 share 8 active nvlink(s), other bridges carry 12"],
+        &["GPU 0 (0000:18:00.0) and GPU 1 share 8 active NVLink(s), other bridges carry 12"],
     );
 }
 
@@ -1533,7 +1533,7 @@ fn a_four_way_bridge_must_reach_every_member() {
         &report,
         "nvlink.links_active",
         Status::Warn,
-        &["gpu(s) 4, 5, 6, 7 have no active nvlink while 4 gpu(s) are bridged"],
+        &["GPU(s) 4, 5, 6, 7 have no active NVLink while 4 GPU(s) are bridged"],
     );
     assert!(
         check(&report, "nvlink.links_active")
@@ -1548,7 +1548,7 @@ fn a_four_way_bridge_must_reach_every_member() {
         "nvlink.links_active",
         Status::Fail,
         &[
-            "gpu 0 (0000:18:00.0) has no active nvlink to gpu 3 though both are bridged in group gpu 0, 1, 2, 3",
+            "GPU 0 (0000:18:00.0) has no active NVLink to GPU 3 though both are bridged in group GPU 0, 1, 2, 3",
         ],
     );
 }
@@ -1575,7 +1575,7 @@ fn fabric_health_bits_are_decoded() {
         &report,
         "nvlink.fabric_state",
         Status::Warn,
-        &["gpu 2 (0000:3a:00.0) degraded bandwidth"],
+        &["GPU 2 (0000:3a:00.0) degraded bandwidth"],
     );
     assert_evidence(
         &report,
@@ -1620,7 +1620,7 @@ fn a_reading_error_is_an_error_naming_its_kind() {
         &report,
         "driver.thermal",
         Status::Error,
-        &["could not read gpu 4 (0000:9a:00.0) temperature_c: no_permission"],
+        &["could not read GPU 4 (0000:9a:00.0) temperature_c: no_permission"],
     );
     assert_evidence(
         &report,
@@ -1632,7 +1632,7 @@ fn a_reading_error_is_an_error_naming_its_kind() {
         &node.run_all(),
         "driver.thermal",
         Status::Fail,
-        &["gpu 1 (0000:2a:00.0) at 95 °C", "could not read gpu 4"],
+        &["GPU 1 (0000:2a:00.0) at 95 °C", "could not read GPU 4"],
     );
 }
 
@@ -1656,13 +1656,13 @@ fn mig_hides_utilisation_and_row_remapping_plainly() {
         &report,
         "driver.pcie_link",
         Status::Pass,
-        &["gpu 0 at gen1, utilisation unknown (mig on): not judged"],
+        &["GPU 0 at gen1, utilisation unknown (MIG on): not judged"],
     );
     assert_check(
         &report,
         "driver.row_remap",
         Status::Pass,
-        &["row remapping cannot be read while mig is on (gpu 0)"],
+        &["row remapping cannot be read while MIG is on (GPU 0)"],
     );
 }
 
@@ -1679,7 +1679,7 @@ fn an_unanswered_handle_is_an_error_a_lost_one_fails() {
         &report,
         "driver.gpu_count",
         Status::Error,
-        &["gpu(s) 5 did not answer nvml within its budget"],
+        &["GPU(s) 5 did not answer NVML within its budget"],
     );
     assert!(
         !check(&report, "driver.gpu_count")
@@ -1689,7 +1689,7 @@ fn an_unanswered_handle_is_an_error_a_lost_one_fails() {
     assert_evidence(
         &report,
         "driver.gpu_count",
-        &["present on pci, no handle from nvml"],
+        &["present on PCI, no handle from NVML"],
     );
     node.edit_nvml(|n| {
         n["devices"][5] =
@@ -1699,6 +1699,6 @@ fn an_unanswered_handle_is_an_error_a_lost_one_fails() {
         &node.run_all(),
         "driver.gpu_count",
         Status::Fail,
-        &["nvml device 5: gpu is lost"],
+        &["NVML device 5: GPU is lost"],
     );
 }

@@ -614,7 +614,7 @@ fn the_done_when_example_prints_the_link_change_and_the_verdict_only() {
     assert_eq!(
         lines,
         [
-            "verdict driver.pcie_link: pass → fail — gpu 3 (0000:5d:00.0) pcie link at x8, capable of x16",
+            "verdict driver.pcie_link: pass → fail — GPU 3 (0000:5d:00.0) PCIe link at x8, capable of x16",
             "gpu 0000:5d:00.0 pcie link width: x16 → x8",
         ]
     );

@@ -198,3 +198,56 @@ fn layers_not_built_yet_say_so_and_never_pass() {
             >= 10
     );
 }
+
+/// One GPU fault is one cause with one action: the XID the driver logged explains what NVML
+/// shows of the same fault on the same GPU (issue 27).
+#[test]
+fn a_gpu_fault_is_one_cause_with_one_action() {
+    let fixture = |name: &str| {
+        replay(
+            &common::repo().join("fixtures").join(name),
+            &RunOptions {
+                keep_going: true,
+                ..Default::default()
+            },
+        )
+    };
+    // A double-bit ECC error: XID 48, the uncorrected ECC count and the pending row remap.
+    let dbe = fixture("h100-xid48-dbe");
+    let causes: Vec<&str> = dbe
+        .findings()
+        .filter(|(_, c)| c.explained_by.is_none())
+        .map(|(_, c)| c.code.as_str())
+        .collect();
+    assert_eq!(causes, ["driver.xid_events"]);
+    for code in ["driver.ecc_errors", "driver.row_remap"] {
+        let check = common::node::check(&dbe, code);
+        assert_eq!(
+            check.explained_by.as_deref(),
+            Some("driver.xid_events"),
+            "{code}"
+        );
+        assert_eq!(check.gpus, ["0000:3a:00.0"], "{code}");
+    }
+    let first = dbe.first_failure.as_ref().unwrap();
+    assert_eq!(first.code, "driver.xid_events");
+    assert_eq!(
+        first.action,
+        Some(common::node::check(&dbe, "driver.xid_events").action)
+    );
+    // A GPU that fell off the bus again after a reset: routed by its XID finding (hardware
+    // inspection), the lost GPU folded under it.
+    let recurring = fixture("h100-xid79-after-reset");
+    let first = recurring.first_failure.as_ref().unwrap();
+    assert_eq!(first.code, "driver.xid_events");
+    assert_eq!(
+        first.action,
+        Some(gpudoctor::report::Action::HardwareInspection)
+    );
+    assert_eq!(
+        common::node::check(&recurring, "driver.gpu_count")
+            .explained_by
+            .as_deref(),
+        Some("driver.xid_events")
+    );
+}

@@ -295,7 +295,7 @@ fn a_perftest_without_cuda_is_not_a_hardware_verdict() {
     assert_eq!(gdr["status"], "error", "{gdr}\n{}", stderr(&out));
     let summary = gdr["summary"].as_str().unwrap();
     assert!(
-        summary.contains("cannot use gpu memory")
+        summary.contains("cannot use GPU memory")
             && summary.contains("server: ib_write_bw: unrecognized option '--use_cuda=0'"),
         "{summary}"
     );
@@ -366,7 +366,7 @@ fn only_the_gpu_rails_are_looped_back_and_the_rest_is_named() {
     assert_eq!(gdr["status"], "pass", "{gdr}\n{}", stderr(&out));
     assert_eq!(looped_back(&live), rails(8));
     assert!(
-        left_out(gdr).starts_with("mlx5_8, mlx5_9: nearest gpu at NODE: not a gpu rail"),
+        left_out(gdr).starts_with("mlx5_8, mlx5_9: nearest GPU at NODE: not a GPU rail"),
         "{gdr}"
     );
     assert_eq!(gdr["figures"].as_array().unwrap().len(), 8, "{gdr}");
@@ -423,8 +423,8 @@ fn hcas_of_mig_and_exclusive_process_gpus_are_left_out_by_name() {
     assert_eq!(looped_back(&live), want);
     let said = left_out(gdr);
     for part in [
-        "mlx5_0: its gpu 0000:18:00.0 is in MIG mode",
-        "mlx5_3: its gpu 0000:5d:00.0 is in compute mode Exclusive_Process",
+        "mlx5_0: its GPU 0000:18:00.0 is in MIG mode",
+        "mlx5_3: its GPU 0000:5d:00.0 is in compute mode Exclusive_Process",
     ] {
         assert!(said.contains(part), "`{part}` not in {said}");
     }

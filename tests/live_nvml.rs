@@ -272,7 +272,7 @@ fn every_fixture_reads_the_same_live_as_in_replay() {
         let recorded = as_live_can_answer(parse_file(&json));
         let live = host.nvml();
         assert_same(
-            &format!("{name}: live nvml facts vs {NVML_JSON}"),
+            &format!("{name}: live NVML facts vs {NVML_JSON}"),
             &without_messages(&recorded),
             &without_messages(&live),
         );
@@ -393,7 +393,7 @@ fn nvlink5_is_known_by_the_architecture_not_by_the_dl_answers() {
         common::complete(&common::repo().join("fixtures/b200-nvlink-errors")).join(NVML_JSON);
     let facts: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     assert_eq!(facts["devices"][0]["architecture"], json!({"value": 10}));
-    let live = probe_injected("b200 nvlink 5 counters", &facts);
+    let live = probe_injected("b200 NVLink 5 counters", &facts);
     let noisy = live
         .devices
         .iter()
@@ -411,7 +411,7 @@ fn nvlink5_is_known_by_the_architecture_not_by_the_dl_answers() {
 fn a_lost_gpu_keeps_the_others() {
     let mut facts = healthy_json();
     let devices = facts["devices"].as_array_mut().unwrap();
-    assert!(devices.len() >= 4, "the healthy fixture has 8 gpus");
+    assert!(devices.len() >= 4, "the healthy fixture has 8 GPUs");
     devices[3] = json!({"index": 3, "error": {"kind": "gpu_is_lost", "message": "GPU is lost"}});
     let live = probe_injected("device 3 gpu_is_lost", &facts);
     assert_eq!(live.devices.len(), live.device_count as usize);
@@ -430,7 +430,7 @@ fn queries_a_gpu_does_not_support_stay_not_supported() {
         device[field] = json!("not_supported");
     }
     probe_injected(
-        "device 1 without ecc, row remapping, nvlink, fabric",
+        "device 1 without ECC, row remapping, NVLink, fabric",
         &facts,
     );
 }
@@ -547,8 +547,8 @@ fn mig_devices_round_trip() {
     facts["devices"][2]["mig_devices"] = json!("not_supported");
     facts["devices"][3]["mig_mode"] = on;
     facts["devices"][3]["mig_devices"] = json!({"error": "Unknown Error"});
-    let live = probe_injected("mig devices", &facts);
-    let migs = live.devices[0].mig_list().expect("gpu 0 enumerated");
+    let live = probe_injected("MIG devices", &facts);
+    let migs = live.devices[0].mig_list().expect("GPU 0 enumerated");
     assert_eq!(
         migs.iter().map(|m| m.index).collect::<Vec<_>>(),
         [0, 1, 3, 4]
@@ -607,7 +607,7 @@ fn reading_error_kinds_round_trip() {
         Some(NvmlErrorKind::NoPermission)
     );
     let gone = &live.devices[2];
-    let (at, e) = gone.lost_at().expect("gpu 2 is lost");
+    let (at, e) = gone.lost_at().expect("GPU 2 is lost");
     assert_eq!(at, "serial");
     assert_eq!(e.kind, NvmlErrorKind::GpuIsLost);
     assert!(
@@ -787,10 +787,10 @@ fn a_hung_gpu_costs_the_budget_and_is_named() {
     let count = check("driver.gpu_count");
     assert_eq!(count["status"], "error", "{count}");
     let summary = count["summary"].as_str().unwrap();
-    assert!(summary.contains("gpu(s) 3 did not answer"), "{summary}");
+    assert!(summary.contains("GPU(s) 3 did not answer"), "{summary}");
     assert!(!summary.contains("fallen off"), "{summary}");
     let persistence = check("driver.persistence_mode");
-    assert_eq!(persistence["summary"], "persistence mode on for 7 gpu(s)");
+    assert_eq!(persistence["summary"], "persistence mode on for 7 GPU(s)");
     // Its time is the budget; the others' is their own.
     let figures = check("driver.nvml_init")["figures"]
         .as_array()

@@ -227,7 +227,7 @@ fn a_failing_run_names_the_nccl_error_and_the_layer_behind_it() {
     assert_eq!(findings(&report), vec!["nccl.test_errors"]);
     let summary = result(&report, "nccl.test_errors")["summary"].to_string();
     assert!(summary.contains("unhandled system error"), "{summary}");
-    assert!(summary.contains("rdma layer"), "{summary}");
+    assert!(summary.contains("RDMA layer"), "{summary}");
     assert!(stderr(&out).contains("exited 3"));
 }
 
@@ -498,7 +498,7 @@ fn every_fixture_log_gets_its_verdict_from_nccl_log() {
         let [log] = logs.as_slice() else {
             assert!(
                 logs.is_empty(),
-                "{}: one log per nccl fixture",
+                "{}: one log per NCCL fixture",
                 dir.display()
             );
             continue;
@@ -529,7 +529,7 @@ fn every_fixture_log_gets_its_verdict_from_nccl_log() {
         got.sort();
         assert_eq!(got, wanted, "{name}");
     }
-    assert!(seen >= 12, "expected the twelve nccl fixtures, saw {seen}");
+    assert!(seen >= 12, "expected the twelve NCCL fixtures, saw {seen}");
 }
 
 #[test]

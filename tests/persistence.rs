@@ -85,11 +85,11 @@ fn eight_gpus_without_persistence_attach_one_after_another_and_are_judged() {
     let count = check(&report, "driver.gpu_count");
     assert_eq!(count["status"], "pass", "{count}");
     let init = summary(&report, "driver.nvml_init");
-    assert!(init.contains("gpu handles took"), "{init}");
+    assert!(init.contains("GPU handles took"), "{init}");
     let persistence = check(&report, "driver.persistence_mode");
     assert_eq!(persistence["status"], "warn", "{persistence}");
     let text = persistence["summary"].as_str().unwrap();
-    assert!(text.contains("persistence mode off on 8 gpu(s)"), "{text}");
+    assert!(text.contains("persistence mode off on 8 GPU(s)"), "{text}");
     assert!(
         text.contains("initialising without persistence mode took"),
         "{text}"
@@ -119,11 +119,11 @@ fn one_wedged_gpu_is_named_and_its_siblings_wait_behind_it() {
     let text = count["summary"].as_str().unwrap();
     let bus = first_bus_id(&live);
     assert!(
-        text.contains(&format!("gpu 0 ({bus}")) && text.contains("stopped answering nvml at "),
+        text.contains(&format!("GPU 0 ({bus}")) && text.contains("stopped answering NVML at "),
         "{text}"
     );
     assert!(
-        text.contains("gpu(s) 1, 2, 3, 4, 5, 6, 7 waited behind it"),
+        text.contains("GPU(s) 1, 2, 3, 4, 5, 6, 7 waited behind it"),
         "{text}"
     );
     assert!(!text.contains("fallen off"), "{text}");

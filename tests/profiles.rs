@@ -195,7 +195,7 @@ fn sriov_vfs_in_a_file_judges_the_sriov_layer() {
         report["first_failure"]["summary"]
             .as_str()
             .unwrap()
-            .contains("8 network vf(s) enabled, profile lab-sriov expects 16"),
+            .contains("8 network VF(s) enabled, profile lab-sriov expects 16"),
         "{report:#}"
     );
 

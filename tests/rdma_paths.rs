@@ -89,9 +89,9 @@ fn mtu_differing_across_roce_ports_warns() {
         "rdma.roce_config",
         Status::Warn,
         &[
-            "Ethernet rdma netdevs use different mtus",
-            "mtu 1500 on enp105s0f1np1",
-            "mtu 9000 on enp105s0f0np0",
+            "Ethernet RDMA netdevs use different mtus",
+            "MTU 1500 on enp105s0f1np1",
+            "MTU 9000 on enp105s0f0np0",
         ],
     );
     let c = check(&report, "rdma.roce_config");
@@ -131,7 +131,7 @@ fn verbs_fail_when_a_uverbs_device_node_is_missing() {
         &report,
         "rdma.verbs",
         Status::Fail,
-        &["9 /dev/infiniband/uverbs node(s) for 10 rdma device(s)"],
+        &["9 /dev/infiniband/uverbs node(s) for 10 RDMA device(s)"],
     );
     assert_evidence(&report, "rdma.verbs", &["expected 10 uverbs nodes"]);
 }
@@ -165,7 +165,7 @@ fn an_hca_gone_from_the_node_fails_naming_its_function() {
     let bdf = dir.split('/').rev().nth(2).unwrap();
     assert!(
         c.summary.contains(&format!(
-            "1 connectx function(s) without an rdma device: {bdf}"
+            "1 connectx function(s) without an RDMA device: {bdf}"
         )) && c
             .summary
             .contains("7 InfiniBand port(s), profile hgx-h100 expects 8"),
@@ -208,7 +208,7 @@ fn without_a_profile_a_port_slower_than_the_others_fails_naming_both() {
         Status::Fail,
         &[
             "mlx5_5 port 1",
-            "at 200 gb/s, the fastest InfiniBand port runs 400 gb/s",
+            "at 200 Gb/s, the fastest InfiniBand port runs 400 Gb/s",
         ],
     );
     assert_evidence(
@@ -256,7 +256,7 @@ fn a_bonded_roce_device_is_one_healthy_rdma_device() {
     assert!(
         devices
             .summary
-            .contains("9 rdma device(s): 1 Ethernet, 8 InfiniBand"),
+            .contains("9 RDMA device(s): 1 Ethernet, 8 InfiniBand"),
         "{}",
         devices.summary
     );
@@ -264,7 +264,7 @@ fn a_bonded_roce_device_is_one_healthy_rdma_device() {
     let roce = check(&report, "rdma.roce_config");
     assert_eq!(roce.status, Status::Pass, "{roce:#?}");
     assert!(
-        roce.summary.starts_with("1 roce port(s)"),
+        roce.summary.starts_with("1 RoCE port(s)"),
         "{}",
         roce.summary
     );
@@ -313,7 +313,7 @@ fn no_rdma_devices_and_none_expected_skips_the_layer() {
     assert_eq!(devices.status, Status::Skip);
     assert_eq!(
         devices.summary,
-        "no rdma devices, none expected (profile lab)"
+        "no RDMA devices, none expected (profile lab)"
     );
     for c in &layer.checks {
         assert_eq!(c.status, Status::Skip, "{c:#?}");
@@ -335,7 +335,7 @@ fn gpudirect_via_nvidia_peermem_passes_naming_it() {
     let c = check(&report, "rdma.gpudirect");
     assert_eq!(c.status, Status::Pass, "{c:#?}");
     assert!(
-        c.summary.starts_with("gpudirect rdma via nvidia_peermem"),
+        c.summary.starts_with("GPUDirect RDMA via nvidia_peermem"),
         "{}",
         c.summary
     );
@@ -351,14 +351,14 @@ fn gpudirect_via_dma_buf_passes_naming_the_path_and_what_it_needs() {
     assert_eq!(c.status, Status::Pass, "{c:#?}");
     assert!(
         c.summary.starts_with(
-            "gpudirect rdma via dma-buf: linux 5.15.0-105-generic with the open nvidia kernel module 550.54.15"
-        ) && c.summary.contains("needs nccl ≥ 2.13 and cuda ≥ 11.7"),
+            "GPUDirect RDMA via dma-buf: linux 5.15.0-105-generic with the open nvidia kernel module 550.54.15"
+        ) && c.summary.contains("needs NCCL ≥ 2.13 and CUDA ≥ 11.7"),
         "{}",
         c.summary
     );
     let ev = evidence(c);
     assert!(ev.contains("open kernel module 550.54.15"), "{ev}");
-    assert!(ev.contains("nccl ≥ 2.13 and cuda ≥ 11.7"), "{ev}");
+    assert!(ev.contains("NCCL ≥ 2.13 and CUDA ≥ 11.7"), "{ev}");
 }
 
 #[test]
@@ -374,7 +374,7 @@ fn gpudirect_without_peermem_or_dma_buf_fails_with_the_modprobe_hint() {
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
         c.summary.starts_with(
-            "no gpudirect rdma path: nvidia_peermem not loaded and no dma-buf support"
+            "no GPUDirect RDMA path: nvidia_peermem not loaded and no dma-buf support"
         ),
         "{}",
         c.summary
@@ -437,7 +437,7 @@ fn an_unbound_vf_fails() {
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert_eq!(
         c.summary,
-        format!("vf {vf} of {pf} is not bound to a driver")
+        format!("VF {vf} of {pf} is not bound to a driver")
     );
     assert!(
         evidence(c).contains(&format!("sys/bus/pci/devices/{vf}/driver: absent")),
@@ -467,7 +467,7 @@ fn a_vf_of_an_rdma_pf_without_its_rdma_device_fails() {
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert_eq!(
         c.summary,
-        format!("vf {vf} of rdma pf {pf} has no rdma device")
+        format!("VF {vf} of RDMA PF {pf} has no RDMA device")
     );
     assert!(c.hint.as_deref().unwrap().contains("isRdma"));
 }
@@ -507,7 +507,7 @@ fn device_plugin_resources_naming_vfs_that_do_not_exist_fail() {
         &report,
         "sriov.vfs_enabled",
         Status::Fail,
-        &["nvidia.com/rdma_vf names 1 vf(s) that do not exist: 0000:19:07.7"],
+        &["nvidia.com/rdma_vf names 1 VF(s) that do not exist: 0000:19:07.7"],
     );
     assert_evidence(
         &report,
@@ -524,13 +524,13 @@ fn fewer_vfs_than_the_profile_expects_fail_naming_each_pf() {
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
         c.summary.starts_with(
-            "8 network vf(s) enabled, profile lab expects 16 (sriov_numvfs/totalvfs 0000:19:00.0 1/8,"
+            "8 network VF(s) enabled, profile lab expects 16 (sriov_numvfs/totalvfs 0000:19:00.0 1/8,"
         ),
         "{}",
         c.summary
     );
     assert!(
-        evidence(c).contains("(expected 16 vfs in total (profile lab sriov_vfs))"),
+        evidence(c).contains("(expected 16 VFs in total (profile lab sriov_vfs))"),
         "{}",
         evidence(c)
     );
@@ -558,7 +558,7 @@ fn a_node_the_profile_expects_vfs_on_fails_even_with_nothing_advertised() {
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
         c.summary
-            .starts_with("0 network vf(s) enabled, profile lab expects 8"),
+            .starts_with("0 network VF(s) enabled, profile lab expects 8"),
         "{}",
         c.summary
     );
@@ -622,7 +622,7 @@ fn gpu_vfs_do_not_count_toward_the_profiles_network_vfs() {
     assert_eq!(c.status, Status::Fail, "{c:#?}");
     assert!(
         c.summary
-            .starts_with("8 network vf(s) enabled, profile lab expects 16"),
+            .starts_with("8 network VF(s) enabled, profile lab expects 16"),
         "{}",
         c.summary
     );

@@ -106,7 +106,7 @@ fn a_vf_with_its_rdma_device_passes() {
         check["summary"]
             .as_str()
             .unwrap()
-            .contains("net1 = vf 0000:18:00.1 with mlx5_12")
+            .contains("net1 = VF 0000:18:00.1 with mlx5_12")
     );
 }
 
@@ -120,7 +120,7 @@ fn a_vf_without_rdma_device_fails() {
         check["summary"]
             .as_str()
             .unwrap()
-            .contains("no rdma device"),
+            .contains("no RDMA device"),
         "{check}"
     );
 }
@@ -142,7 +142,7 @@ fn a_veth_secondary_interface_fails() {
         check["summary"]
             .as_str()
             .unwrap()
-            .contains("not backed by a pci function"),
+            .contains("not backed by a PCI function"),
         "{check}"
     );
 }
@@ -192,7 +192,7 @@ fn an_interface_named_in_the_network_selection_is_judged_with_pod_interface() {
         check["summary"]
             .as_str()
             .unwrap()
-            .contains("ib0 = vf 0000:18:00.1 with mlx5_12"),
+            .contains("ib0 = VF 0000:18:00.1 with mlx5_12"),
         "{check}"
     );
     // The plain eth0 (a veth) is judged too when named: it is not a VF.
@@ -202,7 +202,7 @@ fn an_interface_named_in_the_network_selection_is_judged_with_pod_interface() {
         check["summary"]
             .as_str()
             .unwrap()
-            .contains("eth0 is not backed by a pci function"),
+            .contains("eth0 is not backed by a PCI function"),
         "{check}"
     );
 }

@@ -39,7 +39,7 @@ fn an_xid_before_a_driver_load_is_history_and_after_it_live() {
         "driver.xid_events",
         Status::Warn,
         &[
-            "xid 79 ×1",
+            "XID 79 ×1",
             "2 h ago",
             "history: before the nvidia driver loaded 1 h ago",
         ],
@@ -91,7 +91,7 @@ fn xid_154_recovery_actions_and_the_catalogue_actions() {
     // XID 94 (contained): restart the application, never a reboot (NVIDIA RESTART_APP).
     let xid94 = "NVRM: Xid (PCI:0000:2a:00): 94, pid=1234, name=python3, Contained ECC error.";
     let r = with_log(&rec(1, 60.0, xid94)).run_all();
-    assert_check(&r, "driver.xid_events", Status::Warn, &["xid 94"]);
+    assert_check(&r, "driver.xid_events", Status::Warn, &["XID 94"]);
     assert_eq!(check(&r, "driver.xid_events").action, Action::CheckWorkload);
     // XID 45 alone: restart the fabric manager (WORKFLOW_XID_45); with an XID 48 it follows it.
     let xid45 = "NVRM: Xid (PCI:0000:2a:00): 45, pid=1818990, name=python3, Ch 00000001";
@@ -106,7 +106,7 @@ fn xid_154_recovery_actions_and_the_catalogue_actions() {
         &r,
         "driver.xid_events",
         Status::Fail,
-        &["noted: gpu 1 (0000:2a:00.0) xid 45"],
+        &["noted: GPU 1 (0000:2a:00.0) XID 45"],
     );
 }
 
@@ -171,7 +171,7 @@ fn sxids_age_and_a_switch_probe_makes_them_history() {
         "nvlink.sxid_events",
         Status::Fail,
         &[
-            "nvswitch 0000:06:00.0",
+            "NVSwitch 0000:06:00.0",
             "link 48",
             "2 min ago (2025-12-31T23:58:00Z): live",
         ],
@@ -181,11 +181,11 @@ fn sxids_age_and_a_switch_probe_makes_them_history() {
         &r,
         "nvlink.sxid_events",
         Status::Warn,
-        &["history: before the nvswitch driver probed 0000:06:00.0 again"],
+        &["history: before the NVSwitch driver probed 0000:06:00.0 again"],
     );
     // The NVSwitch node with a log free of SXids passes; without a log it skips.
     let r = with_log(&rec(1, 60.0, "usb 1-1: x")).run_all();
-    assert_check(&r, "nvlink.sxid_events", Status::Pass, &["no sxid"]);
+    assert_check(&r, "nvlink.sxid_events", Status::Pass, &["no SXID"]);
 }
 
 /// The switch port above GPU 0000:5d:00.0 in the healthy fixture.
@@ -203,7 +203,7 @@ fn aer_reports_are_attributed_and_aged() {
         "topology.aer_errors",
         Status::Fail,
         &[
-            "gpu 0000:5d:00.0 (reported by 0000:5c:00.0)",
+            "GPU 0000:5d:00.0 (reported by 0000:5c:00.0)",
             "[SDES]",
             "5 min ago (2025-12-31T23:55:00Z), live",
         ],
@@ -215,7 +215,7 @@ fn aer_reports_are_attributed_and_aged() {
         &r,
         "topology.aer_errors",
         Status::Warn,
-        &["history: before 0000:5c:00.0 reported aer recovery successful"],
+        &["history: before 0000:5c:00.0 reported AER recovery successful"],
     );
     // Corrected errors are counted; a handful in the last hour passes, a storm warns.
     let cor = format!(
@@ -244,7 +244,7 @@ fn aer_reports_are_attributed_and_aged() {
         &r,
         "topology.aer_errors",
         Status::Pass,
-        &["1 aer report(s) about other devices not judged"],
+        &["1 AER report(s) about other devices not judged"],
     );
 }
 
@@ -369,7 +369,7 @@ fn gpu_counters_over_a_window() {
         &node.run_all(),
         "driver.pcie_replays",
         Status::Warn,
-        &["gpu 3 (0000:5d:00.0): 600 pcie replays, 10.0/s over a 1 min window"],
+        &["GPU 3 (0000:5d:00.0): 600 PCIe replays, 10.0/s over a 1 min window"],
     );
     // Uncorrected ECC: unmoved is history (warn), rising is live (fail).
     let node = sampled();
@@ -449,7 +449,7 @@ fn a_total_with_no_uptime_is_not_called_below_the_limit() {
     let r = node.run_all();
     let c = check(&r, "driver.pcie_replays");
     assert_eq!(c.status, Status::Error, "{}", c.summary);
-    assert_evidence(&r, "driver.pcie_replays", &["proc/uptime", "gpu 3 600"]);
+    assert_evidence(&r, "driver.pcie_replays", &["proc/uptime", "GPU 3 600"]);
 }
 
 #[test]
@@ -558,7 +558,7 @@ fn operator_markers_the_node_should_have() {
         &node.run_all(),
         "toolkit.operator_validations",
         Status::Pass,
-        &["the operator does not manage its rdma"],
+        &["the operator does not manage its RDMA"],
     );
     // The operator's driver with gdrdrv loaded and no gdrcopy-ready.
     let node = Node::copy("h100-operator-peermem-not-validated");

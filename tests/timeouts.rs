@@ -261,7 +261,7 @@ fn check_reads_a_kernel_log_from_a_process_substitution() {
     assert_eq!(out.status.code(), Some(1), "{report}");
     let xid = xid_check(&report);
     assert_eq!(xid["status"], "fail", "{xid}");
-    assert!(xid.to_string().contains("xid 79"), "{xid}");
+    assert!(xid.to_string().contains("XID 79"), "{xid}");
     assert!(xid.to_string().contains("/dev/fd/"), "{xid}");
 }
 
@@ -573,7 +573,7 @@ fn an_nvml_init_that_hangs_is_an_error_at_the_timeout() {
     let (_, status, summary) = result(&results, "driver.nvml_init");
     assert_eq!(status, "error", "{summary}");
     assert!(
-        summary.contains(&format!("nvml did not answer within {timeout} s")),
+        summary.contains(&format!("NVML did not answer within {timeout} s")),
         "{summary}"
     );
     // What needs no NVML was still judged from sysfs.

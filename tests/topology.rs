@@ -382,7 +382,7 @@ fn broken_trees_give_results_not_panics() {
                 .contains("missing — partial capture or kernel older than 2.6")
             && locality
                 .summary
-                .contains("judged without it: gpu 0000:01:00.0 nearest rdma nic"),
+                .contains("judged without it: GPU 0000:01:00.0 nearest RDMA NIC"),
         "{}",
         locality.summary
     );
@@ -404,7 +404,7 @@ fn broken_trees_give_results_not_panics() {
                 && e.observed.contains("dangling symlink"))
             && acs
             .summary
-            .ends_with("judged without: no pcie switch above the gpus and rdma nics"),
+            .ends_with("judged without: no PCIe switch above the GPUs and RDMA NICs"),
         "{}",
         acs.summary
     );

@@ -16,6 +16,7 @@ use super::history::{Since, Tally, Timeline, tally};
 use super::{CheckDef, Context, Explain, Outcome};
 use crate::facts::xid::{MarkerKind, XidEvent, XidSeverity};
 use crate::report::{Action, Evidence, Figure, FigureName, Layer};
+use crate::text::wording::proper;
 
 pub fn checks() -> Vec<CheckDef> {
     vec![CheckDef {
@@ -409,17 +410,20 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
             }
             Verdict::Note => {
                 notes.push(line.clone());
-                informational.push(Evidence::new(
+                informational.push(Evidence::quoting(
                     from.as_str(),
-                    format!("{observed} (noted: {line})"),
+                    format!("{observed} ({})", proper(&format!("noted: {line}"))),
                 ));
                 continue;
             }
         }
         // `expected` says what a healthy node shows; the state and age are what was seen.
         evidence.push(
-            Evidence::new(from.as_str(), format!("{observed} ({state}, last {when})"))
-                .expected(format!("no live xid {number}")),
+            Evidence::quoting(
+                from.as_str(),
+                format!("{observed} ({})", proper(&format!("{state}, last {when}"))),
+            )
+            .expected(format!("no live xid {number}")),
         );
     }
     // An XID 154 asking for the action another live XID already calls for is said with it.

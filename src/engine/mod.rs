@@ -9,10 +9,11 @@ use crate::checks::causes::When;
 use crate::checks::{self, CheckDef, Context, Outcome};
 use crate::facts::node;
 use crate::report::{
-    CheckResult, FigureName, FirstFailure, Layer, LayerReport, NodeInfo, Report, SCHEMA_VERSION,
-    SourceInfo, Status, exit,
+    CheckResult, Evidence, FigureName, FirstFailure, Layer, LayerReport, NodeInfo, Report,
+    SCHEMA_VERSION, SourceInfo, Status, exit,
 };
 use crate::source::Source;
+use crate::text::wording;
 
 /// What to run and how to judge the whole.
 #[derive(Debug, Clone, Default)]
@@ -267,14 +268,32 @@ fn run_check(def: &CheckDef, ctx: &Context<'_>) -> CheckResult {
         code: def.code.to_string(),
         title: def.title.to_string(),
         status: outcome.status,
-        summary: outcome.summary,
-        evidence: outcome.evidence,
-        hint: outcome.hint,
+        summary: proper(outcome.summary),
+        evidence: outcome.evidence.into_iter().map(proper_evidence).collect(),
+        hint: outcome.hint.map(proper),
         action: outcome.action,
         figures: outcome.figures,
         gpus: outcome.gpus.into_vec(),
         explained_by: None,
     }
+}
+
+/// Acronyms and units as people write them (`text::wording`) in what a check wrote.
+fn proper(text: String) -> String {
+    match wording::proper(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(better) => better,
+    }
+}
+
+/// [`proper`] for what the check expected, and for what it observed unless that is a line
+/// quoted from the node (`Evidence::quoted`: a kernel log line keeps its bytes).
+fn proper_evidence(mut e: Evidence) -> Evidence {
+    e.expected = e.expected.map(proper);
+    if !e.quoted {
+        e.observed = proper(e.observed);
+    }
+    e
 }
 
 /// Why a layer whose checks all skipped was skipped: their distinct reasons in check order

@@ -179,7 +179,7 @@ fn system_error_with_ib_completions_points_at_rdma() {
     let (s, summary) = status(&report, "nccl.test_errors");
     assert_eq!(s, Status::Fail);
     assert!(
-        summary.contains("rdma layer") && summary.contains("RETRY_EXC_ERR"),
+        summary.contains("RDMA layer") && summary.contains("RETRY_EXC_ERR"),
         "{summary}"
     );
     assert_eq!(status(&report, "nccl.run_completed").0, Status::Skip);
@@ -229,14 +229,14 @@ hgx-h100-01:41234:41262 [0] NCCL INFO NCCL_P2P_DISABLE set by environment to 1
     assert_eq!(s, Status::Warn, "{summary}");
     assert!(
         summary.starts_with(
-            "2 intra-node channel(s) through host shared memory (SHM), not p2p/nvlink (1 p2p channel(s)); NCCL_P2P_DISABLE=1 set"
+            "2 intra-node channel(s) through host shared memory (SHM), not p2p/nvlink (1 P2P channel(s)); NCCL_P2P_DISABLE=1 set"
         ),
         "{summary}"
     );
     let evidence = evidence_text(&report, "nccl.p2p_transport");
     assert!(evidence.contains("via SHM/direct/direct"), "{evidence}");
     assert!(
-        evidence.contains("nvlink: profile hgx-h100: 18 nvlinks per gpu"),
+        evidence.contains("nvlink: profile hgx-h100: 18 NVLinks per GPU"),
         "{evidence}"
     );
     assert!(
@@ -339,19 +339,19 @@ fn multi_node_runs_are_judged_by_the_profiles_multi_node_expectation() {
             "hgx-h100",
             370.0,
             Status::Pass,
-            "derived from 8 x 400 Gb/s nics",
+            "derived from 8 x 400 Gb/s NICs",
         ),
         (
             "hgx-h100",
             360.0,
             Status::Warn,
-            "derived from 8 x 400 Gb/s nics",
+            "derived from 8 x 400 Gb/s NICs",
         ),
         (
             "hgx-h100",
             330.0,
             Status::Fail,
-            "derived from 8 x 400 Gb/s nics",
+            "derived from 8 x 400 Gb/s NICs",
         ),
     ] {
         let report = judge(&two_nodes(busbw), Some(profile));
@@ -502,7 +502,7 @@ torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10
     let (s, summary) = status(&judge(log, None), "nccl.test_errors");
     assert_eq!(s, Status::Fail);
     assert!(
-        summary.starts_with("nccl error in the application: 'unhandled system error'"),
+        summary.starts_with("NCCL error in the application: 'unhandled system error'"),
         "{summary}"
     );
     let advice = "node:1:1 [0] graph/search.cc:1135 NCCL WARN Could not find a path for pattern 4, falling back to simple order\n";

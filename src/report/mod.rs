@@ -159,35 +159,35 @@ impl Action {
             Action::None => "no action needed",
             Action::FixConfig => "fix the configuration",
             Action::RestartComponent => "restart the component",
-            Action::ReloadDriver => "reload the nvidia driver",
+            Action::ReloadDriver => "reload the NVIDIA driver",
             Action::ResetGpu => {
-                "drain the node and reset the gpu by its pci bus id (`nvidia-smi -r -i <pci bus id>`)"
+                "drain the node and reset the GPU by its PCI bus id (`nvidia-smi -r -i <pci bus id>`)"
             }
             Action::RebootNode => "drain and reboot the node",
             Action::HardwareInspection => {
-                "take the failing part the finding names (gpu, link, cable, nic) out of service for inspection"
+                "take the failing part the finding names (GPU, link, cable, NIC) out of service for inspection"
             }
-            Action::CheckWorkload => "check the workload that ran on the gpu",
+            Action::CheckWorkload => "check the workload that ran on the GPU",
         }
     }
 }
 
 impl Action {
     /// [`Action::describe`] for a finding of `layer`: hardware inspection names the part that
-    /// layer judges (a NIC or cable is not "the gpu").
+    /// layer judges (a NIC or cable is not "the GPU").
     pub fn describe_for(self, layer: Layer) -> &'static str {
         match (self, layer) {
             (Action::HardwareInspection, Layer::Driver) => {
-                "take the gpu out of service for hardware inspection"
+                "take the GPU out of service for hardware inspection"
             }
             (Action::HardwareInspection, Layer::Topology) => {
-                "have the pcie path the finding names inspected (slot, riser, retimer, cable)"
+                "have the PCIe path the finding names inspected (slot, riser, retimer, cable)"
             }
             (Action::HardwareInspection, Layer::Rdma | Layer::Sriov) => {
-                "have the nic, cable or switch port the finding names inspected"
+                "have the NIC, cable or switch port the finding names inspected"
             }
             (Action::HardwareInspection, Layer::Nvlink) => {
-                "have the nvlink path the finding names inspected (gpu, nvswitch, bridge or baseboard)"
+                "have the NVLink path the finding names inspected (GPU, NVSwitch, bridge or baseboard)"
             }
             _ => self.describe(),
         }
@@ -202,6 +202,11 @@ pub struct Evidence {
     pub observed: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<String>,
+    /// `observed` begins with a line quoted from the node as it was written (a kernel log line,
+    /// a benchmark's output), byte for byte but for terminal escapes; gpudoctor's own words, if
+    /// any, follow it in parentheses. Absent when `observed` is gpudoctor's wording.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quoted: bool,
 }
 
 impl Evidence {
@@ -210,6 +215,14 @@ impl Evidence {
             source: source.into(),
             observed: observed.into(),
             expected: None,
+            quoted: false,
+        }
+    }
+    /// A line quoted from the node (see [`Evidence::quoted`]).
+    pub fn quoting(source: impl Into<String>, line: impl Into<String>) -> Self {
+        Evidence {
+            quoted: true,
+            ..Evidence::new(source, line)
         }
     }
 

@@ -1,10 +1,11 @@
 //! Text helpers used on more than one floor: node text made safe for a terminal
 //! ([`sanitize`]), word wrapping to the terminal's width ([`wrap`]), and column grids
-//! ([`grid`]), and what a driver version looks like ([`is_driver_version`]). Plain functions of
+//! ([`grid`]), acronyms and units as people write them ([`wording`]), and what a driver version looks like ([`is_driver_version`]). Plain functions of
 //! strings; nothing here knows a report, a source or a check.
 
 pub mod grid;
 pub mod sanitize;
+pub mod wording;
 pub mod wrap;
 
 /// A driver version (`550.54.15`, `535.216.03`; Jetson `34.1.1`): two or three dot-separated

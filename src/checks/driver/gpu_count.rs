@@ -37,7 +37,7 @@ fn kernel_log_mentions(ctx: &Context<'_>, bdf: &str) -> Vec<Evidence> {
         .rev()
         .take(3)
         .map(|l| {
-            Evidence::new(
+            Evidence::quoting(
                 from.as_str(),
                 l.rsplit_once(';').map(|(_, m)| m).unwrap_or(l).trim(),
             )

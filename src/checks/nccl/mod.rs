@@ -221,11 +221,11 @@ fn each_run(ctx: &Context<'_>, judge: impl Fn(&Context<'_>, &NcclRun) -> Outcome
 
 /// A log line as evidence: `origin:line`, the text.
 fn quote(run: &NcclRun, q: &Quoted) -> Evidence {
-    Evidence::new(format!("{}:{}", run.origin, q.line), q.text.clone())
+    Evidence::quoting(format!("{}:{}", run.origin, q.line), q.text.clone())
 }
 
 fn row_evidence(run: &NcclRun, row: &Row) -> Evidence {
-    Evidence::new(format!("{}:{}", run.origin, row.line), row.text.clone())
+    Evidence::quoting(format!("{}:{}", run.origin, row.line), row.text.clone())
 }
 
 /// `NCCL_DEBUG=INFO` lines are needed to see transports.

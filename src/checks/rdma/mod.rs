@@ -465,7 +465,7 @@ fn port_rate(ctx: &Context<'_>) -> Outcome {
         if rate < want {
             let text = p.rate_text.clone().unwrap_or_default();
             fails.push(format!(
-                "{} at {rate} gb/s, {from} runs {want} gb/s",
+                "{} at {rate} Gb/s, {from} runs {want} Gb/s",
                 port_label(d, p)
             ));
             evidence.push(
@@ -512,12 +512,12 @@ fn port_rate(ctx: &Context<'_>) -> Outcome {
         let rates: Vec<String> = fastest
             .iter()
             .filter(|((f, _), _)| *f)
-            .map(|((_, l), r)| format!("{l} {r} gb/s"))
+            .map(|((_, l), r)| format!("{l} {r} Gb/s"))
             .chain(
                 fastest
                     .iter()
                     .filter(|((f, _), _)| !*f)
-                    .map(|((_, l), r)| format!("{l} {r} gb/s outside the gpu fabric")),
+                    .map(|((_, l), r)| format!("{l} {r} Gb/s outside the gpu fabric")),
             )
             .collect();
         return Outcome::pass(format!(

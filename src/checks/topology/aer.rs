@@ -304,7 +304,7 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
                 names(group.last),
                 when.text()
             );
-            let ev = Evidence::new(from.as_str(), group.last.message.clone())
+            let ev = Evidence::quoting(from.as_str(), group.last.message.clone())
                 .expected(format!("no {} aer report ({state})", severity.name()));
             let live = group.live > 0;
             match severity {
