@@ -451,6 +451,17 @@ mod tests {
         );
     }
 
+    /// The cause `code`'s result names, in the first layer.
+    fn explained_by(report: &Report, code: &str) -> Option<String> {
+        report.layers[0]
+            .checks
+            .iter()
+            .find(|c| c.code == code)
+            .unwrap_or_else(|| panic!("{code} ran"))
+            .explained_by
+            .clone()
+    }
+
     #[test]
     fn an_xid_explains_only_findings_on_the_gpus_that_logged_it() {
         use crate::report::Figure;
@@ -486,15 +497,7 @@ mod tests {
             }),
         ];
         let report = run_with(&src, &registry, &RunOptions::default());
-        let by = |code: &str| {
-            report.layers[0]
-                .checks
-                .iter()
-                .find(|c| c.code == code)
-                .unwrap()
-                .explained_by
-                .clone()
-        };
+        let by = |code: &str| explained_by(&report, code);
         assert_eq!(
             by("driver.ecc_errors").as_deref(),
             Some("driver.xid_events")
@@ -531,15 +534,7 @@ mod tests {
         let first = report.first_failure.as_ref().unwrap();
         assert_eq!(first.code, "driver.nouveau_absent");
         assert_eq!(first.summary, "nouveau");
-        let by = |code: &str| {
-            report.layers[0]
-                .checks
-                .iter()
-                .find(|c| c.code == code)
-                .unwrap()
-                .explained_by
-                .clone()
-        };
+        let by = |code: &str| explained_by(&report, code);
         // The chain nouveau -> nvidia module -> nvml resolves to its root.
         assert_eq!(
             by("driver.nvidia_module").as_deref(),
