@@ -8,11 +8,12 @@ both). Not a test and not run by CI; docs/performance.md shows its output.
     python3 benches/fleet.py --quick          # fewer runs, no 10 000-report fleet
     python3 benches/fleet.py --generate 12 --out /tmp/fleet   # only write a fleet (README demo)
 
-`fleet --prometheus` is measured too (issue 27): a loopback HTTP server (stdlib) answers the two
-instant queries as Prometheus' API does, with the series of 1 000 and 10 000 nodes — each node
-one of the fleet's reports rendered by `gpudoctor render --format prometheus`, its own target
-labels (`job`, `instance`) and host name — so what is measured is gpudoctor's side: the request,
-reading the answer, grouping the series into nodes and the summary.
+`fleet --prometheus` is measured too (issue 27): a loopback HTTP server (stdlib) answers the four
+instant queries of src/fleet/prometheus/mod.rs as Prometheus would, with the series of 1 000 and
+10 000 nodes — each node one of the fleet's reports rendered by `gpudoctor render --format
+prometheus`, its own target labels (`job`, `instance`) and host name — so what is measured is
+gpudoctor's side: the requests, reading the answers, grouping the series into nodes and the
+summary.
 
 The reports are real ones: `gpudoctor check --keep-going --format json` of fixtures (half of
 them with `--with-facts`, as a DaemonSet that keeps facts for `diff` saves them), copied per
