@@ -179,6 +179,14 @@ const EXPECT: &[Expect] = &[
         &[("run_completed", "fail")],
         Some((0.0, 8)),
     ),
+    // Healthy: two collectives in one 2.17.6 log (alltoall with redop `none`, then sendrecv),
+    // in-place `#wrong` N/A; the first test's peak is the run's figure.
+    e(
+        "nccl-tests-cluster-h100-two-node-alltoall-sendrecv.log",
+        0,
+        &[],
+        Some((23.64, 8 * GIB)),
+    ),
     // An application's log without a failure line.
     e("openrlhf-949-ray-actor-excerpt.log", 0, &[], None),
     e(
