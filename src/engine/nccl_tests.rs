@@ -119,15 +119,25 @@ fn bandwidth_uses_the_ring_figure_without_nvls_and_never_the_average() {
         summary.contains("401.0") && summary.contains("460"),
         "{summary}"
     );
-    // 470: warn band.
+    // 462: warn band (460 to 465).
     let log = format!(
         "{HEADER}{}{}{FOOTER}",
         with_nvls(16),
-        row(8 << 30, 470.0, 0)
+        row(8 << 30, 462.0, 0)
     );
     assert_eq!(
         status(&judge(&log, Some("hgx-h100")), "nccl.bus_bandwidth").0,
         Status::Warn
+    );
+    // 470, a healthy node's figure at 1 GiB: passes.
+    let log = format!(
+        "{HEADER}{}{}{FOOTER}",
+        with_nvls(16),
+        row(1 << 30, 470.0, 0)
+    );
+    assert_eq!(
+        status(&judge(&log, Some("hgx-h100")), "nccl.bus_bandwidth").0,
+        Status::Pass
     );
     // Only small sizes: not judged.
     let log = format!("{HEADER}{}{FOOTER}", row(1 << 20, 10.0, 0));

@@ -30,6 +30,7 @@
 //! end and the `NCCL ` marker, launcher prefixes are judged on their first bytes, and a line
 //! that only counts allocates nothing.
 
+mod command;
 mod errors;
 mod lines;
 mod model;
@@ -347,6 +348,9 @@ impl NcclLogParser {
         }
         if self.application_error(line) {
             return;
+        }
+        if self.log.command_program.is_none() && line.contains("_perf") {
+            self.log.command_program = command::program_on_command_line(line);
         }
         self.log.other_lines += 1;
     }

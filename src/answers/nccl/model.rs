@@ -313,6 +313,9 @@ pub struct NcclLog {
     pub nccl_version: Option<String>,
     /// The program (`all_reduce_perf`) from the first `Collective test starting:`.
     pub collective: Option<String>,
+    /// The program the log's own command line names (`$ ./build/all_reduce_perf -b 8 ...`,
+    /// `mpirun ... alltoall_perf`), for logs without `Collective test starting:` (`command.rs`).
+    pub command_program: Option<String>,
     /// `# nThread` lines.
     pub header_blocks: u32,
     /// `# nThread` lines that began before the test above them printed anything of its table:

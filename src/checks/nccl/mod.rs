@@ -146,8 +146,8 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Nccl,
             title: "bus bandwidth at large sizes meets the profile",
             explain: Explain {
-                reads: "the busbw of result rows of 1 GiB and more (the sweep average is shown, never judged); the run's shape (ranks, nodes from device lines); the collective (`Collective test starting`, the binary, else the table's own arithmetic: size = count × type size with a reduction and no root is all_reduce); the profile's nccl_busbw_* (NVLS) or nccl_ring_busbw_* thresholds, and for multi-node runs its RDMA ports and rate",
-                expects: "single node: peak busbw ≥ the profile's warn figure (hgx-h100: 480 with NVLS, 370 ring); N nodes: ≥ the profile's nccl_multinode_busbw_* (hgx-a100: 192, NVIDIA/nccl#812), else ≥ NICs × 0.92 × rate/8 (derived), failing below 0.9 × that; whatever the verdict, the sweep's peak busbw, the size it was reached at and the sweep average are reported (figures nccl_busbw_peak_bytes_per_second, nccl_busbw_peak_size_bytes, nccl_busbw_average_bytes_per_second, and the summary)",
+                reads: "the busbw of result rows of 1 GiB and more (the sweep average is shown, never judged); the run's shape (ranks, nodes from device lines); the collective (`Collective test starting`, the log's own command line, the binary, else the table's own arithmetic: size = count × type size with a reduction and no root is all_reduce); the profile's nccl_busbw_* (NVLS) or nccl_ring_busbw_* thresholds, and for multi-node runs its RDMA ports and rate",
+                expects: "single node: peak busbw ≥ the profile's warn figure (hgx-h100: 465 with NVLS, 370 ring); N nodes: ≥ the profile's nccl_multinode_busbw_* (hgx-a100: 192, NVIDIA/nccl#812), else ≥ NICs × 0.92 × rate/8 (derived), failing below 0.9 × that; whatever the verdict, the sweep's peak busbw, the size it was reached at and the sweep average are reported (figures nccl_busbw_peak_bytes_per_second, nccl_busbw_peak_size_bytes, nccl_busbw_average_bytes_per_second, and the summary)",
                 why: "the sweep average mixes latency-bound small sizes in and reads far below peak; the large-size peak is what training all-reduces see, and it is where a downtrained PCIe link, a missing NVLink or a slow NIC shows. A sweep too small to judge still measured something: its numbers are reported with the reason they are not judged",
                 fix: "read the transport findings first (socket fallback, no GPUDirect, SHM, no NVLS); else check driver.pcie_link, nvlink.links_active and the rdma layer; rerun with --nccl-quick to confirm",
             },
@@ -280,9 +280,9 @@ fn collective_name(run: &NcclRun) -> String {
     table_collective(run, 0).unwrap_or_else(|| "unknown".to_string())
 }
 
-/// The collective a table measured: `Collective test starting:` before it, else the binary
-/// gpudoctor ran or the log is named after (`all_reduce_perf`), else what its rows' arithmetic
-/// says (`answers::nccl::collective_from_rows`). `all_reduce_perf_mpi` → `all_reduce`.
+/// The collective a table measured: `Collective test starting:` before it, else the program
+/// the log's own command line names (`$ ./build/alltoall_perf ...`), else the binary gpudoctor
+/// ran or the log is named after (`all_reduce_perf`), else what its rows' arithmetic says (`answers::nccl::collective_from_rows`). `all_reduce_perf_mpi` → `all_reduce`.
 fn table_collective(run: &NcclRun, table: usize) -> Option<String> {
     let log = &run.log;
     let named = log
@@ -290,6 +290,11 @@ fn table_collective(run: &NcclRun, table: usize) -> Option<String> {
         .get(table)
         .and_then(|t| t.collective.clone())
         .or_else(|| (table == 0).then(|| log.collective.clone()).flatten())
+        .or_else(|| {
+            (log.tables.len() <= 1)
+                .then(|| log.command_program.clone())
+                .flatten()
+        })
         .or_else(|| {
             let stem = run.name.trim_end_matches("_mpi");
             (log.tables.len() <= 1 && stem.ends_with("_perf")).then(|| run.name.clone())
