@@ -138,6 +138,9 @@ pub fn render(s: &Summary, markdown: bool) -> String {
             "\n{}fleet-wide, on most nodes (one cause for all, likely configuration):",
             if markdown { "### " } else { "" }
         );
+        // A fleet-wide fault names thousands of nodes: look each up once, not by a scan.
+        let by_name: std::collections::HashMap<&str, &NodeTriage> =
+            s.triage.iter().map(|t| (t.node.as_str(), t)).collect();
         for w in wide {
             let action = s
                 .triage
@@ -158,7 +161,7 @@ pub fn render(s: &Summary, markdown: bool) -> String {
             let nodes: Vec<&NodeTriage> = w
                 .nodes
                 .iter()
-                .filter_map(|name| s.triage.iter().find(|t| &t.node == name))
+                .filter_map(|name| by_name.get(name.as_str()).copied())
                 .collect();
             for line in wrapped(&node_names(&nodes, markdown), 4) {
                 let _ = writeln!(out, "{line}");
