@@ -1229,7 +1229,7 @@ fn a_crio_node_is_read_from_its_drop_ins() {
         "toolkit.container_runtime",
         Status::Pass,
         &[
-            "cri-o: runtime handler `nvidia` (/usr/bin/nvidia-container-runtime) is the default runtime; CDI on",
+            "CRI-O: runtime handler `nvidia` (/usr/bin/nvidia-container-runtime) is the default runtime; CDI on",
         ],
     );
     assert_evidence(
@@ -1246,7 +1246,7 @@ fn a_crio_node_is_read_from_its_drop_ins() {
         &node.run_all(),
         "toolkit.container_runtime",
         Status::Pass,
-        &["cri-o: no nvidia runtime handler, CDI on"],
+        &["CRI-O: no nvidia runtime handler, CDI on"],
     );
 }
 

@@ -115,6 +115,14 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
     ),
     ("h100-ib-port-hdr", &[("rdma/port mlx5_5/1/rate", 1)]),
     (
+        "h100-power-capped",
+        &[("driver/nvml gpu 0000:9a:00.0/power limit", 1)],
+    ),
+    (
+        "h100-power-over-limit",
+        &[("driver/nvml gpu 0000:ba:00.0/power draw", 1)],
+    ),
+    (
         "h100-ib-port-polling",
         &[
             ("rdma/port mlx5_3/1/state", 1),
@@ -329,6 +337,20 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         ],
     ),
     (
+        "h100-sriov-multus-shadowed",
+        &[
+            ("device-plugin/checkpoint/nvidia.com/rdma_vf registered", 1),
+            (
+                "device-plugin/pod-resources allocatable/nvidia.com/rdma_vf",
+                1,
+            ),
+            ("topology/rdma nic 0000:*.1/-", 8),
+            ("rdma/hca mlx5_1*/-", 8),
+            ("rdma/port mlx5_1*/1/-", 8),
+            ("sriov/pf 0000:*/-", 8),
+        ],
+    ),
+    (
         "h100-sriov-numvfs-zero",
         &[
             ("device-plugin/checkpoint/nvidia.com/rdma_vf registered", 1),
@@ -364,6 +386,21 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[
             ("topology/kubelet config/* policy", 3),
             ("topology/kubelet config/topology manager scope", 1),
+            ("topology/kubelet config/reserved memory", 1),
+        ],
+    ),
+    (
+        "h100-kubelet-managers-misaligned",
+        &[
+            ("topology/kubelet config/* policy", 2),
+            ("topology/kubelet config/reserved cpus", 1),
+        ],
+    ),
+    (
+        "h100-kubelet-static-unreserved",
+        &[
+            ("topology/kubelet config/reserved cpus", 1),
+            ("topology/kubelet config/reserved memory", 1),
         ],
     ),
     (
@@ -389,6 +426,7 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
             ("driver/gpu 0000:*/pci id", 8),
             ("driver/driver gpu 0000:*/vbios", 8),
             ("driver/nvml gpu 0000:*/model", 8),
+            ("driver/nvml gpu 0000:*/power limit", 8),
             ("driver/nvswitch 0000:*/pci id", 4),
             ("topology/gpu 0000:*/pcie max link", 8),
             ("topology/nvswitch 0000:*/pcie *", 8),
@@ -418,6 +456,7 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[
             ("driver/gpu 0000:*/pci id", 8),
             ("driver/nvml gpu 0000:*/model", 8),
+            ("driver/nvml gpu 0000:*/power limit", 8),
             ("driver/nvswitch 0000:*/-", 4),
             ("node/node/profile", 1),
             ("nvlink/nvml gpu 0000:*/fabric", 8),
@@ -430,6 +469,7 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[
             ("driver/gpu 0000:*/pci id", 8),
             ("driver/nvml gpu 0000:*/model", 8),
+            ("driver/nvml gpu 0000:*/power limit", 8),
             ("driver/nvswitch 0000:*/-", 4),
             ("node/node/profile", 1),
             ("nvlink/nvml gpu 0000:*/fabric", 8),
@@ -463,6 +503,7 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[
             ("driver/gpu 0000:*/pci id", 8),
             ("driver/nvml gpu 0000:*/model", 8),
+            ("driver/nvml gpu 0000:*/power limit", 8),
             ("driver/nvswitch 0000:*/-", 4),
             ("node/node/profile", 1),
             ("nvlink/nvml gpu 0000:*/fabric", 8),
@@ -476,6 +517,7 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[
             ("driver/gpu 0000:*/pci id", 8),
             ("driver/nvml gpu 0000:*/model", 8),
+            ("driver/nvml gpu 0000:*/power limit", 8),
             ("driver/nvswitch 0000:*/-", 4),
             ("driver/xid events/0000:2a:00.0 xid 149", 1),
             ("driver/xid events/0000:2a:00.0 xid 154", 1),
@@ -492,6 +534,7 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[
             ("driver/gpu 0000:*/pci id", 8),
             ("driver/nvml gpu 0000:*/model", 8),
+            ("driver/nvml gpu 0000:*/power limit", 8),
             ("driver/nvswitch 0000:*/-", 4),
             ("node/node/profile", 1),
             ("nvlink/nvml gpu 0000:*/fabric", 8),
@@ -502,6 +545,8 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
     // Kernel-log AER and SXID reports and counter windows are judged, not compared as facts:
     // the verdict is the whole difference.
     ("h100-aer-surprise-down-gpu", &[]),
+    // /dev/char links are judged, not compared as facts.
+    ("h100-dev-char-links-missing", &[]),
     ("h100-sxid-fatal", &[]),
     ("h100-hca-errors-rising", &[]),
     ("h100-hca-old-errors", &[]),

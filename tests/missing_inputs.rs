@@ -86,6 +86,16 @@ const ABSENCE_IS_THE_FAULT: &[(At, &[&str], &str)] = &[
         "the CNI configuration Multus writes: without it pods cannot attach a secondary network",
     ),
     (
+        At::StartsWith("etc/cni/net.d/"),
+        &["sriov.multus"],
+        "each CNI config: without Multus's the default network is not Multus; without the network Multus delegates to, pods get no primary interface",
+    ),
+    (
+        At::StartsWith("dev/char"),
+        &["toolkit.dev_char_links"],
+        "the /dev/char links systemd resolves device rules through: a missing one is the fault (containers lose the GPU on daemon-reload)",
+    ),
+    (
         At::Is("var/lib/kubelet/device-plugins"),
         &["device_plugin.registered"],
         "the kubelet's registration directory: without it no device plugin can register",

@@ -476,21 +476,19 @@ fn a_vf_of_an_rdma_pf_without_its_rdma_device_fails() {
 fn vf_resources_without_a_multus_config_fail() {
     let node = Node::copy(SRIOV);
     node.remove("etc/cni/net.d/00-multus.conf");
-    node.write(
-        "etc/cni/net.d/10-calico.conflist",
-        "{\"name\": \"k8s-pod-network\"}\n",
-    );
     let report = node.run_layer(Layer::Sriov, None);
     assert_check(
         &report,
         "sriov.multus",
         Status::Fail,
-        &["multus is not configured"],
+        &["Multus is not configured"],
     );
     assert_evidence(
         &report,
         "sriov.multus",
-        &["etc/cni/net.d: 10-calico.conflist (expected a multus config"],
+        &[
+            "etc/cni/net.d: 10-calico.conflist (`calico+portmap+bandwidth`) (expected a Multus config",
+        ],
     );
 }
 

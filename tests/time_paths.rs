@@ -573,3 +573,71 @@ fn operator_markers_the_node_should_have() {
         &["gdrcopy validation has not passed", "gdrdrv is loaded"],
     );
 }
+
+/// driver.power: a limit below the default warns (a capped GPU); a draw over the enforced limit
+/// warns in one reading and fails when the first reading of --sample was over too; a GPU whose
+/// default limit NVML does not report is judged on its draw only, and says so.
+#[test]
+fn power_caps_and_draws_over_the_limit() {
+    let node = sampled();
+    assert_check(
+        &node.run_all(),
+        "driver.power",
+        Status::Pass,
+        &["none capped below its default limit"],
+    );
+    node.edit_nvml(|n| n["devices"][7]["power_limit_mw"] = serde_json::json!({"value": 500000}));
+    assert_check(
+        &node.run_all(),
+        "driver.power",
+        Status::Warn,
+        &["GPU 7 (0000:db:00.0) capped at 500 W of its default 700 W (71%)"],
+    );
+    // 699 W of 700: whole-watt rounding, not a cap.
+    node.edit_nvml(|n| n["devices"][7]["power_limit_mw"] = serde_json::json!({"value": 699000}));
+    assert_check(&node.run_all(), "driver.power", Status::Pass, &[]);
+
+    let node = sampled();
+    node.edit_nvml(|n| n["devices"][7]["power_usage_mw"] = serde_json::json!({"value": 760000}));
+    assert_check(
+        &node.run_all(),
+        "driver.power",
+        Status::Warn,
+        &["GPU 7 (0000:db:00.0) draws 760 W over its enforced limit 700 W"],
+    );
+    node.edit_json(SAMPLE, |b| {
+        b["gpus"]["0000:db:00.0"]["power_usage_mw"] = 751000.into()
+    });
+    assert_check(
+        &node.run_all(),
+        "driver.power",
+        Status::Fail,
+        &["in both readings over a 1 min window (751 W before)"],
+    );
+    // 5% over is the controller settling, not a fault.
+    node.edit_nvml(|n| n["devices"][7]["power_usage_mw"] = serde_json::json!({"value": 735000}));
+    assert_check(&node.run_all(), "driver.power", Status::Pass, &[]);
+
+    let node = sampled();
+    node.edit_nvml(|n| {
+        for d in n["devices"].as_array_mut().unwrap() {
+            d.as_object_mut().unwrap().remove("power_default_limit_mw");
+        }
+    });
+    assert_check(
+        &node.run_all(),
+        "driver.power",
+        Status::Pass,
+        &["default limit not reported for 8 of them: caps not judged there"],
+    );
+    node.edit_nvml(|n| {
+        n["devices"][2]["power_limit_mw"] =
+            serde_json::json!({"error": {"kind": "unknown", "message": "boom"}})
+    });
+    assert_check(
+        &node.run_all(),
+        "driver.power",
+        Status::Error,
+        &["could not read GPU 2"],
+    );
+}

@@ -358,8 +358,8 @@ fn broken_trees_give_results_not_panics() {
         .count();
     assert_eq!(layer.checks.len(), registered);
     assert_eq!(
-        registered, 8,
-        "seven passive checks and topology.host_bandwidth"
+        registered, 9,
+        "eight passive checks and topology.host_bandwidth"
     );
     let numa = layer
         .checks

@@ -65,6 +65,10 @@ const TABLE: &[(&str, &str)] = &[
     ("driver.row_remap", NVML_RECORDED),
     ("driver.thermal", NVML_RECORDED),
     ("driver.clock_slowdown", NVML_RECORDED),
+    (
+        "driver.power",
+        "no NVML answer: skip, see driver.nvml_init; a GPU's draw or enforced limit not answered: that GPU not judged on it; the default limit not answered (or a capture made before it was read): the cap not judged, and the summary says so",
+    ),
     ("driver.pcie_link", NVML_RECORDED),
     ("driver.mig_pending", NVML_RECORDED),
     (
@@ -90,6 +94,10 @@ const TABLE: &[(&str, &str)] = &[
     (
         "toolkit.container_gpus",
         "no .gpudoctor/env.json: skip (not recorded in a Pod); missing device nodes in a Pod: fail (absence of the device node is the fault)",
+    ),
+    (
+        "toolkit.dev_char_links",
+        "no /dev/nvidia* node: skip (driver.device_nodes judges that); /proc/devices missing: error naming it (the majors come from it); a node whose driver has no major there: not judged, and named; a missing /dev/char link: fail (its absence is the fault)",
     ),
     (
         "device_plugin.kubelet",
@@ -142,6 +150,10 @@ const TABLE: &[(&str, &str)] = &[
     (
         "topology.kubelet_topology_manager",
         "no kubelet config: skip (not a Kubernetes node) or error naming an unreadable one",
+    ),
+    (
+        "topology.kubelet_managers",
+        "no kubelet config: skip (not a Kubernetes node) or error naming an unreadable one; a key left out reads as the kubelet's default (policies none/None, evictionHard memory.available 100Mi)",
     ),
     (
         "topology.host_bandwidth",
@@ -201,7 +213,7 @@ const TABLE: &[(&str, &str)] = &[
     ),
     (
         "sriov.multus",
-        "/etc/cni/net.d missing where VFs are set up: fail (Multus is not configured: the fault)",
+        "/etc/cni/net.d missing or without a .conf/.conflist/.json where VFs are set up: fail (Multus is not configured: the fault); an unreadable directory: error naming it; an unreadable file reads as one that does not load (libcni fails on it too)",
     ),
     ("nvlink.links_active", NVML_RECORDED),
     ("nvlink.error_counters", NVML_RECORDED),

@@ -7,6 +7,7 @@
 
 pub mod active;
 pub mod causes;
+pub mod dev_char;
 pub mod device_plugin;
 pub mod driver;
 pub mod gpu_counters;
@@ -78,6 +79,7 @@ pub fn registry() -> Vec<CheckDef> {
     all.extend(rdma::checks());
     all.extend(sriov::checks());
     all.extend(toolkit::checks());
+    all.extend(dev_char::checks());
     all.extend(device_plugin::checks());
     all.extend(topology::checks());
     all.extend(nccl::checks());

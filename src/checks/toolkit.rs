@@ -85,7 +85,7 @@ pub fn checks() -> Vec<CheckDef> {
 }
 
 /// `Some(skip)` when the layer does not apply: no kubelet, no runtime config, no toolkit.
-fn not_applicable(ctx: &Context<'_>) -> Option<Outcome> {
+pub(crate) fn not_applicable(ctx: &Context<'_>) -> Option<Outcome> {
     let kubelet = ctx.kubelet().present();
     let runtime = !matches!(ctx.runtime(), Ok(None));
     let toolkit = ctx.toolkit().config.is_some() || !ctx.toolkit().binaries.is_empty();

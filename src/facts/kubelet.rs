@@ -1,15 +1,18 @@
 //! The kubelet's resource-manager settings from its config file (reference/kubernetes.md §4):
-//! Topology Manager, CPU Manager and Memory Manager policies. Facts only; the
-//! `topology.kubelet_topology_manager` check judges them against the GPUs' NUMA placement.
+//! Topology Manager, CPU Manager and Memory Manager policies and the reservations the static
+//! policies need. Facts only; `topology.kubelet_topology_manager` judges them against the GPUs'
+//! NUMA placement and `topology.kubelet_managers` judges the managers together.
 //! (Which kubelet files exist at all, sockets and checkpoints, is `facts/k8s.rs`.)
 //!
-//! Only top-level scalar keys are needed, so the YAML is read by hand (a `key: value` line at
-//! column 0) rather than with a YAML library; a file that starts with `{` is read as JSON, the
-//! other form `KubeletConfiguration` files take.
+//! A `KubeletConfiguration` is YAML or JSON (which is YAML too), read through the guarded parser
+//! (`facts/yaml.rs`): nested maps (`kubeReserved`, `evictionHard`) and the `reservedMemory` list
+//! are needed, so a `key: value` line scan no longer does.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
+use serde_yaml_ng::Value;
 
-use super::pci::short;
 use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
@@ -36,68 +39,129 @@ pub struct KubeletConfig {
     pub cpu_manager_policy: Option<String>,
     /// `None` (default) or `Static` (capitalised in the kubelet, `PolicyTypeStatic`).
     pub memory_manager_policy: Option<String>,
+    /// `reservedSystemCPUs`: an explicit CPU list (`0,1,112,113`) kept off the shared pool.
+    pub reserved_system_cpus: Option<String>,
+    /// `kubeReserved` and `systemReserved`: resource name -> quantity (`cpu: 500m`).
+    pub kube_reserved: BTreeMap<String, String>,
+    pub system_reserved: BTreeMap<String, String>,
+    /// `evictionHard`; `None` when the key is absent (the kubelet's defaults then apply,
+    /// `memory.available: 100Mi` among them).
+    pub eviction_hard: Option<BTreeMap<String, String>>,
+    /// `reservedMemory`: what the Memory Manager keeps per NUMA node.
+    pub reserved_memory: Vec<ReservedMemory>,
+    /// `cgroupDriver`: `systemd` (kubeadm's since 1.22) or `cgroupfs` (the kubelet's default).
+    pub cgroup_driver: Option<String>,
+}
+
+/// One `reservedMemory` entry: `- numaNode: 0` with `limits: {memory: 1124Mi}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReservedMemory {
+    pub numa_node: Option<i64>,
+    /// `limits.memory` as written (a Kubernetes quantity).
+    pub memory: Option<String>,
+}
+
+/// A scalar as text: YAML reads `cpu: 1` as a number and `memoryManagerPolicy: Static` as a
+/// string; both are settings. Empty, `~` and `null` are absent.
+fn scalar(v: &Value) -> Option<String> {
+    let text = match v {
+        Value::String(s) => s.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Tagged(t) => return scalar(&t.value),
+        _ => return None,
+    };
+    (!text.is_empty()).then_some(text)
+}
+
+fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if let Some(Value::Mapping(map)) = v {
+        for (k, v) in map {
+            if let (Some(k), Some(v)) = (scalar(k), scalar(v)) {
+                out.insert(k, v);
+            }
+        }
+    }
+    out
 }
 
 /// Parse a `KubeletConfiguration` (YAML or JSON). Keys other than the ones above are ignored;
-/// text that is neither gives an error.
+/// text that is not a mapping gives an error.
 pub fn parse_kubelet_config(text: &str) -> Result<KubeletConfig, ParseError> {
-    let t = text.trim_start_matches('\u{feff}').trim();
-    if t.starts_with('{') {
-        let value: serde_json::Value =
-            serde_json::from_str(t).map_err(|e| ParseError::new(format!("not json: {e}")))?;
-        let get = |key: &str| value.get(key).and_then(|v| v.as_str()).map(str::to_string);
-        return Ok(KubeletConfig {
-            kind: get("kind"),
-            topology_manager_policy: get("topologyManagerPolicy"),
-            topology_manager_scope: get("topologyManagerScope"),
-            cpu_manager_policy: get("cpuManagerPolicy"),
-            memory_manager_policy: get("memoryManagerPolicy"),
-        });
-    }
-    let mut config = KubeletConfig::default();
-    let mut keys = 0usize;
-    for line in text.lines() {
-        if line.starts_with([' ', '\t', '-', '#']) || line.trim().is_empty() {
-            continue; // nested, list item, comment or blank
+    let text = text.trim_start_matches('\u{feff}');
+    let value = super::yaml::parse_guarded(text, "kubelet config")?;
+    let map = match value {
+        Value::Null => return Ok(KubeletConfig::default()),
+        Value::Mapping(map) => map,
+        _ => {
+            return Err(ParseError::new(
+                "not a kubelet config: not a `key: value` mapping",
+            ));
         }
-        if line.starts_with("---") || line.starts_with("...") {
-            continue; // document markers
-        }
-        let Some((key, value)) = line.split_once(':') else {
-            return Err(ParseError::new(format!(
-                "not `key: value`: {:?}",
-                short(line)
-            )));
-        };
-        keys += 1;
-        let value = scalar(value);
-        let slot = match key.trim() {
-            "kind" => &mut config.kind,
-            "topologyManagerPolicy" => &mut config.topology_manager_policy,
-            "topologyManagerScope" => &mut config.topology_manager_scope,
-            "cpuManagerPolicy" => &mut config.cpu_manager_policy,
-            "memoryManagerPolicy" => &mut config.memory_manager_policy,
-            _ => continue,
-        };
-        *slot = value;
-    }
-    if keys == 0 && !t.is_empty() {
-        return Err(ParseError::new("no top-level `key: value` line"));
-    }
-    Ok(config)
+    };
+    let get = |key: &str| map.get(key);
+    let text_of = |key: &str| get(key).and_then(scalar);
+    let reserved_memory = match get("reservedMemory") {
+        Some(Value::Sequence(items)) => items
+            .iter()
+            .map(|item| ReservedMemory {
+                numa_node: item.get("numaNode").and_then(Value::as_i64),
+                memory: item
+                    .get("limits")
+                    .and_then(|l| l.get("memory"))
+                    .and_then(scalar),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    Ok(KubeletConfig {
+        kind: text_of("kind"),
+        topology_manager_policy: text_of("topologyManagerPolicy"),
+        topology_manager_scope: text_of("topologyManagerScope"),
+        cpu_manager_policy: text_of("cpuManagerPolicy"),
+        memory_manager_policy: text_of("memoryManagerPolicy"),
+        reserved_system_cpus: text_of("reservedSystemCPUs"),
+        kube_reserved: string_map(get("kubeReserved")),
+        system_reserved: string_map(get("systemReserved")),
+        eviction_hard: get("evictionHard").map(|v| string_map(Some(v))),
+        reserved_memory,
+        cgroup_driver: text_of("cgroupDriver"),
+    })
 }
 
-/// A YAML scalar after the colon: comment dropped, quotes removed; empty = `None`.
-fn scalar(raw: &str) -> Option<String> {
-    let mut v = raw.trim();
-    if let Some(q) = v.chars().next().filter(|c| *c == '"' || *c == '\'') {
-        let inner = &v[1..];
-        v = inner.split(q).next().unwrap_or(inner);
-    } else if let Some((before, _)) = v.split_once(" #") {
-        v = before.trim_end();
-    }
-    let v = v.trim();
-    (!v.is_empty() && v != "~" && v != "null").then(|| v.to_string())
+/// A Kubernetes resource quantity (`1100Mi`, `1Gi`, `500m`, `2`, `1.5G`, `1e3`) as a number in
+/// base units (bytes, cores); `None` for anything else (apimachinery `resource.ParseQuantity`:
+/// binary suffixes Ki..Ei, decimal n u m k M G T P E, or an `e`/`E` exponent).
+pub fn quantity(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(t.len());
+    let (number, suffix) = t.split_at(split);
+    let n: f64 = number.parse().ok()?;
+    let factor = match suffix {
+        "" => 1.0,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        exp if exp.starts_with(['e', 'E']) => 10f64.powi(exp[1..].parse::<i32>().ok()?),
+        _ => return None,
+    };
+    let v = n * factor;
+    (v.is_finite() && v >= 0.0).then_some(v)
 }
 
 /// The kubelet config and the file it came from; `Ok(None)` when there is none.
@@ -157,7 +221,63 @@ topologyManagerScope: pod # align whole pods\n";
         assert_eq!(parse_kubelet_config("").unwrap(), KubeletConfig::default());
         assert!(parse_kubelet_config("just some words\n").is_err());
         assert!(parse_kubelet_config("{not json").is_err());
-        assert_eq!(scalar(" ''"), None);
-        assert_eq!(scalar(" ~"), None);
+        let c = parse_kubelet_config(
+            "kind: KubeletConfiguration\ncpuManagerPolicy: ''\nmemoryManagerPolicy: ~\n",
+        )
+        .unwrap();
+        assert_eq!(c.cpu_manager_policy, None);
+        assert_eq!(c.memory_manager_policy, None);
+    }
+
+    /// The Kubernetes docs' Memory Manager example ("Utilizing the NUMA-aware Memory Manager",
+    /// reserved memory flag) as a config file: two NUMA nodes, kube and system reservations.
+    #[test]
+    fn reads_reservations_and_reserved_memory() {
+        let text = "kind: KubeletConfiguration\n\
+memoryManagerPolicy: Static\n\
+kubeReserved:\n  cpu: 4\n  memory: 4Gi\n\
+systemReserved:\n  cpu: \"1\"\n  memory: 1Gi\n\
+evictionHard:\n  memory.available: 100Mi\n  nodefs.available: 10%\n\
+reservedMemory:\n- numaNode: 0\n  limits:\n    memory: 3Gi\n- numaNode: 1\n  limits:\n    memory: 2148Mi\n";
+        let c = parse_kubelet_config(text).unwrap();
+        assert_eq!(c.kube_reserved.get("cpu").map(String::as_str), Some("4"));
+        assert_eq!(
+            c.system_reserved.get("memory").map(String::as_str),
+            Some("1Gi")
+        );
+        let eviction = c.eviction_hard.unwrap();
+        assert_eq!(
+            eviction.get("memory.available").map(String::as_str),
+            Some("100Mi")
+        );
+        assert_eq!(
+            c.reserved_memory,
+            vec![
+                ReservedMemory {
+                    numa_node: Some(0),
+                    memory: Some("3Gi".into())
+                },
+                ReservedMemory {
+                    numa_node: Some(1),
+                    memory: Some("2148Mi".into())
+                },
+            ]
+        );
+        let c = parse_kubelet_config("kind: KubeletConfiguration\n").unwrap();
+        assert_eq!(c.eviction_hard, None);
+        assert!(parse_kubelet_config("- a list\n- not a config\n").is_err());
+    }
+
+    #[test]
+    fn quantities_in_base_units() {
+        assert_eq!(quantity("1100Mi"), Some(1100.0 * 1024.0 * 1024.0));
+        assert_eq!(quantity("1Gi"), Some(1024.0 * 1024.0 * 1024.0));
+        assert_eq!(quantity("500m"), Some(0.5));
+        assert_eq!(quantity("2"), Some(2.0));
+        assert_eq!(quantity("1.5G"), Some(1.5e9));
+        assert_eq!(quantity("1e3"), Some(1000.0));
+        assert_eq!(quantity("10%"), None);
+        assert_eq!(quantity("lots"), None);
+        assert_eq!(quantity("-1Gi"), None);
     }
 }

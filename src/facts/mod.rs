@@ -9,6 +9,8 @@
 
 pub mod boot;
 pub mod cdi;
+pub mod cni;
+pub mod dev_char;
 pub mod fabric_manager;
 pub mod iommu;
 pub mod k8s;
@@ -24,6 +26,7 @@ pub mod sriov;
 pub mod toolkit;
 pub mod topology;
 pub mod xid;
+pub mod yaml;
 
 /// Trim the trailing newline sysfs and procfs put after every value (sysfs.md §1).
 pub fn trimmed(text: &str) -> &str {

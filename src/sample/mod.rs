@@ -72,6 +72,11 @@ pub fn gpu_counters(d: &NvmlDevice) -> BTreeMap<String, u64> {
     if let Some(v) = d.clock_event_reasons.value() {
         out.insert("clock_event_reasons".to_string(), *v);
     }
+    // Not a counter: the first reading of --sample, so driver.power can tell a draw over the
+    // limit in both readings (sustained) from one (a moment).
+    if let Some(v) = d.power_usage_mw.value() {
+        out.insert("power_usage_mw".to_string(), u64::from(*v));
+    }
     if let Some(links) = d.nvlinks.value() {
         for link in links.iter().filter(|l| l.active) {
             for (name, reading) in link.error_counters() {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::{DRIVER_GPU, Facts, NVML, NVML_GPU, list, unreadable};
 use crate::answers::nvml::{NvmlDevice, Reading};
 use crate::checks::Context;
-use crate::checks::gpu_health::clock_event;
+use crate::checks::gpu_health::{self, clock_event};
 use crate::facts::pci::{LinkSpeed, VENDOR_NVIDIA};
 use crate::facts::pcicfg::{ACS_BITS, AcsReading};
 use crate::facts::topology::{self, DeviceKind, PciDevice};
@@ -224,6 +224,34 @@ fn nvml_device(facts: &mut Facts, d: &NvmlDevice) {
                 if r.pending { ", remap pending" } else { "" },
                 if r.failure { ", remapping failed" } else { "" }
             )
+        }),
+    );
+    // The enforced limit against the default (driver.power); the draw only as within or over
+    // the limit, as the check judges it: the watts themselves follow the load of the moment.
+    facts.put(
+        s,
+        &subject,
+        "power limit",
+        reading(&d.power_limit_mw, |limit| {
+            match d.power_default_limit_mw.value() {
+                Some(default) if default == limit => format!("{} W (the default)", limit / 1000),
+                Some(default) => format!("{} W (default {} W)", limit / 1000, default / 1000),
+                None => format!("{} W", limit / 1000),
+            }
+        }),
+    );
+    facts.put(
+        s,
+        &subject,
+        "power draw",
+        reading(&d.power_usage_mw, |usage| match d.power_limit_mw.value() {
+            Some(limit)
+                if f64::from(*usage) > f64::from(*limit) * gpu_health::POWER_OVER_LIMIT_MARGIN =>
+            {
+                "over the limit".to_string()
+            }
+            Some(_) => "within the limit".to_string(),
+            None => "limit unknown".to_string(),
         }),
     );
     // The slowdown reasons the driver.clock_events check judges (gpu-health.md §3); the

@@ -125,9 +125,25 @@ mod tests {
             .flat_map(|s| s.values())
             .flat_map(|a| a.keys())
             .collect();
-        for volatile in ["temperature", "power", "utilization", "pcie link speed gpu"] {
+        for volatile in ["temperature", "utilization", "pcie link speed gpu"] {
             assert!(!all.iter().any(|a| a.contains(volatile)), "{volatile}");
         }
+        // Power only as a setting and as the draw against it, never the watts of the moment.
+        let power: Vec<&&String> = all.iter().filter(|a| a.contains("power")).collect();
+        assert!(
+            power
+                .iter()
+                .all(|a| a.as_str() == "power limit" || a.as_str() == "power draw"),
+            "{power:?}"
+        );
+        assert_eq!(
+            f.get("driver", "nvml gpu 0000:18:00.0", "power draw"),
+            Some("within the limit")
+        );
+        assert_eq!(
+            f.get("driver", "nvml gpu 0000:18:00.0", "power limit"),
+            Some("700 W (the default)")
+        );
     }
 
     #[test]

@@ -260,6 +260,43 @@ pub(super) fn kubelet_policies(ctx: &Context<'_>, facts: &mut Facts) {
                 "memory manager policy",
                 or_default(&config.memory_manager_policy, "None"),
             );
+            // The reservations the static managers need (topology.kubelet_managers).
+            let cpu: Vec<String> = [
+                ("kube", &config.kube_reserved),
+                ("system", &config.system_reserved),
+            ]
+            .iter()
+            .filter_map(|(who, m)| m.get("cpu").map(|q| format!("{who} {q}")))
+            .collect();
+            let reserved_cpus = match (&config.reserved_system_cpus, cpu.is_empty()) {
+                (Some(list), _) => list.clone(),
+                (None, false) => cpu.join(", "),
+                (None, true) => "none".to_string(),
+            };
+            facts.put(s, subject, "reserved cpus", reserved_cpus);
+            let memory: Vec<String> = config
+                .reserved_memory
+                .iter()
+                .map(|r| {
+                    format!(
+                        "numa {}: {}",
+                        r.numa_node
+                            .map(|n| n.to_string())
+                            .unwrap_or_else(|| "?".into()),
+                        r.memory.as_deref().unwrap_or("?")
+                    )
+                })
+                .collect();
+            facts.put(
+                s,
+                subject,
+                "reserved memory",
+                if memory.is_empty() {
+                    "none".to_string()
+                } else {
+                    memory.join(", ")
+                },
+            );
         }
     }
 }

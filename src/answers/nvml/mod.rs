@@ -146,9 +146,15 @@ pub struct NvmlDevice {
     /// `nvmlDeviceGetPowerUsage`, milliwatts.
     #[serde(default)]
     pub power_usage_mw: Reading<u32>,
-    /// `nvmlDeviceGetEnforcedPowerLimit`, milliwatts.
+    /// `nvmlDeviceGetEnforcedPowerLimit`, milliwatts: the lowest of every limit in force
+    /// (the one set with `nvidia-smi -pl`, an out-of-band cap from the BMC, …).
     #[serde(default)]
     pub power_limit_mw: Reading<u32>,
+    /// `nvmlDeviceGetPowerManagementDefaultLimit`, milliwatts: the board's limit out of the
+    /// box. An enforced limit below it is a capped GPU (`driver.power`). Absent in captures made
+    /// before gpudoctor read it: `NotSupported`, and the cap is then not judged.
+    #[serde(default)]
+    pub power_default_limit_mw: Reading<u32>,
     /// `nvmlDeviceGetCurrentClocksEventReasons` bitmask (§3).
     #[serde(default)]
     pub clock_event_reasons: Reading<u64>,
@@ -285,6 +291,10 @@ impl NvmlDevice {
         );
         add("power_usage_mw", self.power_usage_mw.error());
         add("power_limit_mw", self.power_limit_mw.error());
+        add(
+            "power_default_limit_mw",
+            self.power_default_limit_mw.error(),
+        );
         add("clock_event_reasons", self.clock_event_reasons.error());
         add("utilization_gpu_pct", self.utilization_gpu_pct.error());
         add("pcie_current_gen", self.pcie_current_gen.error());

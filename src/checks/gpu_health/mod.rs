@@ -15,6 +15,8 @@ use crate::sample::{Change, change, rate};
 // thresholds; the shared per-GPU machinery stays here for them and the other layers.
 mod memory;
 use memory::{ecc_errors, retired_pages, row_remap};
+mod power;
+pub use power::OVER_LIMIT_MARGIN as POWER_OVER_LIMIT_MARGIN;
 
 /// Clock-event reason bits (nvml.h `nvmlClocksEventReason*`, gpu-health.md §3).
 pub mod clock_event {
@@ -89,6 +91,18 @@ pub fn checks() -> Vec<CheckDef> {
                 fix: "power brake: check PSUs and the BMC event log; thermal: cooling; a lone 0x8 can flash during P-state changes, so re-run before acting; repeated events need hardware inspection",
             },
             run: clock_slowdown,
+        },
+        CheckDef {
+            code: "driver.power",
+            layer: Layer::Driver,
+            title: "GPU power draw held by its limit, the limit not capped below the default",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGetPowerUsage, nvmlDeviceGetEnforcedPowerLimit and nvmlDeviceGetPowerManagementDefaultLimit",
+                expects: "enforced limit ≥ 99% of the default limit (warn: a capped gpu); draw ≤ enforced limit + 5% (warn in one reading; with --sample, over in both readings fails)",
+                why: "a gpu capped below its default runs every kernel slower and sets the pace of a data-parallel job; a draw its limit does not hold points at the power controller or its sensor (DCGM and gpud report both)",
+                fix: "`nvidia-smi -q -d POWER -i <pci bus id>`: a requested limit below the default was set on the node (`nvidia-smi -i <bus id> -pl <default W>` restores it); a lower enforced limit with the default requested is an out-of-band cap from the bmc or the rack budget; a draw that stays over the limit needs hardware inspection",
+            },
+            run: power::power,
         },
         CheckDef {
             code: "driver.pcie_link",

@@ -24,6 +24,7 @@ use crate::report::{Action, Evidence, Layer};
 mod acs;
 mod aer;
 mod iommu_mode;
+mod kubelet_managers;
 mod topology_manager;
 use acs::acs;
 use iommu_mode::iommu_mode;
@@ -125,6 +126,18 @@ pub fn checks() -> Vec<CheckDef> {
                 fix: "set `topologyManagerPolicy: restricted` (aligns on one NUMA node when the request fits one, admits requests that need several) or `best-effort` (never rejects); `single-numa-node` rejects every pod asking for more GPUs than one NUMA node holds (on a two-socket 8-GPU node: more than 4, so every full-node job), so use it only on nodes whose pods never need more. Alignment needs `cpuManagerPolicy: static`, which requires a CPU reservation (`reservedSystemCPUs`, or kubeReserved/systemReserved cpu), and `memoryManagerPolicy: Static`, which requires `reservedMemory` per NUMA node summing to kubeReserved + systemReserved + evictionHard memory: without them the kubelet does not start (Kubernetes docs: Control Topology Management Policies on a node; Control CPU Management Policies on the Node; Utilizing the NUMA-aware Memory Manager). Apply on a drained node: stop the kubelet, remove /var/lib/kubelet/cpu_manager_state and memory_manager_state, start it",
             },
             run: kubelet_topology_manager,
+        },
+        CheckDef {
+            code: "topology.kubelet_managers",
+            layer: Layer::Topology,
+            title: "the kubelet's topology, CPU and memory managers work together",
+            explain: Explain {
+                reads: "the kubelet config: topologyManagerPolicy, cpuManagerPolicy, reservedSystemCPUs, kubeReserved, systemReserved, memoryManagerPolicy, reservedMemory, evictionHard",
+                expects: "a topology policy other than none comes with cpuManagerPolicy static (warn otherwise: cpus are not aligned); static has a cpu reservation > 0 (fail otherwise); memoryManagerPolicy Static has reservedMemory totalling kubeReserved + systemReserved + evictionHard memory.available, 100Mi by default (fail otherwise)",
+                why: "the topology manager aligns only what a hint provider pins: without the static cpu manager a pod's cpus float over every socket; and a static manager without its reservation stops the kubelet from starting, so the next kubelet restart takes the node out",
+                fix: "give the static cpu manager `reservedSystemCPUs` (or kube/system-reserved cpu) and the Static memory manager a `reservedMemory` list that sums to kubeReserved + systemReserved + evictionHard memory.available; apply on a drained node and remove /var/lib/kubelet/cpu_manager_state and memory_manager_state before starting the kubelet",
+            },
+            run: kubelet_managers::kubelet_managers,
         },
     ]
 }

@@ -170,6 +170,9 @@ pub fn describe(nvml: &Nvml, index: u32, progress: &dyn Progress) -> NvmlDevice 
     });
     out.power_usage_mw = lost.read("power_usage_mw", || d.power_usage());
     out.power_limit_mw = lost.read("power_limit_mw", || d.enforced_power_limit());
+    out.power_default_limit_mw = lost.read("power_default_limit_mw", || {
+        d.power_management_limit_default()
+    });
     out.clock_event_reasons = lost.read_with("clock_event_reasons", || raw::clock_event_reasons(d));
     // NOT_SUPPORTED on a GPU in MIG mode (nvitop#5: `nvmlDeviceGetUtilizationRates` raises
     // NotSupported on a MIG-enabled A100): kept as such, never read as idle.

@@ -880,6 +880,9 @@ device_u32!(nvmlDeviceGetPowerUsage, |d: &Device| read(
 device_u32!(nvmlDeviceGetEnforcedPowerLimit, |d: &Device| read(
     &d.power_limit_mw
 ));
+device_u32!(nvmlDeviceGetPowerManagementDefaultLimit, |d: &Device| read(
+    &d.power_default_limit_mw
+));
 
 #[cfg(not(feature = "old-driver"))]
 #[unsafe(no_mangle)]

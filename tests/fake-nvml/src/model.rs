@@ -100,6 +100,8 @@ pub struct Device {
     #[serde(default)]
     pub power_limit_mw: Reading<u32>,
     #[serde(default)]
+    pub power_default_limit_mw: Reading<u32>,
+    #[serde(default)]
     pub clock_event_reasons: Reading<u64>,
     #[serde(default)]
     pub utilization_gpu_pct: Reading<u32>,

@@ -17,6 +17,10 @@ use crate::facts::pci::is_bdf;
 use crate::facts::sriov::SriovFacts;
 use crate::report::{Action, Evidence, Layer};
 
+// Multus reads the CNI directory, not sysfs: its own file.
+mod multus;
+use multus::multus;
+
 pub fn checks() -> Vec<CheckDef> {
     vec![
         CheckDef {
@@ -78,9 +82,9 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Sriov,
             title: "Multus is configured for secondary networks",
             explain: Explain {
-                reads: "/etc/cni/net.d/*",
-                expects: "a Multus CNI config when the node has SR-IOV VFs or VF resources",
-                why: "without Multus the Pod gets only its primary interface: the VF resource is allocated but never attached",
+                reads: "/etc/cni/net.d/*.{conf,conflist,json} in the order containerd reads them (sorted by name; the first that loads is the default network)",
+                expects: "when the node has SR-IOV VFs or VF resources: the default network (the first config file by name) loads and is Multus (`multus` or `multus-shim`), and the file its `clusterNetwork` names exists; a Multus config that sorts after another network's (shadowed) or is not valid JSON fails",
+                why: "without Multus the Pod gets only its primary interface: the VF resource is allocated but never attached; the runtime uses only the first config by name, so a Multus file behind `00-calico.conflist` is never called, and a file that does not load before the first good one stops containerd from setting up any pod network",
                 fix: "install Multus (the thick-plugin DaemonSet writes 00-multus.conf into /etc/cni/net.d) and create the NetworkAttachmentDefinition the Pods reference",
             },
             run: multus,
@@ -430,40 +434,6 @@ fn vf_locality(ctx: &Context<'_>) -> Outcome {
     Outcome::fail(fails.join("; "))
         .evidence_all(evidence)
         .hint("enable vfs on the pf local to each gpu socket (a SriovNetworkNodePolicy per nic) and set the kubelet's topologyManagerPolicy to single-numa-node so pods get aligned gpu and vf")
-        .action(Action::FixConfig)
-}
-
-fn multus(ctx: &Context<'_>) -> Outcome {
-    let facts = ctx.sriov();
-    let adv = advertised(ctx);
-    if let Err(skip) = applies(facts, &adv) {
-        return skip;
-    }
-    let dir = "etc/cni/net.d";
-    let names = match ctx.source().read_dir(dir) {
-        Ok(names) => names,
-        Err(err) if err.is_missing() => Vec::new(),
-        Err(err) => return Outcome::unreadable(&err.into()),
-    };
-    let multus: Vec<&String> = names
-        .iter()
-        .filter(|n| {
-            n.to_ascii_lowercase().contains("multus")
-                || ctx
-                    .source()
-                    .read_to_string(&format!("{dir}/{n}"))
-                    .is_ok_and(|t| t.contains("\"multus\""))
-        })
-        .collect();
-    if let Some(conf) = multus.first() {
-        return Outcome::pass(format!("multus configured ({dir}/{conf})"));
-    }
-    Outcome::fail("sr-iov vfs are set up but multus is not configured: pods cannot attach their secondary network")
-        .evidence(
-            Evidence::new(dir, if names.is_empty() { "no cni config".to_string() } else { names.join(" ") })
-                .expected("a multus config (00-multus.conf)"),
-        )
-        .hint("install multus (its daemonset writes 00-multus.conf into /etc/cni/net.d) and create the NetworkAttachmentDefinition the pods reference")
         .action(Action::FixConfig)
 }
 
