@@ -72,6 +72,9 @@ pub struct PerftestOutput {
     pub errors: Vec<String>,
     /// A header was seen but a row after it is cut or unreadable.
     pub malformed_rows: Vec<String>,
+    /// perftest's server banner was printed: this is the listening side's output (one-sided
+    /// tests, `ib_write_bw` and `ib_read_bw`, print their results on the client only).
+    pub server: bool,
     pub lines: u64,
 }
 
@@ -231,6 +234,9 @@ pub fn parse(text: &str) -> PerftestOutput {
         }
         if t.contains("GPU buffer") || t.starts_with("Use CUDA memory") {
             out.gpu_memory = true;
+        }
+        if is_waiting_banner(t) {
+            out.server = true;
         }
         if is_error_line(t) && out.errors.len() < MAX_ERRORS {
             out.errors.push(t.chars().take(200).collect());

@@ -192,6 +192,10 @@ const TABLE: &[(&str, &str)] = &[
         "a device's fw_ver or hca_type missing: that device not compared, error naming it",
     ),
     (
+        "rdma.perftest_log",
+        "no --perftest-log: skip (nothing to judge); a file that cannot be read (missing, a directory, over 1 MiB, a FIFO nobody writes within --timeout): fail naming it (it was asked for); the named device missing from this node: the run's completion judged, its bandwidth not (warn)",
+    ),
+    (
         "rdma.gpudirect_bandwidth",
         "no .gpudoctor/gpudirect/ in a capture: skip (recorded without --bandwidth); an unreadable log: error naming it; a port's rate missing: its figure reported, held to the profile's floor only; ib_write_bw not installed: skip naming the package (fail when --perftest-dir names where it should be)",
     ),

@@ -33,6 +33,12 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "PATH")]
     pub kubelet_socket: Option<PathBuf>,
 
+    /// Judge this saved ib_write_bw, ib_read_bw or ib_send_bw output (repeatable; runs
+    /// nothing): did it finish, and did its largest message reach the port's rate (rdma layer,
+    /// `rdma.perftest_log`). Save the client's output: one-sided tests print results there.
+    #[arg(long, value_name = "FILE")]
+    pub perftest_log: Vec<PathBuf>,
+
     #[command(flatten)]
     pub nccl: NcclArgs,
 
@@ -250,6 +256,7 @@ impl ProbeArgs {
             nccl: self.nccl.options(),
             cuda: self.active.cuda_options(),
             gpudirect: self.active.gpudirect_options(),
+            perftest_logs: self.perftest_log.clone(),
             // A fresh session: callers share one run's options by cloning them.
             nvml_session: Default::default(),
         }

@@ -17,6 +17,7 @@ mod nccl_log;
 pub mod nvml_live;
 pub mod overlay;
 mod own_memory;
+mod perftest_log;
 pub mod podresources;
 pub mod rooted;
 mod uts;
@@ -82,6 +83,9 @@ pub struct SourceOptions {
     pub cuda: CudaOptions,
     /// `--bandwidth`: GPUDirect RDMA loopbacks (source/gpudirect.rs).
     pub gpudirect: GdrOptions,
+    /// `--perftest-log FILE`: saved `ib_*_bw` outputs to judge (`rdma.perftest_log`); files the
+    /// user names, read wherever they are, like `--nccl-log`.
+    pub perftest_logs: Vec<PathBuf>,
     /// The run's one NVML session, shared by every clone of these options (a `--sample`
     /// window's two readings): `nvml_live/session.rs`.
     pub nvml_session: nvml_live::NvmlSession,
@@ -98,6 +102,7 @@ impl Default for SourceOptions {
             nccl: NcclOptions::default(),
             cuda: CudaOptions::default(),
             gpudirect: GdrOptions::default(),
+            perftest_logs: Vec::new(),
             nvml_session: nvml_live::NvmlSession::default(),
         }
     }
@@ -149,6 +154,12 @@ pub trait Source: Send + Sync {
         NcclProbe::NotRequested {
             why: crate::answers::nccl::NOT_REQUESTED.to_string(),
         }
+    }
+
+    /// `--perftest-log` files: each path with its text, or why it could not be read. Empty when
+    /// none was given (`rdma.perftest_log` then skips).
+    fn perftest_logs(&self) -> Vec<(PathBuf, Result<String, String>)> {
+        Vec::new()
     }
 
     /// The CUDA probe: a run now (`--cuda`, `--bandwidth`) with what the walk knows about the
@@ -337,6 +348,9 @@ impl Source for HostSource {
         };
         nccl::probe_live(&self.options.nccl, &gpus)
     }
+    fn perftest_logs(&self) -> Vec<(PathBuf, Result<String, String>)> {
+        perftest_log::read_all(&self.options.perftest_logs, self.options.probe_timeout)
+    }
     fn cuda(&self, plan: &dyn Fn() -> CudaPlan) -> CudaProbe {
         if !self.options.cuda.requested() {
             return CudaProbe::NotRequested {
@@ -373,6 +387,8 @@ pub struct ReplaySource {
     _composed: Option<std::sync::Arc<overlay::Composed>>,
     /// `--nccl-log` files given with a capture: judged instead of its own logs.
     nccl_logs: Vec<PathBuf>,
+    /// `--perftest-log` files given with a capture, and the probe timeout.
+    perftest_logs: (Vec<PathBuf>, Duration),
     /// `--kernel-log` given with a capture, and the probe timeout: read instead of its kmsg.txt.
     kernel_log: Option<(PathBuf, Duration)>,
 }
@@ -392,6 +408,7 @@ impl ReplaySource {
             shown_root: root,
             _composed: composed,
             nccl_logs: Vec::new(),
+            perftest_logs: (Vec::new(), Duration::from_secs(10)),
             kernel_log: None,
         })
     }
@@ -406,6 +423,7 @@ impl ReplaySource {
             shown_root: root,
             _composed: None,
             nccl_logs: Vec::new(),
+            perftest_logs: (Vec::new(), Duration::from_secs(10)),
             kernel_log: None,
         })
     }
@@ -414,6 +432,12 @@ impl ReplaySource {
     /// command line replaces the recorded answer, DESIGN "Sources").
     pub fn with_kernel_log(mut self, path: Option<PathBuf>, wait: Duration) -> Self {
         self.kernel_log = path.map(|p| (p, wait));
+        self
+    }
+
+    /// Judge these saved perftest outputs too (`rdma.perftest_log`).
+    pub fn with_perftest_logs(mut self, logs: Vec<PathBuf>, wait: Duration) -> Self {
+        self.perftest_logs = (logs, wait);
         self
     }
 
@@ -528,6 +552,9 @@ impl Source for ReplaySource {
     fn cuda(&self, _plan: &dyn Fn() -> CudaPlan) -> CudaProbe {
         cuda::read_capture(&self.fs)
     }
+    fn perftest_logs(&self) -> Vec<(PathBuf, Result<String, String>)> {
+        perftest_log::read_all(&self.perftest_logs.0, self.perftest_logs.1)
+    }
     fn gpudirect(&self, _targets: &dyn Fn() -> Vec<GdrTarget>) -> GdrProbe {
         gpudirect::read_capture(&self.fs)
     }
@@ -634,6 +661,7 @@ pub fn open(root: &Path, options: SourceOptions) -> Result<Box<dyn Source>, NotA
             Ok(Box::new(
                 replay
                     .with_nccl_logs(options.nccl.logs)
+                    .with_perftest_logs(options.perftest_logs, options.probe_timeout)
                     .with_kernel_log(options.kernel_log, options.probe_timeout),
             ))
         }

@@ -14,6 +14,8 @@ mod gpudirect;
 mod peer;
 mod plan;
 
+/// The share of a port's rate an RDMA bandwidth run must reach (the loopbacks and `--perftest-log`).
+pub use gpudirect::RATE_FAIL;
 pub use plan::{GdrPlan, LeftOut, cuda_plan, gdr_plan, gdr_targets, nearest_gpu, placements_for};
 
 use crate::answers::cuda::CudaFacts;

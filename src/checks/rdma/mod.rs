@@ -17,6 +17,7 @@ use crate::report::{Action, Evidence, Figure, FigureName, Layer};
 // the unread bookkeeping they share stay here.
 mod counters;
 mod gpudirect;
+mod perftest_log;
 mod roce;
 use gpudirect::gpudirect;
 use roce::roce_config;
@@ -127,6 +128,18 @@ pub fn checks() -> Vec<CheckDef> {
                 fix: "update all HCAs of the model to the same firmware (`mlxfwmanager --online -u`), then reset them (`mlxfwreset`) or reboot",
             },
             run: |ctx| firmware(ctx).with_unread(unread(ctx, &["fw_ver"])),
+        },
+        CheckDef {
+            code: "rdma.perftest_log",
+            layer: Layer::Rdma,
+            title: "a saved perftest output finished at its port's rate (--perftest-log)",
+            explain: Explain {
+                reads: "each --perftest-log FILE (a saved ib_write_bw, ib_read_bw or ib_send_bw output: its error lines, result header and rows, ` Device : mlx5_N`); the named device's active port and its rate in /sys/class/infiniband/*/ports/*/rate",
+                expects: "no `Couldn't`/`Failed to`/`Unable to` line, whole result rows, and the largest message's BW average ≥ 90 % of the port's rate (the GPUDirect loopback's bar); a server's output without rows warns (one-sided tests print results on the client), a device this node lacks warns (bandwidth not judged)",
+                why: "the two-node ib_write_bw everyone runs by hand is the plainest proof that a link carries its rate; read by eye, a 200 Gb/s result on a 400 Gb/s port or a run that died at connect is easy to miss in a ticket",
+                fix: "an error line names the step (connect: the server is not listening or a firewall drops the port; modify QP: wrong port or GID index, `-x` for RoCE); a slow run: compare both nodes' port rates and error counters, then each HCA's PCIe link",
+            },
+            run: perftest_log::perftest_log,
         },
     ]
 }
