@@ -192,6 +192,10 @@ const TABLE: &[(&str, &str)] = &[
         "a device's fw_ver or hca_type missing: that device not compared, error naming it",
     ),
     (
+        "rdma.nic_events",
+        "no kernel log recorded: skip; an unreadable one: error naming it; lines it cannot read are ignored, never a finding",
+    ),
+    (
         "rdma.perftest_log",
         "no --perftest-log: skip (nothing to judge); a file that cannot be read (missing, a directory, over 1 MiB, a FIFO nobody writes within --timeout): fail naming it (it was asked for); the named device missing from this node: the run's completion judged, its bandwidth not (warn)",
     ),

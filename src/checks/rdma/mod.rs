@@ -17,6 +17,7 @@ use crate::report::{Action, Evidence, Figure, FigureName, Layer};
 // the unread bookkeeping they share stay here.
 mod counters;
 mod gpudirect;
+mod nic_events;
 mod perftest_log;
 mod roce;
 use gpudirect::gpudirect;
@@ -128,6 +129,18 @@ pub fn checks() -> Vec<CheckDef> {
                 fix: "update all HCAs of the model to the same firmware (`mlxfwmanager --online -u`), then reset them (`mlxfwreset`) or reboot",
             },
             run: |ctx| firmware(ctx).with_unread(unread(ctx, &["fw_ver"])),
+        },
+        CheckDef {
+            code: "rdma.nic_events",
+            layer: Layer::Rdma,
+            title: "no NIC probe failure, firmware fault, hot module or flapping port in the kernel log",
+            explain: Explain {
+                reads: "the kernel log (/dev/kmsg, a capture's kmsg.txt or --kernel-log): mlx5_core/mlx4_core `probe of <bdf> failed with error`, `mlx5_load_one`/`mlx5_init_one failed with error code`, `device's health compromised`, `Health issue observed, firmware internal error`, `Port module event[error]: ... High Temperature`, `Detected insufficient power on the PCIe slot`, `<netdev>: Link down`/`Link up`",
+                expects: "no live probe failure or firmware health fault (fail), no live hot module or slot-power warning (warn), fewer than 3 link-downs per port this boot (warn); events before a reboot or before the function was enumerated again are history (warn)",
+                why: "a NIC that failed to probe has no RDMA device, so every sysfs check is silent about it while its rail is missing; a firmware fault takes the port away until a reset; a hot module or a flapping link turns into NCCL timeouts and IB errors on the jobs that use the rail",
+                fix: "probe or firmware fault: read `dmesg | grep mlx5`, check the firmware (`mlxfwmanager --query`) and the card's seating, reload mlx5_core or reboot, replace the card if it returns; hot module or flaps: reseat or replace the cable or transceiver and check the switch port; slot power: a slot or riser that supplies the card's power",
+            },
+            run: nic_events::nic_events,
         },
         CheckDef {
             code: "rdma.perftest_log",

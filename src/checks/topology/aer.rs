@@ -22,7 +22,7 @@ use crate::checks::history::{Tally, Timeline, tally};
 use crate::checks::rates::{SAMPLE_MORE, Window, rate_figure, window};
 use crate::checks::{Context, Outcome};
 use crate::facts::topology::{DeviceKind, PciDevice};
-use crate::facts::xid::{AerEvent, AerSeverity, MarkerKind};
+use crate::facts::xid::{AerEvent, AerSeverity, KernelLog, MarkerKind};
 use crate::report::{Action, Evidence, Figure, FigureName};
 use crate::sample::{Change, change, over_uptime, rate};
 
@@ -63,6 +63,25 @@ fn names(e: &AerEvent) -> String {
     } else {
         n.join(", ")
     }
+}
+
+/// Lines either side of a report within which a driver's own AER line names the device the
+/// burst was about (the PCI core prints the port's report and each device's recovery line
+/// together; rwth-i6/returnn#1500 has them 1-8 lines apart).
+const BURST_LINES: usize = 16;
+
+/// The GPUs and NICs named by their driver's lines in the same burst as `e`.
+fn burst_named<'l>(log: &'l KernelLog, e: &AerEvent) -> Vec<&'l str> {
+    let mut out: Vec<&str> = Vec::new();
+    for n in &log.aer_named {
+        if n.boot == e.boot
+            && n.line_number.abs_diff(e.line_number) <= BURST_LINES
+            && !out.contains(&n.device.as_str())
+        {
+            out.push(&n.device);
+        }
+    }
+    out
 }
 
 pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
@@ -235,38 +254,66 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
         type Key<'a> = (&'a str, AerSeverity);
         let mut groups: BTreeMap<Key<'_>, Tally<'_, AerEvent>> = BTreeMap::new();
         let mut reporters: BTreeMap<Key<'_>, BTreeSet<&str>> = BTreeMap::new();
+        // GPUs and NICs an AER burst names by their own driver's line but that sysfs does not
+        // hold (gone from the bus with the link, or a capture without them).
+        let ghosts: Vec<(&str, String)> = log
+            .aer_named
+            .iter()
+            .filter(|n| !ends.iter().any(|d| d.bdf == n.device))
+            .map(|n| {
+                let kind = if n.driver == "nvidia" { "GPU" } else { "NIC" };
+                (
+                    n.device.as_str(),
+                    format!("{kind} {} ({}; not on the PCI bus now)", n.device, n.driver),
+                )
+            })
+            .collect();
         for e in &log.aer {
-            let mut targets = ends_for(&ends, &e.device);
+            let mut targets: Vec<(&str, &[String])> = ends_for(&ends, &e.device)
+                .into_iter()
+                .map(|d| (d.bdf.as_str(), d.chain.as_slice()))
+                .collect();
             if targets.is_empty()
                 && let Some(port) = &e.received_by
             {
-                targets = ends_for(&ends, port);
+                targets = ends_for(&ends, port)
+                    .into_iter()
+                    .map(|d| (d.bdf.as_str(), d.chain.as_slice()))
+                    .collect();
+            }
+            if targets.is_empty() {
+                // A report from a port sysfs does not know: the GPUs and NICs the same burst
+                // names (their driver's `AER: can't recover` within a few lines, same boot).
+                targets = burst_named(log, e)
+                    .into_iter()
+                    .map(|bdf| (bdf, &[][..]))
+                    .collect();
             }
             if targets.is_empty() {
                 other += 1;
                 continue;
             }
             log_events += 1;
-            for end in targets {
+            for (end_bdf, chain) in targets {
                 let since = timeline.history(e.line_number, e.stamp.as_ref(), e.boot, |m| {
                     let Some(dev) = m.device.as_deref() else {
                         return false;
                     };
                     match m.kind {
-                        MarkerKind::PciEnumerated => dev == end.bdf || dev == e.device,
+                        MarkerKind::PciEnumerated => dev == end_bdf || dev == e.device,
                         MarkerKind::AerRecovered => {
                             dev == e.device
                                 || Some(dev) == e.received_by.as_deref()
-                                || end.chain.iter().any(|b| b == dev)
+                                || chain.iter().any(|b| b == dev)
                         }
                         _ => false,
                     }
                 });
                 reporters
-                    .entry((end.bdf.as_str(), e.severity))
+                    .entry((end_bdf, e.severity))
                     .or_default()
                     .insert(e.device.as_str());
-                tally(&mut groups, (end.bdf.as_str(), e.severity), e, since);
+                tally(&mut groups, (end_bdf, e.severity), e, since);
             }
         }
         for ((bdf, severity), group) in &groups {
@@ -281,7 +328,13 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
                 }
             }
             let end = ends.iter().find(|d| d.bdf == *bdf);
-            let who = end.map(|d| label(d)).unwrap_or_else(|| bdf.to_string());
+            let who = end.map(|d| label(d)).unwrap_or_else(|| {
+                ghosts
+                    .iter()
+                    .find(|(b, _)| b == bdf)
+                    .map(|(_, shown)| shown.clone())
+                    .unwrap_or_else(|| bdf.to_string())
+            });
             let by: Vec<&str> = reporters
                 .get(&(*bdf, *severity))
                 .map(|s| s.iter().copied().filter(|r| r != bdf).collect())

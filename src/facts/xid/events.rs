@@ -84,6 +84,32 @@ pub struct AerEvent {
     pub message: String,
 }
 
+/// A GPU or NIC named by its own driver's line inside an AER burst.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AerNamed {
+    pub device: String,
+    /// `nvidia`, `mlx5_core`.
+    pub driver: String,
+    pub line_number: usize,
+    pub boot: u32,
+}
+
+/// Drivers whose devices are the GPUs and NICs the AER check judges.
+pub(super) fn is_end_driver(driver: &str) -> bool {
+    matches!(
+        driver,
+        "nvidia" | "mlx5_core" | "mlx4_core" | "bnxt_en" | "ice"
+    )
+}
+
+/// The PCI core's lines about a device during AER recovery that are not AER reports themselves
+/// (`drivers/pci/pcie/err.c`: `device has %s`, as in `nvidia 0000:02:00.0: device has no
+/// AER-aware driver`, wilicc/gpu-burn#1).
+pub(super) fn names_aer_burst(rest: &str) -> bool {
+    let t = rest.trim_start();
+    t.starts_with("device has no AER-aware driver") || t.starts_with("AER:")
+}
+
 /// A line after which earlier faults may no longer describe a device.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Marker {

@@ -55,7 +55,9 @@
 
 mod catalogue;
 pub mod events;
+mod ghes;
 mod lines;
+mod nic;
 pub mod stamp;
 pub mod sxid;
 #[cfg(test)]
@@ -68,17 +70,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 pub use catalogue::{CATALOGUED_XIDS, XidInfo, XidSeverity, xid_info};
-pub use events::{AerEvent, AerSeverity, Marker, MarkerKind};
+pub use events::{AerEvent, AerNamed, AerSeverity, Marker, MarkerKind};
 use events::{AerLine, aer_line, device_prefix};
 use lines::{
     clip, fallen_off_bus_id, is_continuation, is_kmsg_dictionary, mentions_xid, parse_uuid_line,
     prefix_timestamp, split_kmsg, split_prefix, take_bdf, take_bus_field, take_field, take_number,
 };
+pub use nic::{NicEvent, NicEventKind};
 use stamp::RawStamp;
 pub use stamp::{Clock, Stamp, When};
 
 /// Only the last this-many lines of the input are read; earlier lines are ignored.
 pub const MAX_LINES: usize = 200_000;
+/// NIC events kept (a flapping port prints two lines per flap; the newest matter, but a log
+/// holding more than this is judged on the first ones and says so by the count).
+pub const MAX_NIC_EVENTS: usize = 4096;
 /// Longer lines are cut here (kernel messages are at most about 1 KiB; longer is junk).
 pub const MAX_LINE_BYTES: usize = 8 * 1024;
 
@@ -143,6 +149,13 @@ pub struct KernelLog {
     pub aer: Vec<AerEvent>,
     /// Boots, driver loads, re-enumerations and recoveries, in log order.
     pub markers: Vec<Marker>,
+    /// GPUs and NICs an AER burst names by their driver's own line (`nvidia 0000:03:00.0: AER:
+    /// can't recover ...`, `nvidia 0000:02:00.0: device has no AER-aware driver`): who a report
+    /// from a port no longer in sysfs was about.
+    pub aer_named: Vec<AerNamed>,
+    /// ConnectX NIC events (`nic.rs`): probe failures, firmware health, hot modules, slot
+    /// power, link state changes; in log order, at most [`MAX_NIC_EVENTS`].
+    pub nic_events: Vec<NicEvent>,
     /// Boots the log spans (1 for a log of one boot; the last is the current one when the log
     /// is the node's own).
     pub boots: u32,
@@ -221,6 +234,8 @@ struct Parser {
     /// Index into `log.aer` of the report its error-bit lines attach to.
     open_aer: Option<usize>,
     pending_received: Option<PendingReceived>,
+    /// A firmware-first (APEI GHES) error record being read (`ghes.rs`).
+    ghes: ghes::GhesReader,
     // The log's clock as read so far.
     boot: u32,
     lines_in_boot: usize,
@@ -444,6 +459,28 @@ impl Parser {
         if events::is_boot(message, raw) {
             return true;
         }
+        if let Some((kind, device, detail)) = nic::nic_event(message) {
+            if self.log.nic_events.len() < MAX_NIC_EVENTS {
+                self.log.nic_events.push(NicEvent {
+                    kind,
+                    device,
+                    detail,
+                    line_number,
+                    boot: self.boot,
+                    stamp,
+                    message: message.trim().to_string(),
+                });
+            }
+            return true;
+        }
+        if let Some(found) = self.ghes.line(message, line_number, self.boot, stamp) {
+            if let Some(event) = found {
+                self.flush_received();
+                self.log.aer.push(event);
+                self.open_aer = Some(self.log.aer.len() - 1);
+            }
+            return true;
+        }
         if let Some(bdf) = events::pci_enumerated(message) {
             self.marker(
                 MarkerKind::PciEnumerated,
@@ -476,8 +513,20 @@ impl Parser {
         let Some((driver, bdf, rest)) = device_prefix(message) else {
             return false;
         };
-        let Some(line) = aer_line(rest, &bdf) else {
-            return false;
+        let line = aer_line(rest, &bdf);
+        if events::is_end_driver(driver)
+            && (line.is_some() || events::names_aer_burst(rest))
+            && self.log.aer_named.len() < 4096
+        {
+            self.log.aer_named.push(AerNamed {
+                device: bdf.clone(),
+                driver: driver.to_string(),
+                line_number,
+                boot: self.boot,
+            });
+        }
+        let Some(line) = line else {
+            return events::names_aer_burst(rest);
         };
         match line {
             AerLine::Received {

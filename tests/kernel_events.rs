@@ -1,0 +1,156 @@
+//! Kernel-log shapes beyond the XIDs, from real logs (tests/data/kernel/README.md names each
+//! source), on the healthy HGX H100 node: a firmware-first (APEI GHES) PCIe record is an AER
+//! report like any other, attributed to the GPU below the port it names; a fatal AER from a port
+//! sysfs does not hold is reported against the GPU or NIC whose driver the same burst names.
+
+mod common;
+
+use common::node::{Node, assert_check};
+use gpudoctor::report::Status;
+
+const KMSG: &str = ".gpudoctor/kmsg.txt";
+
+fn data(name: &str) -> String {
+    std::fs::read_to_string(common::repo().join("tests/data/kernel").join(name)).unwrap()
+}
+
+fn with_log(text: &str) -> Node {
+    let node = Node::healthy();
+    node.write(KMSG, text);
+    node
+}
+
+/// The real GHES records, their device moved onto this node: GPU 0000:5d:00.0's switch port
+/// (0000:5c:00.0) and the GPU itself.
+#[test]
+fn a_firmware_first_record_is_an_aer_report_on_the_gpu_below_it() {
+    let recoverable =
+        data("ghes-pcie-recoverable-ovro-lwa-117.txt").replace("0000:5e:00.0", "0000:5d:00.0");
+    assert_check(
+        &with_log(&recoverable).run_all(),
+        "topology.aer_errors",
+        Status::Warn,
+        &["GPU 0000:5d:00.0: uncorrected non-fatal AER"],
+    );
+    let fatal =
+        data("ghes-pcie-fatal-mlx4-reboot-netdev-2019.txt").replace("0000:80:03.0", "0000:5c:00.0");
+    assert_check(
+        &with_log(&fatal).run_all(),
+        "topology.aer_errors",
+        Status::Fail,
+        &["GPU 0000:5d:00.0 (reported by 0000:5c:00.0): uncorrected fatal AER"],
+    );
+    // As printed, they concern devices this node does not have: counted, not judged.
+    assert_check(
+        &with_log(&data("ghes-pcie-fatal-mlx4-reboot-netdev-2019.txt")).run_all(),
+        "topology.aer_errors",
+        Status::Pass,
+        &["AER report(s) about other devices not judged"],
+    );
+}
+
+/// rwth-i6/returnn#1500 and wilicc/gpu-burn#1: the root port that reported is not in this
+/// node's sysfs, but `nvidia 0000:03:00.0: AER: can't recover` in the same burst names the GPU.
+#[test]
+fn a_fatal_aer_from_an_unknown_port_is_reported_against_the_gpu_the_burst_names() {
+    assert_check(
+        &with_log(&data("aer-fatal-nvidia-returnn-1500.txt")).run_all(),
+        "topology.aer_errors",
+        Status::Fail,
+        &[
+            "GPU 0000:03:00.0 (nvidia; not on the PCI bus now) (reported by 0000:00:03.0): uncorrected fatal AER",
+        ],
+    );
+    assert_check(
+        &with_log(&data("aer-fatal-surprise-down-nvidia-gpu-burn-1.txt")).run_all(),
+        "topology.aer_errors",
+        Status::Fail,
+        &[
+            "GPU 0000:02:00.0 (nvidia; not on the PCI bus now)",
+            "Surprise Down Error",
+        ],
+    );
+}
+
+/// The real probe failures (tinycore-redpill#9, rp-ext#129): the NIC never registered an RDMA
+/// device, so only the log names it.
+#[test]
+fn a_nic_that_failed_to_probe_fails_with_its_address() {
+    let report = with_log(&data("mlx5-probe-fail-tinycore-redpill-9.txt")).run_all();
+    assert_check(
+        &report,
+        "rdma.nic_events",
+        Status::Fail,
+        &[
+            "NIC 0000:03:00.0: failed to come up (probe failed with error -22) ×2",
+            "live",
+        ],
+    );
+    // Before a reboot: history, a warning.
+    let rebooted = data("mlx5-probe-fail-rp-ext-129.txt")
+        + "[    0.000000] Linux version 5.15.0-105-generic (buildd@lcy02-amd64-007) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #115-Ubuntu SMP Mon Apr 15 09:52:04 UTC 2024\n";
+    assert_check(
+        &with_log(&rebooted).run_all(),
+        "rdma.nic_events",
+        Status::Warn,
+        &[
+            "NIC 0000:01:00.0: failed to come up",
+            "history: before the last reboot",
+        ],
+    );
+}
+
+/// qemu-devel 2025-03-18: the firmware of a ConnectX-6 Dx stopped (six functions).
+#[test]
+fn a_firmware_health_fault_fails() {
+    assert_check(
+        &with_log(&data(
+            "mlx5-health-fw-internal-error-qemu-devel-2025-03-18.txt",
+        ))
+        .run_all(),
+        "rdma.nic_events",
+        Status::Fail,
+        &["NIC 0000:0d:00.0: firmware health compromised"],
+    );
+}
+
+/// cubecos#733: `eth1: Link up` again and again, each time after the port went down.
+#[test]
+fn a_flapping_port_warns_and_hot_modules_and_slot_power_warn() {
+    assert_check(
+        &with_log(&data("mlx5-link-up-repeated-journal-cubecos-733.txt")).run_all(),
+        "rdma.nic_events",
+        Status::Warn,
+        &[
+            "NIC 0000:01:00.1 (eth1): link went down",
+            "the port is flapping",
+        ],
+    );
+    // The shapes gpud quotes with their prefix elided, behind a whole dmesg prefix.
+    let hot = "[ 4512.101234] mlx5_core 0000:5c:00.0: mlx5_port_module_event:1131:(pid 0): Port module event[error]: module 0, Cable error, High Temperature\n\
+[ 4512.201234] mlx5_core 0000:5c:00.0: mlx5_pcie_event:299:(pid 268269): Detected insufficient power on the PCIe slot (27W).\n";
+    assert_check(
+        &with_log(hot).run_all(),
+        "rdma.nic_events",
+        Status::Warn,
+        &[
+            "cable module at high temperature (module 0)",
+            "insufficient slot power (slot gives 27W)",
+        ],
+    );
+    // One link-up at boot and cable plug events are not faults.
+    let calm = data("mlx5-port-module-cable-unplugged-gpud-pstore.txt");
+    assert_check(
+        &with_log(&calm).run_all(),
+        "rdma.nic_events",
+        Status::Pass,
+        &[],
+    );
+    // No kernel log recorded: nothing to read.
+    assert_check(
+        &Node::healthy().run_all(),
+        "rdma.nic_events",
+        Status::Skip,
+        &["no kernel log"],
+    );
+}
