@@ -733,7 +733,10 @@ fn the_entry_script_builds_command_lines_gpudoctor_accepts() {
             "once",
             vec![],
             vec![
-                ("GPUDOCTOR_ARGS", "--keep-going --skip nccl"),
+                (
+                    "GPUDOCTOR_ARGS",
+                    "--keep-going --skip nccl --state-dir /var/lib/gpudoctor",
+                ),
                 (
                     "GPUDOCTOR_TEXTFILE_DIR",
                     "/var/lib/node_exporter/textfile_collector",

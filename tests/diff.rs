@@ -572,6 +572,14 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
             ("driver/xid events/0000:2a:00.0 xid 79", 1),
         ],
     ),
+    (
+        "h100-xid79-three-boots",
+        &[
+            // One line for the cause: every reading NVML failed on, folded.
+            ("driver/nvml gpu 0000:2a:00.0/-", 1),
+            ("driver/xid events/0000:2a:00.0 xid 79", 1),
+        ],
+    ),
 ];
 
 fn manifest(dir: &Path) -> Value {

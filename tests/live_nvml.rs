@@ -283,6 +283,11 @@ fn every_fixture_reads_the_same_live_as_in_replay() {
         if root.join(".gpudoctor/cuda.json").is_file() {
             continue;
         }
+        // A capture's `--state-dir` history is what a live run reads from the directory the
+        // option names: tests/state_dir.rs runs that path.
+        if root.join(".gpudoctor/state/history.json").is_file() {
+            continue;
+        }
 
         // (b) the whole diagnosis, every layer but the device plugin's: its probe is the
         // kubelet's socket, which a fixture holds as an empty file (tests/pod_resources.rs

@@ -156,6 +156,10 @@ fn every_answered_fixture_reads_the_same_through_a_real_kubelet_socket() {
         if root.join(".gpudoctor/cuda.json").is_file() {
             return false;
         }
+        // A capture's `--state-dir` history: tests/state_dir.rs runs that path.
+        if root.join(".gpudoctor/state/history.json").is_file() {
+            return false;
+        }
         let live_report = engine::run(&source, &ALL);
         let replay_report = engine::run(&ReplaySource::new(&root), &ALL);
         assert_eq!(

@@ -49,6 +49,14 @@ fn record_from(root: &Path, answers: &Path, out: &Path, extra: &[&str]) -> Outpu
     for log in logs {
         cmd.arg("--nccl-log").arg(log);
     }
+    // The `--state-dir` history the fixture was judged with, from a copy (a recording reads
+    // it and keeps it in the capture, and never adds to it).
+    let state = common::tempdir().unwrap();
+    let history = answers.join(".gpudoctor/state/history.json");
+    if history.is_file() {
+        fs::copy(&history, state.path().join("history.json")).unwrap();
+        cmd.arg("--state-dir").arg(state.path());
+    }
     // The active probes ran when the fixture was made: the stand-in libcuda answers its
     // cuda.json, the stand-in ib_write_bw prints its loopback logs (tests/active_probes.rs).
     let perftest = common::tempdir().unwrap();

@@ -9,6 +9,7 @@
 pub mod baseline;
 pub mod cuda;
 pub mod gpudirect;
+pub mod history;
 pub mod nccl;
 pub mod nvml;
 pub mod perftest;

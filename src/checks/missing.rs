@@ -66,6 +66,10 @@ const TABLE: &[(&str, &str)] = &[
     ("driver.thermal", NVML_RECORDED),
     ("driver.clock_slowdown", NVML_RECORDED),
     (
+        "driver.recurring_faults",
+        "no --state-dir (and no .gpudoctor/state/history.json in a capture): skip, nothing else changes; the state file missing: a new history; unreadable, not JSON or not gpudoctor's: error naming it, left as it is; no kernel log: the boot is recorded with no fault; no boot time (/proc/uptime, /proc/stat btime): error",
+    ),
+    (
         "driver.power",
         "no NVML answer: skip, see driver.nvml_init; a GPU's draw or enforced limit not answered: that GPU not judged on it; the default limit not answered (or a capture made before it was read): the cap not judged, and the summary says so",
     ),

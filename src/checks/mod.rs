@@ -19,6 +19,7 @@ pub mod nvlink;
 pub mod nvml_errors;
 pub(crate) mod rates;
 pub mod rdma;
+pub mod recurring;
 pub mod sriov;
 pub mod toolkit;
 pub mod topology;
@@ -75,6 +76,7 @@ pub fn registry() -> Vec<CheckDef> {
     all.extend(xid::checks());
     all.extend(gpu_health::checks());
     all.extend(gpu_counters::checks());
+    all.extend(recurring::checks());
     all.extend(nvlink::checks());
     all.extend(rdma::checks());
     all.extend(sriov::checks());

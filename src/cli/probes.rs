@@ -39,6 +39,12 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "FILE")]
     pub perftest_log: Vec<PathBuf>,
 
+    /// Remember each boot's faults in DIR/history.json (created if missing; a hostPath in
+    /// deploy/): a fault seen in 3 consecutive boots fails `driver.recurring_faults` (it survives
+    /// reboots). Without it nothing is kept and that check skips.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
     #[command(flatten)]
     pub nccl: NcclArgs,
 
@@ -257,6 +263,7 @@ impl ProbeArgs {
             cuda: self.active.cuda_options(),
             gpudirect: self.active.gpudirect_options(),
             perftest_logs: self.perftest_log.clone(),
+            state_dir: self.state_dir.clone(),
             // A fresh session: callers share one run's options by cloning them.
             nvml_session: Default::default(),
         }

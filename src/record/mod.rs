@@ -19,8 +19,10 @@
 
 mod kmsg;
 mod out;
+mod recording;
 mod redaction;
 mod tree;
+use recording::RecordingSource;
 pub mod unpack;
 
 pub use kmsg::nvidia_kernel_lines;
@@ -39,17 +41,15 @@ use serde_json::json;
 use thiserror::Error;
 
 use crate::answers::nccl::NcclProbe;
-use crate::answers::nvml::NvmlFacts;
-use crate::answers::pod_resources::PodResourcesFacts;
 use crate::engine::{self, RunOptions};
 use crate::facts::node;
 use crate::process::signals::{self, Interrupted};
 use crate::redact::Redactor;
-use crate::report::{Report, SourceKind};
+use crate::report::Report;
 use crate::source::nccl::NCCL_DIR;
 use crate::source::rooted::Trace;
 use crate::source::{
-    self, CAPTURE_DIR, DEV_KMSG, ENV_JSON, FsError, HostSource, KMSG_TXT, MANIFEST, NVML_JSON,
+    self, CAPTURE_DIR, DEV_KMSG, ENV_JSON, HostSource, KMSG_TXT, MANIFEST, NVML_JSON,
     POD_RESOURCES_JSON, ReplaySource, RootedFs, Source, SourceOptions,
 };
 
@@ -172,75 +172,6 @@ fn other_archive(out: &Path) -> Option<String> {
 pub fn is_packed(path: &Path) -> bool {
     let name = path.to_string_lossy();
     name.ends_with(".tar.gz") || name.ends_with(".tgz")
-}
-
-/// The node being recorded (the live host, or a capture being re-recorded), recording every
-/// access and remembering the probe answers it gave.
-struct RecordingSource {
-    inner: Box<dyn Source>,
-    nvml: OnceLock<NvmlFacts>,
-    kernel_log: OnceLock<Result<Option<(String, String)>, FsError>>,
-    pod_resources: OnceLock<PodResourcesFacts>,
-    env_vars: OnceLock<BTreeMap<String, String>>,
-    nccl: OnceLock<NcclProbe>,
-    /// The first reading of a `--sample` window.
-    baseline: Option<crate::answers::baseline::Baseline>,
-    cuda: OnceLock<crate::answers::cuda::CudaProbe>,
-    gpudirect: OnceLock<crate::answers::gpudirect::GdrProbe>,
-}
-
-impl Source for RecordingSource {
-    fn kind(&self) -> SourceKind {
-        self.inner.kind()
-    }
-    fn fs(&self) -> &RootedFs {
-        self.inner.fs()
-    }
-    fn nvml(&self) -> NvmlFacts {
-        self.nvml.get_or_init(|| self.inner.nvml()).clone()
-    }
-    fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
-        self.kernel_log
-            .get_or_init(|| self.inner.kernel_log())
-            .clone()
-    }
-    fn pod_resources(&self) -> PodResourcesFacts {
-        self.pod_resources
-            .get_or_init(|| self.inner.pod_resources())
-            .clone()
-    }
-    fn env_vars(&self) -> BTreeMap<String, String> {
-        self.env_vars.get_or_init(|| self.inner.env_vars()).clone()
-    }
-    fn host_nodename(&self) -> Option<String> {
-        self.inner.host_nodename()
-    }
-    fn nccl(&self) -> NcclProbe {
-        self.nccl.get_or_init(|| self.inner.nccl()).clone()
-    }
-    fn baseline(
-        &self,
-    ) -> Result<Option<crate::answers::baseline::Baseline>, crate::answers::FactError> {
-        match &self.baseline {
-            Some(b) => Ok(Some(b.clone())),
-            // Re-recording: the capture's own window, if it has one.
-            None => self.inner.baseline(),
-        }
-    }
-    fn cuda(
-        &self,
-        plan: &dyn Fn() -> crate::answers::cuda::CudaPlan,
-    ) -> crate::answers::cuda::CudaProbe {
-        self.cuda.get_or_init(|| self.inner.cuda(plan)).clone()
-    }
-    fn gpudirect(
-        &self,
-        targets: &dyn Fn() -> Vec<crate::answers::gpudirect::GdrTarget>,
-    ) -> crate::answers::gpudirect::GdrProbe {
-        self.gpudirect
-            .get_or_init(|| self.inner.gpudirect(targets))
-            .clone()
-    }
 }
 
 pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
@@ -524,6 +455,18 @@ fn record_into(
             &text,
             &mut counts,
             options.redact.then_some(&mut redactor),
+        )?;
+    }
+    // The --state-dir history the walk judged driver.recurring_faults on, so a replay of the
+    // capture judges it the same (read-only there, source/state_dir.rs).
+    if let Some((_, _, Ok(history))) = recording.history() {
+        let text = serde_json::to_string_pretty(&history).unwrap_or_else(|_| "{}".into());
+        write_text(
+            &capture,
+            source::state_dir::IN_CAPTURE,
+            &text,
+            &mut counts,
+            None,
         )?;
     }
     // ib_write_bw not found: where it was looked for, so that the replay skips (or fails, when

@@ -18,8 +18,13 @@ pub mod nvml_live;
 pub mod overlay;
 mod own_memory;
 mod perftest_log;
+mod replay;
+pub use replay::{
+    CAPTURE_FORMAT_VERSION, NotACapture, ReplaySource, capture_manifest, capture_time, is_capture,
+};
 pub mod podresources;
 pub mod rooted;
+pub mod state_dir;
 mod uts;
 
 use std::collections::BTreeMap;
@@ -86,6 +91,8 @@ pub struct SourceOptions {
     /// `--perftest-log FILE`: saved `ib_*_bw` outputs to judge (`rdma.perftest_log`); files the
     /// user names, read wherever they are, like `--nccl-log`.
     pub perftest_logs: Vec<PathBuf>,
+    /// `--state-dir DIR`: where each run adds what it saw this boot (`state_dir.rs`).
+    pub state_dir: Option<PathBuf>,
     /// The run's one NVML session, shared by every clone of these options (a `--sample`
     /// window's two readings): `nvml_live/session.rs`.
     pub nvml_session: nvml_live::NvmlSession,
@@ -103,6 +110,7 @@ impl Default for SourceOptions {
             cuda: CudaOptions::default(),
             gpudirect: GdrOptions::default(),
             perftest_logs: Vec::new(),
+            state_dir: None,
             nvml_session: nvml_live::NvmlSession::default(),
         }
     }
@@ -160,6 +168,23 @@ pub trait Source: Send + Sync {
     /// none was given (`rdma.perftest_log` then skips).
     fn perftest_logs(&self) -> Vec<(PathBuf, Result<String, String>)> {
         Vec::new()
+    }
+
+    /// The history `--state-dir` keeps (or a capture recorded): where it is, whether this run
+    /// adds to it, and what it holds. `None` without one.
+    fn history(
+        &self,
+    ) -> Option<(
+        String,
+        bool,
+        Result<crate::answers::history::History, String>,
+    )> {
+        None
+    }
+
+    /// Write the history back (only where [`Source::history`] said it is writable).
+    fn save_history(&self, _history: &crate::answers::history::History) -> Result<(), String> {
+        Err("this run keeps no state".to_string())
     }
 
     /// The CUDA probe: a run now (`--cuda`, `--bandwidth`) with what the walk knows about the
@@ -351,6 +376,23 @@ impl Source for HostSource {
     fn perftest_logs(&self) -> Vec<(PathBuf, Result<String, String>)> {
         perftest_log::read_all(&self.options.perftest_logs, self.options.probe_timeout)
     }
+    fn history(
+        &self,
+    ) -> Option<(
+        String,
+        bool,
+        Result<crate::answers::history::History, String>,
+    )> {
+        let file = self.options.state_dir.as_ref()?.join(state_dir::FILE);
+        let loaded = state_dir::load(&file, self.options.probe_timeout);
+        Some((file.display().to_string(), true, loaded))
+    }
+    fn save_history(&self, history: &crate::answers::history::History) -> Result<(), String> {
+        match &self.options.state_dir {
+            Some(dir) => state_dir::save(&dir.join(state_dir::FILE), history),
+            None => Err("no --state-dir".to_string()),
+        }
+    }
     fn cuda(&self, plan: &dyn Fn() -> CudaPlan) -> CudaProbe {
         if !self.options.cuda.requested() {
             return CudaProbe::NotRequested {
@@ -376,254 +418,6 @@ fn named_kernel_log(path: &Path, wait: Duration) -> Result<Option<(String, Strin
     let shown = path.display().to_string();
     rooted::read_named_file(path, &shown, rooted::DEFAULT_READ_CAP, wait)
         .map(|text| Some((text, shown)))
-}
-
-/// A recorded node: probes answered from `.gpudoctor/`.
-pub struct ReplaySource {
-    fs: RootedFs,
-    /// The root as given, for the report: an overlay fixture is read from its composed tree.
-    shown_root: PathBuf,
-    /// An overlay's composed tree (`overlay.rs`), kept as long as the source is.
-    _composed: Option<std::sync::Arc<overlay::Composed>>,
-    /// `--nccl-log` files given with a capture: judged instead of its own logs.
-    nccl_logs: Vec<PathBuf>,
-    /// `--perftest-log` files given with a capture, and the probe timeout.
-    perftest_logs: (Vec<PathBuf>, Duration),
-    /// `--kernel-log` given with a capture, and the probe timeout: read instead of its kmsg.txt.
-    kernel_log: Option<(PathBuf, Duration)>,
-}
-
-impl ReplaySource {
-    /// Replay the capture at `root`; an overlay fixture is composed with its bases first
-    /// (`overlay.rs`), and one that cannot be is an error naming it.
-    pub fn open(root: impl Into<PathBuf>) -> Result<Self, overlay::OverlayError> {
-        let root = root.into();
-        let composed = overlay::compose(&root)?.map(std::sync::Arc::new);
-        let fs = match &composed {
-            Some(c) => c.fs(),
-            None => RootedFs::new(&root),
-        };
-        Ok(ReplaySource {
-            fs,
-            shown_root: root,
-            _composed: composed,
-            nccl_logs: Vec::new(),
-            perftest_logs: (Vec::new(), Duration::from_secs(10)),
-            kernel_log: None,
-        })
-    }
-
-    /// [`ReplaySource::open`] for a capture known to be good (tests, a capture just written):
-    /// an overlay that cannot be composed is read as it stands, without its bases. The command
-    /// line goes through [`open`], which refuses it instead.
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        let root = root.into();
-        ReplaySource::open(&root).unwrap_or_else(|_| ReplaySource {
-            fs: RootedFs::new(&root),
-            shown_root: root,
-            _composed: None,
-            nccl_logs: Vec::new(),
-            perftest_logs: (Vec::new(), Duration::from_secs(10)),
-            kernel_log: None,
-        })
-    }
-
-    /// Judge this kernel log instead of the capture's `kmsg.txt` (a probe option given on the
-    /// command line replaces the recorded answer, DESIGN "Sources").
-    pub fn with_kernel_log(mut self, path: Option<PathBuf>, wait: Duration) -> Self {
-        self.kernel_log = path.map(|p| (p, wait));
-        self
-    }
-
-    /// Judge these saved perftest outputs too (`rdma.perftest_log`).
-    pub fn with_perftest_logs(mut self, logs: Vec<PathBuf>, wait: Duration) -> Self {
-        self.perftest_logs = (logs, wait);
-        self
-    }
-
-    /// Judge these NCCL logs instead of the capture's `.gpudoctor/nccl/*.log`.
-    pub fn with_nccl_logs(mut self, logs: Vec<PathBuf>) -> Self {
-        self.nccl_logs = logs;
-        self
-    }
-
-    /// Record every file access into `trace`, the probe answers in `.gpudoctor/` included: which
-    /// files a replay reads (tests/bad_input_corpus.rs damages exactly those).
-    pub fn with_trace(mut self, trace: std::sync::Arc<std::sync::Mutex<rooted::Trace>>) -> Self {
-        self.fs = self.fs.with_trace(trace);
-        self
-    }
-}
-
-impl Source for ReplaySource {
-    fn kind(&self) -> SourceKind {
-        SourceKind::Replay
-    }
-    fn root(&self) -> &Path {
-        &self.shown_root
-    }
-    fn captured_at(&self) -> Option<String> {
-        capture_time(&capture_manifest(&self.fs).ok()?)
-    }
-    fn fs(&self) -> &RootedFs {
-        &self.fs
-    }
-    fn nvml(&self) -> NvmlFacts {
-        match self.fs.read_to_string(NVML_JSON) {
-            Ok(text) => parse_nvml_json(&text).unwrap_or_else(|err| {
-                NvmlFacts::failed(
-                    NvmlErrorKind::Unreadable,
-                    format!("{NVML_JSON}: does not parse: {err}"),
-                )
-            }),
-            Err(err) if err.is_missing() => NvmlFacts::failed(
-                NvmlErrorKind::NotRecorded,
-                format!("{NVML_JSON}: not in this capture"),
-            ),
-            Err(err) => NvmlFacts::failed(NvmlErrorKind::Unreadable, err.to_string()),
-        }
-    }
-    fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
-        if let Some((path, wait)) = &self.kernel_log {
-            return named_kernel_log(path, *wait);
-        }
-        match self.fs.read_to_string(KMSG_TXT) {
-            Ok(text) => Ok(Some((text, KMSG_TXT.to_string()))),
-            Err(err) if err.is_missing() => Ok(None),
-            Err(err) => Err(err),
-        }
-    }
-    fn pod_resources(&self) -> PodResourcesFacts {
-        match self.fs.read_to_string(POD_RESOURCES_JSON) {
-            Ok(text) => crate::answers::pod_resources::parse_pod_resources_json(&text)
-                .unwrap_or_else(|err| {
-                    PodResourcesFacts::failed(
-                        POD_RESOURCES_SOCKET,
-                        RpcErrorKind::Other,
-                        format!("{POD_RESOURCES_JSON}: does not parse: {err}"),
-                    )
-                }),
-            Err(err) if err.is_missing() => PodResourcesFacts::failed(
-                POD_RESOURCES_SOCKET,
-                RpcErrorKind::NotAvailable,
-                format!("{POD_RESOURCES_JSON}: not in this capture"),
-            ),
-            Err(err) => PodResourcesFacts::failed(
-                POD_RESOURCES_SOCKET,
-                RpcErrorKind::Other,
-                err.to_string(),
-            ),
-        }
-    }
-    fn env_vars(&self) -> BTreeMap<String, String> {
-        self.fs
-            .read_to_string(ENV_JSON)
-            .ok()
-            .and_then(|text| serde_json::from_str::<BTreeMap<String, String>>(&text).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(k, _)| ENV_VARS.contains(&k.as_str()))
-            .collect()
-    }
-    fn baseline(
-        &self,
-    ) -> Result<Option<crate::answers::baseline::Baseline>, crate::answers::FactError> {
-        let path = crate::answers::baseline::SAMPLE_JSON;
-        match self.fs.read_to_string(path) {
-            Ok(text) => {
-                serde_json::from_str(&text)
-                    .map(Some)
-                    .map_err(|e| crate::answers::FactError {
-                        path: path.to_string(),
-                        message: format!("does not parse: {e}"),
-                    })
-            }
-            Err(err) if err.is_missing() => Ok(None),
-            Err(err) => Err(err.into()),
-        }
-    }
-    fn nccl(&self) -> NcclProbe {
-        if self.nccl_logs.is_empty() {
-            nccl::read_capture(&self.fs)
-        } else {
-            nccl::read_user_logs(&self.nccl_logs)
-        }
-    }
-    fn cuda(&self, _plan: &dyn Fn() -> CudaPlan) -> CudaProbe {
-        cuda::read_capture(&self.fs)
-    }
-    fn perftest_logs(&self) -> Vec<(PathBuf, Result<String, String>)> {
-        perftest_log::read_all(&self.perftest_logs.0, self.perftest_logs.1)
-    }
-    fn gpudirect(&self, _targets: &dyn Fn() -> Vec<GdrTarget>) -> GdrProbe {
-        gpudirect::read_capture(&self.fs)
-    }
-}
-
-/// The capture format this gpudoctor writes and reads (`format_version` in the manifest).
-pub const CAPTURE_FORMAT_VERSION: u32 = 1;
-
-/// Why a root that has the shape of a capture cannot be replayed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{root} holds {CAPTURE_DIR}/ but is not a complete capture: {why}; re-record it (`gpudoctor record`), or remove {CAPTURE_DIR}/ to read the directory as a live root"
-)]
-pub struct NotACapture {
-    pub root: String,
-    pub why: String,
-}
-
-/// The manifest of the capture `fs` is rooted at, checked: a JSON object whose
-/// `format_version` this gpudoctor reads. Read like every file (inside the root, capped).
-pub fn capture_manifest(fs: &RootedFs) -> Result<serde_json::Value, String> {
-    let text = match fs.read_to_string(MANIFEST) {
-        Ok(text) => text,
-        Err(err) if err.is_missing() => {
-            return Err(format!(
-                "no {MANIFEST} (a capture is complete only once its manifest is written: cut short?)"
-            ));
-        }
-        Err(err) => return Err(err.to_string()),
-    };
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{MANIFEST} does not parse: {e}"))?;
-    match value.get("format_version").and_then(|v| v.as_u64()) {
-        Some(v) if v >= 1 && v <= u64::from(CAPTURE_FORMAT_VERSION) => Ok(value),
-        Some(v) => Err(format!(
-            "{MANIFEST} has format_version {v}; this gpudoctor reads {CAPTURE_FORMAT_VERSION}"
-        )),
-        None => Err(format!("{MANIFEST} has no format_version")),
-    }
-}
-
-/// When a capture's node was read: its manifest's `time`, or — for a capture re-recorded from
-/// another, which reads no node — the first capture's (`made.original.time`, followed down a
-/// chain of re-recordings to the innermost that has one). Only a well-formed RFC 3339 UTC time counts (it is shown in the
-/// report, and a manifest is node data).
-pub fn capture_time(manifest: &serde_json::Value) -> Option<String> {
-    let mut time = manifest.get("time");
-    let mut made = manifest.get("made");
-    for _ in 0..64 {
-        let Some(original) = made.and_then(|m| m.get("original")) else {
-            break;
-        };
-        // A hand-built fixture re-recorded has no time of its own: the recording's stands.
-        if let Some(t) = original.get("time").filter(|t| !t.is_null()) {
-            time = Some(t);
-        }
-        made = original.get("made");
-    }
-    // Said again in gpudoctor's own form: whatever else the text held does not reach a report.
-    let seconds = crate::time::unix_seconds(time?.as_str()?)?;
-    Some(crate::time::rfc3339(
-        std::time::UNIX_EPOCH + Duration::from_secs(seconds),
-    ))
-}
-
-/// Does `root` hold `.gpudoctor/` (the mark of a capture, complete or not)? Looked at without
-/// following a link out of the root.
-pub fn is_capture(root: &Path) -> bool {
-    !matches!(RootedFs::new(root).entry_kind(CAPTURE_DIR), Err(err) if err.is_missing())
 }
 
 /// Pick replay when the root is a capture (it holds `.gpudoctor/`), else the live host. A root
@@ -662,6 +456,7 @@ pub fn open(root: &Path, options: SourceOptions) -> Result<Box<dyn Source>, NotA
                 replay
                     .with_nccl_logs(options.nccl.logs)
                     .with_perftest_logs(options.perftest_logs, options.probe_timeout)
+                    .with_state_dir(options.state_dir)
                     .with_kernel_log(options.kernel_log, options.probe_timeout),
             ))
         }
