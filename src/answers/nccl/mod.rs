@@ -36,6 +36,7 @@ mod lines;
 mod model;
 mod prefix;
 mod run;
+mod scan;
 mod sweep;
 mod table;
 mod transport;
@@ -328,7 +329,7 @@ impl NcclLogParser {
             self.hash_line(rest.trim(), line);
             return;
         }
-        if line.contains(": Test ") && self.failure(line) {
+        if TEST.is_in(line) && self.failure(line) {
             return;
         }
         if line.starts_with(|c: char| c.is_ascii_digit()) {
@@ -410,9 +411,12 @@ impl NcclLogParser {
         } else if text.starts_with("Using devices") {
         } else if text.starts_with("Rank ") && text.contains(" device ") {
             self.device_line(text);
-        } else if text.contains("busbw") {
-            let tokens: Vec<&str> = text.split_whitespace().collect();
-            return self.column_header(&tokens);
+        } else if BUSBW.is_in(text) {
+            let mut inline = [""; scan::INLINE_FIELDS];
+            return match scan::split_words(text, &mut inline) {
+                Some(n) => self.column_header(&inline[..n]),
+                None => self.column_header(&text.split_whitespace().collect::<Vec<_>>()),
+            };
         } else {
             return false;
         }
@@ -454,6 +458,9 @@ fn nccl_marker(line: &str) -> Option<(usize, Marker)> {
         _ => None,
     }
 }
+
+static BUSBW: scan::Needle = scan::Needle::new("busbw");
+static TEST: scan::Needle = scan::Needle::new(": Test ");
 
 /// What an `NCCL ` in a line introduces.
 enum Marker {
