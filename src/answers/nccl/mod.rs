@@ -45,6 +45,7 @@ pub use run::{INSTALL_HINT, NOT_REQUESTED, NcclProbe, NcclRun, RunMeta};
 
 use std::collections::VecDeque;
 
+use lines::floor_char_boundary;
 pub use lines::{LineSplitter, MAX_LINE_BYTES};
 pub use model::{
     CollectiveTimeout, DeviceLine, FailureKind, IbCompletion, LogKind, Measure, NcclLog, NetUse,
@@ -336,7 +337,7 @@ impl NcclLogParser {
             self.row_line(line);
             return;
         }
-        if line.starts_with("..") && line.contains("Test failure") {
+        if line.starts_with("..") && TEST_FAILURE.is_in(line) {
             self.log.trace_lines += 1;
             return;
         }
@@ -461,6 +462,7 @@ fn nccl_marker(line: &str) -> Option<(usize, Marker)> {
 
 static BUSBW: scan::Needle = scan::Needle::new("busbw");
 static TEST: scan::Needle = scan::Needle::new(": Test ");
+static TEST_FAILURE: scan::Needle = scan::Needle::new("Test failure");
 
 /// What an `NCCL ` in a line introduces.
 enum Marker {
@@ -477,13 +479,6 @@ pub fn parse_log(text: &str) -> NcclLog {
         parser.feed_line(line);
     }
     parser.finish()
-}
-
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }
 
 #[cfg(test)]
