@@ -174,6 +174,14 @@ const EXPECT: &[Expect] = &[
         &[("run_completed", "error")],
         None,
     ),
+    // alltoall rows with their `redop` blank under a header that names one (2021 layout): read,
+    // not dropped; the in-place `error` of 1 is a wrong result; no nThread line: an excerpt.
+    e(
+        "nccl-tests-78-alltoall-blank-redop-excerpt.log",
+        1,
+        &[("run_completed", "error"), ("wrong_results", "fail")],
+        Some((0.51, 256 * MIB)),
+    ),
     e(
         "nccl-tests-82-v100-broadcast-old-excerpt.log",
         1,

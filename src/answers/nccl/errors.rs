@@ -4,7 +4,34 @@
 //! exceptions (`torch.distributed.DistBackendError: NCCL error in: …, unhandled system error`).
 
 use super::model::{CollectiveTimeout, FailureKind, IbCompletion, TestFailure};
+use super::scan::Needle;
 use super::{MAX_QUOTES, NcclLogParser};
+
+// Searched in every failure, unwinding and WARN line of a log: set up once (scan::Needle).
+static NCCL_FAILURE: Needle = Needle::new(": Test NCCL failure ");
+static CUDA_FAILURE: Needle = Needle::new(": Test CUDA failure ");
+static TEST_TIMEOUT: Needle = Needle::new(": Test timeout ");
+static IBVERBS: Needle = Needle::new("Failed to open libibverbs");
+static NVLS_BIND: Needle = Needle::new("Failed to bind NVLink SHARP");
+static COMPLETION: Needle = Needle::new("Got completion");
+static FALLING_BACK: Needle = Needle::new("falling back");
+/// What makes a WARN an error report (lower case), [`reports_error`].
+static ERROR_WORDS: [Needle; 14] = [
+    Needle::new("error"),
+    Needle::new("fail"),
+    Needle::new("timeout"),
+    Needle::new("timed out"),
+    Needle::new("abort"),
+    Needle::new("got completion"),
+    Needle::new("unhandled"),
+    Needle::new("invalid"),
+    Needle::new("closed"),
+    Needle::new("refused"),
+    Needle::new("unreachable"),
+    Needle::new("mismatch"),
+    Needle::new("truncated"),
+    Needle::new("corrupt"),
+];
 
 /// NCCL's error strings (`ncclGetErrorString`, §11) and the enum names applications print.
 const NCCL_ERRORS: [&str; 9] = [
@@ -27,13 +54,13 @@ impl NcclLogParser {
     /// row's head is printed before it (`NVIDIA/nccl-tests#355`: `… float none -1 node0: Test
     /// CUDA failure …`).
     pub(super) fn failure(&mut self, line: &str) -> bool {
-        const SHAPES: [(&str, FailureKind); 3] = [
-            (": Test NCCL failure ", FailureKind::Nccl),
-            (": Test CUDA failure ", FailureKind::Cuda),
-            (": Test timeout ", FailureKind::Timeout),
+        let shapes = [
+            (&NCCL_FAILURE, ": Test NCCL failure ", FailureKind::Nccl),
+            (&CUDA_FAILURE, ": Test CUDA failure ", FailureKind::Cuda),
+            (&TEST_TIMEOUT, ": Test timeout ", FailureKind::Timeout),
         ];
-        for (marker, kind) in SHAPES {
-            let Some(pos) = line.find(marker) else {
+        for (needle, marker, kind) in shapes {
+            let Some(pos) = needle.find(line) else {
                 continue;
             };
             let host = line[..pos]
@@ -76,14 +103,14 @@ impl NcclLogParser {
     pub(super) fn warn(&mut self, text: &str, line: &str) {
         self.log.warning_count += 1;
         let quote = self.quote(line);
-        let ibverbs = text.contains("Failed to open libibverbs");
+        let ibverbs = IBVERBS.is_in(text);
         if ibverbs {
             self.log.ibverbs_missing.get_or_insert(quote.clone());
         }
-        if text.contains("Failed to bind NVLink SHARP") {
+        if NVLS_BIND.is_in(text) {
             self.log.nvls_bind_failure.get_or_insert(quote.clone());
         }
-        if text.contains("Got completion") {
+        if COMPLETION.is_in(text) {
             self.log.ib_completion_count += 1;
             if self.log.ib_completions.len() < MAX_QUOTES {
                 self.log.ib_completions.push(IbCompletion {
@@ -137,24 +164,8 @@ impl NcclLogParser {
 /// error) rather than advice (`Could not find a path for pattern 4, falling back to simple
 /// order`, `NVIDIA/nccl-tests#287`).
 fn reports_error(text: &str) -> bool {
-    const ERRORS: [&str; 14] = [
-        "error",
-        "fail",
-        "timeout",
-        "timed out",
-        "abort",
-        "got completion",
-        "unhandled",
-        "invalid",
-        "closed",
-        "refused",
-        "unreachable",
-        "mismatch",
-        "truncated",
-        "corrupt",
-    ];
     let lower = text.to_ascii_lowercase();
-    !lower.contains("falling back") && ERRORS.iter().any(|e| lower.contains(e))
+    !FALLING_BACK.is_in(&lower) && ERROR_WORDS.iter().any(|e| e.is_in(&lower))
 }
 
 /// `[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST,

@@ -167,6 +167,14 @@ fn without_controls(text: &str) -> String {
     out
 }
 
+/// The largest char boundary of `s` at or below `i`.
+pub(super) fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

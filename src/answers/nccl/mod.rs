@@ -36,6 +36,7 @@ mod lines;
 mod model;
 mod prefix;
 mod run;
+mod scan;
 mod sweep;
 mod table;
 mod transport;
@@ -44,6 +45,7 @@ pub use run::{INSTALL_HINT, NOT_REQUESTED, NcclProbe, NcclRun, RunMeta};
 
 use std::collections::VecDeque;
 
+use lines::floor_char_boundary;
 pub use lines::{LineSplitter, MAX_LINE_BYTES};
 pub use model::{
     CollectiveTimeout, DeviceLine, FailureKind, IbCompletion, LogKind, Measure, NcclLog, NetUse,
@@ -328,14 +330,14 @@ impl NcclLogParser {
             self.hash_line(rest.trim(), line);
             return;
         }
-        if line.contains(": Test ") && self.failure(line) {
+        if TEST.is_in(line) && self.failure(line) {
             return;
         }
         if line.starts_with(|c: char| c.is_ascii_digit()) {
             self.row_line(line);
             return;
         }
-        if line.starts_with("..") && line.contains("Test failure") {
+        if line.starts_with("..") && TEST_FAILURE.is_in(line) {
             self.log.trace_lines += 1;
             return;
         }
@@ -410,9 +412,12 @@ impl NcclLogParser {
         } else if text.starts_with("Using devices") {
         } else if text.starts_with("Rank ") && text.contains(" device ") {
             self.device_line(text);
-        } else if text.contains("busbw") {
-            let tokens: Vec<&str> = text.split_whitespace().collect();
-            return self.column_header(&tokens);
+        } else if BUSBW.is_in(text) {
+            let mut inline = [""; scan::INLINE_FIELDS];
+            return match scan::split_words(text, &mut inline) {
+                Some(n) => self.column_header(&inline[..n]),
+                None => self.column_header(&text.split_whitespace().collect::<Vec<_>>()),
+            };
         } else {
             return false;
         }
@@ -455,6 +460,10 @@ fn nccl_marker(line: &str) -> Option<(usize, Marker)> {
     }
 }
 
+static BUSBW: scan::Needle = scan::Needle::new("busbw");
+static TEST: scan::Needle = scan::Needle::new(": Test ");
+static TEST_FAILURE: scan::Needle = scan::Needle::new("Test failure");
+
 /// What an `NCCL ` in a line introduces.
 enum Marker {
     Info,
@@ -470,13 +479,6 @@ pub fn parse_log(text: &str) -> NcclLog {
         parser.feed_line(line);
     }
     parser.finish()
-}
-
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }
 
 #[cfg(test)]

@@ -12,10 +12,13 @@
 //! lines, then the timings on a line of their own, `NVIDIA/nccl#1453`) is put back together.
 
 use super::model::{DeviceLine, Measure, Quoted, Row, Table, TestConfig, Wrong, cut};
+use super::scan::{INLINE_FIELDS, parse_f64, parse_u64, split_fields, split_words};
 use super::{MAX_DEVICES, MAX_ROWS, NcclLogParser, QUOTE_CHARS};
 
 /// The default block of a result row: time, algbw, busbw, #wrong (§3).
 const DEFAULT_BLOCK: usize = 4;
+/// Where time, algbw, busbw and `#wrong` sit in a block without a header.
+const DEFAULT_SLOTS: [usize; 4] = [0, 1, 2, 3];
 
 /// How a result row maps to columns, from the column header row (§3).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,12 +29,55 @@ pub(super) struct Layout {
     block: Vec<String>,
     cputime: bool,
     old_error: bool,
+    /// Where time, algbw, busbw and `#wrong`/`error` sit in a block (looked up once here, not
+    /// per row).
+    slots: [usize; 4],
 }
 
 impl Layout {
     /// A column header row's tokens (without `#`): it names `size`/`bytes`, `time`/`cputime` and
     /// `busbw`.
     pub(super) fn from_header(tokens: &[&str]) -> Option<Layout> {
+        let (first, block_end) = Self::bounds(tokens)?;
+        let block: Vec<String> = tokens[first..block_end]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let index = |names: &[&str], default: usize| {
+            block
+                .iter()
+                .position(|t| names.contains(&t.as_str()))
+                .unwrap_or(default)
+        };
+        let slots = [
+            index(&["time", "cputime"], 0),
+            index(&["algbw"], 1),
+            index(&["busbw"], 2),
+            index(&["#wrong", "error", "res"], 3),
+        ];
+        Some(Layout {
+            lead: tokens[..first].iter().map(|s| s.to_string()).collect(),
+            old_error: block.iter().any(|t| t == "error" || t == "res"),
+            cputime: tokens[first] == "cputime",
+            block,
+            slots,
+        })
+    }
+
+    /// Whether `tokens` make this very layout (every table of a long log repeats its header:
+    /// compared, not rebuilt).
+    fn is_from(&self, tokens: &[&str]) -> bool {
+        Self::bounds(tokens).is_some_and(|(first, block_end)| {
+            self.lead.iter().eq(tokens[..first].iter().copied())
+                && self
+                    .block
+                    .iter()
+                    .eq(tokens[first..block_end].iter().copied())
+        })
+    }
+
+    /// Where the first timed block starts and ends in a header's tokens, when they are one.
+    fn bounds(tokens: &[&str]) -> Option<(usize, usize)> {
         if !tokens.contains(&"busbw") || !(tokens.contains(&"size") || tokens.contains(&"bytes")) {
             return None;
         }
@@ -46,23 +92,11 @@ impl Layout {
         } else {
             tokens.len()
         };
-        let block: Vec<String> = tokens[first..second.unwrap_or(end)]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        if !block.iter().any(|t| t == "busbw") || first < 3 {
+        let block_end = second.unwrap_or(end);
+        if !tokens[first..block_end].contains(&"busbw") || first < 3 {
             return None;
         }
-        Some(Layout {
-            lead: tokens[..first].iter().map(|s| s.to_string()).collect(),
-            old_error: block.iter().any(|t| t == "error" || t == "res"),
-            cputime: tokens[first] == "cputime",
-            block,
-        })
-    }
-
-    fn index(&self, names: &[&str]) -> Option<usize> {
-        self.block.iter().position(|t| names.contains(&t.as_str()))
+        Some((first, block_end))
     }
 }
 
@@ -116,7 +150,7 @@ fn fields(text: &str) -> Vec<&str> {
 }
 
 fn is_number(t: &str) -> bool {
-    t == "N/A" || t.parse::<f64>().is_ok()
+    t == "N/A" || parse_f64(t).is_some()
 }
 
 /// The size of one element of nccl-tests' type names (`src/common.cu` `test_typenames`).
@@ -181,7 +215,13 @@ impl NcclLogParser {
     /// A column header row: a new table unless the current one has printed nothing yet (the
     /// same header repeated by several processes).
     pub(super) fn column_header(&mut self, tokens: &[&str]) -> bool {
-        let Some(layout) = Layout::from_header(tokens) else {
+        let same = self.layout.as_ref().is_some_and(|l| l.is_from(tokens));
+        let layout = if same {
+            self.layout.take()
+        } else {
+            Layout::from_header(tokens)
+        };
+        let Some(layout) = layout else {
             return false;
         };
         let reuse = self
@@ -209,7 +249,15 @@ impl NcclLogParser {
             self.log.per_process_headers += 1;
         }
         self.section_open = true;
-        let tokens: Vec<&str> = text.split_whitespace().collect();
+        let mut inline = [""; INLINE_FIELDS];
+        let spilled: Vec<&str>;
+        let tokens: &[&str] = match split_words(text, &mut inline) {
+            Some(n) => &inline[..n],
+            None => {
+                spilled = text.split_whitespace().collect();
+                &spilled
+            }
+        };
         let after = |key: &str| -> Option<&str> {
             tokens
                 .iter()
@@ -303,16 +351,30 @@ impl NcclLogParser {
     /// A line that starts like a result row (a digit first), or the part of a line before
     /// another process's output cut into it.
     pub(super) fn row_line(&mut self, text: &str) {
-        let tokens = fields(text);
+        // Most rows hold no per-rank marker and fit on the stack: split without allocating.
+        let mut inline = [""; INLINE_FIELDS];
+        let spilled: Vec<&str>;
+        let inline_len = if memchr::memchr(b'[', text.as_bytes()).is_none() {
+            split_fields(text, &mut inline)
+        } else {
+            None
+        };
+        let tokens: &[&str] = match inline_len {
+            Some(n) => &inline[..n],
+            None => {
+                spilled = fields(text);
+                &spilled
+            }
+        };
         let head = tokens.len() >= 3
-            && tokens[0].parse::<u64>().is_ok()
-            && tokens[1].parse::<u64>().is_ok()
+            && parse_u64(tokens[0]).is_some()
+            && parse_u64(tokens[1]).is_some()
             && tokens[2].starts_with(|c: char| c.is_ascii_alphabetic());
         if head {
             if let Some(abandoned) = self.pending.take() {
                 self.fragment(&abandoned.text);
             }
-            match self.row(&tokens, text) {
+            match self.row(tokens, text) {
                 Ok(Some(row)) => self.push_row(row),
                 Ok(None) => {}
                 Err(()) => self.unreadable(text),
@@ -394,7 +456,20 @@ impl NcclLogParser {
         let n = tokens.len();
         let fits = |lead: usize, blocks: usize| lead + blocks * block_len == n;
         let shape = match self.layout.as_ref().map(|l| l.lead.len()) {
-            Some(lead) => (0..=2).rev().find(|&b| fits(lead, b)).map(|b| (lead, b)),
+            Some(lead) => (0..=2)
+                .rev()
+                .find(|&b| fits(lead, b))
+                .map(|b| (lead, b))
+                // Lead columns left blank (alltoall's `redop`, and `root` with it, nccl-tests
+                // #78): fewer lead fields, whole timed blocks after them. Only `redop` is left
+                // blank, so what lead field is there must be a root: a row that lost a timing
+                // field instead (`sum` read as the last lead field) stays unreadable.
+                .or_else(|| {
+                    (3..lead)
+                        .rev()
+                        .find_map(|l| (1..=2).rev().find(|&b| fits(l, b)).map(|b| (l, b)))
+                        .filter(|&(l, _)| tokens[3..l].iter().all(|t| t.parse::<i64>().is_ok()))
+                }),
             None => (1..=2)
                 .rev()
                 .find_map(|b| (3..=5).find(|&l| fits(l, b)).map(|l| (l, b)))
@@ -403,10 +478,16 @@ impl NcclLogParser {
         let Some((lead, blocks)) = shape else {
             return Err(());
         };
-        let mut measures = Vec::with_capacity(2);
-        for b in 0..blocks {
+        let unset = Measure {
+            time_us: 0.0,
+            algbw: 0.0,
+            busbw: 0.0,
+            wrong: Wrong::NotChecked,
+        };
+        let mut measures = [unset; 2];
+        for (b, slot) in measures.iter_mut().enumerate().take(blocks) {
             let block = &tokens[lead + b * block_len..lead + (b + 1) * block_len];
-            measures.push(self.measure(block).ok_or(())?);
+            *slot = self.measure(block).ok_or(())?;
         }
         let line = self.log.lines;
         if blocks == 0 {
@@ -418,7 +499,7 @@ impl NcclLogParser {
             });
             return Ok(None);
         }
-        self.assemble(&tokens[..lead], &measures, line, text)
+        self.assemble(&tokens[..lead], &measures[..blocks], line, text)
             .map(Some)
             .ok_or(())
     }
@@ -428,11 +509,17 @@ impl NcclLogParser {
         // A row past MAX_ROWS is checked and counted, then dropped: its text is not copied.
         let kept = self.log.rows.len() < MAX_ROWS;
         let owned = |s: &str| if kept { s.to_string() } else { String::new() };
-        let size: u64 = lead.first()?.parse().ok()?;
-        let count: u64 = lead.get(1)?.parse().ok()?;
+        let size: u64 = parse_u64(lead.first()?)?;
+        let count: u64 = parse_u64(lead.get(1)?)?;
         let dtype = owned(lead.get(2)?);
         let (mut redop, mut root) = (None, None);
-        let lead_names = self.layout.as_ref().map(|l| &l.lead);
+        // With columns left blank the names no longer line up: what is there is told by its
+        // shape, as without a header (a number is the root).
+        let lead_names = self
+            .layout
+            .as_ref()
+            .map(|l| &l.lead)
+            .filter(|names| names.len() == lead.len());
         for (i, token) in lead.iter().enumerate().skip(3) {
             let name = lead_names
                 .and_then(|names| names.get(i))
@@ -477,26 +564,19 @@ impl NcclLogParser {
     /// them (`-I` adds per-iteration columns after them).
     fn measure(&self, block: &[&str]) -> Option<Measure> {
         let layout = self.layout.as_ref();
-        let time_i = layout
-            .and_then(|l| l.index(&["time", "cputime"]))
-            .unwrap_or(0);
-        let algbw_i = layout.and_then(|l| l.index(&["algbw"])).unwrap_or(1);
-        let busbw_i = layout.and_then(|l| l.index(&["busbw"])).unwrap_or(2);
-        let wrong_i = layout
-            .and_then(|l| l.index(&["#wrong", "error", "res"]))
-            .unwrap_or(3);
+        let [time_i, algbw_i, busbw_i, wrong_i] = layout.map_or(DEFAULT_SLOTS, |l| l.slots);
         let old_error = layout.is_some_and(|l| l.old_error);
         let number = |i: usize| -> Option<f64> {
-            let v: f64 = block.get(i)?.parse().ok()?;
+            let v = parse_f64(block.get(i)?)?;
             v.is_finite().then_some(v)
         };
         let wrong = match *block.get(wrong_i)? {
             "N/A" => Wrong::NotChecked,
-            w if old_error => Wrong::Deviation(w.parse().ok()?),
-            w => match w.parse::<u64>() {
-                Ok(n) => Wrong::Count(n),
+            w if old_error => Wrong::Deviation(parse_f64(w)?),
+            w => match parse_u64(w) {
+                Some(n) => Wrong::Count(n),
                 // An old `error` column without a header (`0e+00`).
-                Err(_) => Wrong::Deviation(w.parse().ok()?),
+                None => Wrong::Deviation(parse_f64(w)?),
             },
         };
         if let Wrong::Deviation(d) = wrong
@@ -603,6 +683,53 @@ mod tests {
 ";
         let log = parse_log(text);
         assert_eq!(log.rows.len(), 1);
+        assert_eq!(log.unreadable_lines, 1);
+    }
+
+    /// alltoall and sendrecv have no reduction: old nccl-tests left `redop` blank under a header
+    /// that names it (NVIDIA/nccl-tests#78, tests/data/nccl/real), one field fewer than the
+    /// header.
+    #[test]
+    fn rows_with_a_blank_redop_are_read() {
+        let text = "\
+#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error  
+   268435456       1048576     float           520935    0.52    0.51  0e+00   519562    0.52    0.51  1e+00
+";
+        let log = parse_log(text);
+        assert_eq!(log.rows.len(), 1, "{log:#?}");
+        let row = &log.rows[0];
+        assert_eq!(
+            (row.size, row.count, row.dtype.as_str()),
+            (268435456, 1048576, "float")
+        );
+        assert_eq!((row.redop.as_deref(), row.root), (None, None));
+        assert_eq!(row.out_of_place.unwrap().time_us, 520935.0);
+        assert_eq!(row.in_place.unwrap().wrong, Wrong::Deviation(1.0));
+        assert_eq!(log.unreadable_lines, 0);
+    }
+
+    /// The newer layout has `root` too: both blank, or `redop` blank and the root printed.
+    #[test]
+    fn rows_with_blank_redop_and_root_are_read() {
+        let header = "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n";
+        let both = "    33554432       8388608     float                    250.1  134.17  117.40       0    249.8  134.33  117.54     N/A\n";
+        let log = parse_log(&format!("{header}{both}"));
+        assert_eq!(log.rows.len(), 1, "{log:#?}");
+        let row = &log.rows[0];
+        assert_eq!((row.redop.as_deref(), row.root), (None, None));
+        assert_eq!(row.in_place.unwrap().busbw, 117.54);
+        assert_eq!(row.in_place.unwrap().wrong, Wrong::NotChecked);
+        let root_only = "    33554432       8388608     float              -1    250.1  134.17  117.40       0    249.8  134.33  117.54       0\n";
+        let log = parse_log(&format!("{header}{root_only}"));
+        assert_eq!(log.rows.len(), 1, "{log:#?}");
+        assert_eq!(
+            (log.rows[0].redop.as_deref(), log.rows[0].root),
+            (None, Some(-1))
+        );
+        // A field missing among the timings is still no row.
+        let short = "    33554432       8388608     float    sum      -1    250.1  134.17       0    249.8  134.33  117.54       0\n";
+        let log = parse_log(&format!("{header}{short}"));
+        assert!(log.rows.is_empty());
         assert_eq!(log.unreadable_lines, 1);
     }
 

@@ -8,7 +8,85 @@
 //! counted.
 
 use super::model::{NetUse, Quoted};
+use super::scan::Needle;
 use super::{MAX_HOSTS, MAX_QUOTES, NcclLogParser};
+
+// The substrings INFO lines are searched for, set up once.
+static NO_DEVICE: Needle = Needle::new("No device found");
+static USING: Needle = Needle::new("Using");
+static LOADED_PLUGIN: Needle = Needle::new("Loaded net plugin ");
+static SET_BY_ENV: Needle = Needle::new(" set by environment to ");
+/// The counts `comm … nRanks 16 nNodes 2` gives, by the word before them.
+static SHAPE_WORDS: [Needle; 3] = [
+    Needle::new("nNodes"),
+    Needle::new("nRanks"),
+    Needle::new("nranks"),
+];
+
+/// Which of the substrings the last clauses of [`NcclLogParser::info`] look for are in an INFO
+/// line (bits below). Most INFO lines of a big log are none of them; one search each cost a
+/// sixth of the run (perf), so all are found in two passes of `memchr` for a byte each must hold
+/// at a known place (`v`, `k`, `N`; `G`), checked there. Exact: every occurrence of a needle has
+/// its byte where it is looked for (`found_matches_contains`).
+const GDR_ENABLED: u8 = 1;
+const GDR_DISABLED: u8 = 2;
+const NVLS_CHANNELS: u8 = 4;
+const SET_BY_ENVIRONMENT: u8 = 8;
+const SHAPE: u8 = 16;
+
+fn found(text: &str) -> u8 {
+    let b = text.as_bytes();
+    // Whether `needle` occurs with its byte `at` at `pos`.
+    let at = |pos: usize, at: usize, needle: &[u8]| {
+        pos >= at
+            && b.get(pos - at..)
+                .is_some_and(|rest| rest.starts_with(needle))
+    };
+    let mut bits = 0;
+    for pos in memchr::memchr3_iter(b'v', b'k', b'N', b) {
+        bits |= match b[pos] {
+            b'v' if at(pos, 2, b" nvls channels") => NVLS_CHANNELS,
+            b'v' if at(pos, 10, b" set by environment to ") => SET_BY_ENVIRONMENT,
+            b'k' if at(pos, 4, b"nRanks ") || at(pos, 4, b"nranks ") => SHAPE,
+            b'N' if at(pos, 1, b"nNodes ") => SHAPE,
+            _ => 0,
+        };
+    }
+    for pos in memchr::memchr_iter(b'G', b) {
+        if at(pos, 0, b"GPU Direct RDMA Enabled for HCA") {
+            bits |= GDR_ENABLED;
+        } else if at(pos, 0, b"GPU Direct RDMA Disabled for HCA") {
+            bits |= GDR_DISABLED;
+        }
+    }
+    bits
+}
+
+/// For each whole word `nNodes`, `nRanks`, `nranks` in `text`, the number in the word after it
+/// (as `(word, n)`): what walking `split_whitespace` and parsing each word after one of them
+/// gives, without splitting the whole line.
+fn shape_counts(text: &str, mut each: impl FnMut(usize, u32)) {
+    for (which, needle) in SHAPE_WORDS.iter().enumerate() {
+        let mut from = 0;
+        while let Some(at) = needle.find(&text[from..]) {
+            let start = from + at;
+            let end = start + "nNodes".len();
+            from = end;
+            let before_ok = text[..start]
+                .chars()
+                .next_back()
+                .is_none_or(char::is_whitespace);
+            let rest = &text[end..];
+            if !before_ok || !rest.starts_with(char::is_whitespace) {
+                continue;
+            }
+            let next = rest.split_whitespace().next().unwrap_or("");
+            if let Ok(n) = next.parse::<u32>() {
+                each(which, n);
+            }
+        }
+    }
+}
 
 impl NcclLogParser {
     /// Remember the `host` of a `host:pid:tid [dev] NCCL …` prefix (`prefix` is the text before
@@ -59,6 +137,8 @@ impl NcclLogParser {
         let number = self.log.lines;
         let quote = || Quoted::new(number, line);
         let t = &mut self.log.transports;
+        // The substrings the later clauses look for, found once when first needed.
+        let mut found_bits: Option<u8> = None;
         if text.starts_with("Channel") || text.starts_with("Ring") {
             let Some(via) = via_path(text) else {
                 return;
@@ -104,14 +184,14 @@ impl NcclLogParser {
             }
         } else if let Some(name) = text.strip_prefix("Using network ") {
             t.network = Some((name.trim().to_string(), quote()));
-        } else if text.starts_with("NET/IB") && text.contains("No device found") {
+        } else if text.starts_with("NET/IB") && NO_DEVICE.is_in(text) {
             t.ib_no_device = Some(quote());
-        } else if text.starts_with("NET/IB") && text.contains("Using") {
+        } else if text.starts_with("NET/IB") && USING.is_in(text) {
             t.ib_devices = Some(quote());
-        } else if text.starts_with("NET/Socket") && text.contains("Using") {
+        } else if text.starts_with("NET/Socket") && USING.is_in(text) {
             t.socket_interfaces = Some(quote());
         } else if text.starts_with("NET/Plugin") {
-            if let Some(rest) = text.split("Loaded net plugin ").nth(1) {
+            if let Some((_, rest)) = LOADED_PLUGIN.split_once(text) {
                 let name = rest.split(" (").next().unwrap_or(rest).trim().to_string();
                 t.plugin = Some((name, quote()));
             } else if text.contains("Could not find")
@@ -120,16 +200,16 @@ impl NcclLogParser {
             {
                 t.plugin_absent = true;
             }
-        } else if text.contains("GPU Direct RDMA Enabled for HCA") {
+        } else if found_in(&mut found_bits, text) & GDR_ENABLED != 0 {
             t.gdr_enabled_hcas += 1;
-        } else if text.contains("GPU Direct RDMA Disabled for HCA") {
+        } else if found_in(&mut found_bits, text) & GDR_DISABLED != 0 {
             t.gdr_disabled_hcas += 1;
             t.gdr_disabled_example.get_or_insert_with(quote);
         } else if text.starts_with("DMA-BUF is available") {
             t.dmabuf_available = true;
         } else if let Some(rest) = text.strip_prefix("NVLS multicast support is ") {
             t.nvls_support = Some((!rest.starts_with("not"), quote()));
-        } else if text.contains(" nvls channels") {
+        } else if found_in(&mut found_bits, text) & NVLS_CHANNELS != 0 {
             let n = text
                 .split(", ")
                 .find_map(|seg| seg.strip_suffix(" nvls channels"))
@@ -140,7 +220,11 @@ impl NcclLogParser {
             {
                 t.nvls_channels = Some((n, quote()));
             }
-        } else if let Some((var, value)) = text.split_once(" set by environment to ") {
+        } else if let Some((var, value)) = (found_in(&mut found_bits, text) & SET_BY_ENVIRONMENT
+            != 0)
+            .then(|| SET_BY_ENV.split_once(text))
+            .flatten()
+        {
             if t.env.len() < MAX_QUOTES * 4 {
                 t.env.insert(
                     var.trim().to_string(),
@@ -152,25 +236,23 @@ impl NcclLogParser {
         } else if text.starts_with("Failed to open libibverbs") {
             // NCCL ≥ 2.16 says it as INFO (`NVIDIA/nccl-tests#131`), older as WARN.
             self.log.ibverbs_missing.get_or_insert_with(quote);
-        } else if text.contains("nNodes ") || text.contains("nRanks ") || text.contains("nranks ") {
+        } else if found_in(&mut found_bits, text) & SHAPE != 0 {
             // `comm 0x… rank 0 nRanks 16 nNodes 2 localRanks 8 …`, `… nranks 8 cudaDev 0 …`.
-            let mut previous = "";
-            for token in text.split_whitespace() {
-                if let Ok(n) = token.parse::<u32>() {
-                    match previous {
-                        "nNodes" => {
-                            self.log.info_nodes = Some(self.log.info_nodes.map_or(n, |m| m.max(n)));
-                        }
-                        "nRanks" | "nranks" => {
-                            self.log.info_ranks = Some(self.log.info_ranks.map_or(n, |m| m.max(n)));
-                        }
-                        _ => {}
-                    }
-                }
-                previous = token;
-            }
+            let log = &mut self.log;
+            shape_counts(text, |which, n| {
+                let slot = if which == 0 {
+                    &mut log.info_nodes
+                } else {
+                    &mut log.info_ranks
+                };
+                *slot = Some(slot.map_or(n, |m| m.max(n)));
+            });
         }
     }
+}
+
+fn found_in(bits: &mut Option<u8>, text: &str) -> u8 {
+    *bits.get_or_insert_with(|| found(text))
 }
 
 fn first_token(text: &str) -> &str {
@@ -216,6 +298,95 @@ fn position(bytes: &[u8], byte: u8) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::super::parse_log;
+    use super::{
+        GDR_DISABLED, GDR_ENABLED, NVLS_CHANNELS, SET_BY_ENVIRONMENT, SHAPE, found, shape_counts,
+    };
+
+    /// Every line of the real logs, and lines made to trip the search at its edges.
+    fn lines() -> Vec<String> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/nccl/real");
+        let mut out: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flat_map(|e| {
+                let bytes = std::fs::read(e.unwrap().path()).unwrap();
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                text.lines().map(str::to_string).collect::<Vec<_>>()
+            })
+            .collect();
+        out.extend(
+            [
+                "NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'",
+                "GPU Direct RDMA Disabled for HCA",
+                "GPU Direct RDMA Enabled for HC",
+                "GGPU Direct RDMA Enabled for HCA",
+                "2 coll channels, 0 nvls channels",
+                " nvls channels",
+                "nvls channels",
+                "NCCL_IB_HCA set by environment to mlx5",
+                " set by environment to",
+                "comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8",
+                "nRanks 4",
+                "nranks 3 x",
+                "nNodes\t2 nRanks\u{a0}3 nranks 5",
+                "xnNodes 2 nNodes 3nNodes 4 \u{3000}nRanks 7",
+                "nNodes",
+                "nRanks +9 nNodes -1 nranks 4294967296 nranks 12",
+                "vkN",
+                "",
+            ]
+            .map(str::to_string),
+        );
+        out
+    }
+
+    /// The byte-triggered search finds what `str::contains` finds, and the counts are what
+    /// walking `split_whitespace` gives.
+    #[test]
+    fn found_matches_contains() {
+        for line in lines() {
+            let want = [
+                (GDR_ENABLED, "GPU Direct RDMA Enabled for HCA"),
+                (GDR_DISABLED, "GPU Direct RDMA Disabled for HCA"),
+                (NVLS_CHANNELS, " nvls channels"),
+                (SET_BY_ENVIRONMENT, " set by environment to "),
+            ]
+            .iter()
+            .filter(|(_, s)| line.contains(s))
+            .fold(0, |bits, (bit, _)| bits | bit)
+                | if ["nNodes ", "nRanks ", "nranks "]
+                    .iter()
+                    .any(|s| line.contains(s))
+                {
+                    SHAPE
+                } else {
+                    0
+                };
+            assert_eq!(found(&line), want, "{line:?}");
+
+            let (mut nodes, mut ranks) = (None::<u32>, None::<u32>);
+            let mut previous = "";
+            for token in line.split_whitespace() {
+                if let Ok(n) = token.parse::<u32>() {
+                    match previous {
+                        "nNodes" => nodes = Some(nodes.map_or(n, |m| m.max(n))),
+                        "nRanks" | "nranks" => ranks = Some(ranks.map_or(n, |m| m.max(n))),
+                        _ => {}
+                    }
+                }
+                previous = token;
+            }
+            let (mut got_nodes, mut got_ranks) = (None::<u32>, None::<u32>);
+            shape_counts(&line, |which, n| {
+                let slot = if which == 0 {
+                    &mut got_nodes
+                } else {
+                    &mut got_ranks
+                };
+                *slot = Some(slot.map_or(n, |m| m.max(n)));
+            });
+            assert_eq!((got_nodes, got_ranks), (nodes, ranks), "{line:?}");
+        }
+    }
 
     /// Socket fallback lines (nccl.md §10, NVIDIA/nccl-tests#100) and old transport lines.
     #[test]
