@@ -12,6 +12,10 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+/// What a source answers for the history: where it is, whether this run adds to it, and
+/// what it holds (or why it could not be read).
+pub type HistoryAnswer = (String, bool, Result<History, String>);
+
 /// The file's format; another number is a foreign file, reported, never overwritten.
 pub const FORMAT: u32 = 1;
 /// What the file says it is, so an unrelated `history.json` is never taken for ours.
@@ -59,27 +63,30 @@ impl History {
     /// Add what this run saw in the boot that started at `boot_unix`: merged into that boot's
     /// record, or a new one (the oldest dropped past [`MAX_BOOTS`]).
     pub fn record(&mut self, boot_unix: f64, at: &str, faults: &BTreeSet<String>) {
-        let rec = match self
+        let at_index = match self
             .boots
-            .iter_mut()
-            .find(|b| (b.boot_unix - boot_unix).abs() < SAME_BOOT_S)
+            .iter()
+            .position(|b| (b.boot_unix - boot_unix).abs() < SAME_BOOT_S)
         {
-            Some(rec) => rec,
+            Some(i) => i,
             None => {
-                self.boots.push(BootRecord {
-                    boot_unix,
-                    runs: 0,
-                    last_run: String::new(),
-                    faults: BTreeSet::new(),
-                });
-                self.boots
-                    .sort_by(|a, b| a.boot_unix.total_cmp(&b.boot_unix));
-                self.boots
-                    .iter_mut()
-                    .find(|b| b.boot_unix == boot_unix)
-                    .expect("just inserted")
+                // Kept in boot order; a start time that is not a number sorts last.
+                let i = self
+                    .boots
+                    .partition_point(|b| b.boot_unix.total_cmp(&boot_unix).is_lt());
+                self.boots.insert(
+                    i,
+                    BootRecord {
+                        boot_unix,
+                        runs: 0,
+                        last_run: String::new(),
+                        faults: BTreeSet::new(),
+                    },
+                );
+                i
             }
         };
+        let rec = &mut self.boots[at_index];
         rec.runs = rec.runs.saturating_add(1);
         rec.last_run = at.to_string();
         for f in faults {
@@ -147,6 +154,9 @@ mod tests {
         h.record(400_000.0, "f", &faults(&[xid]));
         assert_eq!(h.streak(400_000.0, xid), 1);
         assert_eq!(h.streak(123.0, xid), 0);
+        // A boot time that is not a number (a damaged /proc/uptime) is kept, never a panic.
+        h.record(f64::NAN, "g", &faults(&[xid]));
+        assert_eq!(h.boots.len(), 6);
     }
 
     #[test]

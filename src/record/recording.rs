@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use crate::answers::history::History;
 use crate::answers::nccl::NcclProbe;
 use crate::answers::nvml::NvmlFacts;
 use crate::answers::pod_resources::PodResourcesFacts;
@@ -83,7 +82,7 @@ impl Source for RecordingSource {
     }
     /// The history is read (and kept in the capture, `record/mod.rs`), never added to: a
     /// recording is not one of the node's runs.
-    fn history(&self) -> Option<(String, bool, Result<History, String>)> {
+    fn history(&self) -> Option<crate::answers::history::HistoryAnswer> {
         self.inner
             .history()
             .map(|(path, _, loaded)| (path, false, loaded))

@@ -172,13 +172,7 @@ pub trait Source: Send + Sync {
 
     /// The history `--state-dir` keeps (or a capture recorded): where it is, whether this run
     /// adds to it, and what it holds. `None` without one.
-    fn history(
-        &self,
-    ) -> Option<(
-        String,
-        bool,
-        Result<crate::answers::history::History, String>,
-    )> {
+    fn history(&self) -> Option<crate::answers::history::HistoryAnswer> {
         None
     }
 
@@ -376,13 +370,7 @@ impl Source for HostSource {
     fn perftest_logs(&self) -> Vec<(PathBuf, Result<String, String>)> {
         perftest_log::read_all(&self.options.perftest_logs, self.options.probe_timeout)
     }
-    fn history(
-        &self,
-    ) -> Option<(
-        String,
-        bool,
-        Result<crate::answers::history::History, String>,
-    )> {
+    fn history(&self) -> Option<crate::answers::history::HistoryAnswer> {
         let file = self.options.state_dir.as_ref()?.join(state_dir::FILE);
         let loaded = state_dir::load(&file, self.options.probe_timeout);
         Some((file.display().to_string(), true, loaded))

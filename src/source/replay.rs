@@ -200,13 +200,7 @@ impl Source for ReplaySource {
     }
     /// `--state-dir` when given; else the capture's recorded state, read-only: judging a
     /// capture never changes it.
-    fn history(
-        &self,
-    ) -> Option<(
-        String,
-        bool,
-        Result<crate::answers::history::History, String>,
-    )> {
+    fn history(&self) -> Option<crate::answers::history::HistoryAnswer> {
         if let Some(dir) = &self.state_dir {
             let file = dir.join(state_dir::FILE);
             let loaded = state_dir::load(&file, self.perftest_logs.1);

@@ -34,13 +34,7 @@ pub(super) fn nic_events(ctx: &Context<'_>) -> Outcome {
             _ => Outcome::skip("no kernel log recorded"),
         };
     };
-    let from = ctx
-        .kernel_log()
-        .as_ref()
-        .ok()
-        .and_then(|l| l.as_ref())
-        .map(|(_, f)| f.clone())
-        .unwrap_or_default();
+    let from = ctx.kernel_log_origin();
     let timeline = Timeline::new(log, ctx.clock());
     let mut groups: BTreeMap<(&str, NicEventKind), Tally<'_, NicEvent>> = BTreeMap::new();
     let current = log.boots.saturating_sub(1);

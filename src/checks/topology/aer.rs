@@ -244,13 +244,7 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
     let mut other = 0usize;
     if let Some(log) = ctx.kernel_events() {
         let timeline = Timeline::new(log, ctx.clock());
-        let from = ctx
-            .kernel_log()
-            .as_ref()
-            .ok()
-            .and_then(|l| l.as_ref())
-            .map(|(_, f)| f.clone())
-            .unwrap_or_default();
+        let from = ctx.kernel_log_origin();
         type Key<'a> = (&'a str, AerSeverity);
         let mut groups: BTreeMap<Key<'_>, Tally<'_, AerEvent>> = BTreeMap::new();
         let mut reporters: BTreeMap<Key<'_>, BTreeSet<&str>> = BTreeMap::new();
