@@ -154,3 +154,171 @@ fn a_flapping_port_warns_and_hot_modules_and_slot_power_warn() {
         &["no kernel log"],
     );
 }
+
+/// Mellanox/nv_peer_memory#120: `detected invalid context` on this node's driver (550, before
+/// R560) is NVIDIA's "harmless" print, noted; on R560 or later it should never appear: warn.
+#[test]
+fn peermem_invalid_context_is_noted_before_r560_and_warns_after() {
+    let storm = data("peermem-invalid-context-nv-peer-memory-120.txt");
+    assert_check(
+        &with_log(&storm).run_all(),
+        "rdma.peermem_events",
+        Status::Pass,
+        &[
+            "nvidia-peermem: `detected invalid context` ×8",
+            "harmless on driver 550.54.15",
+        ],
+    );
+    let node = with_log(&storm);
+    node.write("sys/module/nvidia/version", "560.35.03\n");
+    assert_check(
+        &node.run_all(),
+        "rdma.peermem_events",
+        Status::Warn,
+        &["should never print it", "560.35.03"],
+    );
+    // After a reboot the same lines are history, whatever the driver.
+    node.write(
+        KMSG,
+        &(storm + "[    0.000000] Linux version 5.15.0-105-generic (buildd@lcy02-amd64-007)\n"),
+    );
+    assert_check(
+        &node.run_all(),
+        "rdma.peermem_events",
+        Status::Pass,
+        &["history: before the last reboot"],
+    );
+}
+
+/// Mellanox/nv_peer_memory#112: `invalid page_table` is a driver bug, live or not noted.
+#[test]
+fn peermem_invalid_page_table_warns() {
+    assert_check(
+        &with_log(&data("peermem-invalid-page-table-nv-peer-memory-112.txt")).run_all(),
+        "rdma.peermem_events",
+        Status::Warn,
+        &[
+            "nv_mem: `invalid page_table`/`invalid dma_mapping` ×2",
+            "live",
+        ],
+    );
+    assert_check(
+        &with_log(&data("mlx5-probe-fail-rp-ext-129.txt")).run_all(),
+        "rdma.peermem_events",
+        Status::Pass,
+        &["no nvidia-peermem error to act on"],
+    );
+}
+
+/// gpud's dmesg line of a training process killed inside libnccl.so.2: stamped 2024-10-10, so
+/// before this node's boot (2025-12-18): history. The same line stamped after the boot warns.
+#[test]
+fn a_crash_inside_libnccl_this_boot_warns_with_the_process() {
+    let line = data("segfault-libnccl-gpud-dmesg.txt");
+    // No benchmark or log asked for: a quiet log leaves the layer skipped, saying what it read.
+    assert_check(
+        &with_log(&line).run_all(),
+        "nccl.kernel_crashes",
+        Status::Skip,
+        &["1 crash(es) inside libnccl.so.2 before the last reboot"],
+    );
+    // With an NCCL log to judge (the capture's own), the same is a pass.
+    let with_run = Node::copy("h100-nccl-healthy");
+    with_run.write(KMSG, &line);
+    assert_check(
+        &with_run.run_all(),
+        "nccl.kernel_crashes",
+        Status::Pass,
+        &[
+            "no process crashed inside NCCL this boot",
+            "before the last reboot",
+        ],
+    );
+    let this_boot = line.replace("Thu Oct 10 03:06:53 2024", "Wed Dec 24 03:06:53 2025");
+    assert_check(
+        &with_log(&this_boot).run_all(),
+        "nccl.kernel_crashes",
+        Status::Warn,
+        &["1 crash(es) inside libnccl.so.2 this boot, the last pt_main_thread[2536443]"],
+    );
+    // Crashes in other libraries, NVIDIA's included (zed#35758), are not NCCL's.
+    assert_check(
+        &with_log(&data("segfault-6x-libnvidia-glcore-zed-35758.txt")).run_all(),
+        "nccl.kernel_crashes",
+        Status::Skip,
+        &["no process crashed inside NCCL this boot"],
+    );
+}
+
+/// The 6.x kernel's split crash lines (netdev, xskxceiver): two processes' halves interleaved;
+/// the library line belongs to the crash whose instruction lies in its mapping (1440's, not the
+/// line just before it). With the library renamed to NCCL's, 1440 is the one named.
+#[test]
+fn a_split_crash_line_is_matched_to_its_process_by_address() {
+    let split = data("segfault-6x-split-lines-netdev-xskxceiver.txt");
+    assert_check(
+        &with_log(&split).run_all(),
+        "nccl.kernel_crashes",
+        Status::Skip,
+        &["no process crashed inside NCCL"],
+    );
+    let nccl = split.replace("libc.so.6", "libnccl.so.2.19.3");
+    let report = with_log(&nccl).run_all();
+    assert_check(
+        &report,
+        "nccl.kernel_crashes",
+        Status::Warn,
+        &["1 crash(es) inside libnccl.so.2.19.3 this boot, the last xskxceiver[1440]"],
+    );
+}
+
+/// A capture keeps every line these checks read, not only the NVIDIA ones: for every real
+/// sample, the events parsed from what `record` keeps equal those parsed from the whole log.
+#[test]
+fn a_capture_keeps_every_kernel_line_the_checks_read() {
+    use gpudoctor::facts::xid::parse_kernel_log;
+    let dir = common::repo().join("tests/data/kernel");
+    let mut samples = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("txt") {
+            continue;
+        }
+        samples += 1;
+        let text = std::fs::read_to_string(&path).unwrap();
+        let whole = parse_kernel_log(&text);
+        let kept = parse_kernel_log(&gpudoctor::record::nvidia_kernel_lines(&text));
+        let name = path.display();
+        let nic = |l: &gpudoctor::facts::xid::KernelLog| {
+            l.nic_events
+                .iter()
+                .map(|e| (e.kind, e.device.clone(), e.detail.clone()))
+                .collect::<Vec<_>>()
+        };
+        let aer = |l: &gpudoctor::facts::xid::KernelLog| {
+            l.aer
+                .iter()
+                .map(|e| format!("{} {:?} {:?}", e.device, e.severity, e.errors))
+                .collect::<Vec<_>>()
+        };
+        let software = |l: &gpudoctor::facts::xid::KernelLog| {
+            l.software_events
+                .iter()
+                .map(|e| {
+                    (
+                        e.kind,
+                        e.source.clone(),
+                        e.process.clone(),
+                        e.message.clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(nic(&kept), nic(&whole), "{name}: NIC events");
+        assert_eq!(aer(&kept), aer(&whole), "{name}: AER reports");
+        assert_eq!(software(&kept), software(&whole), "{name}: software events");
+        assert_eq!(kept.xids.len(), whole.xids.len(), "{name}: XIDs");
+        assert_eq!(kept.boots, whole.boots, "{name}: boots");
+    }
+    assert!(samples >= 15, "only {samples} samples in {}", dir.display());
+}

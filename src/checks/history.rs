@@ -186,3 +186,27 @@ pub(crate) fn tally<'e, K: Ord, E>(
         }
     }
 }
+
+/// The parsed kernel log, or what a check that reads only it says without one: skip when none
+/// was recorded, an error naming it when it could not be read.
+pub(crate) fn kernel_log_or_outcome<'c>(
+    ctx: &'c crate::checks::Context<'_>,
+) -> Result<&'c KernelLog, crate::checks::Outcome> {
+    use crate::checks::Outcome;
+    match ctx.kernel_events() {
+        Some(log) => Ok(log),
+        None => Err(match ctx.kernel_log() {
+            Err(err) => Outcome::unreadable(&err.clone().into()),
+            _ => Outcome::skip("no kernel log recorded"),
+        }),
+    }
+}
+
+/// Notes for the end of a summary: ` (a; b)`, or nothing.
+pub(crate) fn parenthesised(notes: &[String]) -> String {
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", notes.join("; "))
+    }
+}

@@ -200,6 +200,10 @@ const TABLE: &[(&str, &str)] = &[
         "no kernel log recorded: skip; an unreadable one: error naming it; lines it cannot read are ignored, never a finding",
     ),
     (
+        "rdma.peermem_events",
+        "no kernel log recorded: skip; an unreadable one: error naming it; the nvidia module's version unreadable: `invalid context` judged as before R560 and said so (noted, never a warning); lines it cannot read are ignored",
+    ),
+    (
         "rdma.perftest_log",
         "no --perftest-log: skip (nothing to judge); a file that cannot be read (missing, a directory, over 1 MiB, a FIFO nobody writes within --timeout): fail naming it (it was asked for); the named device missing from this node: the run's completion judged, its bandwidth not (warn)",
     ),
@@ -271,6 +275,10 @@ const TABLE: &[(&str, &str)] = &[
     (
         "nccl.bus_bandwidth",
         "no result rows of 1 GiB or more: skip (nothing to judge)",
+    ),
+    (
+        "nccl.kernel_crashes",
+        "no kernel log recorded: skip; an unreadable one: error naming it; no /proc/uptime or boot time: crashes with since-boot stamps are judged by the log's own boots and their age is said to be unknown",
     ),
 ];
 

@@ -530,9 +530,6 @@ impl<'a> Context<'a> {
             .get_or_init(|| crate::facts::boot::gather(self.source))
     }
 
-    /// The node's clock for ages and rates: boot time plus uptime as "now" when both were
-    /// read (so a replay ages events as the live run did), else this machine's clock on a live
-    /// node, else unknown.
     /// Where the kernel log was read from (`dev/kmsg`, a capture's kmsg.txt, `--kernel-log`),
     /// for evidence; empty when none was.
     pub fn kernel_log_origin(&self) -> String {
@@ -542,6 +539,9 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// The node's clock for ages and rates: boot time plus uptime as "now" when both were
+    /// read (so a replay ages events as the live run did), else this machine's clock on a live
+    /// node, else unknown.
     pub fn clock(&self) -> crate::facts::xid::Clock {
         let live_now = (self.source.kind() == crate::report::SourceKind::Live)
             .then(|| {

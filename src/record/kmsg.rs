@@ -3,7 +3,7 @@
 //! stays out of the capture.
 
 /// The lines of a kernel log the checks read, with what is needed to parse them: NVRM/nvidia/
-/// Xid/SXid records, PCIe AER reports (`AER:`, `PCIe Bus Error`, the `error status/mask` and
+/// Xid/SXid records, ConnectX events, firmware-first records, crashes in NCCL, PCIe AER reports (`AER:`, `PCIe Bus Error`, the `error status/mask` and
 /// error-bit lines), the lines that say a device was brought back (`Linux version`, `pci <bdf>:
 /// [vvvv:dddd] type`, `GPU reset executed`, journal boot separators), and the continuation
 /// lines that follow them (`/dev/kmsg` continuation lines start with a space; XID 119's GSP
@@ -42,12 +42,12 @@ pub fn nvidia_kernel_lines(text: &str) -> String {
     out
 }
 
-/// `pcieport 0000:00:03.0:    [ 5] SDES` (an AER error bit) or `pci 0000:2b:00.0: [10de:2330]
-/// type 00 class ...` (a function enumerated): lines the kernel-log parser reads that carry no
-/// keyword of their own.
+/// `pcieport 0000:00:03.0:    [ 5] SDES` (an AER error bit), `pci 0000:2b:00.0: [10de:2330]
+/// type 00 class ...` (a function enumerated), `mlx5_core ...: Link down`, a GHES record line,
+/// a crash line: lines the kernel-log parser reads that carry no keyword of their own.
 fn aer_detail_or_enumeration(line: &str) -> bool {
     let (_, message) = crate::facts::xid::split_line(line);
-    crate::facts::xid::is_aer_or_enumeration(message)
+    crate::facts::xid::is_read_without_keyword(message)
 }
 
 #[cfg(test)]

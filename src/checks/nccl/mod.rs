@@ -23,15 +23,19 @@
 //!   average, §4) against the profile for this run's shape (reference/profiles.md §1, §4;
 //!   multi-node derived from the profile's NICs, nccl.md §12), with the sweep's peak, its size
 //!   and average always reported as figures; `nccl.bandwidth_collapse`: bus bandwidth at the
-//!   larger sizes staying under half the sweep's own peak.
+//!   larger sizes staying under half the sweep's own peak;
+//! - [`crashes`] `nccl.kernel_crashes`: a process the kernel killed inside libnccl (from the
+//!   kernel log, so it runs without `--nccl`).
 //!
 //! The result-table checks skip an application's log ("not an nccl-tests log"). The layer runs
 //! only when asked: a benchmark saturates every GPU and NIC for a minute, which a default
 //! `gpudoctor check` on a node with workloads must not do. Without `--nccl`, `--nccl-quick` or
-//! `--nccl-log` (or logs in a capture) every check skips, saying how to ask.
+//! `--nccl-log` (or logs in a capture) every check but `nccl.kernel_crashes` skips, saying how to
+//! ask.
 
 mod bandwidth;
 mod completion;
+mod crashes;
 mod errors;
 mod results;
 mod transports;
@@ -164,6 +168,18 @@ pub fn checks() -> Vec<CheckDef> {
                 fix: "check the PCIe links and their AER/replay counters (`gpudoctor check --only driver,topology`), the NICs' port counters and link flaps (`gpudoctor check --only rdma`, `perfquery -x`, `ethtool -S`), and the switch ports between the nodes; rerun the sweep to see whether the collapse repeats at the same size",
             },
             run: bandwidth::bandwidth_collapse,
+        },
+        CheckDef {
+            code: "nccl.kernel_crashes",
+            layer: Layer::Nccl,
+            title: "no process crashed inside NCCL this boot (kernel log)",
+            explain: Explain {
+                reads: "the kernel log: `comm[pid]: segfault at ... in libnccl.so.2[...]` lines (also with the library on a line of its own, as 6.x kernels may print it; NCCL's net plugins `libnccl-net*.so` count as NCCL)",
+                expects: "no such crash since the last boot (warn); crashes before it are history (noted). Needs no --nccl: the kernel wrote the crash whoever ran the job",
+                why: "a training job that dies with a segfault inside NCCL leaves little in its own log; the kernel's line names the process, the library and the time, which is where the job's own logs and the node's NCCL path should be looked at. gpud and AWS's node monitoring agent read the same line",
+                fix: "the job's NCCL_DEBUG=INFO log around the time (`gpudoctor check --nccl-log FILE`), the same NCCL and net-plugin versions on every node, the fabric manager on NVSwitch nodes, then `gpudoctor check --nccl` on this node",
+            },
+            run: crashes::kernel_crashes,
         },
     ]
 }

@@ -18,6 +18,7 @@ use crate::report::{Action, Evidence, Figure, FigureName, Layer};
 mod counters;
 mod gpudirect;
 mod nic_events;
+mod peermem_events;
 mod perftest_log;
 mod roce;
 use gpudirect::gpudirect;
@@ -141,6 +142,18 @@ pub fn checks() -> Vec<CheckDef> {
                 fix: "probe or firmware fault: read `dmesg | grep mlx5`, check the firmware (`mlxfwmanager --query`) and the card's seating, reload mlx5_core or reboot, replace the card if it returns; hot module or flaps: reseat or replace the cable or transceiver and check the switch port; slot power: a slot or riser that supplies the card's power",
             },
             run: nic_events::nic_events,
+        },
+        CheckDef {
+            code: "rdma.peermem_events",
+            layer: Layer::Rdma,
+            title: "the GPUDirect RDMA peer memory client logs no error to act on",
+            explain: Explain {
+                reads: "the kernel log: nvidia-peermem/nv_mem `nv_get_p2p_free_callback` lines (`ERROR detected invalid context, skipping further processing`, `-- invalid page_table`, `-- invalid dma_mapping`); the nvidia module's version (/sys/module/nvidia/version)",
+                expects: "no live `invalid page_table`/`invalid dma_mapping` (warn); `invalid context` only on drivers before R560, where NVIDIA calls it harmless (noted); on R560 or later it warns; lines before a reboot or a driver reload are history (noted)",
+                why: "peer memory is how the NIC reaches GPU memory for GPUDirect RDMA; NVIDIA's maintainers say `invalid context` is the print of a mitigation that R560 makes unnecessary, while `invalid page_table` is a driver bug in memory-region clean-up — so one is noise on older drivers and the other a reason to upgrade",
+                fix: "upgrade the GPU driver (R560 or later) and nvidia-peermem with it, or use dma-buf for GPUDirect RDMA (open kernel modules, kernel ≥ 5.12); with CUDA errors in the jobs, `nvidia-bug-report.sh` to NVIDIA",
+            },
+            run: peermem_events::peermem_events,
         },
         CheckDef {
             code: "rdma.perftest_log",

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::checks::history::{Tally, Timeline, tally};
+use crate::checks::history::{Tally, Timeline, kernel_log_or_outcome, parenthesised, tally};
 use crate::facts::xid::{MarkerKind, NicEvent, NicEventKind};
 
 /// Link-down events (or link-ups after the first) of one port in the current boot from which
@@ -28,11 +28,9 @@ fn what(kind: NicEventKind) -> &'static str {
 }
 
 pub(super) fn nic_events(ctx: &Context<'_>) -> Outcome {
-    let Some(log) = ctx.kernel_events() else {
-        return match ctx.kernel_log() {
-            Err(err) => Outcome::unreadable(&err.clone().into()),
-            _ => Outcome::skip("no kernel log recorded"),
-        };
+    let log = match kernel_log_or_outcome(ctx) {
+        Ok(log) => log,
+        Err(outcome) => return outcome,
     };
     let from = ctx.kernel_log_origin();
     let timeline = Timeline::new(log, ctx.clock());
@@ -97,11 +95,7 @@ pub(super) fn nic_events(ctx: &Context<'_>) -> Outcome {
         }
     }
     let notes = timeline.notes();
-    let noted = if notes.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", notes.join("; "))
-    };
+    let noted = parenthesised(&notes);
     if !fails.is_empty() {
         let mut text = fails;
         text.extend(warns);

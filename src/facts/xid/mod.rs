@@ -58,6 +58,7 @@ pub mod events;
 mod ghes;
 mod lines;
 mod nic;
+mod software;
 pub mod stamp;
 pub mod sxid;
 #[cfg(test)]
@@ -77,6 +78,7 @@ use lines::{
     prefix_timestamp, split_kmsg, split_prefix, take_bdf, take_bus_field, take_field, take_number,
 };
 pub use nic::{NicEvent, NicEventKind};
+pub use software::{MAX_SOFTWARE_EVENTS, SoftwareEvent, SoftwareEventKind};
 use stamp::RawStamp;
 pub use stamp::{Clock, Stamp, When};
 
@@ -156,6 +158,10 @@ pub struct KernelLog {
     /// ConnectX NIC events (`nic.rs`): probe failures, firmware health, hot modules, slot
     /// power, link state changes; in log order, at most [`MAX_NIC_EVENTS`].
     pub nic_events: Vec<NicEvent>,
+    /// Peer-memory errors and crashes inside NCCL (`software.rs`), at most
+    /// [`MAX_SOFTWARE_EVENTS`]; `software_dropped` counts those past it.
+    pub software_events: Vec<SoftwareEvent>,
+    pub software_dropped: usize,
     /// Boots the log spans (1 for a log of one boot; the last is the current one when the log
     /// is the node's own).
     pub boots: u32,
@@ -189,11 +195,15 @@ pub fn split_line(line: &str) -> (Option<&str>, &str) {
     split_prefix(line)
 }
 
-/// Whether a message (prefix removed) is a PCIe AER report line or the PCI core enumerating a
-/// function: the lines the parser reads that carry no NVIDIA keyword.
-pub fn is_aer_or_enumeration(message: &str) -> bool {
+/// Whether the parser reads a message (prefix removed) that carries no NVIDIA keyword: a PCIe AER
+/// report line, the PCI core enumerating a function, a ConnectX event, a firmware-first
+/// (`[Hardware Error]`) record line, a peer-memory error or a crash line (what a capture keeps).
+pub fn is_read_without_keyword(message: &str) -> bool {
     events::pci_enumerated(message).is_some()
         || device_prefix(message).is_some_and(|(_, bdf, rest)| aer_line(rest, &bdf).is_some())
+        || nic::nic_event(message).is_some()
+        || message.contains("[Hardware Error]")
+        || software::is_software_line(message)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -236,6 +246,7 @@ struct Parser {
     pending_received: Option<PendingReceived>,
     /// A firmware-first (APEI GHES) error record being read (`ghes.rs`).
     ghes: ghes::GhesReader,
+    software: software::SoftwareReader,
     // The log's clock as read so far.
     boot: u32,
     lines_in_boot: usize,
@@ -457,6 +468,9 @@ impl Parser {
         stamp: Option<Stamp>,
     ) -> bool {
         if events::is_boot(message, raw) {
+            return true;
+        }
+        if self.software.line(message, line_number, self.boot, stamp) {
             return true;
         }
         if let Some((kind, device, detail)) = nic::nic_event(message) {
@@ -694,6 +708,8 @@ impl Parser {
             self.log.xids.push(event);
         }
         self.log.xids.sort_by_key(|e| e.line_number);
+        self.log.software_events = self.software.events;
+        self.log.software_dropped = self.software.dropped;
         self.log
     }
 }

@@ -384,9 +384,15 @@ pub fn when(stamp: Option<&Stamp>, boot: u32, boots: u32, clock: &Clock) -> When
             };
             let t = w.unix(now);
             let approximate = w.offset_s.is_none();
+            // A local time read as UTC is off by at most the widest zone offsets (UTC-12 to
+            // UTC+14): a stamp further than that before the boot is still an earlier boot.
+            let slack = if approximate {
+                14.0 * 3600.0 + 2.0
+            } else {
+                2.0
+            };
             if let Some(boot) = clock.boot_unix
-                && !approximate
-                && t < boot - 2.0
+                && t < boot - slack
             {
                 return When::EarlierBoot;
             }
@@ -509,8 +515,19 @@ mod tests {
                 at: crate::time::unix_seconds("2026-11-30T07:16:08Z"),
             }
         );
-        // No year, later in the calendar than now: last year.
-        assert!(ago(&abs("Dec 31 23:00:00")).secs().unwrap() > 300.0 * 86_400.0);
+        // No year, later in the calendar than now: last year (so before this boot).
+        assert_eq!(ago(&abs("Dec 31 23:00:00")), When::EarlierBoot);
+        // A local time read as UTC may be off by a zone's offset, up to 14 h: within that of
+        // the boot it is not called an earlier boot, beyond it it is.
+        assert!(ago(&abs("Nov 29 22:00:00")).secs().is_some());
+        assert_eq!(ago(&abs("Nov 29 17:00:00")), When::EarlierBoot);
+        let long_up = Clock {
+            uptime_s: Some(400.0 * 86_400.0),
+            boot_unix: Some(NOW - 400.0 * 86_400.0),
+            now_unix: Some(NOW),
+        };
+        let last_year = when(Some(&abs("Dec 31 23:00:00")), 0, 1, &long_up);
+        assert!(last_year.secs().unwrap() > 300.0 * 86_400.0);
         // An earlier boot segment of the same log.
         assert_eq!(
             when(Some(&Stamp::SinceBoot(1.0)), 0, 2, &clock),
