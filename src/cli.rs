@@ -13,7 +13,9 @@ use crate::source::{CudaOptions, GdrOptions, NcclOptions, SourceOptions};
 
 // The probe options `check` and `record` share live in cli/probes.rs (this file stays cli.rs:
 // tests/deploy.rs reads it by path); their public paths stay `cli::*`.
+mod pairs;
 mod probes;
+pub use pairs::{DEFAULT_GPUS_PER_NODE, DEFAULT_PAIR_TIMEOUT_SECS, PairsArgs};
 pub use probes::{
     ActiveArgs, DEFAULT_CUDA_TIMEOUT_SECS, DEFAULT_NCCL_TIMEOUT_SECS, Inapplicable, NcclArgs,
     ProbeArgs, sample_inapplicable,
@@ -192,6 +194,27 @@ pub enum Command {
         "outlier, 2 usage error (no readable report), 4 internal error"
     ))]
     Fleet(FleetArgs),
+    /// Find the slow node or link of a multi-node job: a two-node nccl-tests run per pair of
+    /// hosts through mpirun or srun, slow pairs re-paired with fast hosts until one node or
+    /// one link is left.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  gpudoctor pairs --hosts gpu01,gpu02,gpu03,gpu04          # mpirun, 8 GPUs per node\n",
+        "  gpudoctor pairs --hostfile hosts.txt --quick --env NCCL_IB_HCA=mlx5\n",
+        "  srun -N 16 --ntasks-per-node=1 gpudoctor pairs           # inside sbatch: srun, SLURM_JOB_NODELIST\n",
+        "  gpudoctor pairs --launcher mpirun --launcher-args \"--allow-run-as-root\" \\\n",
+        "      --hostfile /etc/mpi/hostfile --format json           # from an MPIJob's launcher\n",
+        "\n",
+        "Round one runs disjoint pairs side by side; later rounds pair each host of a slow or\n",
+        "failed pair with hosts that were fast. A host slow with two different good partners is a\n",
+        "node suspect; a slow pair of two hosts each fast elsewhere is a link suspect. Slow: below\n",
+        "85 % of round one's median busbw, or below --profile's multi-node floor (docs/pairs.md).\n",
+        "Progress goes to stderr; each pair's command is in the output.\n",
+        "\n",
+        "Exit codes: 0 no suspect, 1 a suspect named, 2 usage error, 3 the runs could not tell\n",
+        "(every pair slow, a host left unresolved), 4 internal error"
+    ))]
+    Pairs(PairsArgs),
     /// The CUDA probe's helper process (`--cuda`, `--bandwidth`): gpudoctor runs itself with
     /// this to keep a hung or crashing CUDA driver out of its own process. Not for people.
     #[command(name = "__cuda-probe", hide = true)]

@@ -13,6 +13,7 @@ pub mod explain;
 pub mod facts;
 pub mod fleet;
 pub mod output;
+pub mod pairs;
 pub mod process;
 pub mod profile;
 pub mod record;

@@ -105,6 +105,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Diff(args) => diff(&args),
         Command::Fleet(args) => fleet(&args),
+        Command::Pairs(args) => pairs(&args),
         Command::CudaProbe { request } => Ok(source::cuda::helper_main(&request)),
     }
 }
@@ -158,6 +159,28 @@ fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
     };
     emit(&text).context("writing the diff")?;
     Ok(result.exit_code)
+}
+
+/// `gpudoctor pairs`: options checked (a usage error says what to give), rounds run, the
+/// report printed; the exit code is the report's.
+fn pairs(args: &gpudoctor::cli::PairsArgs) -> anyhow::Result<i32> {
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let options = match args.options(&env) {
+        Ok(o) => o,
+        Err(why) => {
+            eprintln!(
+                "gpudoctor: pairs: {}",
+                gpudoctor::text::sanitize::text(&why)
+            );
+            return Ok(exit::USAGE);
+        }
+    };
+    let report = gpudoctor::pairs::run(&options);
+    match args.format {
+        ListFormat::Table => print!("{}", gpudoctor::pairs::render::table(&report)),
+        ListFormat::Json => println!("{}", gpudoctor::pairs::render::json(&report)),
+    }
+    Ok(report.exit_code)
 }
 
 /// `gpudoctor fleet DIR|FILES...`.

@@ -75,8 +75,19 @@ fn thresholds(profile: &Profile, run: &NcclRun) -> Result<(f64, f64, String), St
             )
         });
     }
-    // Multi-node: the profile's own expectation when it states one (a published figure, or a
-    // site's measured baseline in a profile file)...
+    let (warn, fail, from) = multi_node_expectation(profile, single.as_ref().map(|s| s.0))?;
+    Ok((warn, fail, format!("{nodes} nodes, {from}")))
+}
+
+/// The busbw a run across nodes should reach on this profile, and below which it fails: the
+/// profile's own multi-node figures when it states them (a published figure, or a site's
+/// measured baseline in a profile file), else derived from its NICs (nccl.md §12: inter-node
+/// traffic is bounded by the NICs), never above the single-node expectation `single_warn`.
+/// (warn, fail, where the figures come from). `gpudoctor pairs` takes its floor from here too.
+pub fn multi_node_expectation(
+    profile: &Profile,
+    single_warn: Option<f64>,
+) -> Result<(f64, f64, String), String> {
     let stated = match (
         profile.nccl_multinode_busbw_warn_gbps,
         profile.nccl_multinode_busbw_fail_gbps,
@@ -89,29 +100,25 @@ fn thresholds(profile: &Profile, run: &NcclRun) -> Result<(f64, f64, String), St
         return Ok((
             warn,
             fail,
-            format!(
-                "{nodes} nodes, profile {} multi-node expectation",
-                profile.name
-            ),
+            format!("profile {} multi-node expectation", profile.name),
         ));
     }
-    // ... else inter-node traffic is bounded by the NICs (nccl.md §12, derived).
     let (Some(ports), Some(rate)) = (profile.rdma_ports, profile.rdma_rate_gbps) else {
         return Err(format!(
-            "profile {} states no rdma ports and rate: no {nodes}-node expectation",
+            "profile {} states no rdma ports and rate: no multi-node expectation",
             profile.name
         ));
     };
     let per_nic = f64::from(rate) / 8.0 * NIC_EFFICIENCY;
     let mut warn = f64::from(ports) * per_nic;
-    if let Some((w, _, _)) = &single {
-        warn = warn.min(*w);
+    if let Some(w) = single_warn {
+        warn = warn.min(w);
     }
     let fail = warn * MULTI_NODE_FAIL_SHARE;
     Ok((
         warn,
         fail,
-        format!("{nodes} nodes, derived from {ports} x {rate} Gb/s nics"),
+        format!("derived from {ports} x {rate} Gb/s nics"),
     ))
 }
 

@@ -46,7 +46,7 @@ use crate::answers::nccl::{NcclProbe, NcclRun};
 use crate::profile::{self, Profile};
 use crate::report::{Action, Evidence, Layer, Status};
 
-pub use bandwidth::{COLLAPSE_MIN_SIZES, COLLAPSE_SHARE};
+pub use bandwidth::{COLLAPSE_MIN_SIZES, COLLAPSE_SHARE, multi_node_expectation};
 
 /// Rows at least this large are "large sizes" (nccl.md §12: expectations are for ≥ 1–8 GiB;
 /// NVLS needs more than 256 MB to reach its peak, `NVIDIA/nccl-tests#212`).

@@ -1,0 +1,198 @@
+//! `gpudoctor pairs` arguments, turned into [`PairsOptions`]: the hosts from `--hosts`,
+//! `--hostfile` or Slurm's `SLURM_JOB_NODELIST`, the launcher, the nccl-tests binary, the
+//! environment exported to every rank and the profile's multi-node floor.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::ListFormat;
+use crate::pairs::launch::{self, LaunchPlan};
+use crate::pairs::{PairsOptions, hosts};
+
+/// Per pair when not given: a full two-node sweep to 8 GiB takes one to two minutes.
+pub const DEFAULT_PAIR_TIMEOUT_SECS: u64 = 300;
+/// GPUs per node when neither `--gpus-per-node` nor Slurm says (HGX and DGX nodes have 8).
+pub const DEFAULT_GPUS_PER_NODE: u32 = 8;
+
+#[derive(Debug, Args)]
+pub struct PairsArgs {
+    /// The hosts, comma-separated: `gpu01,gpu02,gpu03`.
+    #[arg(long, value_name = "LIST", conflicts_with = "hostfile")]
+    pub hosts: Option<String>,
+
+    /// An Open MPI hostfile (`node01 slots=8` per line). Without --hosts or --hostfile:
+    /// SLURM_JOB_NODELIST (`gpu[01-04,07]`).
+    #[arg(long, value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+
+    /// mpirun or srun, or a path to one [default: srun inside a Slurm allocation, else mpirun].
+    #[arg(long, value_name = "LAUNCHER")]
+    pub launcher: Option<String>,
+
+    /// More launcher arguments, placed after gpudoctor's own: "--mca btl_tcp_if_include eth0
+    /// --allow-run-as-root", "--mpi=pmix --gpus-per-node=8".
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub launcher_args: Option<String>,
+
+    /// GPUs (ranks) per node [default: SLURM_GPUS_ON_NODE, else 8].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub gpus_per_node: Option<u32>,
+
+    /// Where the nccl-tests binaries are, on the nodes (the same path everywhere, as in one
+    /// container image) [default: PATH and the usual install places, else the bare name].
+    #[arg(long, value_name = "DIR")]
+    pub nccl_tests_dir: Option<PathBuf>,
+
+    /// The collective (all_reduce, all_gather, alltoall, sendrecv, ...) [default: all_reduce].
+    #[arg(long, value_name = "NAME")]
+    pub nccl_test: Option<String>,
+
+    /// Sweep the large sizes only (1 to 8 GiB): about half the time per pair.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Export KEY=VALUE to every rank (repeatable): NCCL_IB_HCA, NCCL_SOCKET_IFNAME, ...
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+
+    /// Kill a pair's run, with every process it started, after this many seconds: a hung
+    /// pair is a verdict [default: 300].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub timeout: Option<u64>,
+
+    /// Rounds at most (round one pairs every host; later rounds re-pair suspects).
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub max_rounds: u32,
+
+    /// A profile (name or file) whose multi-node busbw floor also makes a pair slow.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub profile: Option<String>,
+
+    #[arg(long, value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+impl PairsArgs {
+    /// The options, or a usage error saying what to give. `env` is the caller's environment.
+    pub fn options(&self, env: &[(String, String)]) -> Result<PairsOptions, String> {
+        let var = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        let mut notes = Vec::new();
+        let listed = if let Some(list) = &self.hosts {
+            hosts::from_list(list)
+        } else if let Some(file) = &self.hostfile {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("--hostfile {}: {e}", file.display()))?;
+            hosts::from_hostfile(&text)
+        } else if let Some(list) = var("SLURM_JOB_NODELIST") {
+            hosts::from_slurm_nodelist(list).map_err(|e| format!("SLURM_JOB_NODELIST: {e}"))?
+        } else {
+            return Err("no hosts: give --hosts a,b,... or --hostfile FILE, or run inside a Slurm allocation (SLURM_JOB_NODELIST)".to_string());
+        };
+        let (hosts, dropped) = hosts::dedup(listed);
+        if !dropped.is_empty() {
+            notes.push(format!("listed twice, paired once: {}", dropped.join(", ")));
+        }
+        if hosts.len() < 2 {
+            return Err(format!("{} host(s): pairs needs at least two", hosts.len()));
+        }
+        if hosts.len() > hosts::MAX_HOSTS {
+            return Err(format!("more than {} hosts", hosts::MAX_HOSTS));
+        }
+        let (kind, program) =
+            launch::resolve(self.launcher.as_deref(), var("SLURM_JOB_ID").is_some())?;
+        let extra = match &self.launcher_args {
+            Some(a) => crate::source::nccl::split_command(a)
+                .map_err(|e| format!("--launcher-args: {e}"))?,
+            None => Vec::new(),
+        };
+        let gpus_per_node = match self.gpus_per_node {
+            Some(n) => n,
+            None => match var("SLURM_GPUS_ON_NODE").and_then(|v| v.trim().parse().ok()) {
+                Some(n) if (1..=64).contains(&n) => n,
+                _ => {
+                    notes.push(format!(
+                        "{DEFAULT_GPUS_PER_NODE} GPUs per node assumed (--gpus-per-node to say)"
+                    ));
+                    DEFAULT_GPUS_PER_NODE
+                }
+            },
+        };
+        let test = self.nccl_test.as_deref().unwrap_or("all_reduce");
+        let test = test.trim_end_matches("_perf");
+        if !crate::source::nccl::TESTS.contains(&test) {
+            return Err(format!(
+                "unknown nccl test `{test}`; tests are: {}",
+                crate::source::nccl::TESTS.join(", ")
+            ));
+        }
+        let path_var = var("PATH");
+        let binary = match crate::source::nccl::find_binary(
+            test,
+            self.nccl_tests_dir.as_deref(),
+            path_var,
+        ) {
+            Ok(path) => path.display().to_string(),
+            Err(searched) if self.nccl_tests_dir.is_some() => {
+                return Err(format!(
+                    "{} not found (looked in {}); the binary must be at the same path on every node",
+                    crate::source::nccl::binary_name(test),
+                    searched.join(", ")
+                ));
+            }
+            Err(_) => {
+                let name = crate::source::nccl::binary_name(test);
+                notes.push(format!(
+                    "{name} is not on this machine: the launcher looks it up on the nodes' PATH"
+                ));
+                name
+            }
+        };
+        // The ranks' environment: NCCL_DEBUG=INFO (the transport lines), the caller's own
+        // NCCL_* settings (srun passes them, mpirun does not without -x), then --env.
+        let child = crate::source::nccl::child_env(env.iter().cloned());
+        let mut exported: Vec<(String, String)> =
+            vec![("NCCL_DEBUG".to_string(), "INFO".to_string())];
+        exported.extend(child.inherited.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for item in &self.env {
+            let (k, v) = launch::parse_env(item)?;
+            exported.retain(|(name, _)| *name != k);
+            exported.push((k, v));
+        }
+        let mut launcher_env = child.changes.clone();
+        launcher_env.extend(exported.iter().map(|(k, v)| (k.clone(), Some(v.clone()))));
+        let floor = match &self.profile {
+            None => None,
+            Some(arg) => {
+                let profile = crate::profile::load(arg).map_err(|e| format!("--profile: {e}"))?;
+                match crate::checks::nccl::multi_node_expectation(&profile, None) {
+                    Ok((_, fail, from)) => Some((fail, from)),
+                    Err(why) => {
+                        notes.push(format!("no profile floor: {why}"));
+                        None
+                    }
+                }
+            }
+        };
+        let sweep = crate::source::nccl::test_args(self.quick, 1);
+        Ok(PairsOptions {
+            hosts,
+            plan: LaunchPlan {
+                kind,
+                program,
+                extra,
+                gpus_per_node,
+                env: exported,
+                binary,
+                sweep,
+            },
+            timeout: Duration::from_secs(self.timeout.unwrap_or(DEFAULT_PAIR_TIMEOUT_SECS)),
+            max_rounds: self.max_rounds,
+            floor,
+            launcher_env,
+            progress: true,
+            notes,
+        })
+    }
+}

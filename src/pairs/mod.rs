@@ -1,0 +1,409 @@
+//! `gpudoctor pairs`: find the slow node or link of a multi-node job by running a two-node
+//! nccl-tests benchmark per pair of hosts through the cluster's own launcher, then re-pairing the
+//! hosts of slow pairs with hosts that were fast (docs/pairs.md).
+//!
+//! - [`hosts`]: the host list (`--hosts`, `--hostfile`, `SLURM_JOB_NODELIST`);
+//! - [`launch`]: the `mpirun`/`srun` command for one pair;
+//! - [`plan`]: which pairs each round runs and what the results convict (pure, unit-tested);
+//! - [`verdict`]: one pair's output read by the NCCL log parser;
+//! - [`render`]: the table and the JSON.
+//!
+//! Slow means below [`SLOW_SHARE`] of the median busbw of round one's pairs, or below the
+//! profile's multi-node floor when one is given. Round one's median, not all rounds': later
+//! rounds are chosen to re-test suspects, so their figures lean slow.
+
+pub mod hosts;
+pub mod launch;
+pub mod plan;
+pub mod render;
+pub mod verdict;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::source::nccl::run_command;
+use launch::{LaunchPlan, LauncherKind};
+use plan::{HostId, Verdict};
+use verdict::Measured;
+
+/// A pair is slow below this share of round one's median. Real pairwise sweeps of a 17-node
+/// H100 cluster (xxrjun/nccl-tests-cluster, `example-cluster00` pairwise summary: 810 two-node
+/// runs) put every healthy pair within 5 % of the median and its slow pairs at 54–80 % of it,
+/// with nothing between: 0.85 falls in that gap, clear of run-to-run noise.
+pub const SLOW_SHARE: f64 = 0.85;
+
+/// Everything a run needs.
+#[derive(Debug, Clone)]
+pub struct PairsOptions {
+    pub hosts: Vec<String>,
+    pub plan: LaunchPlan,
+    /// Per pair; a pair still running then is killed with everything it started.
+    pub timeout: Duration,
+    pub max_rounds: u32,
+    /// The profile's multi-node busbw floor (GB/s) and where it comes from.
+    pub floor: Option<(f64, String)>,
+    /// Environment changes for the launcher process itself (`NCCL_DEBUG=INFO`, ...).
+    pub launcher_env: Vec<(String, Option<String>)>,
+    pub progress: bool,
+    /// Said with the results (duplicate hosts dropped, defaults taken).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairStatus {
+    Fast,
+    Slow,
+    Failed,
+    Hung,
+}
+
+/// One pair's run, as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairResult {
+    pub hosts: [String; 2],
+    pub round: u32,
+    pub busbw_gbps: Option<f64>,
+    /// The size the busbw is for (bytes).
+    pub size: Option<u64>,
+    pub status: PairStatus,
+    pub transport: String,
+    /// Why it is not fast: the failure, sockets, below what.
+    pub detail: Option<String>,
+    pub elapsed_s: f64,
+    pub command: Vec<String>,
+    /// Processes left behind by the run and killed.
+    pub killed: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuspectKind {
+    Node,
+    Link,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Suspect {
+    pub kind: SuspectKind,
+    pub hosts: Vec<String>,
+    pub evidence: Vec<String>,
+}
+
+/// How slow was decided.
+#[derive(Debug, Clone, Serialize)]
+pub struct Threshold {
+    pub median_gbps: Option<f64>,
+    pub slow_share: f64,
+    pub floor_gbps: Option<f64>,
+    pub floor_from: Option<String>,
+    /// The larger of the two: pairs below it are slow.
+    pub slow_below_gbps: Option<f64>,
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairsReport {
+    pub hosts: Vec<String>,
+    pub launcher: LauncherKind,
+    pub gpus_per_node: u32,
+    pub env: Vec<String>,
+    pub timeout_s: u64,
+    pub max_rounds: u32,
+    pub rounds: u32,
+    pub threshold: Threshold,
+    pub pairs: Vec<PairResult>,
+    pub suspects: Vec<Suspect>,
+    /// Hosts in slow or failed pairs that the rounds could not clear or convict.
+    pub unresolved: Vec<String>,
+    pub verdict: String,
+    /// 0 no suspect, 1 a suspect, 3 the runs could not tell.
+    pub exit_code: i32,
+    pub notes: Vec<String>,
+}
+
+/// A pair run and measured, before it is judged against the threshold.
+struct Raw {
+    a: HostId,
+    b: HostId,
+    round: u32,
+    measured: Measured,
+    elapsed_s: f64,
+    command: Vec<String>,
+    killed: Vec<String>,
+}
+
+/// Run the rounds.
+pub fn run(options: &PairsOptions) -> PairsReport {
+    let hosts = &options.hosts;
+    let mut raws: Vec<Raw> = Vec::new();
+    let mut waves = plan::first_round(hosts.len());
+    let mut round = 1;
+    let mut threshold = Threshold {
+        median_gbps: None,
+        slow_share: SLOW_SHARE,
+        floor_gbps: options.floor.as_ref().map(|f| f.0),
+        floor_from: options.floor.as_ref().map(|f| f.1.clone()),
+        slow_below_gbps: options.floor.as_ref().map(|f| f.0),
+    };
+    let mut notes = options.notes.clone();
+    loop {
+        let pairs: usize = waves.iter().map(Vec::len).sum();
+        progress(
+            options,
+            format!(
+                "round {round}: {pairs} pair(s) in {} wave(s) of pairs side by side, each up to {} s",
+                waves.len(),
+                options.timeout.as_secs()
+            ),
+        );
+        for wave in &waves {
+            raws.extend(run_wave(options, wave, round));
+            if crate::process::signals::interrupted().is_some() {
+                break;
+            }
+        }
+        if round == 1 {
+            threshold = judge_threshold(&raws, threshold);
+        }
+        let verdicts: Vec<Verdict> = raws
+            .iter()
+            .map(|r| Verdict {
+                a: r.a,
+                b: r.b,
+                bad: status(&r.measured, &threshold).0 != PairStatus::Fast,
+            })
+            .collect();
+        let findings = plan::findings(&verdicts);
+        if let Some(sig) = crate::process::signals::interrupted() {
+            notes.push(format!("stopped after round {round}: signal {sig}"));
+            break;
+        }
+        if findings.unresolved.is_empty() || round >= options.max_rounds {
+            break;
+        }
+        waves = plan::next_round(&verdicts, &findings);
+        if waves.is_empty() {
+            break;
+        }
+        round += 1;
+    }
+    report(options, raws, threshold, round, notes)
+}
+
+/// Round one's median (pairs that finished over IB or another RDMA net, not sockets) and the
+/// threshold it gives.
+fn judge_threshold(raws: &[Raw], mut threshold: Threshold) -> Threshold {
+    let mut figures: Vec<f64> = raws
+        .iter()
+        .filter(|r| r.measured.failure.is_none() && !r.measured.fell_back_to_sockets())
+        .filter_map(|r| r.measured.busbw)
+        .collect();
+    figures.sort_by(f64::total_cmp);
+    let median = match figures.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(figures[n / 2]),
+        n => Some((figures[n / 2 - 1] + figures[n / 2]) / 2.0),
+    };
+    threshold.median_gbps = median;
+    let relative = median.map(|m| m * SLOW_SHARE);
+    threshold.slow_below_gbps = match (relative, threshold.floor_gbps) {
+        (Some(r), Some(f)) => Some(r.max(f)),
+        (r, f) => r.or(f),
+    };
+    threshold
+}
+
+/// A pair's status and why.
+fn status(m: &Measured, threshold: &Threshold) -> (PairStatus, Option<String>) {
+    if m.hung {
+        return (PairStatus::Hung, m.failure.clone());
+    }
+    if let Some(failure) = &m.failure {
+        return (PairStatus::Failed, Some(failure.clone()));
+    }
+    if m.fell_back_to_sockets() {
+        return (
+            PairStatus::Slow,
+            Some("NCCL fell back to TCP sockets between the two nodes".to_string()),
+        );
+    }
+    match (m.busbw, threshold.slow_below_gbps) {
+        (Some(bw), Some(below)) if bw < below => {
+            let why = match (threshold.median_gbps, threshold.floor_gbps) {
+                (_, Some(floor)) if bw < floor => format!("below the profile's floor {floor:.1}"),
+                (Some(median), _) => {
+                    format!("{:.0} % of the median {median:.1}", bw / median * 100.0)
+                }
+                _ => format!("below {below:.1}"),
+            };
+            (PairStatus::Slow, Some(why))
+        }
+        _ => (PairStatus::Fast, None),
+    }
+}
+
+/// Run one wave's pairs side by side, each under its own timeout.
+fn run_wave(options: &PairsOptions, wave: &[(HostId, HostId)], round: u32) -> Vec<Raw> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = wave
+            .iter()
+            .map(|&(a, b)| {
+                scope.spawn(move || {
+                    let argv = options.plan.argv(&options.hosts[a], &options.hosts[b]);
+                    let raw = run_pair(options, a, b, round, argv);
+                    progress(options, pair_line(options, &raw));
+                    raw
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    })
+}
+
+fn run_pair(options: &PairsOptions, a: HostId, b: HostId, round: u32, argv: Vec<String>) -> Raw {
+    match run_command(&argv, &options.launcher_env, options.timeout, &mut |_| {}) {
+        Ok(out) => Raw {
+            a,
+            b,
+            round,
+            measured: verdict::measure(&out),
+            elapsed_s: out.elapsed.as_secs_f64(),
+            command: argv,
+            killed: out.killed.iter().map(|k| k.describe()).collect(),
+        },
+        Err(err) => Raw {
+            a,
+            b,
+            round,
+            measured: Measured {
+                failure: Some(format!("the launcher could not start: {err}")),
+                transport: "unknown".to_string(),
+                ..Measured::default()
+            },
+            elapsed_s: 0.0,
+            command: argv,
+            killed: Vec::new(),
+        },
+    }
+}
+
+/// `round 1: gpu01 + gpu02: 45.1 GB/s over IB/GDRDMA in 41 s`.
+fn pair_line(options: &PairsOptions, raw: &Raw) -> String {
+    let m = &raw.measured;
+    let figure = match (m.busbw, &m.failure) {
+        (_, Some(f)) => crate::text::sanitize::text(f).to_string(),
+        (Some(bw), None) => format!("{bw:.1} GB/s over {}", m.transport_text()),
+        (None, None) => "no figure".to_string(),
+    };
+    format!(
+        "round {}: {} + {}: {figure} in {:.0} s",
+        raw.round,
+        crate::text::sanitize::text(&options.hosts[raw.a]),
+        crate::text::sanitize::text(&options.hosts[raw.b]),
+        raw.elapsed_s
+    )
+}
+
+fn progress(options: &PairsOptions, line: String) {
+    if options.progress {
+        eprintln!("gpudoctor: pairs: {line}");
+    }
+}
+
+/// The results judged, the suspects named with their evidence.
+fn report(
+    options: &PairsOptions,
+    raws: Vec<Raw>,
+    threshold: Threshold,
+    rounds: u32,
+    notes: Vec<String>,
+) -> PairsReport {
+    let hosts = &options.hosts;
+    let pairs: Vec<PairResult> = raws
+        .iter()
+        .map(|r| {
+            let (status, detail) = status(&r.measured, &threshold);
+            PairResult {
+                hosts: [hosts[r.a].clone(), hosts[r.b].clone()],
+                round: r.round,
+                busbw_gbps: r.measured.busbw,
+                size: r.measured.size,
+                status,
+                transport: r.measured.transport_text(),
+                detail,
+                elapsed_s: r.elapsed_s,
+                command: r.command.clone(),
+                killed: r.killed.clone(),
+            }
+        })
+        .collect();
+    let verdicts: Vec<Verdict> = raws
+        .iter()
+        .zip(&pairs)
+        .map(|(r, p)| Verdict {
+            a: r.a,
+            b: r.b,
+            bad: p.status != PairStatus::Fast,
+        })
+        .collect();
+    let findings = plan::findings(&verdicts);
+    let suspects = render::suspects(hosts, &raws_view(&raws), &pairs, &findings);
+    let unresolved: Vec<String> = findings
+        .unresolved
+        .iter()
+        .map(|h| hosts[*h].clone())
+        .collect();
+    let measured = pairs.iter().any(|p| p.busbw_gbps.is_some());
+    let (verdict, exit_code) = if !suspects.is_empty() {
+        (render::suspects_line(&suspects, &unresolved), 1)
+    } else if pairs.is_empty() {
+        ("could not tell: no pair was run".to_string(), 3)
+    } else if !unresolved.is_empty() {
+        (
+            render::unresolved_line(&unresolved, findings.good.is_empty()),
+            3,
+        )
+    } else if !measured {
+        ("could not tell: no pair gave a figure".to_string(), 3)
+    } else {
+        (
+            format!(
+                "no suspect: all {} pair(s) fast{}",
+                pairs.len(),
+                threshold
+                    .median_gbps
+                    .map(|m| format!(" (median {m:.1} GB/s)"))
+                    .unwrap_or_default()
+            ),
+            0,
+        )
+    };
+    PairsReport {
+        hosts: hosts.clone(),
+        launcher: options.plan.kind,
+        gpus_per_node: options.plan.gpus_per_node,
+        env: options
+            .plan
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
+        timeout_s: options.timeout.as_secs(),
+        max_rounds: options.max_rounds,
+        rounds,
+        threshold,
+        pairs,
+        suspects,
+        unresolved,
+        verdict,
+        exit_code,
+        notes,
+    }
+}
+
+/// (a, b) of each run, in order, for the evidence.
+fn raws_view(raws: &[Raw]) -> Vec<(HostId, HostId)> {
+    raws.iter().map(|r| (r.a, r.b)).collect()
+}

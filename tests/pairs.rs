@@ -1,0 +1,502 @@
+//! `gpudoctor pairs` end to end with stand-in launchers: shell scripts named `mpirun` and
+//! `srun` that read their host arguments as the real ones take them (`--host a:8,b:8`,
+//! `--nodelist=a,b`), record every call, and print for that pair a real two-node nccl-tests
+//! output (tests/data/nccl/pairs/README.md) whose result rows the test scaled by the pair's
+//! factor — or hang with children, as a stuck `mpirun` does with its daemons and ranks.
+
+mod common;
+common::tests_mostly_wait!();
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// What a pair does.
+#[derive(Clone, Copy)]
+enum Pair {
+    /// Rows scaled by this factor, over IB with GPUDirect RDMA.
+    Ib(f64),
+    /// Over TCP sockets, rows scaled by this factor.
+    Socket(f64),
+    /// Never finishes (two children sleeping, as mpirun's daemons and ranks would).
+    Hang,
+}
+
+fn data(rel: &str) -> String {
+    std::fs::read_to_string(common::repo().join("tests/data/nccl").join(rel)).unwrap()
+}
+
+/// The real two-node table with every result row's algbw and busbw scaled by `factor`.
+fn scaled_log(factor: f64) -> String {
+    let mut out = String::new();
+    for line in data("real/nccl-tests-290-slurm-label-two-node.log").lines() {
+        let (label, body) = line.split_at(line.find(':').map_or(0, |i| i + 1));
+        let fields: Vec<&str> = body.split_whitespace().collect();
+        let is_row = fields.len() == 13 && fields[0].parse::<u64>().is_ok();
+        if !is_row {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let scale = |i: usize| {
+            fields[i]
+                .parse::<f64>()
+                .map(|x| format!("{:.2}", x * factor))
+                .unwrap_or(fields[i].to_string())
+        };
+        // The parser checks a row's arithmetic (algbw = size / time): the times grow as the
+        // bandwidths shrink.
+        let slower = |i: usize| {
+            fields[i]
+                .parse::<f64>()
+                .map(|x| format!("{:.1}", x / factor))
+                .unwrap_or(fields[i].to_string())
+        };
+        let mut cells: Vec<String> = fields.iter().map(|s| s.to_string()).collect();
+        for i in [6, 7, 10, 11] {
+            cells[i] = scale(i);
+        }
+        for i in [5, 9] {
+            cells[i] = slower(i);
+        }
+        out.push_str(&format!("{label} {}\n", cells.join("  ")));
+    }
+    out
+}
+
+/// A directory with `mpirun` and `srun` stand-ins and the per-pair outputs of `table`.
+struct Cluster {
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn new(hosts: &[&str], pair: impl Fn(&str, &str) -> Pair) -> Cluster {
+        let dir = common::tempdir().unwrap();
+        let table = dir.path().join("table");
+        std::fs::create_dir_all(&table).unwrap();
+        let ib = data("pairs/sglang-two-node-ib-gdrdma-channels-excerpt.log");
+        let socket: String = data("real/nccl-tests-131-gtx-socket-info-excerpt.log")
+            .lines()
+            .filter(|l| l.contains("Socket"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        for a in hosts {
+            for b in hosts {
+                if a == b {
+                    continue;
+                }
+                let base = table.join(format!("{a}+{b}"));
+                match pair(a, b) {
+                    Pair::Ib(f) => {
+                        std::fs::write(base.with_extension("log"), ib.clone() + &scaled_log(f))
+                            .unwrap()
+                    }
+                    Pair::Socket(f) => {
+                        std::fs::write(base.with_extension("log"), socket.clone() + &scaled_log(f))
+                            .unwrap()
+                    }
+                    // How long the children sleep: unique to this run, so they can be found by
+                    // their command line (inside a PID namespace their pids mean nothing here).
+                    Pair::Hang => {
+                        std::fs::write(base.with_extension("hang"), hang_token()).unwrap()
+                    }
+                }
+            }
+        }
+        // Both take the hosts as the real launchers do; `$HERE/calls` gets one line per call.
+        let common_tail = r#"
+a=${hosts%%,*}; b=${hosts#*,}; a=${a%%:*}; b=${b%%:*}
+echo "$np|$per_node|$a|$b|$*" >> "$HERE/calls"
+if [ -f "$HERE/table/$a+$b.hang" ]; then
+  t=$(cat "$HERE/table/$a+$b.hang")
+  sleep "$t" & echo $! >> "$HERE/pids"
+  sleep "$t" & echo $! >> "$HERE/pids"
+  wait
+fi
+cat "$HERE/table/$a+$b.log" || exit 1
+"#;
+        let mpirun = format!(
+            r#"#!/bin/sh
+HERE=$(dirname "$0")
+np=""; per_node=""; hosts=""
+all="$*"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -np) np="$2"; shift;;
+    --host|-H) hosts="$2"; shift;;
+  esac
+  shift
+done
+set -- $all
+{common_tail}"#
+        );
+        let srun = format!(
+            r#"#!/bin/sh
+HERE=$(dirname "$0")
+np=""; per_node=""; hosts=""
+all="$*"
+for arg in "$@"; do
+  case "$arg" in
+    --nodelist=*) hosts="${{arg#--nodelist=}}";;
+    --ntasks-per-node=*) per_node="${{arg#--ntasks-per-node=}}";;
+  esac
+done
+set -- $all
+{common_tail}"#
+        );
+        for (name, body) in [("mpirun", mpirun), ("srun", srun)] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, body).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        Cluster { dir }
+    }
+
+    fn launcher(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// `np|per_node|a|b|argv` per call.
+    fn calls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("calls"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.dir.path().join("pids"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+}
+
+/// `gpudoctor pairs ARGS --format json` with a clean environment plus `env`.
+fn pairs(args: &[&str], env: &[(&str, &str)]) -> (Output, Value) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
+    command
+        .arg("pairs")
+        .args(args)
+        .args(["--format", "json", "--nccl-tests-dir"])
+        .arg(nccl_tests_dir())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = command.output().expect("gpudoctor runs");
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, json)
+}
+
+/// An `all_reduce_perf` that exists (the launcher is given its path; it never runs it).
+fn nccl_tests_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let dir = common::tempdir().unwrap();
+        let path = dir.path().join("all_reduce_perf");
+        std::fs::write(&path, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir
+    });
+    dir.path().to_path_buf()
+}
+
+fn suspects(json: &Value) -> Vec<(String, Vec<String>)> {
+    json["suspects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["kind"].as_str().unwrap().to_string(),
+                s["hosts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h.as_str().unwrap().to_string())
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// `300.<pid of this test process>`: seconds a hung pair's children sleep, unique to this run.
+fn hang_token() -> String {
+    format!("300.{}", std::process::id())
+}
+
+const EIGHT: [&str; 8] = ["n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"];
+
+/// Healthy pairs differ a little, as real ones do (within 3 %).
+fn jitter(a: &str, b: &str) -> f64 {
+    let n: u32 = a.bytes().chain(b.bytes()).map(u32::from).sum();
+    0.97 + f64::from(n % 7) * 0.01
+}
+
+#[test]
+fn one_slow_node_among_eight_is_named_within_three_rounds() {
+    let cluster = Cluster::new(&EIGHT, |a, b| {
+        if a == "n6" || b == "n6" {
+            Pair::Ib(0.45)
+        } else {
+            Pair::Ib(jitter(a, b))
+        }
+    });
+    let (out, json) = pairs(
+        &[
+            "--hosts",
+            &EIGHT.join(","),
+            "--launcher",
+            &cluster.launcher("mpirun"),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{json:#}");
+    assert_eq!(
+        suspects(&json),
+        vec![("node".to_string(), vec!["n6".to_string()])]
+    );
+    assert!(json["rounds"].as_u64().unwrap() <= 3, "{json:#}");
+    let evidence = json["suspects"][0]["evidence"].to_string();
+    assert!(evidence.contains("slow"), "{evidence}");
+    // mpirun got 16 ranks on two hosts of 8 slots, NCCL_DEBUG=INFO exported, one GPU per rank.
+    let calls = cluster.calls();
+    assert!(!calls.is_empty());
+    for call in &calls {
+        let fields: Vec<&str> = call.splitn(5, '|').collect();
+        assert_eq!(fields[0], "16", "{call}");
+        assert!(
+            fields[4].contains(&format!("--host {}:8,{}:8", fields[2], fields[3])),
+            "{call}"
+        );
+        assert!(fields[4].contains("-x NCCL_DEBUG=INFO"), "{call}");
+        assert!(fields[4].ends_with("-g 1 -c 1"), "{call}");
+    }
+    // Round one ran each host once; the IB figure and transport are reported per pair.
+    let first: Vec<&Value> = json["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["round"] == 1)
+        .collect();
+    assert_eq!(first.len(), 4);
+    assert!(
+        first.iter().all(|p| p["transport"] == "IB/GDRDMA"),
+        "{json:#}"
+    );
+    let fast = first.iter().find(|p| p["status"] == "fast").unwrap();
+    let busbw = fast["busbw_gbps"].as_f64().unwrap();
+    assert!((150.0..=160.0).contains(&busbw), "{busbw}");
+}
+
+#[test]
+fn one_slow_link_is_named_with_its_two_hosts_through_srun_and_a_slurm_list() {
+    let hosts = [
+        "gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "gpu06", "gpu07", "gpu08",
+    ];
+    let cluster = Cluster::new(&hosts, |a, b| {
+        let pair = if a < b { (a, b) } else { (b, a) };
+        if pair == ("gpu03", "gpu04") {
+            Pair::Ib(0.5)
+        } else {
+            Pair::Ib(jitter(a, b))
+        }
+    });
+    let (out, json) = pairs(
+        &[
+            "--launcher",
+            &cluster.launcher("srun"),
+            "--gpus-per-node",
+            "4",
+        ],
+        &[
+            ("SLURM_JOB_ID", "4242"),
+            ("SLURM_JOB_NODELIST", "gpu[01-06,07-08]"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{json:#}");
+    assert_eq!(
+        suspects(&json),
+        vec![(
+            "link".to_string(),
+            vec!["gpu03".to_string(), "gpu04".to_string()]
+        )]
+    );
+    assert_eq!(json["launcher"], "srun");
+    for call in cluster.calls() {
+        assert!(call.contains("--nodes=2") && call.contains("--export=ALL,NCCL_DEBUG=INFO"));
+        assert_eq!(call.split('|').nth(1), Some("4"), "{call}");
+    }
+}
+
+#[test]
+fn a_hanging_pair_costs_its_timeout_and_leaves_no_process() {
+    let hosts = ["h1", "h2", "h3", "h4"];
+    let cluster = Cluster::new(&hosts, |a, b| {
+        let pair = if a < b { (a, b) } else { (b, a) };
+        if pair == ("h1", "h2") {
+            Pair::Hang
+        } else {
+            Pair::Ib(jitter(a, b))
+        }
+    });
+    let started = Instant::now();
+    let (out, json) = pairs(
+        &[
+            "--hosts",
+            &hosts.join(","),
+            "--launcher",
+            &cluster.launcher("mpirun"),
+            "--timeout",
+            "2",
+        ],
+        &[],
+    );
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+    let hung: Vec<&Value> = json["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["status"] == "hung")
+        .collect();
+    assert_eq!(hung.len(), 1, "{json:#}");
+    assert!(hung[0]["detail"].as_str().unwrap().contains("timeout"));
+    // Hung only together: each is fine with someone else, so it is the link.
+    assert_eq!(out.status.code(), Some(1), "{json:#}");
+    assert_eq!(
+        suspects(&json),
+        vec![("link".to_string(), vec!["h1".to_string(), "h2".to_string()])]
+    );
+    assert_eq!(cluster.pids().len(), 2, "the stand-in started its children");
+    let token = hang_token();
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&token))
+        .collect();
+    assert!(left.is_empty(), "outlived the run: {left:?}");
+    let _ = cluster.path();
+}
+
+#[test]
+fn a_node_that_falls_back_to_sockets_is_named_as_such() {
+    let hosts = ["s1", "s2", "s3", "s4"];
+    let cluster = Cluster::new(&hosts, |a, b| {
+        if a == "s3" || b == "s3" {
+            Pair::Socket(0.1)
+        } else {
+            Pair::Ib(jitter(a, b))
+        }
+    });
+    let (out, json) = pairs(
+        &[
+            "--hosts",
+            &hosts.join(","),
+            "--launcher",
+            &cluster.launcher("mpirun"),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{json:#}");
+    assert_eq!(
+        suspects(&json),
+        vec![("node".to_string(), vec!["s3".to_string()])]
+    );
+    let socket = json["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["transport"] == "Socket")
+        .expect("a socket pair");
+    assert!(
+        socket["detail"].as_str().unwrap().contains("sockets"),
+        "{socket}"
+    );
+}
+
+#[test]
+fn all_fast_exits_zero_after_one_round_with_an_odd_host_count() {
+    let hosts = ["o1", "o2", "o3", "o4", "o5"];
+    let cluster = Cluster::new(&hosts, |a, b| Pair::Ib(jitter(a, b)));
+    let (out, json) = pairs(
+        &[
+            "--hosts",
+            &hosts.join(","),
+            "--launcher",
+            &cluster.launcher("mpirun"),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{json:#}");
+    assert_eq!(json["rounds"], 1);
+    let pairs = json["pairs"].as_array().unwrap();
+    assert_eq!(
+        pairs.len(),
+        3,
+        "two pairs and the odd host with the first: {json:#}"
+    );
+    assert!(
+        pairs
+            .iter()
+            .any(|p| p["hosts"] == serde_json::json!(["o5", "o1"]))
+    );
+    assert!(json["verdict"].as_str().unwrap().starts_with("no suspect"));
+    // The table says the same.
+    let text = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        .args(["pairs", "--hosts", &hosts.join(","), "--launcher"])
+        .arg(cluster.launcher("mpirun"))
+        .arg("--nccl-tests-dir")
+        .arg(nccl_tests_dir())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("o5 + o1") && stdout.contains("no suspect"),
+        "{stdout}"
+    );
+    assert!(String::from_utf8_lossy(&text.stderr).contains("gpudoctor: pairs: round 1"));
+}
+
+#[test]
+fn usage_errors_say_what_to_give() {
+    let (out, _) = {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+            .args(["pairs"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        (out, ())
+    };
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--hosts"));
+    let one = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        .args(["pairs", "--hosts", "only"])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert_eq!(one.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&one.stderr).contains("at least two"));
+}
