@@ -1349,3 +1349,61 @@ fn the_daemonset_logs_the_first_report_then_only_what_changed() {
     );
     assert!(!diff.contains("does the host see healthy GPUs?"), "{diff}");
 }
+
+/// deploy/mpijob-pairs.yaml: its launcher runs `gpudoctor pairs` with arguments it accepts, and
+/// the hostfile the MPI Operator writes (`<job>-worker-N.<job>.<namespace>.svc slots=8`, v2beta1)
+/// gives one host per worker.
+#[test]
+fn the_pairs_mpijob_launcher_runs_pairs_over_the_operators_hostfile() {
+    use clap::Parser;
+    let docs = documents(&common::repo().join("deploy/mpijob-pairs.yaml"));
+    let spec = &docs[0]["spec"];
+    let workers = spec["mpiReplicaSpecs"]["Worker"]["replicas"]
+        .as_u64()
+        .unwrap();
+    let slots = spec["slotsPerWorker"].as_u64().unwrap();
+    let launcher = &spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0];
+    let command: Vec<String> = launcher["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    let cli = gpudoctor::cli::Cli::try_parse_from(&command)
+        .unwrap_or_else(|e| panic!("deploy/mpijob-pairs.yaml launcher: {e}"));
+    let gpudoctor::cli::Command::Pairs(mut args) = cli.command else {
+        panic!("the launcher does not run pairs: {command:?}");
+    };
+    assert_eq!(
+        args.hostfile.as_deref(),
+        Some(Path::new("/etc/mpi/hostfile"))
+    );
+    assert_eq!(u64::from(args.gpus_per_node.unwrap()), slots);
+    let dir = common::tempdir().unwrap();
+    let hostfile = dir.path().join("hostfile");
+    let lines: String = (0..workers)
+        .map(|i| {
+            format!("gpudoctor-pairs-worker-{i}.gpudoctor-pairs.gpudoctor.svc slots={slots}\n")
+        })
+        .collect();
+    std::fs::write(&hostfile, lines).unwrap();
+    args.hostfile = Some(hostfile);
+    args.nccl_tests_dir = None; // the image's path; not on this machine
+    let options = args.options(&[]).unwrap();
+    assert_eq!(options.hosts.len() as u64, workers);
+    let argv = options
+        .plan
+        .argv(&options.hosts[0], &options.hosts[1])
+        .join(" ");
+    assert!(
+        argv.starts_with(&format!(
+            "mpirun -np {} --host gpudoctor-pairs-worker-0.gpudoctor-pairs.gpudoctor.svc:{slots},",
+            2 * slots
+        )),
+        "{argv}"
+    );
+    assert!(
+        argv.contains("--allow-run-as-root") && argv.ends_with("-g 1 -c 1"),
+        "{argv}"
+    );
+}

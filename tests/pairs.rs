@@ -175,10 +175,6 @@ set -- $all
             .filter_map(|l| l.trim().parse().ok())
             .collect()
     }
-
-    fn path(&self) -> PathBuf {
-        self.dir.path().to_path_buf()
-    }
 }
 
 /// `gpudoctor pairs ARGS --format json` with a clean environment plus `env`.
