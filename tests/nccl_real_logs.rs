@@ -605,8 +605,8 @@ fn the_h100_nvls_warning_is_below_every_healthy_run_from_one_gib() {
     );
 }
 
-/// Issue 28: a log of more tests than the parser keeps tables for (`MAX_TABLES`, 256; the
-/// bench's table-dense log holds 100 000) — a real log of five tests repeated 60 times. The
+/// Issue 28: a log of more tests than the parser keeps tables for (`MAX_TABLES`, 1024; the
+/// bench's table-dense log holds 100 000) — a real log of five tests repeated 210 times. The
 /// checks still see the end of the log, and a failed `Out of bounds` footer in a test past the
 /// cap still fails `nccl.wrong_results`; `nccl.run_completed` says how many tables were not
 /// kept.
@@ -631,17 +631,17 @@ fn tests_past_the_table_cap_are_counted_and_still_judged() {
             })
             .collect()
     };
-    let healthy = repeated(60, None);
+    let healthy = repeated(210, None);
     std::fs::write(&path, &healthy).unwrap();
     let (_, report) = judge(&path);
     assert_eq!(findings(&report), vec![], "{report:#}");
     let done = summary(&report, "nccl.run_completed");
     assert!(
-        done.contains("did not keep 44 test table(s) past the first 256"),
+        done.contains("did not keep 26 test table(s) past the first 1024"),
         "{done}"
     );
-    // Copy 55 holds tables 275..280: past the cap.
-    std::fs::write(&path, repeated(60, Some(55))).unwrap();
+    // Copy 207 holds tables 1035..1040: past the cap.
+    std::fs::write(&path, repeated(210, Some(207))).unwrap();
     let (exit, report) = judge(&path);
     assert_eq!(exit, 1);
     assert_eq!(

@@ -24,10 +24,10 @@
 use super::NcclLogParser;
 use super::model::{Quoted, Table};
 
-/// Tables kept. A long sweep of every collective at every data type is a few dozen tests; past
-/// [`MAX_ROWS`](super::MAX_ROWS) rows (about 117 full sweeps) later tables have no rows kept
-/// anyway, so 256 keeps every table whose rows are judged in any real log.
-pub const MAX_TABLES: usize = 256;
+/// Tables kept. A long sweep of every collective at every data type is a few dozen tests; with
+/// [`MAX_ROWS`](super::MAX_ROWS) rows kept, 1024 tables leaves four rows to each before this cap
+/// drops any row the row cap would have kept (a real sweep prints 10 to 35).
+pub const MAX_TABLES: usize = 1024;
 
 /// The index rows and footers of a table past the cap go to: [`NcclLog::last_dropped`](super::NcclLog::last_dropped).
 const DROPPED: usize = MAX_TABLES;
