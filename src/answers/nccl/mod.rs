@@ -37,6 +37,7 @@ mod errors;
 mod lines;
 mod model;
 mod prefix;
+mod prepare;
 mod run;
 mod scan;
 mod sweep;
@@ -56,6 +57,7 @@ pub use model::{
     deviation_tolerance, format_size, ibv_wc_status_name,
 };
 pub use prefix::strip as strip_decorations;
+pub use prepare::Prepared;
 pub use sweep::{Collapse, Point, Sweep};
 pub use table::{collective_from_rows, type_size};
 pub use tables::MAX_TABLES;
@@ -296,26 +298,19 @@ impl NcclLogParser {
         if keep {
             self.keep_tail(line);
         }
-        let marker = plain.or_else(|| {
-            self.nccl.find_iter(line.as_bytes()).find_map(|pos| {
-                let after = &line[pos + "NCCL ".len()..];
-                if after.starts_with("INFO ") {
-                    Some((pos, Marker::Info))
-                } else if after.starts_with("WARN") {
-                    Some((pos, Marker::Warn))
-                } else if pos == 0 && after.starts_with("version ") {
-                    Some((pos, Marker::Version))
-                } else {
-                    None
-                }
-            })
-        });
+        let found = marker(line, plain, &self.nccl);
+        self.interpret_content(line, found, Known::default());
+    }
+
+    /// Interpret a line's non-empty content, its NCCL marker found ([`marker`]), with what the
+    /// reading thread worked out about it.
+    fn interpret_content(&mut self, line: &str, marker: Option<(usize, Marker)>, known: Known) {
         if let Some((pos, marker)) = marker {
             let after = &line[pos + "NCCL ".len()..];
             match marker {
                 Marker::Info => {
                     self.nccl_line(pos, line);
-                    self.info(&after["INFO ".len()..], line);
+                    self.info(&after["INFO ".len()..], line, known.info_bits);
                 }
                 Marker::Warn => {
                     self.nccl_line(pos, line);
@@ -338,7 +333,7 @@ impl NcclLogParser {
             return;
         }
         if line.starts_with(|c: char| c.is_ascii_digit()) {
-            self.row_line(line);
+            self.row_line(line, known.fields);
             return;
         }
         if line.starts_with("..") && TEST_FAILURE.is_in(line) {
@@ -368,7 +363,7 @@ impl NcclLogParser {
         if let Some(start) = self.note_host(before) {
             let glued = prefix::strip(&before[..start]);
             if glued.starts_with(|c: char| c.is_ascii_digit()) {
-                self.row_line(glued);
+                self.row_line(glued, None);
             }
         }
     }
@@ -441,6 +436,37 @@ fn content(raw: &str) -> (&str, Option<(usize, Marker)>) {
     (prefix::strip(raw), None)
 }
 
+/// Where a line's content holds the `NCCL ` of an `NCCL INFO`, `NCCL WARN` or bare `NCCL
+/// version` marker, and which: `plain` when [`content`] found it, else searched with `nccl` (a
+/// finder of `NCCL `).
+fn marker(
+    line: &str,
+    plain: Option<(usize, Marker)>,
+    nccl: &memchr::memmem::Finder<'_>,
+) -> Option<(usize, Marker)> {
+    plain.or_else(|| {
+        nccl.find_iter(line.as_bytes()).find_map(|pos| {
+            let after = &line[pos + "NCCL ".len()..];
+            if after.starts_with("INFO ") {
+                Some((pos, Marker::Info))
+            } else if after.starts_with("WARN") {
+                Some((pos, Marker::Warn))
+            } else if pos == 0 && after.starts_with("version ") {
+                Some((pos, Marker::Version))
+            } else {
+                None
+            }
+        })
+    })
+}
+
+/// For an `NCCL INFO` line's content with its marker at `pos`: which substrings its text holds
+/// that [`NcclLogParser::info`] looks for (`transport::found`).
+fn info_found(line: &str, pos: usize) -> u8 {
+    let text = line.get(pos + "NCCL INFO ".len()..).unwrap_or("");
+    transport::found(text.trim_ascii())
+}
+
 /// Where the marker of a plain `host:pid:tid [dev] NCCL INFO|WARN` line is, found from its
 /// shape without a search (most lines of a big log are such lines).
 fn nccl_marker(line: &str) -> Option<(usize, Marker)> {
@@ -468,7 +494,18 @@ static BUSBW: scan::Needle = scan::Needle::new("busbw");
 static TEST: scan::Needle = scan::Needle::new(": Test ");
 static TEST_FAILURE: scan::Needle = scan::Needle::new("Test failure");
 
+/// What the reading thread already worked out about a line ([`prepare`]); nothing when read
+/// on one thread.
+#[derive(Debug, Default, Clone, Copy)]
+struct Known<'a> {
+    /// For an INFO line, what [`info_found`] gives.
+    info_bits: Option<u8>,
+    /// For a line starting with a digit, what `table::row_fields` gives, when that is some.
+    fields: Option<&'a [&'a str]>,
+}
+
 /// What an `NCCL ` in a line introduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Marker {
     Info,
     Warn,

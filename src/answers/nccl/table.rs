@@ -149,6 +149,15 @@ fn fields(text: &str) -> Vec<&str> {
     out
 }
 
+/// A row's fields when it holds no per-rank marker and fits [`INLINE_FIELDS`] (most rows): into
+/// `out`, their count; else `None` (split those with [`fields`]).
+pub(super) fn row_fields<'t>(text: &'t str, out: &mut [&'t str; INLINE_FIELDS]) -> Option<usize> {
+    if memchr::memchr(b'[', text.as_bytes()).is_some() {
+        return None;
+    }
+    split_fields(text, out)
+}
+
 fn is_number(t: &str) -> bool {
     t == "N/A" || parse_f64(t).is_some()
 }
@@ -328,21 +337,20 @@ impl NcclLogParser {
 
     /// A line that starts like a result row (a digit first), or the part of a line before
     /// another process's output cut into it.
-    pub(super) fn row_line(&mut self, text: &str) {
-        // Most rows hold no per-rank marker and fit on the stack: split without allocating.
+    pub(super) fn row_line(&mut self, text: &str, split: Option<&[&str]>) {
+        // Most rows hold no per-rank marker and fit on the stack: split without allocating
+        // (or split already by the reading thread, `split`: what `row_fields` gave there).
         let mut inline = [""; INLINE_FIELDS];
         let spilled: Vec<&str>;
-        let inline_len = if memchr::memchr(b'[', text.as_bytes()).is_none() {
-            split_fields(text, &mut inline)
-        } else {
-            None
-        };
-        let tokens: &[&str] = match inline_len {
-            Some(n) => &inline[..n],
-            None => {
-                spilled = fields(text);
-                &spilled
-            }
+        let tokens: &[&str] = match split {
+            Some(tokens) => tokens,
+            None => match row_fields(text, &mut inline) {
+                Some(n) => &inline[..n],
+                None => {
+                    spilled = fields(text);
+                    &spilled
+                }
+            },
         };
         let head = tokens.len() >= 3
             && parse_u64(tokens[0]).is_some()
