@@ -604,3 +604,63 @@ fn the_h100_nvls_warning_is_below_every_healthy_run_from_one_gib() {
         "warn {warn}, lowest {lowest}, fail {fail}"
     );
 }
+
+/// Issue 28: a log of more tests than the parser keeps tables for (`MAX_TABLES`, 1024; the
+/// bench's table-dense log holds 100 000) — a real log of five tests repeated 210 times. The
+/// checks still see the end of the log, and a failed `Out of bounds` footer in a test past the
+/// cap still fails `nccl.wrong_results`; `nccl.run_completed` says how many tables were not
+/// kept.
+#[test]
+fn tests_past_the_table_cap_are_counted_and_still_judged() {
+    let one = std::fs::read_to_string(real("nccl-tests-cluster-h100-single-node-cnode3-002.log"))
+        .unwrap();
+    let dir = common::tempdir().unwrap();
+    let path = dir.path().join("repeated.log");
+    let repeated = |copies: usize, failed_copy: Option<usize>| -> String {
+        (0..copies)
+            .map(|i| {
+                if Some(i) == failed_copy {
+                    one.replacen(
+                        "# Out of bounds values : 0 OK",
+                        "# Out of bounds values : 7 FAILED",
+                        1,
+                    )
+                } else {
+                    one.clone()
+                }
+            })
+            .collect()
+    };
+    let healthy = repeated(210, None);
+    std::fs::write(&path, &healthy).unwrap();
+    let (_, report) = judge(&path);
+    assert_eq!(findings(&report), vec![], "{report:#}");
+    let done = summary(&report, "nccl.run_completed");
+    assert!(
+        done.contains("did not keep 26 test table(s) past the first 1024"),
+        "{done}"
+    );
+    // Copy 207 holds tables 1035..1040: past the cap.
+    std::fs::write(&path, repeated(210, Some(207))).unwrap();
+    let (exit, report) = judge(&path);
+    assert_eq!(exit, 1);
+    assert_eq!(
+        findings(&report),
+        vec![("wrong_results".to_string(), "fail".to_string())]
+    );
+    assert!(
+        summary(&report, "nccl.wrong_results").contains("out of bounds values: 7 failed"),
+        "{report:#}"
+    );
+    // The last test, past the cap, cut before its footer: the run did not finish.
+    let cut = healthy
+        .rfind("# Out of bounds values")
+        .map(|at| &healthy[..at])
+        .unwrap();
+    std::fs::write(&path, cut).unwrap();
+    let (_, report) = judge(&path);
+    assert!(
+        findings(&report).contains(&("run_completed".to_string(), "fail".to_string())),
+        "{report:#}"
+    );
+}

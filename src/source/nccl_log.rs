@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::io::Read;
 
-use crate::answers::nccl::{NcclLog, NcclLogParser};
+use crate::answers::nccl::{NcclLog, NcclLogParser, Prepared};
 
 /// Bytes read at a time.
 const CHUNK: usize = 256 * 1024;
@@ -38,13 +38,6 @@ impl Transcript {
             total: 0,
             spare: Vec::new(),
         }
-    }
-
-    /// A buffer to read into (one that left the tail, or a new one).
-    fn buffer(&mut self) -> Vec<u8> {
-        let mut buf = self.spare.pop().unwrap_or_default();
-        buf.resize(CHUNK, 0);
-        buf
     }
 
     /// Keep the first `n` bytes of `buf`, a chunk just read.
@@ -119,26 +112,167 @@ fn text_with_newline(bytes: &[u8]) -> String {
     text
 }
 
+/// What the reading thread hands the parser: whole lines checked as UTF-8 and prepared
+/// ([`Prepared`]), or bytes the parser splits itself (a line longer than a chunk, text that is
+/// not UTF-8, the end of a stream without a newline).
+enum Piece {
+    Lines(String, Prepared),
+    Raw(Vec<u8>),
+}
+
+/// Pieces read ahead of the parser: enough to keep both threads busy, few enough to keep
+/// memory flat.
+const AHEAD: usize = 2;
+
 /// Read `reader` to its end into the parser; the facts and the transcript (first and last
 /// `part` bytes).
-pub fn read_stream(reader: &mut dyn Read, part: usize) -> std::io::Result<(NcclLog, String)> {
+///
+/// Two threads (issue 28): this one reads the file — the kernel's copy, the UTF-8 check, where
+/// lines end and their content and NCCL marker start ([`Prepared`]) — while the calling thread
+/// interprets the lines read before. The pieces are cut at line ends and go to the parser in
+/// order; it gets the same facts as from one thread (`threads_give_the_facts_of_one`).
+pub fn read_stream(
+    reader: &mut (dyn Read + Send),
+    part: usize,
+) -> std::io::Result<(NcclLog, String)> {
+    let (pieces, received) = std::sync::mpsc::sync_channel::<std::io::Result<Piece>>(AHEAD);
+    let (give_back, spares) = std::sync::mpsc::channel::<(Option<Vec<u8>>, Option<Prepared>)>();
     let mut parser = NcclLogParser::new();
     let mut transcript = Transcript::new(part);
-    loop {
-        let mut buf = transcript.buffer();
-        match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                parser.feed_bytes(&buf[..n]);
-                transcript.keep(buf, n);
+    let mut failed = None;
+    std::thread::scope(|scope| {
+        scope.spawn(move || read_pieces(reader, &pieces, &spares));
+        for piece in received {
+            let (bytes, prepared) = match piece {
+                Ok(Piece::Lines(text, prepared)) => {
+                    parser.feed_prepared(&text, &prepared);
+                    (text.into_bytes(), Some(prepared))
+                }
+                Ok(Piece::Raw(bytes)) => {
+                    parser.feed_bytes(&bytes);
+                    (bytes, None)
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    // Dropping the receiver ends the reading thread.
+                    break;
+                }
+            };
+            let n = bytes.len();
+            transcript.keep(bytes, n);
+            // Buffers out of the tail go back to be read into (the reading thread may have
+            // ended: then nothing needs them).
+            for spare in transcript.spare.drain(..) {
+                let _ = give_back.send((Some(spare), None));
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            if prepared.is_some() {
+                let _ = give_back.send((None, prepared));
+            }
         }
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
     let log = parser.finish();
     let text = transcript.finish(log.lines);
     Ok((log, text))
+}
+
+/// The reading thread: `reader` to its end, in pieces cut after a line's end (see [`Piece`]).
+/// Stops when the parser's side hangs up.
+fn read_pieces(
+    reader: &mut (dyn Read + Send),
+    pieces: &std::sync::mpsc::SyncSender<std::io::Result<Piece>>,
+    spares: &std::sync::mpsc::Receiver<(Option<Vec<u8>>, Option<Prepared>)>,
+) {
+    let nccl = Prepared::finder();
+    let mut buffers: Vec<Vec<u8>> = Vec::new();
+    let mut prepared: Vec<Prepared> = Vec::new();
+    // The start of a line the last piece did not end (copied to the front of the next).
+    let mut carry: Vec<u8> = Vec::new();
+    // The last piece sent ended inside a line: the next bytes up to a newline are its rest.
+    let mut mid_line = false;
+    let mut eof = false;
+    while !eof {
+        while let Ok((buffer, prep)) = spares.try_recv() {
+            buffers.extend(buffer);
+            prepared.extend(prep);
+        }
+        let mut buf = buffers.pop().unwrap_or_default();
+        // A buffer back from the tail is nearly full length: only its end is zeroed here.
+        buf.resize(CHUNK.max(carry.len() + 1), 0);
+        buf[..carry.len()].copy_from_slice(&carry);
+        // Read until the buffer holds a line end (or is full, or the stream ended).
+        let mut len = carry.len();
+        carry.clear();
+        loop {
+            match reader.read(&mut buf[len..]) {
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    let had = len;
+                    len += n;
+                    if len == buf.len() || memchr::memchr(b'\n', &buf[had..len]).is_some() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let _ = pieces.send(Err(e));
+                    return;
+                }
+            }
+        }
+        buf.truncate(len);
+        if mid_line {
+            // The rest of a line longer than a chunk, up to its newline, goes as bytes.
+            match memchr::memchr(b'\n', &buf) {
+                Some(pos) => {
+                    let rest: Vec<u8> = buf.drain(..=pos).collect();
+                    if pieces.send(Ok(Piece::Raw(rest))).is_err() {
+                        return;
+                    }
+                    mid_line = false;
+                }
+                None => {
+                    let empty = buf.is_empty();
+                    if !empty && pieces.send(Ok(Piece::Raw(buf))).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
+        let Some(last) = memchr::memrchr(b'\n', &buf) else {
+            // No line end: the stream's last line, or a line longer than a chunk.
+            mid_line = !eof;
+            if !buf.is_empty() && pieces.send(Ok(Piece::Raw(buf))).is_err() {
+                return;
+            }
+            continue;
+        };
+        carry.extend_from_slice(&buf[last + 1..]);
+        buf.truncate(last + 1);
+        let piece = match String::from_utf8(buf) {
+            Ok(text) => {
+                let mut prep = prepared.pop().unwrap_or_default();
+                prep.of(&text, &nccl);
+                Piece::Lines(text, prep)
+            }
+            Err(e) => Piece::Raw(e.into_bytes()),
+        };
+        if pieces.send(Ok(piece)).is_err() {
+            return;
+        }
+        if eof && !carry.is_empty() {
+            let last_line = std::mem::take(&mut carry);
+            if pieces.send(Ok(Piece::Raw(last_line))).is_err() {
+                return;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -163,6 +297,62 @@ mod tests {
     fn transcript(data: &[u8], part: usize, step: usize) -> String {
         let mut reader = Trickle { data, step };
         read_stream(&mut reader, part).unwrap().1
+    }
+
+    /// The facts of `data` read on one thread, in one chunk.
+    fn serial(data: &[u8]) -> NcclLog {
+        let mut parser = NcclLogParser::new();
+        parser.feed_bytes(data);
+        parser.finish()
+    }
+
+    /// Issue 28: the reading thread cuts the stream at line ends and prepares the lines; the
+    /// parser must get the very facts it gets from the bytes alone — on every real log and
+    /// fixture log, repeated past a chunk, with lines longer than a chunk, bytes that are not
+    /// UTF-8, control characters, CRLF, a last line without a newline, and reads of any size.
+    #[test]
+    fn threads_give_the_facts_of_one() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut logs: Vec<Vec<u8>> = Vec::new();
+        let mut dirs = vec![root.join("tests/data/nccl/real")];
+        for fixture in std::fs::read_dir(root.join("fixtures")).unwrap() {
+            dirs.push(fixture.unwrap().path().join(".gpudoctor/nccl"));
+        }
+        for dir in dirs.iter().filter(|d| d.is_dir()) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "log") {
+                    logs.push(std::fs::read(path).unwrap());
+                }
+            }
+        }
+        assert!(logs.len() > 40, "{}", logs.len());
+        let all: Vec<u8> = logs.concat();
+        // Past several chunks, and lines cut anywhere by them.
+        let mut big = all.repeat(1 + 3 * CHUNK / all.len().max(1));
+        big.extend_from_slice(b"a last line without a newline");
+        let mut odd = all.clone();
+        odd.extend_from_slice(&vec![b'7'; CHUNK + 100]);
+        odd.extend_from_slice(b"\n\xff\xfe not utf-8\nnode:1:1 [0] NCCL INFO Using network IB\r\n");
+        odd.extend_from_slice(&vec![b'x'; 3 * CHUNK]);
+        odd.extend_from_slice(
+            b"\n\x1b[36m(RayWorkerWrapper pid=1)\x1b[0m node:1:1 [0] NCCL WARN x\n",
+        );
+        odd.extend_from_slice(&all);
+        // Empty lines behind a pdsh or Slurm label: content that is no piece of its line.
+        odd.extend_from_slice(b"node-a01:\n 0:\nnode-a01: \n");
+        odd.extend_from_slice(&vec![b'y'; CHUNK - 1]);
+        for data in logs.iter().chain([&all, &big, &odd]) {
+            let want = serial(data);
+            for step in [usize::MAX, 4096, 1000, 1 << 20] {
+                if step < 4096 && data.len() > 1 << 20 {
+                    continue;
+                }
+                let mut reader = Trickle { data, step };
+                let (got, _) = read_stream(&mut reader, 1 << 20).unwrap();
+                assert_eq!(got, want, "{} bytes, reads of {step}", data.len());
+            }
+        }
     }
 
     #[test]

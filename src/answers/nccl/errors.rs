@@ -33,21 +33,22 @@ static ERROR_WORDS: [Needle; 14] = [
     Needle::new("corrupt"),
 ];
 
-/// NCCL's error strings (`ncclGetErrorString`, §11) and the enum names applications print.
-const NCCL_ERRORS: [&str; 9] = [
-    "unhandled system error",
-    "unhandled cuda error",
-    "remote process exited or there was a network error",
-    "internal error - please report",
-    "ncclSystemError",
-    "ncclUnhandledCudaError",
-    "ncclInternalError",
-    "ncclRemoteError",
-    "NCCL error in:",
+/// NCCL's error strings (`ncclGetErrorString`, §11) and the enum names applications print
+/// (searched in every line of no other shape: set up once, not per call as `str::contains`).
+static NCCL_ERRORS: [Needle; 9] = [
+    Needle::new("unhandled system error"),
+    Needle::new("unhandled cuda error"),
+    Needle::new("remote process exited or there was a network error"),
+    Needle::new("internal error - please report"),
+    Needle::new("ncclSystemError"),
+    Needle::new("ncclUnhandledCudaError"),
+    Needle::new("ncclInternalError"),
+    Needle::new("ncclRemoteError"),
+    Needle::new("NCCL error in:"),
 ];
 
 /// What the watchdog says (torch `ProcessGroupNCCL.cpp`, every release since 1.8).
-const WATCHDOG: &str = "Watchdog caught collective operation timeout";
+static WATCHDOG: Needle = Needle::new("Watchdog caught collective operation timeout");
 
 impl NcclLogParser {
     /// `host: Test NCCL failure common.cu:1057 'internal error / '` and siblings; also when a
@@ -133,7 +134,7 @@ impl NcclLogParser {
 
     /// An application's line: a watchdog timeout or an NCCL error string. `true` when it was.
     pub(super) fn application_error(&mut self, line: &str) -> bool {
-        if let Some(at) = line.find(WATCHDOG) {
+        if let Some(at) = WATCHDOG.find(line) {
             self.log.timeout_count += 1;
             let timeout = watchdog(line, at, self.quote(line));
             // "Process group watchdog thread terminated with exception: [Rank 1] Watchdog
@@ -148,7 +149,7 @@ impl NcclLogParser {
             }
             return true;
         }
-        if NCCL_ERRORS.iter().any(|e| line.contains(e)) {
+        if NCCL_ERRORS.iter().any(|e| e.is_in(line)) {
             self.log.app_error_count += 1;
             if self.log.app_errors.len() < MAX_QUOTES {
                 let quote = self.quote(line);

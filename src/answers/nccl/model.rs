@@ -326,9 +326,17 @@ pub struct NcclLog {
     pub reduced_max_bytes: Option<u64>,
     /// Device lines of the first test.
     pub devices: Vec<DeviceLine>,
+    /// The first [`super::MAX_TABLES`] tables.
     pub tables: Vec<Table>,
+    /// Tables past [`super::MAX_TABLES`]: counted, not kept (`answers/nccl/tables.rs`).
+    pub dropped_tables: u64,
+    /// The latest of those, for what the end of the log says ([`NcclLog::last_table`]).
+    pub last_dropped: Option<Table>,
+    /// The first `Out of bounds values` footer of a table past the cap that counted failures,
+    /// else the first such footer.
+    pub dropped_out_of_bounds: Option<(u64, Quoted)>,
     pub rows: Vec<Row>,
-    /// Rows past [`super::MAX_ROWS`].
+    /// Rows past [`super::MAX_ROWS`], and rows of tables past [`super::MAX_TABLES`].
     pub dropped_rows: u64,
     /// The last `Out of bounds values : N OK|FAILED` (every table's is in [`Table`]).
     pub out_of_bounds: Option<(u64, Quoted)>,
@@ -407,6 +415,20 @@ impl NcclLog {
             let highest = self.devices.iter().map(|d| d.rank as usize + 1).max();
             self.devices.len().max(highest.unwrap_or(0))
         }
+    }
+
+    /// The last table of the log, kept or not.
+    pub fn last_table(&self) -> Option<&Table> {
+        self.last_dropped.as_ref().or(self.tables.last())
+    }
+
+    /// Every table's `Out of bounds values` footer, in order: the kept tables', then the one
+    /// kept for the tables past the cap.
+    pub fn out_of_bounds_footers(&self) -> impl Iterator<Item = &(u64, Quoted)> {
+        self.tables
+            .iter()
+            .filter_map(|t| t.out_of_bounds.as_ref())
+            .chain(self.dropped_out_of_bounds.as_ref())
     }
 
     /// Some footer line was printed.

@@ -11,7 +11,7 @@
 //! fields like a space. A row cut in two by another process's lines (the head, then NCCL INFO
 //! lines, then the timings on a line of their own, `NVIDIA/nccl#1453`) is put back together.
 
-use super::model::{DeviceLine, Measure, Quoted, Row, Table, TestConfig, Wrong, cut};
+use super::model::{DeviceLine, Measure, Quoted, Row, TestConfig, Wrong, cut};
 use super::scan::{INLINE_FIELDS, parse_f64, parse_u64, split_fields, split_words};
 use super::{MAX_DEVICES, MAX_ROWS, NcclLogParser, QUOTE_CHARS};
 
@@ -149,6 +149,15 @@ fn fields(text: &str) -> Vec<&str> {
     out
 }
 
+/// A row's fields when it holds no per-rank marker and fits [`INLINE_FIELDS`] (most rows): into
+/// `out`, their count; else `None` (split those with [`fields`]).
+pub(super) fn row_fields<'t>(text: &'t str, out: &mut [&'t str; INLINE_FIELDS]) -> Option<usize> {
+    if memchr::memchr(b'[', text.as_bytes()).is_some() {
+        return None;
+    }
+    split_fields(text, out)
+}
+
 fn is_number(t: &str) -> bool {
     t == "N/A" || parse_f64(t).is_some()
 }
@@ -187,26 +196,6 @@ pub fn collective_from_rows<'r>(rows: impl Iterator<Item = &'r Row>) -> Option<&
 }
 
 impl NcclLogParser {
-    /// The table rows go to, made when a row or footer comes without a header (an excerpt).
-    fn table(&mut self) -> usize {
-        match self.current_table {
-            Some(t) => t,
-            None => self.new_table(),
-        }
-    }
-
-    fn new_table(&mut self) -> usize {
-        let table = Table {
-            collective: self.next_collective.take(),
-            config: self.next_config.take(),
-            ..Table::default()
-        };
-        self.log.tables.push(table);
-        let index = self.log.tables.len() - 1;
-        self.current_table = Some(index);
-        index
-    }
-
     /// A table of the current section printed something: a later `nThread` line is another test.
     fn section_output(&mut self) {
         self.section_open = false;
@@ -226,14 +215,14 @@ impl NcclLogParser {
         };
         let reuse = self
             .current_table
-            .and_then(|t| self.log.tables.get(t))
+            .and_then(|t| self.table_at(t))
             .is_some_and(|t| t.rows == 0 && !t.has_footer());
         let table = if reuse {
             self.table()
         } else {
             self.new_table()
         };
-        if let Some(t) = self.log.tables.get_mut(table) {
+        if let Some(t) = self.table_at_mut(table) {
             t.old_error_column = layout.old_error;
         }
         self.layout = Some(layout);
@@ -299,9 +288,7 @@ impl NcclLogParser {
         };
         let quote = self.quote(line);
         let table = self.table();
-        if let Some(t) = self.log.tables.get_mut(table) {
-            t.out_of_bounds = Some((n, quote.clone()));
-        }
+        self.set_out_of_bounds(table, n, &quote);
         self.log.out_of_bounds = Some((n, quote));
         self.footer_seen();
     }
@@ -316,7 +303,7 @@ impl NcclLogParser {
         }
         let quote = self.quote(line);
         let table = self.table();
-        if let Some(t) = self.log.tables.get_mut(table) {
+        if let Some(t) = self.table_at_mut(table) {
             t.avg_busbw = Some((x, quote.clone()));
         }
         self.log.avg_busbw = Some((x, quote));
@@ -326,7 +313,7 @@ impl NcclLogParser {
     /// `Collective test concluded: all_reduce_perf`.
     pub(super) fn concluded(&mut self) {
         let table = self.table();
-        if let Some(t) = self.log.tables.get_mut(table) {
+        if let Some(t) = self.table_at_mut(table) {
             t.concluded = true;
         }
         self.log.concluded = true;
@@ -350,21 +337,20 @@ impl NcclLogParser {
 
     /// A line that starts like a result row (a digit first), or the part of a line before
     /// another process's output cut into it.
-    pub(super) fn row_line(&mut self, text: &str) {
-        // Most rows hold no per-rank marker and fit on the stack: split without allocating.
+    pub(super) fn row_line(&mut self, text: &str, split: Option<&[&str]>) {
+        // Most rows hold no per-rank marker and fit on the stack: split without allocating
+        // (or split already by the reading thread, `split`: what `row_fields` gave there).
         let mut inline = [""; INLINE_FIELDS];
         let spilled: Vec<&str>;
-        let inline_len = if memchr::memchr(b'[', text.as_bytes()).is_none() {
-            split_fields(text, &mut inline)
-        } else {
-            None
-        };
-        let tokens: &[&str] = match inline_len {
-            Some(n) => &inline[..n],
-            None => {
-                spilled = fields(text);
-                &spilled
-            }
+        let tokens: &[&str] = match split {
+            Some(tokens) => tokens,
+            None => match row_fields(text, &mut inline) {
+                Some(n) => &inline[..n],
+                None => {
+                    spilled = fields(text);
+                    &spilled
+                }
+            },
         };
         let head = tokens.len() >= 3
             && parse_u64(tokens[0]).is_some()
@@ -433,8 +419,8 @@ impl NcclLogParser {
     fn push_row(&mut self, mut row: Row) {
         row.table = self.table();
         self.section_output();
-        if self.log.rows.len() < MAX_ROWS {
-            if let Some(t) = self.log.tables.get_mut(row.table) {
+        if self.log.rows.len() < MAX_ROWS && Self::is_kept(row.table) {
+            if let Some(t) = self.table_at_mut(row.table) {
                 t.rows += 1;
             }
             self.log.rows.push(row);
@@ -506,8 +492,9 @@ impl NcclLogParser {
 
     /// A row from its lead fields and blocks, if its arithmetic holds.
     fn assemble(&self, lead: &[&str], blocks: &[Measure], line: u64, text: &str) -> Option<Row> {
-        // A row past MAX_ROWS is checked and counted, then dropped: its text is not copied.
-        let kept = self.log.rows.len() < MAX_ROWS;
+        // A row past MAX_ROWS, or of a table past MAX_TABLES, is checked and counted, then
+        // dropped: its text is not copied.
+        let kept = self.log.rows.len() < MAX_ROWS && self.current_table.is_none_or(Self::is_kept);
         let owned = |s: &str| if kept { s.to_string() } else { String::new() };
         let size: u64 = parse_u64(lead.first()?)?;
         let count: u64 = parse_u64(lead.get(1)?)?;

@@ -34,7 +34,7 @@ const NVLS_CHANNELS: u8 = 4;
 const SET_BY_ENVIRONMENT: u8 = 8;
 const SHAPE: u8 = 16;
 
-fn found(text: &str) -> u8 {
+pub(super) fn found(text: &str) -> u8 {
     let b = text.as_bytes();
     // Whether `needle` occurs with its byte `at` at `pos`.
     let at = |pos: usize, at: usize, needle: &[u8]| {
@@ -129,8 +129,9 @@ impl NcclLogParser {
         }
     }
 
-    /// One `NCCL INFO` line: `text` after the marker, `line` the whole (for quotes).
-    pub(super) fn info(&mut self, text: &str, line: &str) {
+    /// One `NCCL INFO` line: `text` after the marker, `line` the whole (for quotes);
+    /// `found_bits` what [`found`] gives for the trimmed text, when already known.
+    pub(super) fn info(&mut self, text: &str, line: &str, mut found_bits: Option<u8>) {
         self.log.info_lines += 1;
         let text = text.trim_ascii();
         // Quoted only where kept: most INFO lines are channel lines whose example is taken.
@@ -138,7 +139,6 @@ impl NcclLogParser {
         let quote = || Quoted::new(number, line);
         let t = &mut self.log.transports;
         // The substrings the later clauses look for, found once when first needed.
-        let mut found_bits: Option<u8> = None;
         if text.starts_with("Channel") || text.starts_with("Ring") {
             let Some(via) = via_path(text) else {
                 return;

@@ -185,7 +185,7 @@ fn completed_verdict(run: &NcclRun) -> Outcome {
         .hint("pass the stdout of an nccl-tests binary (`all_reduce_perf ... > log`), ideally with NCCL_DEBUG=INFO, or an application's log with NCCL_DEBUG=INFO");
     }
     // The last test of the log printed its footer (a log can hold several tests in a row).
-    let finished = match log.tables.last() {
+    let finished = match log.last_table() {
         Some(t) => t.has_footer(),
         None => log.has_footer(),
     };
@@ -336,6 +336,15 @@ fn skipped_note(log: &NcclLog) -> String {
             "ignored {} row(s) past the first {}",
             log.dropped_rows,
             log.rows.len()
+        ));
+    }
+    if log.dropped_tables > 0 {
+        // Their tests are not named above; their rows were not read, their failed
+        // `Out of bounds` footers still are (nccl.wrong_results).
+        parts.push(format!(
+            "did not keep {} test table(s) past the first {}",
+            log.dropped_tables,
+            log.tables.len()
         ));
     }
     if parts.is_empty() {
