@@ -155,6 +155,29 @@ fn a_flapping_port_warns_and_hot_modules_and_slot_power_warn() {
     );
 }
 
+/// The hot module and the slot without power as people paste them (the address cut): warned
+/// about, named as an mlx5 NIC whose line gives no address.
+#[test]
+fn a_hot_module_and_slot_power_pasted_without_the_address_warn() {
+    assert_check(
+        &with_log(&data("mlx5-port-module-hot-no-address-gx10-writeup.txt")).run_all(),
+        "rdma.nic_events",
+        Status::Warn,
+        &[
+            "an mlx5 NIC (the line gives no PCI address): cable module at high temperature (module 0)",
+        ],
+    );
+    assert_check(
+        &with_log(&data(
+            "mlx5-slot-power-no-driver-prefix-dgx-spark-notes.txt",
+        ))
+        .run_all(),
+        "rdma.nic_events",
+        Status::Warn,
+        &["insufficient slot power (slot gives 27W)"],
+    );
+}
+
 /// Mellanox/nv_peer_memory#120: `detected invalid context` on this node's driver (550, before
 /// R560) is NVIDIA's "harmless" print, noted; on R560 or later it should never appear: warn.
 #[test]

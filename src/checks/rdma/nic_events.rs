@@ -27,6 +27,15 @@ fn what(kind: NicEventKind) -> &'static str {
     }
 }
 
+/// `NIC 0000:03:00.0`, or what a line without the address allows.
+fn nic_name(device: &str) -> String {
+    if device.is_empty() {
+        "an mlx5 NIC (the line gives no PCI address)".to_string()
+    } else {
+        format!("NIC {device}")
+    }
+}
+
 pub(super) fn nic_events(ctx: &Context<'_>) -> Outcome {
     let log = match kernel_log_or_outcome(ctx) {
         Ok(log) => log,
@@ -69,7 +78,8 @@ pub(super) fn nic_events(ctx: &Context<'_>) -> Outcome {
             Some(since) => format!("history: {}", since.text()),
         };
         let line = format!(
-            "NIC {device}: {} ({}) {}, last {}, {state}",
+            "{}: {} ({}) {}, last {}, {state}",
+            nic_name(device),
             what(*kind),
             group.last.detail,
             group.count_text(),
@@ -90,7 +100,8 @@ pub(super) fn nic_events(ctx: &Context<'_>) -> Outcome {
         let changes = (*downs).max(ups.saturating_sub(1));
         if changes >= FLAPS_WARN {
             warns.push(format!(
-                "NIC {device} ({netdev}): link went down {changes} time(s) this boot ({downs} `Link down`, {ups} `Link up`): the port is flapping"
+                "{} ({netdev}): link went down {changes} time(s) this boot ({downs} `Link down`, {ups} `Link up`): the port is flapping",
+                nic_name(device)
             ));
         }
     }

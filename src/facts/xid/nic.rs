@@ -67,7 +67,7 @@ pub(super) fn nic_event(message: &str) -> Option<(NicEventKind, String, String)>
     }
     let (driver, after) = t.split_once(' ')?;
     if !is_mlx(driver) {
-        return None;
+        return without_address(t);
     }
     // `mlx5_core 0000:01:00.1 eth1: Link up`: the netdev follows the address, before the colon.
     if let Some((bdf, _)) = take_bdf(after)
@@ -75,7 +75,9 @@ pub(super) fn nic_event(message: &str) -> Option<(NicEventKind, String, String)>
     {
         return Some((state, bdf, netdev));
     }
-    let (_, bdf, rest) = device_prefix(t)?;
+    let Some((_, bdf, rest)) = device_prefix(t) else {
+        return without_address(t);
+    };
     let rest = rest.trim();
     // `poll_health:801:(pid 0): ...`: the function:line:(pid) prefix of mlx5_core_err and kin.
     let body = strip_call_site(rest);
@@ -97,13 +99,18 @@ pub(super) fn nic_event(message: &str) -> Option<(NicEventKind, String, String)>
     {
         return Some((NicEventKind::HealthCompromised, bdf, body.to_string()));
     }
+    module_or_power(body).map(|(kind, detail)| (kind, bdf, detail))
+}
+
+/// A hot module or a slot without the card's power, from the message after its call site.
+fn module_or_power(body: &str) -> Option<(NicEventKind, String)> {
     if body.starts_with("Port module event") && body.contains("High Temperature") {
         let module = body
             .split(": module ")
             .nth(1)
             .and_then(|m| m.split(',').next())
             .unwrap_or("?");
-        return Some((NicEventKind::ModuleHot, bdf, format!("module {module}")));
+        return Some((NicEventKind::ModuleHot, format!("module {module}")));
     }
     if body.starts_with("Detected insufficient power on the PCIe slot") {
         let watts = body
@@ -111,9 +118,41 @@ pub(super) fn nic_event(message: &str) -> Option<(NicEventKind, String, String)>
             .and_then(|(_, w)| w.split_once(')'))
             .map(|(w, _)| w.to_string())
             .unwrap_or_default();
-        return Some((NicEventKind::SlotPower, bdf, format!("slot gives {watts}")));
+        return Some((NicEventKind::SlotPower, format!("slot gives {watts}")));
     }
     None
+}
+
+/// The same lines as people paste them, the address cut away: `mlx5_core: Port module
+/// event[error]: ...`, `mlx5_pcie_event: Detected insufficient power ...` (the driver's name cut
+/// too), `mlx5_core enp1s0f0np0: Link down` (the netdev without the address). Read with device
+/// `""`: the check names them as an mlx5 NIC whose line gives no PCI address. Probe failures and
+/// health faults are not read this way: without the address they name no NIC to act on.
+fn without_address(t: &str) -> Option<(NicEventKind, String, String)> {
+    if let Some(rest) = t.strip_prefix("mlx5_core: ") {
+        let (kind, detail) = module_or_power(strip_call_site(rest.trim()))?;
+        return Some((kind, String::new(), detail));
+    }
+    if t.starts_with("mlx5_pcie_event:") || t.starts_with("mlx5_port_module_event:") {
+        let body = if t.contains("(pid ") {
+            strip_call_site(t)
+        } else {
+            t.split_once(": ").map_or(t, |(_, b)| b)
+        };
+        let (kind, detail) = module_or_power(body.trim())?;
+        return Some((kind, String::new(), detail));
+    }
+    let rest = t.strip_prefix("mlx5_core ")?;
+    let (netdev, state) = rest.split_once(": ")?;
+    if netdev.is_empty() || netdev.contains([' ', ':']) || netdev.len() > 32 {
+        return None;
+    }
+    let kind = match state.trim() {
+        "Link up" => NicEventKind::LinkUp,
+        "Link down" => NicEventKind::LinkDown,
+        _ => return None,
+    };
+    Some((kind, String::new(), netdev.to_string()))
 }
 
 /// `<driver> <bdf> <netdev>: Link up|down` -> (netdev, state).
@@ -203,6 +242,34 @@ mod tests {
         // Cable plugged/unplugged is not a fault.
         assert!(events("mlx5-port-module-cable-unplugged-gpud-pstore.txt").is_empty());
         assert!(events("mlx5-port-module-plugged-arm-nas-16.txt").is_empty());
+    }
+
+    /// The hot module and slot power lines as people paste them, address (and driver) cut
+    /// (tests/data/kernel/README.md): read, with no device.
+    #[test]
+    fn real_lines_without_their_address() {
+        assert_eq!(
+            events("mlx5-port-module-hot-no-address-gx10-writeup.txt"),
+            vec![
+                (NicEventKind::ModuleHot, String::new(), "module 0".into()),
+                (NicEventKind::LinkDown, String::new(), "enp1s0f0np0".into()),
+            ]
+        );
+        assert_eq!(
+            events("mlx5-slot-power-no-driver-prefix-dgx-spark-notes.txt"),
+            vec![(
+                NicEventKind::SlotPower,
+                String::new(),
+                "slot gives 27W".into()
+            )]
+        );
+        // Probe failures need their address; other drivers' lines are not read.
+        assert_eq!(
+            nic_event("mlx5_core: mlx5_load_one failed with error code -22"),
+            None
+        );
+        assert_eq!(nic_event("e1000e eno1: Link down"), None);
+        assert_eq!(nic_event("mlx5_core 0000:5c:00.0: Link down"), None);
     }
 
     /// The two shapes gpud quotes with their prefix elided (tests/data/kernel/README.md), put
