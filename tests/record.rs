@@ -962,3 +962,38 @@ fn nccl_peers_named_only_in_line_prefixes_are_redacted() {
     }
     assert!(checked >= 8, "only {checked} logs had NCCL prefixes");
 }
+
+/// `record --perftest-log FILE` keeps the output (GID lines masked) as
+/// `.gpudoctor/perftest/<name>`, and a replay of the capture judges it as the live run did.
+#[test]
+fn a_recorded_perftest_log_is_judged_again_on_replay() {
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    let dir = common::tempdir().unwrap();
+    let out = dir.path().join("capture");
+    let log = common::repo().join("tests/data/perftest/ndr-cx7-write-gbits-cpu-freq-warning.txt");
+    let recorded = record(&fixture, &out, &["--perftest-log", log.to_str().unwrap()]);
+    assert!(
+        recorded.status.success() || recorded.status.code() == Some(1),
+        "{}",
+        String::from_utf8_lossy(&recorded.stderr)
+    );
+    let kept = out.join(".gpudoctor/perftest/ndr-cx7-write-gbits-cpu-freq-warning.txt");
+    let text = fs::read_to_string(&kept).expect("the output kept in the capture");
+    assert!(
+        text.contains("BW average") || text.contains("BW peak"),
+        "{text}"
+    );
+    let report = replay(&out);
+    let check = report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["checks"].as_array().unwrap().iter())
+        .find(|c| c["code"] == "rdma.perftest_log")
+        .unwrap();
+    assert_eq!(check["status"], "pass", "{check}");
+    assert!(
+        check["summary"].as_str().unwrap().contains("392.3 Gb/s"),
+        "{check}"
+    );
+}

@@ -487,6 +487,20 @@ fn record_into(
             options.redact.then_some(&mut redactor),
         )?;
     }
+    // `--perftest-log` outputs (readable ones), GID lines masked: a replay of the capture
+    // judges them again without the originals. An unreadable one stays in the report only.
+    let mut taken = std::collections::BTreeSet::new();
+    for (path, text) in recording.perftest_logs() {
+        let Ok(text) = text else { continue };
+        let name = source::perftest_log::capture_name(&path, &mut taken);
+        write_text(
+            &capture,
+            &format!("{}/{name}", source::perftest_log::PERFTEST_DIR),
+            &crate::answers::perftest::mask_gids(&text),
+            &mut counts,
+            options.redact.then_some(&mut redactor),
+        )?;
+    }
     if let Some(crate::answers::gpudirect::GdrProbe::Runs(runs)) = recording.gpudirect.get() {
         let dir = source::gpudirect::GPUDIRECT_DIR;
         for run in runs {

@@ -17,7 +17,7 @@ mod nccl_log;
 pub mod nvml_live;
 pub mod overlay;
 mod own_memory;
-mod perftest_log;
+pub mod perftest_log;
 mod replay;
 pub use replay::{
     CAPTURE_FORMAT_VERSION, NotACapture, ReplaySource, capture_manifest, capture_time, is_capture,

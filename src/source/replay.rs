@@ -189,7 +189,11 @@ impl Source for ReplaySource {
     fn cuda(&self, _plan: &dyn Fn() -> CudaPlan) -> CudaProbe {
         cuda::read_capture(&self.fs)
     }
+    /// `--perftest-log` when given; else the outputs the capture was recorded with.
     fn perftest_logs(&self) -> Vec<(PathBuf, Result<String, String>)> {
+        if self.perftest_logs.0.is_empty() {
+            return perftest_log::read_capture(&self.fs);
+        }
         perftest_log::read_all(&self.perftest_logs.0, self.perftest_logs.1)
     }
     fn save_history(&self, history: &crate::answers::history::History) -> Result<(), String> {
