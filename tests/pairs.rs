@@ -110,6 +110,7 @@ impl Cluster {
         let common_tail = r#"
 a=${hosts%%,*}; b=${hosts#*,}; a=${a%%:*}; b=${b%%:*}
 echo "$np|$per_node|$a|$b|$*" >> "$HERE/calls"
+echo "$NCCL_DEBUG|$NCCL_IB_HCA" >> "$HERE/envs"
 if [ -f "$HERE/table/$a+$b.hang" ]; then
   t=$(cat "$HERE/table/$a+$b.hang")
   sleep "$t" & echo $! >> "$HERE/pids"
@@ -309,7 +310,8 @@ fn one_slow_link_is_named_with_its_two_hosts_through_srun_and_a_slurm_list() {
     ];
     let cluster = Cluster::new(&hosts, |a, b| {
         let pair = if a < b { (a, b) } else { (b, a) };
-        if pair == ("gpu03", "gpu04") {
+        // Round one pairs across the halves (gpu03 with gpu07): the link is run.
+        if pair == ("gpu03", "gpu07") {
             Pair::Ib(0.5)
         } else {
             Pair::Ib(jitter(a, b))
@@ -321,6 +323,8 @@ fn one_slow_link_is_named_with_its_two_hosts_through_srun_and_a_slurm_list() {
             &cluster.launcher("srun"),
             "--gpus-per-node",
             "4",
+            "--env",
+            "NCCL_IB_HCA=mlx5_0:1,mlx5_1:1",
         ],
         &[
             ("SLURM_JOB_ID", "4242"),
@@ -332,14 +336,25 @@ fn one_slow_link_is_named_with_its_two_hosts_through_srun_and_a_slurm_list() {
         suspects(&json),
         vec![(
             "link".to_string(),
-            vec!["gpu03".to_string(), "gpu04".to_string()]
+            vec!["gpu03".to_string(), "gpu07".to_string()]
         )]
     );
     assert_eq!(json["launcher"], "srun");
     for call in cluster.calls() {
-        assert!(call.contains("--nodes=2") && call.contains("--export=ALL,NCCL_DEBUG=INFO"));
+        assert!(
+            call.contains("--nodes=2") && call.contains("--export=ALL "),
+            "{call}"
+        );
         assert_eq!(call.split('|').nth(1), Some("4"), "{call}");
     }
+    // The values reach srun whole, commas included (srun would split `--export=ALL,K=a,b`).
+    let envs = std::fs::read_to_string(cluster.dir.path().join("envs")).unwrap();
+    assert!(
+        envs.lines().all(|l| l == "INFO|mlx5_0:1,mlx5_1:1"),
+        "{envs}"
+    );
+    // Found, both hosts cleared, confirmed by a second run.
+    assert_eq!(json["rounds"], 3, "{json:#}");
 }
 
 #[test]
@@ -347,7 +362,8 @@ fn a_hanging_pair_costs_its_timeout_and_leaves_no_process() {
     let hosts = ["h1", "h2", "h3", "h4"];
     let cluster = Cluster::new(&hosts, |a, b| {
         let pair = if a < b { (a, b) } else { (b, a) };
-        if pair == ("h1", "h2") {
+        // Paired in round one (h1 with h3, h2 with h4).
+        if pair == ("h1", "h3") {
             Pair::Hang
         } else {
             Pair::Ib(jitter(a, b))
@@ -373,15 +389,17 @@ fn a_hanging_pair_costs_its_timeout_and_leaves_no_process() {
         .iter()
         .filter(|p| p["status"] == "hung")
         .collect();
-    assert_eq!(hung.len(), 1, "{json:#}");
+    // Hung in round one and again when run to confirm: two timeouts.
+    assert_eq!(hung.len(), 2, "{json:#}");
+    assert!(took >= Duration::from_secs(4), "{took:?}");
     assert!(hung[0]["detail"].as_str().unwrap().contains("timeout"));
     // Hung only together: each is fine with someone else, so it is the link.
     assert_eq!(out.status.code(), Some(1), "{json:#}");
     assert_eq!(
         suspects(&json),
-        vec![("link".to_string(), vec!["h1".to_string(), "h2".to_string()])]
+        vec![("link".to_string(), vec!["h1".to_string(), "h3".to_string()])]
     );
-    assert_eq!(cluster.pids().len(), 2, "the stand-in started its children");
+    assert_eq!(cluster.pids().len(), 4, "the stand-in started its children");
     let token = hang_token();
     let left: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()

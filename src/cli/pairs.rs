@@ -18,7 +18,7 @@ pub const DEFAULT_GPUS_PER_NODE: u32 = 8;
 
 #[derive(Debug, Args)]
 pub struct PairsArgs {
-    /// The hosts, comma-separated: `gpu01,gpu02,gpu03`.
+    /// The hosts, comma-separated, Slurm's ranges allowed: `gpu01,gpu02`, `gpu[01-16]`.
     #[arg(long, value_name = "LIST", conflicts_with = "hostfile")]
     pub hosts: Option<String>,
 
@@ -36,7 +36,8 @@ pub struct PairsArgs {
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     pub launcher_args: Option<String>,
 
-    /// GPUs (ranks) per node [default: SLURM_GPUS_ON_NODE, else 8].
+    /// GPUs (ranks) per node [default: the hostfile's `slots=` when every line says the same,
+    /// else SLURM_GPUS_ON_NODE, else 8].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub gpus_per_node: Option<u32>,
 
@@ -79,11 +80,20 @@ impl PairsArgs {
     pub fn options(&self, env: &[(String, String)]) -> Result<PairsOptions, String> {
         let var = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         let mut notes = Vec::new();
+        let mut slots = None;
         let listed = if let Some(list) = &self.hosts {
-            hosts::from_list(list)
+            // Slurm's bracket ranges work here too (`gpu[01-08]`); a `:N` count does not
+            // belong in a host name.
+            if list.contains(':') {
+                return Err(format!(
+                    "--hosts {list}: host names only; give the GPUs per node with --gpus-per-node"
+                ));
+            }
+            hosts::from_slurm_nodelist(list).map_err(|e| format!("--hosts: {e}"))?
         } else if let Some(file) = &self.hostfile {
             let text = std::fs::read_to_string(file)
                 .map_err(|e| format!("--hostfile {}: {e}", file.display()))?;
+            slots = hosts::hostfile_slots(&text);
             hosts::from_hostfile(&text)
         } else if let Some(list) = var("SLURM_JOB_NODELIST") {
             hosts::from_slurm_nodelist(list).map_err(|e| format!("SLURM_JOB_NODELIST: {e}"))?
@@ -107,9 +117,10 @@ impl PairsArgs {
                 .map_err(|e| format!("--launcher-args: {e}"))?,
             None => Vec::new(),
         };
+        let from_env = var("SLURM_GPUS_ON_NODE").and_then(|v| v.trim().parse().ok());
         let gpus_per_node = match self.gpus_per_node {
             Some(n) => n,
-            None => match var("SLURM_GPUS_ON_NODE").and_then(|v| v.trim().parse().ok()) {
+            None => match slots.or(from_env) {
                 Some(n) if (1..=64).contains(&n) => n,
                 _ => {
                     notes.push(format!(

@@ -113,6 +113,24 @@ fn expand_ranges(ranges: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// The GPUs per node a hostfile states, when every line states the same (`slots=8`, `:8`).
+pub fn hostfile_slots(text: &str) -> Option<u32> {
+    let mut slots = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            let host = words.next().unwrap_or("");
+            let from_word = words
+                .find_map(|w| w.strip_prefix("slots="))
+                .and_then(|n| n.parse::<u32>().ok());
+            from_word.or_else(|| host.split_once(':').and_then(|(_, n)| n.parse().ok()))
+        });
+    let first = slots.next()??;
+    slots.all(|s| s == Some(first)).then_some(first)
+}
+
 /// Duplicates removed (the first kept), in order; the removed names are returned too.
 pub fn dedup(hosts: Vec<String>) -> (Vec<String>, Vec<String>) {
     let mut seen = std::collections::BTreeSet::new();
@@ -163,6 +181,9 @@ mod tests {
     fn reads_open_mpi_hostfiles() {
         let text = "# rack 1\nnode01 slots=8\n\n  node02 slots=8 max_slots=8 # spare\nnode03:8\n";
         assert_eq!(from_hostfile(text), ["node01", "node02", "node03"]);
+        assert_eq!(hostfile_slots(text), Some(8));
+        assert_eq!(hostfile_slots("a slots=4\nb slots=8\n"), None);
+        assert_eq!(hostfile_slots("a\nb\n"), None);
         assert_eq!(from_list(" a, b,,c "), ["a", "b", "c"]);
         let (kept, dropped) = dedup(from_list("a,b,a"));
         assert_eq!(

@@ -5,8 +5,10 @@
 //! - Open MPI: `mpirun -np 2N --host a:N,b:N -x NCCL_DEBUG=INFO -x K=V ... <extra> <binary>
 //!   <sweep>` (`--host name:slots`, and `-x` to export a variable to the remote ranks, which
 //!   otherwise get the remote shell's environment: mpirun(1)).
-//! - Slurm: `srun --nodes=2 --nodelist=a,b --ntasks-per-node=N --export=ALL,NCCL_DEBUG=INFO,K=V
-//!   <extra> <binary> <sweep>` (srun(1): `--export=ALL,...` adds to the propagated environment).
+//! - Slurm: `srun --nodes=2 --nodelist=a,b --ntasks-per-node=N --export=ALL <extra> <binary>
+//!   <sweep>`, the variables set on srun's own process (srun(1): `--export=ALL` propagates
+//!   srun's environment to the tasks). Not `--export=ALL,K=V`: srun splits that list at commas,
+//!   so `NCCL_IB_HCA=mlx5_0:1,mlx5_1:1` would reach the ranks as `mlx5_0:1`.
 
 use std::path::Path;
 
@@ -90,9 +92,8 @@ impl LaunchPlan {
                     format!("--nodelist={a},{b}"),
                     format!("--ntasks-per-node={n}"),
                 ]);
-                let exports: Vec<String> =
-                    self.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                argv.push(format!("--export=ALL,{}", exports.join(",")));
+                // The values travel in srun's own environment (`PairsOptions::launcher_env`).
+                argv.push("--export=ALL".to_string());
             }
         }
         argv.extend(self.extra.iter().cloned());
@@ -102,8 +103,8 @@ impl LaunchPlan {
     }
 }
 
-/// `--env KEY=VALUE` checked: a name of letters, digits and `_`, and no comma in the value
-/// (srun's `--export` list is comma-separated).
+/// `--env KEY=VALUE` checked: a name of letters, digits and `_` (values may hold commas:
+/// `NCCL_IB_HCA=mlx5_0:1,mlx5_1:1`).
 pub fn parse_env(item: &str) -> Result<(String, String), String> {
     let (k, v) = item
         .split_once('=')
@@ -113,11 +114,6 @@ pub fn parse_env(item: &str) -> Result<(String, String), String> {
         && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !name_ok {
         return Err(format!("--env {item}: `{k}` is not a variable name"));
-    }
-    if v.contains(',') {
-        return Err(format!(
-            "--env {item}: a comma cannot pass through srun's --export list"
-        ));
     }
     Ok((k.to_string(), v.to_string()))
 }
@@ -149,7 +145,7 @@ mod tests {
         );
         assert_eq!(
             plan(LauncherKind::Srun).argv("gpu01", "gpu02").join(" "),
-            "srun --nodes=2 --nodelist=gpu01,gpu02 --ntasks-per-node=8 --export=ALL,NCCL_DEBUG=INFO,NCCL_IB_HCA=mlx5 --mca btl ^openib /opt/nccl-tests/build/all_reduce_perf -b 1G -g 1"
+            "srun --nodes=2 --nodelist=gpu01,gpu02 --ntasks-per-node=8 --export=ALL --mca btl ^openib /opt/nccl-tests/build/all_reduce_perf -b 1G -g 1"
         );
     }
 
@@ -162,7 +158,10 @@ mod tests {
             (LauncherKind::Mpirun, "/usr/mpi/bin/mpirun".to_string())
         );
         assert!(resolve(Some("torchrun"), false).is_err());
-        assert!(parse_env("NCCL_IB_HCA=mlx5_0,mlx5_1").is_err());
+        assert_eq!(
+            parse_env("NCCL_IB_HCA=mlx5_0:1,mlx5_1:1").unwrap().1,
+            "mlx5_0:1,mlx5_1:1"
+        );
         assert!(parse_env("1X=2").is_err() && parse_env("novalue").is_err());
         assert_eq!(
             parse_env("NCCL_SOCKET_IFNAME=eth0").unwrap(),

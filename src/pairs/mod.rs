@@ -8,9 +8,10 @@
 //! - [`verdict`]: one pair's output read by the NCCL log parser;
 //! - [`render`]: the table and the JSON.
 //!
-//! Slow means below [`SLOW_SHARE`] of the median busbw of round one's pairs, or below the
-//! profile's multi-node floor when one is given. Round one's median, not all rounds': later
-//! rounds are chosen to re-test suspects, so their figures lean slow.
+//! Slow means below [`SLOW_SHARE`] of the best busbw any pair reached (pairs that finished over
+//! RDMA, all rounds; at least two of them), or below the profile's multi-node floor when one is
+//! given. The best pair, not the median: when half of round one's pairs hold a slow node (two
+//! or three hosts, or several slow nodes) the median is slow itself and hides them.
 
 pub mod hosts;
 pub mod launch;
@@ -22,16 +23,20 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::source::nccl::run_command;
+use crate::source::nccl::run_command_keeping;
 use launch::{LaunchPlan, LauncherKind};
 use plan::{HostId, Verdict};
 use verdict::Measured;
 
-/// A pair is slow below this share of round one's median. Real pairwise sweeps of a 17-node
-/// H100 cluster (xxrjun/nccl-tests-cluster, `example-cluster00` pairwise summary: 810 two-node
-/// runs) put every healthy pair within 5 % of the median and its slow pairs at 54–80 % of it,
+/// A pair is slow below this share of the best pair. Real pairwise sweeps of a 17-node H100
+/// cluster (xxrjun/nccl-tests-cluster, `example-cluster00` pairwise summary: 810 two-node runs)
+/// put every healthy pair at 90–100 % of the best of its sweep and every slow pair at 50–75 %,
 /// with nothing between: 0.85 falls in that gap, clear of run-to-run noise.
 pub const SLOW_SHARE: f64 = 0.85;
+
+/// Bytes of each pair's output head and tail kept (the 4 MiB `check --nccl` keeps, times
+/// hundreds of pairs at once, would not fit a launcher Pod).
+const TRANSCRIPT_KEPT: usize = 16 * 1024;
 
 /// Everything a run needs.
 #[derive(Debug, Clone)]
@@ -57,6 +62,8 @@ pub enum PairStatus {
     Slow,
     Failed,
     Hung,
+    /// Says nothing about the hosts: the launcher could not start, or gpudoctor was stopped.
+    NotRun,
 }
 
 /// One pair's run, as reported.
@@ -94,7 +101,9 @@ pub struct Suspect {
 /// How slow was decided.
 #[derive(Debug, Clone, Serialize)]
 pub struct Threshold {
-    pub median_gbps: Option<f64>,
+    /// The best busbw of a finished pair over RDMA, and how many such pairs there were.
+    pub best_gbps: Option<f64>,
+    pub measured_pairs: usize,
     pub slow_share: f64,
     pub floor_gbps: Option<f64>,
     pub floor_from: Option<String>,
@@ -141,7 +150,8 @@ pub fn run(options: &PairsOptions) -> PairsReport {
     let mut waves = plan::first_round(hosts.len());
     let mut round = 1;
     let mut threshold = Threshold {
-        median_gbps: None,
+        best_gbps: None,
+        measured_pairs: 0,
         slow_share: SLOW_SHARE,
         floor_gbps: options.floor.as_ref().map(|f| f.0),
         floor_from: options.floor.as_ref().map(|f| f.1.clone()),
@@ -164,23 +174,14 @@ pub fn run(options: &PairsOptions) -> PairsReport {
                 break;
             }
         }
-        if round == 1 {
-            threshold = judge_threshold(&raws, threshold);
-        }
-        let verdicts: Vec<Verdict> = raws
-            .iter()
-            .map(|r| Verdict {
-                a: r.a,
-                b: r.b,
-                bad: status(&r.measured, &threshold).0 != PairStatus::Fast,
-            })
-            .collect();
+        threshold = judge_threshold(&raws, threshold);
+        let verdicts = verdicts(&raws, &threshold);
         let findings = plan::findings(&verdicts);
         if let Some(sig) = crate::process::signals::interrupted() {
-            notes.push(format!("stopped after round {round}: signal {sig}"));
+            notes.push(format!("stopped in round {round}: signal {sig}"));
             break;
         }
-        if findings.unresolved.is_empty() || round >= options.max_rounds {
+        if findings.settled() || round >= options.max_rounds {
             break;
         }
         waves = plan::next_round(&verdicts, &findings);
@@ -192,22 +193,38 @@ pub fn run(options: &PairsOptions) -> PairsReport {
     report(options, raws, threshold, round, notes)
 }
 
-/// Round one's median (pairs that finished over IB or another RDMA net, not sockets) and the
-/// threshold it gives.
+/// The verdicts the plan reads: every pair that ran, bad unless fast.
+fn verdicts(raws: &[Raw], threshold: &Threshold) -> Vec<Verdict> {
+    raws.iter()
+        .filter_map(|r| match status(&r.measured, threshold).0 {
+            PairStatus::NotRun => None,
+            s => Some(Verdict {
+                a: r.a,
+                b: r.b,
+                bad: s != PairStatus::Fast,
+            }),
+        })
+        .collect()
+}
+
+/// The best pair so far (finished over RDMA, not sockets) and the threshold it gives: with
+/// fewer than two such pairs there is nothing to compare with, and only a profile floor judges.
 fn judge_threshold(raws: &[Raw], mut threshold: Threshold) -> Threshold {
-    let mut figures: Vec<f64> = raws
+    let figures: Vec<f64> = raws
         .iter()
-        .filter(|r| r.measured.failure.is_none() && !r.measured.fell_back_to_sockets())
+        .filter(|r| {
+            r.measured.failure.is_none()
+                && r.measured.not_run.is_none()
+                && !r.measured.fell_back_to_sockets()
+        })
         .filter_map(|r| r.measured.busbw)
         .collect();
-    figures.sort_by(f64::total_cmp);
-    let median = match figures.len() {
-        0 => None,
-        n if n % 2 == 1 => Some(figures[n / 2]),
-        n => Some((figures[n / 2 - 1] + figures[n / 2]) / 2.0),
-    };
-    threshold.median_gbps = median;
-    let relative = median.map(|m| m * SLOW_SHARE);
+    threshold.measured_pairs = figures.len();
+    threshold.best_gbps = figures.iter().copied().reduce(f64::max);
+    let relative = threshold
+        .best_gbps
+        .filter(|_| figures.len() >= 2)
+        .map(|best| best * SLOW_SHARE);
     threshold.slow_below_gbps = match (relative, threshold.floor_gbps) {
         (Some(r), Some(f)) => Some(r.max(f)),
         (r, f) => r.or(f),
@@ -217,6 +234,9 @@ fn judge_threshold(raws: &[Raw], mut threshold: Threshold) -> Threshold {
 
 /// A pair's status and why.
 fn status(m: &Measured, threshold: &Threshold) -> (PairStatus, Option<String>) {
+    if let Some(why) = &m.not_run {
+        return (PairStatus::NotRun, Some(why.clone()));
+    }
     if m.hung {
         return (PairStatus::Hung, m.failure.clone());
     }
@@ -231,16 +251,16 @@ fn status(m: &Measured, threshold: &Threshold) -> (PairStatus, Option<String>) {
     }
     match (m.busbw, threshold.slow_below_gbps) {
         (Some(bw), Some(below)) if bw < below => {
-            let why = match (threshold.median_gbps, threshold.floor_gbps) {
+            let why = match (threshold.best_gbps, threshold.floor_gbps) {
                 (_, Some(floor)) if bw < floor => format!("below the profile's floor {floor:.1}"),
-                (Some(median), _) => {
-                    format!("{:.0} % of the median {median:.1}", bw / median * 100.0)
+                (Some(best), _) => {
+                    format!("{:.0} % of the best pair's {best:.1}", bw / best * 100.0)
                 }
                 _ => format!("below {below:.1}"),
             };
             (PairStatus::Slow, Some(why))
         }
-        _ => (PairStatus::Fast, None),
+        _ => (PairStatus::Fast, m.warning.clone()),
     }
 }
 
@@ -263,7 +283,15 @@ fn run_wave(options: &PairsOptions, wave: &[(HostId, HostId)], round: u32) -> Ve
 }
 
 fn run_pair(options: &PairsOptions, a: HostId, b: HostId, round: u32, argv: Vec<String>) -> Raw {
-    match run_command(&argv, &options.launcher_env, options.timeout, &mut |_| {}) {
+    // The parser reads the whole output; of the text itself only a little is kept (many pairs
+    // run at once, and the report shows figures, not transcripts).
+    match run_command_keeping(
+        &argv,
+        &options.launcher_env,
+        options.timeout,
+        &mut |_| {},
+        TRANSCRIPT_KEPT,
+    ) {
         Ok(out) => Raw {
             a,
             b,
@@ -278,7 +306,7 @@ fn run_pair(options: &PairsOptions, a: HostId, b: HostId, round: u32, argv: Vec<
             b,
             round,
             measured: Measured {
-                failure: Some(format!("the launcher could not start: {err}")),
+                not_run: Some(format!("the launcher could not start here: {err}")),
                 transport: "unknown".to_string(),
                 ..Measured::default()
             },
@@ -292,7 +320,7 @@ fn run_pair(options: &PairsOptions, a: HostId, b: HostId, round: u32, argv: Vec<
 /// `round 1: gpu01 + gpu02: 45.1 GB/s over IB/GDRDMA in 41 s`.
 fn pair_line(options: &PairsOptions, raw: &Raw) -> String {
     let m = &raw.measured;
-    let figure = match (m.busbw, &m.failure) {
+    let figure = match (m.busbw, m.failure.as_ref().or(m.not_run.as_ref())) {
         (_, Some(f)) => crate::text::sanitize::text(f).to_string(),
         (Some(bw), None) => format!("{bw:.1} GB/s over {}", m.transport_text()),
         (None, None) => "no figure".to_string(),
@@ -339,16 +367,7 @@ fn report(
             }
         })
         .collect();
-    let verdicts: Vec<Verdict> = raws
-        .iter()
-        .zip(&pairs)
-        .map(|(r, p)| Verdict {
-            a: r.a,
-            b: r.b,
-            bad: p.status != PairStatus::Fast,
-        })
-        .collect();
-    let findings = plan::findings(&verdicts);
+    let findings = plan::findings(&verdicts(&raws, &threshold));
     let suspects = render::suspects(hosts, &raws_view(&raws), &pairs, &findings);
     let unresolved: Vec<String> = findings
         .unresolved
@@ -356,25 +375,57 @@ fn report(
         .map(|h| hosts[*h].clone())
         .collect();
     let measured = pairs.iter().any(|p| p.busbw_gbps.is_some());
-    let (verdict, exit_code) = if !suspects.is_empty() {
+    let interrupted = crate::process::signals::interrupted().is_some();
+    let (verdict, exit_code) = if interrupted {
+        (
+            format!(
+                "could not tell: interrupted in round {rounds}{}",
+                if suspects.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({} so far)",
+                        render::suspects_line(&suspects, &unresolved)
+                    )
+                }
+            ),
+            3,
+        )
+    } else if !suspects.is_empty() {
         (render::suspects_line(&suspects, &unresolved), 1)
-    } else if pairs.is_empty() {
-        ("could not tell: no pair was run".to_string(), 3)
+    } else if pairs.iter().all(|p| p.status == PairStatus::NotRun) {
+        (
+            "could not tell: no pair ran (see each pair's detail)".to_string(),
+            3,
+        )
     } else if !unresolved.is_empty() {
         (
             render::unresolved_line(&unresolved, findings.good.is_empty()),
             3,
         )
+    } else if !findings.retry.is_empty() {
+        (
+            format!(
+                "could not tell: {} bad once between hosts fast elsewhere, not run again within --max-rounds",
+                render::pair_names(hosts, &findings.retry)
+            ),
+            3,
+        )
     } else if !measured {
         ("could not tell: no pair gave a figure".to_string(), 3)
+    } else if threshold.slow_below_gbps.is_none() {
+        (
+            "could not tell: one finished pair has none to compare with; give --profile for a floor, or more hosts".to_string(),
+            3,
+        )
     } else {
         (
             format!(
                 "no suspect: all {} pair(s) fast{}",
                 pairs.len(),
                 threshold
-                    .median_gbps
-                    .map(|m| format!(" (median {m:.1} GB/s)"))
+                    .best_gbps
+                    .map(|m| format!(" (best {m:.1} GB/s)"))
                     .unwrap_or_default()
             ),
             0,

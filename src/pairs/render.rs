@@ -18,10 +18,11 @@ fn status_word(s: PairStatus) -> &'static str {
         PairStatus::Slow => "slow",
         PairStatus::Failed => "failed",
         PairStatus::Hung => "hung",
+        PairStatus::NotRun => "not run",
     }
 }
 
-/// `round 2: gpu03 + gpu01: 12.1 GB/s, slow (27 % of the median 45.0)`.
+/// `round 2: gpu03 + gpu01: 12.1 GB/s, slow (27 % of the best pair's 45.0) over IB/GDRDMA`.
 fn describe(p: &PairResult) -> String {
     let detail = p
         .detail
@@ -99,6 +100,15 @@ pub fn suspects(
     out
 }
 
+/// `gpu01 + gpu05, gpu02 + gpu06`.
+pub fn pair_names(hosts: &[String], pairs: &[(HostId, HostId)]) -> String {
+    pairs
+        .iter()
+        .map(|(a, b)| format!("{} + {}", hosts[*a], hosts[*b]))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `suspects: node gpu03; link gpu05-gpu06`.
 pub fn suspects_line(suspects: &[Suspect], unresolved: &[String]) -> String {
     let named: Vec<String> = suspects
@@ -136,15 +146,22 @@ pub fn unresolved_line(unresolved: &[String], no_good_host: bool) -> String {
 pub fn table(report: &PairsReport) -> String {
     let mut out = String::new();
     let t = &report.threshold;
-    let slow = match (t.slow_below_gbps, t.median_gbps) {
-        (Some(below), Some(median)) => format!(
-            "slow below {below:.1} GB/s ({:.0} % of round one's median {median:.1}{})",
-            t.slow_share * 100.0,
-            t.floor_gbps
-                .map(|f| format!(", profile floor {f:.1}"))
+    let slow = match (t.slow_below_gbps, t.best_gbps, t.floor_gbps) {
+        (Some(below), _, Some(floor)) if below == floor => format!(
+            "slow below {below:.1} GB/s (the profile's floor{})",
+            t.best_gbps
+                .filter(|_| t.measured_pairs >= 2)
+                .map(|b| format!(
+                    "; {:.0} % of the best pair's {b:.1} is lower",
+                    t.slow_share * 100.0
+                ))
                 .unwrap_or_default()
         ),
-        (Some(below), None) => format!("slow below {below:.1} GB/s (the profile's floor)"),
+        (Some(below), Some(best), _) => format!(
+            "slow below {below:.1} GB/s ({:.0} % of the best pair's {best:.1})",
+            t.slow_share * 100.0
+        ),
+        (Some(below), None, _) => format!("slow below {below:.1} GB/s (the profile's floor)"),
         _ => "no figure to judge speed by".to_string(),
     };
     out.push_str(&format!(
@@ -194,6 +211,10 @@ pub fn table(report: &PairsReport) -> String {
             safe(&p.command.join(" "))
         ));
     }
+    out.push_str(&format!(
+        "environment of the ranks: {}\n",
+        safe(&report.env.join(" "))
+    ));
     for p in report.pairs.iter().filter(|p| !p.killed.is_empty()) {
         out.push_str(&format!(
             "killed after {} + {}: {}\n",

@@ -51,7 +51,7 @@ use crate::process::{Containment, Exit, Finished, Group, KILL_GRACE, Killed, sig
 
 // The child process and its streams live apart from choosing what to run and reading logs.
 mod run;
-pub use run::{Progress, RunOutput, run_command};
+pub use run::{Progress, RunOutput, run_command, run_command_keeping};
 
 /// Where a capture keeps NCCL logs.
 pub const NCCL_DIR: &str = ".gpudoctor/nccl";

@@ -144,6 +144,18 @@ pub fn run_command(
     timeout: Duration,
     progress: &mut dyn FnMut(&Progress),
 ) -> std::io::Result<RunOutput> {
+    run_command_keeping(argv, env, timeout, progress, TRANSCRIPT_PART)
+}
+
+/// [`run_command`] keeping at most `transcript_part` bytes of the output's head and of its tail
+/// (`gpudoctor pairs` runs many at once and keeps only what the parser found).
+pub fn run_command_keeping(
+    argv: &[String],
+    env: &[(String, Option<String>)],
+    timeout: Duration,
+    progress: &mut dyn FnMut(&Progress),
+    transcript_part: usize,
+) -> std::io::Result<RunOutput> {
     let Some((program, args)) = argv.split_first() else {
         return Err(std::io::Error::other("empty command"));
     };
@@ -195,7 +207,7 @@ pub fn run_command(
 
     let mut sink = Sink {
         parser: NcclLogParser::new(),
-        transcript: Transcript::new(TRANSCRIPT_PART),
+        transcript: Transcript::new(transcript_part),
     };
     let mut splitters = [LineSplitter::new(), LineSplitter::new()];
     let mut open = readers;
