@@ -159,7 +159,10 @@ mod tests {
         // The same line with a failed exit says why.
         let m = measure(&run(warn, Some(RunExit::Code(1)), false));
         let failure = m.failure.unwrap();
-        assert!(failure.contains("exited 1") && failure.contains("Accept failed"), "{failure}");
+        assert!(
+            failure.contains("exited 1") && failure.contains("Accept failed"),
+            "{failure}"
+        );
     }
 
     #[test]

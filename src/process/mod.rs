@@ -302,6 +302,11 @@ impl Group {
     }
 
     /// The other groups running now (their leaders).
+    /// Whether `pid` leads another live group now.
+    fn is_other_group(&self, pid: i32) -> bool {
+        pid != self.pid && LIVE.lock().map(|l| l.contains(&pid)).unwrap_or(false)
+    }
+
     fn others(&self) -> BTreeSet<i32> {
         LIVE.lock()
             .map(|l| l.iter().copied().filter(|p| *p != self.pid).collect())
@@ -465,7 +470,10 @@ impl Group {
         let mut visited = BTreeSet::new();
         let mut all_stopped = true;
         while let Some(pid) = todo.pop() {
-            if !visited.insert(pid) || others.contains(&pid) {
+            // A group started while this walk goes (`gpudoctor pairs` starts several at once)
+            // is not in `others`, read before: its leader is looked up again, under the lock
+            // its spawn holds until it is registered, so a new group is never taken as orphans.
+            if !visited.insert(pid) || others.contains(&pid) || self.is_other_group(pid) {
                 continue;
             }
             if pid != me && !self.helpers.contains(&pid) {
