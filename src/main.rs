@@ -165,16 +165,19 @@ fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
 /// report printed; the exit code is the report's.
 fn pairs(args: &gpudoctor::cli::PairsArgs) -> anyhow::Result<i32> {
     let env: Vec<(String, String)> = std::env::vars().collect();
-    let options = match args.options(&env) {
-        Ok(o) => o,
-        Err(why) => {
-            eprintln!(
-                "gpudoctor: pairs: {}",
-                gpudoctor::text::sanitize::text(&why)
-            );
-            return Ok(exit::USAGE);
-        }
+    let usage = |why: &str| {
+        eprintln!("gpudoctor: pairs: {}", gpudoctor::text::sanitize::text(why));
+        Ok(exit::USAGE)
     };
+    let mut options = match args.options(&env) {
+        Ok(o) => o,
+        Err(why) => return usage(&why),
+    };
+    // An mpirun that is not Open MPI's would fail every pair: said before any runs.
+    match gpudoctor::pairs::check_launcher(&options.plan) {
+        Ok(note) => options.notes.extend(note),
+        Err(why) => return usage(&why),
+    }
     let report = gpudoctor::pairs::run(&options);
     match args.format {
         ListFormat::Table => print!("{}", gpudoctor::pairs::render::table(&report)),

@@ -119,9 +119,14 @@ if [ -f "$HERE/table/$a+$b.hang" ]; then
 fi
 cat "$HERE/table/$a+$b.log" || exit 1
 "#;
+        // `mpirun --version` as Open MPI 4.1 prints it.
         let mpirun = format!(
             r#"#!/bin/sh
 HERE=$(dirname "$0")
+if [ "$1" = "--version" ]; then
+  printf 'mpirun (Open MPI) 4.1.6\n\nReport bugs to http://www.open-mpi.org/community/help/\n'
+  exit 0
+fi
 np=""; per_node=""; hosts=""
 all="$*"
 while [ $# -gt 0 ]; do
@@ -489,6 +494,11 @@ fn all_fast_exits_zero_after_one_round_with_an_odd_host_count() {
         stdout.contains("o5 + o1") && stdout.contains("no suspect"),
         "{stdout}"
     );
+    // The MPI behind mpirun, from its `--version`, with the results.
+    assert!(
+        stdout.contains("note: launcher: mpirun (Open MPI) 4.1.6"),
+        "{stdout}"
+    );
     assert!(String::from_utf8_lossy(&text.stderr).contains("gpudoctor: pairs: round 1"));
 }
 
@@ -512,4 +522,32 @@ fn usage_errors_say_what_to_give() {
         .unwrap();
     assert_eq!(one.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&one.stderr).contains("at least two"));
+}
+
+/// An mpirun that is MPICH's Hydra would fail every pair on `--host` and `-x`: refused before
+/// any pair runs, saying why.
+#[test]
+fn an_mpirun_that_is_not_open_mpi_is_refused_before_any_pair() {
+    let dir = common::tempdir().unwrap();
+    let path = dir.path().join("mpirun");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\nif [ \"$1\" = \"--version\" ]; then printf 'HYDRA build details:\\n    Version:                                 4.0.2\\n'; exit 0; fi\ntouch \"$(dirname \"$0\")/ran\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        .args(["pairs", "--hosts", "a,b", "--launcher"])
+        .arg(&path)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not Open MPI's") && stderr.contains("HYDRA"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("ran").exists(), "a pair ran");
 }

@@ -103,6 +103,34 @@ impl LaunchPlan {
     }
 }
 
+/// What `mpirun --version` says about the MPI behind it: Open MPI's (`mpirun (Open MPI) 4.1.6`,
+/// `prterun (PRRTE) 3.0.2` for Open MPI 5's launcher) is what [`LaunchPlan::argv`] speaks;
+/// MPICH's and Intel MPI's Hydra (`HYDRA build details:`, `Intel(R) MPI Library`) take
+/// `-hosts` and `-genv` instead, and every pair would fail on `--host`/`-x`.
+pub fn which_mpi(version_output: &str) -> Result<Option<String>, String> {
+    let first = |t: &str| {
+        t.lines()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_string())
+    };
+    if ["Open MPI", "OpenRTE", "PRRTE"]
+        .iter()
+        .any(|k| version_output.contains(k))
+    {
+        return Ok(first(version_output));
+    }
+    if ["HYDRA", "MPICH", "Intel(R) MPI"]
+        .iter()
+        .any(|k| version_output.contains(k))
+    {
+        return Err(format!(
+            "this mpirun is not Open MPI's ({}): it takes -hosts and -genv, not --host and -x; give --launcher the path of Open MPI's mpirun, or use srun",
+            first(version_output).unwrap_or_default()
+        ));
+    }
+    Ok(None)
+}
+
 /// `--env KEY=VALUE` checked: a name of letters, digits and `_` (values may hold commas:
 /// `NCCL_IB_HCA=mlx5_0:1,mlx5_1:1`).
 pub fn parse_env(item: &str) -> Result<(String, String), String> {
@@ -147,6 +175,20 @@ mod tests {
             plan(LauncherKind::Srun).argv("gpu01", "gpu02").join(" "),
             "srun --nodes=2 --nodelist=gpu01,gpu02 --ntasks-per-node=8 --export=ALL --mca btl ^openib /opt/nccl-tests/build/all_reduce_perf -b 1G -g 1"
         );
+    }
+
+    #[test]
+    fn tells_open_mpi_from_hydra() {
+        // `mpirun --version` as Open MPI 4.1 prints it (a DIRAC build log on a cluster).
+        assert_eq!(
+            which_mpi(
+                "mpirun (Open MPI) 4.1.1\n\nReport bugs to http://www.open-mpi.org/community/help/\n"
+            ),
+            Ok(Some("mpirun (Open MPI) 4.1.1".to_string()))
+        );
+        assert!(which_mpi("HYDRA build details:\n    Version: 4.0.2\n").is_err());
+        assert!(which_mpi("Intel(R) MPI Library for Linux* OS, Version 2021.9\n").is_err());
+        assert_eq!(which_mpi("something else\n"), Ok(None));
     }
 
     #[test]

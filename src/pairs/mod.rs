@@ -143,6 +143,31 @@ struct Raw {
     killed: Vec<String>,
 }
 
+/// Before any pair: for `mpirun`, that it starts and is Open MPI's (`--version`, 10 s). `Err`
+/// is a usage error to print; `Ok` may carry a note (the MPI it found, or that it could not
+/// tell).
+pub fn check_launcher(plan: &LaunchPlan) -> Result<Option<String>, String> {
+    if plan.kind != LauncherKind::Mpirun {
+        return Ok(None);
+    }
+    let argv = vec![plan.program.clone(), "--version".to_string()];
+    let out = run_command_keeping(&argv, &[], Duration::from_secs(10), &mut |_| {}, 4096)
+        .map_err(|e| format!("--launcher {}: cannot start it: {e}", plan.program))?;
+    if out.timed_out {
+        return Err(format!(
+            "--launcher {}: `--version` did not answer within 10 s",
+            plan.program
+        ));
+    }
+    Ok(match launch::which_mpi(&out.transcript)? {
+        Some(version) => Some(format!("launcher: {version}")),
+        None => Some(format!(
+            "could not tell which MPI `{} --version` belongs to; the commands are Open MPI's",
+            plan.program
+        )),
+    })
+}
+
 /// Run the rounds.
 pub fn run(options: &PairsOptions) -> PairsReport {
     let hosts = &options.hosts;
