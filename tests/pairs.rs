@@ -117,7 +117,10 @@ if [ -f "$HERE/table/$a+$b.hang" ]; then
   sleep "$t" & echo $! >> "$HERE/pids"
   wait
 fi
+echo start >> "$HERE/events"
+if [ -f "$HERE/slow" ]; then sleep 1; fi
 cat "$HERE/table/$a+$b.log" || exit 1
+echo end >> "$HERE/events"
 "#;
         // `mpirun --version` as Open MPI 4.1 prints it.
         let mpirun = format!(
@@ -261,12 +264,16 @@ fn one_slow_node_among_eight_is_named_within_three_rounds() {
             Pair::Ib(jitter(a, b))
         }
     });
+    // --parallel 3: round one's four pairs run as three, then one (each run takes 1 s, so the three overlap).
+    std::fs::write(cluster.dir.path().join("slow"), "").unwrap();
     let (out, json) = pairs(
         &[
             "--hosts",
             &EIGHT.join(","),
             "--launcher",
             &cluster.launcher("mpirun"),
+            "--parallel",
+            "3",
         ],
         &[],
     );
@@ -275,6 +282,13 @@ fn one_slow_node_among_eight_is_named_within_three_rounds() {
         suspects(&json),
         vec![("node".to_string(), vec!["n6".to_string()])]
     );
+    let events = std::fs::read_to_string(cluster.dir.path().join("events")).unwrap();
+    let (mut running, mut most) = (0, 0);
+    for e in events.lines() {
+        running += if e == "start" { 1 } else { -1 };
+        most = most.max(running);
+    }
+    assert_eq!(most, 3, "pairs at once: {events}");
     assert!(json["rounds"].as_u64().unwrap() <= 3, "{json:#}");
     let evidence = json["suspects"][0]["evidence"].to_string();
     assert!(evidence.contains("slow"), "{evidence}");

@@ -63,6 +63,11 @@ pub struct PairsArgs {
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: Option<u64>,
 
+    /// Pairs run at once at most; a larger round runs in parts. Each running pair holds a
+    /// launcher and three pipes here.
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub parallel: u32,
+
     /// Rounds at most (round one pairs every host; later rounds re-pair suspects).
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub max_rounds: u32,
@@ -199,6 +204,7 @@ impl PairsArgs {
                 sweep,
             },
             timeout: Duration::from_secs(self.timeout.unwrap_or(DEFAULT_PAIR_TIMEOUT_SECS)),
+            parallel: self.parallel as usize,
             max_rounds: self.max_rounds,
             floor,
             launcher_env,

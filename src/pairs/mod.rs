@@ -45,6 +45,8 @@ pub struct PairsOptions {
     pub plan: LaunchPlan,
     /// Per pair; a pair still running then is killed with everything it started.
     pub timeout: Duration,
+    /// Pairs run at once at most (`--parallel`): a wave larger than this runs in parts.
+    pub parallel: usize,
     pub max_rounds: u32,
     /// The profile's multi-node busbw floor (GB/s) and where it comes from.
     pub floor: Option<(f64, String)>,
@@ -193,10 +195,12 @@ pub fn run(options: &PairsOptions) -> PairsReport {
                 options.timeout.as_secs()
             ),
         );
-        for wave in &waves {
-            raws.extend(run_wave(options, wave, round));
-            if crate::process::signals::interrupted().is_some() {
-                break;
+        'waves: for wave in &waves {
+            for part in wave.chunks(options.parallel.max(1)) {
+                raws.extend(run_wave(options, part, round));
+                if crate::process::signals::interrupted().is_some() {
+                    break 'waves;
+                }
             }
         }
         threshold = judge_threshold(&raws, threshold);
