@@ -168,6 +168,15 @@ set -- $all
         self.dir.path().join(name).display().to_string()
     }
 
+    /// `gpudoctor pairs --hosts HOSTS --launcher <this mpirun> EXTRA --format json`.
+    fn mpirun(&self, hosts: &[&str], extra: &[&str]) -> (Output, Value) {
+        let launcher = self.launcher("mpirun");
+        let hosts = hosts.join(",");
+        let mut args = vec!["--hosts", &hosts, "--launcher", &launcher];
+        args.extend_from_slice(extra);
+        pairs(&args, &[])
+    }
+
     /// `np|per_node|a|b|argv` per call.
     fn calls(&self) -> Vec<String> {
         std::fs::read_to_string(self.dir.path().join("calls"))
@@ -266,17 +275,7 @@ fn one_slow_node_among_eight_is_named_within_three_rounds() {
     });
     // --parallel 3: round one's four pairs run as three, then one (each run takes 1 s, so the three overlap).
     std::fs::write(cluster.dir.path().join("slow"), "").unwrap();
-    let (out, json) = pairs(
-        &[
-            "--hosts",
-            &EIGHT.join(","),
-            "--launcher",
-            &cluster.launcher("mpirun"),
-            "--parallel",
-            "3",
-        ],
-        &[],
-    );
+    let (out, json) = cluster.mpirun(&EIGHT, &["--parallel", "3"]);
     assert_eq!(out.status.code(), Some(1), "{json:#}");
     assert_eq!(
         suspects(&json),
@@ -389,17 +388,7 @@ fn a_hanging_pair_costs_its_timeout_and_leaves_no_process() {
         }
     });
     let started = Instant::now();
-    let (out, json) = pairs(
-        &[
-            "--hosts",
-            &hosts.join(","),
-            "--launcher",
-            &cluster.launcher("mpirun"),
-            "--timeout",
-            "2",
-        ],
-        &[],
-    );
+    let (out, json) = cluster.mpirun(&hosts, &["--timeout", "2"]);
     let took = started.elapsed();
     assert!(took >= Duration::from_secs(2), "{took:?}");
     let hung: Vec<&Value> = json["pairs"]
@@ -440,15 +429,7 @@ fn a_node_that_falls_back_to_sockets_is_named_as_such() {
             Pair::Ib(jitter(a, b))
         }
     });
-    let (out, json) = pairs(
-        &[
-            "--hosts",
-            &hosts.join(","),
-            "--launcher",
-            &cluster.launcher("mpirun"),
-        ],
-        &[],
-    );
+    let (out, json) = cluster.mpirun(&hosts, &[]);
     assert_eq!(out.status.code(), Some(1), "{json:#}");
     assert_eq!(
         suspects(&json),
@@ -470,15 +451,7 @@ fn a_node_that_falls_back_to_sockets_is_named_as_such() {
 fn all_fast_exits_zero_after_one_round_with_an_odd_host_count() {
     let hosts = ["o1", "o2", "o3", "o4", "o5"];
     let cluster = Cluster::new(&hosts, |a, b| Pair::Ib(jitter(a, b)));
-    let (out, json) = pairs(
-        &[
-            "--hosts",
-            &hosts.join(","),
-            "--launcher",
-            &cluster.launcher("mpirun"),
-        ],
-        &[],
-    );
+    let (out, json) = cluster.mpirun(&hosts, &[]);
     assert_eq!(out.status.code(), Some(0), "{json:#}");
     assert_eq!(json["rounds"], 1);
     let pairs = json["pairs"].as_array().unwrap();
