@@ -538,3 +538,27 @@ fn an_mpirun_that_is_not_open_mpi_is_refused_before_any_pair() {
     );
     assert!(!dir.path().join("ran").exists(), "a pair ran");
 }
+
+/// A hostfile that is a FIFO nobody writes, or a directory, is a usage error naming it within
+/// the read's bound, never a hang.
+#[test]
+fn a_hostfile_that_cannot_be_read_is_named() {
+    let dir = common::tempdir().unwrap();
+    let fifo = dir.path().join("hosts.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    for path in [fifo.as_path(), dir.path()] {
+        let started = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+            .args(["pairs", "--hostfile"])
+            .arg(path)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(2), "{}", path.display());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--hostfile"), "{stderr}");
+    }
+}

@@ -13,6 +13,8 @@ use crate::pairs::{PairsOptions, hosts};
 
 /// Per pair when not given: a full two-node sweep to 8 GiB takes one to two minutes.
 pub const DEFAULT_PAIR_TIMEOUT_SECS: u64 = 300;
+/// Largest hostfile read: 4096 hosts of long names with their slots fit in far less.
+const HOSTFILE_CAP: u64 = 4 << 20;
 /// GPUs per node when neither `--gpus-per-node` nor Slurm says (HGX and DGX nodes have 8).
 pub const DEFAULT_GPUS_PER_NODE: u32 = 8;
 
@@ -96,8 +98,16 @@ impl PairsArgs {
             }
             hosts::from_slurm_nodelist(list).map_err(|e| format!("--hosts: {e}"))?
         } else if let Some(file) = &self.hostfile {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| format!("--hostfile {}: {e}", file.display()))?;
+            // Bounded like every file named on the command line: a FIFO nobody writes, or a
+            // huge file, is an error naming it within seconds, never a hang.
+            let shown = format!("--hostfile {}", file.display());
+            let text = crate::source::rooted::read_named_file(
+                file,
+                &shown,
+                HOSTFILE_CAP,
+                Duration::from_secs(5),
+            )
+            .map_err(|e| e.to_string())?;
             slots = hosts::hostfile_slots(&text);
             hosts::from_hostfile(&text)
         } else if let Some(list) = var("SLURM_JOB_NODELIST") {
