@@ -19,14 +19,15 @@ use std::process::Output;
 
 use common::node::Node;
 
-/// The payload after a tag naming where it was planted.
+/// The payload after a tag naming where it was planted; the zero-width space and the BOM at its
+/// end are invisible (issue 41): `gpu01` and `gpu01\u{200b}` look alike.
 fn payload(tag: &str) -> String {
-    format!("{tag}\x1b[31m\x1b]0;pwned\x07\r\u{9b}2J\u{202e}")
+    format!("{tag}\x1b[31m\x1b]0;pwned\x07\r\u{9b}2J\u{202e}\u{200b}\u{feff}")
 }
 
 /// The payload as a human format must show it.
 fn shown(tag: &str) -> String {
-    format!("{tag}\\x1b[31m\\x1b]0;pwned\\x07\\r\\u{{9b}}2J\\u{{202e}}")
+    format!("{tag}\\x1b[31m\\x1b]0;pwned\\x07\\r\\u{{9b}}2J\\u{{202e}}\\u{{200b}}\\u{{feff}}")
 }
 
 /// What survives the NCCL parser: it reads a line with controls in it (issue 13), dropping
@@ -36,7 +37,9 @@ fn nccl_payload(tag: &str) -> String {
     format!("{tag}\r\u{9b}2J\u{202e}")
 }
 
-const RAW: [char; 5] = ['\x1b', '\x07', '\r', '\u{9b}', '\u{202e}'];
+const RAW: [char; 7] = [
+    '\x1b', '\x07', '\r', '\u{9b}', '\u{202e}', '\u{200b}', '\u{feff}',
+];
 
 fn assert_clean(what: &str, out: &Output) {
     let text = String::from_utf8_lossy(&out.stdout);
@@ -230,17 +233,20 @@ fn prometheus_label_values_show_the_payload_escaped_and_parse() {
 
 /// A character no output may carry raw (issue 30): C0 controls but the newline and tab of the
 /// output's own layout, DEL, C1, the bidi embeddings, overrides, isolates and implicit marks,
-/// and the line and paragraph separators.
+/// and the line and paragraph separators; and (issue 41) the invisible ones: zero-width space,
+/// joiners, word joiner, BOM, soft hyphen, tag characters.
 fn forbidden(c: char) -> bool {
     matches!(c,
         '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
         | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}'
-        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        | '\u{ad}' | '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}' | '\u{e0001}')
 }
 
 /// Every kind of character [`forbidden`] names, in one value: CSI colour, an OSC title ended by
-/// BEL, CR, LF, NUL, DEL, C1 (NEL, CSI), bidi override and isolate, ALM, LRM, RLM, LS, PS.
-const HOSTILE: &str = "\x1b[31m\x1b]0;pwned\x07\r\n\u{0}\u{7f}\u{85}\u{9b}2J\u{202e}\u{2066}\u{61c}\u{200e}\u{200f}\u{2028}\u{2029}";
+/// BEL, CR, LF, NUL, DEL, C1 (NEL, CSI), bidi override and isolate, ALM, LRM, RLM, LS, PS,
+/// zero-width space and joiner, word joiner, BOM, soft hyphen, a tag character.
+const HOSTILE: &str = "\x1b[31m\x1b]0;pwned\x07\r\n\u{0}\u{7f}\u{85}\u{9b}2J\u{202e}\u{2066}\u{61c}\u{200e}\u{200f}\u{2028}\u{2029}\u{200b}\u{200d}\u{2060}\u{feff}\u{ad}\u{e0001}";
 
 /// Where `out` carries a [`forbidden`] character raw: `what stream: 'c' in …excerpt…`.
 fn leaks(what: &str, out: &Output, found: &mut Vec<String>) {
@@ -413,7 +419,9 @@ fn hostile_saved_reports_reach_no_output_raw() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("\\u009b2J\\u202e\\u2066\\u061c\\u200e\\u200f\\u2028\\u2029"),
+        text.contains(
+            "\\u009b2J\\u202e\\u2066\\u061c\\u200e\\u200f\\u2028\\u2029\\u200b\\u200d\\u2060\\ufeff\\u00ad\\udb40\\udc01"
+        ),
         "{text}"
     );
     let file = fleet.join(format!("node-{hostname:02}.json"));
@@ -424,7 +432,7 @@ fn hostile_saved_reports_reach_no_output_raw() {
     let out = common::gpudoctor(&["fleet", dir, "--all"]);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&format!(
-            "node-{hostname:02}\\x1b[31m\\x1b]0;pwned\\x07\\r\\n\\x00\\x7f\\u{{85}}\\u{{9b}}2J\\u{{202e}}\\u{{2066}}\\u{{61c}}\\u{{200e}}\\u{{200f}}\\u{{2028}}\\u{{2029}}"
+            "node-{hostname:02}\\x1b[31m\\x1b]0;pwned\\x07\\r\\n\\x00\\x7f\\u{{85}}\\u{{9b}}2J\\u{{202e}}\\u{{2066}}\\u{{61c}}\\u{{200e}}\\u{{200f}}\\u{{2028}}\\u{{2029}}\\u{{200b}}\\u{{200d}}\\u{{2060}}\\u{{feff}}\\u{{ad}}\\u{{e0001}}"
         )),
         "{}",
         String::from_utf8_lossy(&out.stdout)

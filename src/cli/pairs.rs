@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::ListFormat;
-use crate::pairs::launch::{self, LaunchPlan};
+use crate::pairs::launch::{self, LaunchPlan, LauncherKind};
 use crate::pairs::{PairsOptions, hosts};
 
 /// Per pair when not given: a full two-node sweep to 8 GiB takes one to two minutes.
@@ -90,13 +90,17 @@ impl PairsArgs {
         let mut slots = None;
         let listed = if let Some(list) = &self.hosts {
             // Slurm's bracket ranges work here too (`gpu[01-08]`); a `:N` count does not
-            // belong in a host name.
-            if list.contains(':') {
+            // belong in a host name (an IPv6 address is a host, bare or in brackets).
+            let counted = hosts::from_list(list)
+                .into_iter()
+                .find(|item| item.contains(':') && hosts::ipv6_item(item).is_none());
+            if let Some(item) = counted {
                 return Err(format!(
-                    "--hosts {list}: host names only; give the GPUs per node with --gpus-per-node"
+                    "--hosts {list}: `{item}`: host names only; give the GPUs per node with --gpus-per-node"
                 ));
             }
-            hosts::from_slurm_nodelist(list).map_err(|e| format!("--hosts: {e}"))?
+            let listed = hosts::from_slurm_nodelist(list).map_err(|e| format!("--hosts: {e}"))?;
+            checked(listed, "--hosts")?
         } else if let Some(file) = &self.hostfile {
             // Bounded like every file named on the command line: a FIFO nobody writes, or a
             // huge file, is an error naming it within seconds, never a hang.
@@ -108,10 +112,13 @@ impl PairsArgs {
                 Duration::from_secs(5),
             )
             .map_err(|e| e.to_string())?;
-            slots = hosts::hostfile_slots(&text);
-            hosts::from_hostfile(&text)
+            let read = hosts::parse_hostfile(&text).map_err(|e| format!("{shown}: {e}"))?;
+            slots = read.slots;
+            read.hosts
         } else if let Some(list) = var("SLURM_JOB_NODELIST") {
-            hosts::from_slurm_nodelist(list).map_err(|e| format!("SLURM_JOB_NODELIST: {e}"))?
+            let listed =
+                hosts::from_slurm_nodelist(list).map_err(|e| format!("SLURM_JOB_NODELIST: {e}"))?;
+            checked(listed, "SLURM_JOB_NODELIST")?
         } else {
             return Err("no hosts: give --hosts a,b,... or --hostfile FILE, or run inside a Slurm allocation (SLURM_JOB_NODELIST)".to_string());
         };
@@ -127,6 +134,12 @@ impl PairsArgs {
         }
         let (kind, program) =
             launch::resolve(self.launcher.as_deref(), var("SLURM_JOB_ID").is_some())?;
+        if let Some(address) = hosts
+            .iter()
+            .find(|h| hosts::check(h) == Ok(hosts::Kind::Ipv6))
+        {
+            return Err(ipv6_refused(address, kind));
+        }
         let extra = match &self.launcher_args {
             Some(a) => crate::source::nccl::split_command(a)
                 .map_err(|e| format!("--launcher-args: {e}"))?,
@@ -221,5 +234,29 @@ impl PairsArgs {
             progress: true,
             notes,
         })
+    }
+}
+
+/// Every host of a list checked as a host (`pairs::hosts::check`), the error naming the list.
+fn checked(listed: Vec<String>, from: &str) -> Result<Vec<String>, String> {
+    for host in &listed {
+        hosts::check(host).map_err(|e| format!("{from}: {e}"))?;
+    }
+    Ok(listed)
+}
+
+/// Why an IPv6 address cannot be a host of the launcher's command. Open MPI's `--host` cuts
+/// each entry at its first `:` for a slot count, brackets or not (Open MPI 4.1
+/// `orte/util/dash_host/dash_host.c`, and PRRTE's `dash_host.c` under Open MPI 5:
+/// `strchr(mini_map[i], ':')`), so `fd00::1:8` would be the host `fd00`; srun's `--nodelist`
+/// takes Slurm node names (slurm.conf `NodeName`), not addresses.
+fn ipv6_refused(address: &str, kind: LauncherKind) -> String {
+    match kind {
+        LauncherKind::Mpirun => format!(
+            "`{address}`: mpirun's --host cannot take an IPv6 address (Open MPI cuts a --host entry at its first `:`); give the host's name (DNS or /etc/hosts on every node)"
+        ),
+        LauncherKind::Srun => format!(
+            "`{address}`: srun's --nodelist takes Slurm node names, not addresses; give the node's name as slurm.conf has it"
+        ),
     }
 }

@@ -1,5 +1,6 @@
 //! `gpudoctor pairs` output: the suspects with the runs that convict them, then a table of
-//! every pair by round (plain text, safe to paste) or the report as JSON.
+//! every pair by round (plain text, safe to paste) or the report as JSON. Both escape what came
+//! from the cluster (`text::sanitize`: `text` for the table, `json` for the JSON).
 
 use super::plan::{Findings, HostId};
 use super::{PairResult, PairStatus, PairsReport, Suspect, SuspectKind};
@@ -234,6 +235,12 @@ pub fn table(report: &PairsReport) -> String {
     out
 }
 
+/// The report as JSON, lossless, with the characters serde_json leaves raw (DEL, C1, bidi
+/// controls, invisible characters) escaped as `\uXXXX` like every JSON output
+/// (`text::sanitize::json`): host names, the launcher's version line, failure details and
+/// killed processes come from the cluster.
 pub fn json(report: &PairsReport) -> String {
-    serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    crate::text::sanitize::json(
+        serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")),
+    )
 }
