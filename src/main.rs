@@ -191,14 +191,22 @@ fn fleet(args: &FleetArgs) -> anyhow::Result<i32> {
     use gpudoctor::fleet;
     let loaded = match &args.prometheus {
         Some(url) => {
-            match fleet::prometheus::load(url, std::time::Duration::from_secs(args.timeout)) {
+            // A URL that is not one (a control character in it, https) is a usage error before
+            // any connection; a server that cannot be read, inconclusive.
+            let timeout = std::time::Duration::from_secs(args.timeout);
+            let loaded = fleet::prometheus::http::Server::parse(url)
+                .map_err(|why| (exit::USAGE, why))
+                .and_then(|server| {
+                    fleet::prometheus::load(&server, timeout).map_err(|w| (exit::INCONCLUSIVE, w))
+                });
+            match loaded {
                 Ok(loaded) => loaded,
-                Err(why) => {
+                Err((code, why)) => {
                     eprintln!(
                         "gpudoctor: fleet --prometheus: {}",
                         gpudoctor::text::sanitize::text(&why)
                     );
-                    return Ok(exit::INCONCLUSIVE);
+                    return Ok(code);
                 }
             }
         }

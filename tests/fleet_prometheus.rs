@@ -300,3 +300,117 @@ fn a_prometheus_that_is_not_there_or_not_prometheus_is_named() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// Issue 41: the URL's path went into the request line as written, so a CR/LF in it (raw, or
+/// `%0d%0a`) reached the server as a header and a second request. A URL with a control
+/// character is a usage error, said before any connection.
+#[test]
+fn a_url_with_a_control_character_is_refused_before_any_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    for url in [
+        "http://127.0.0.1:1/a%0d%0aX".to_string(),
+        format!("http://127.0.0.1:{port}/a%0d%0aX-Injected:%201"),
+        format!("http://127.0.0.1:{port}/a\r\nX-Injected: 1\r\n\r\nGET /b"),
+        format!("http://127.0.0.1:{port}/a\nb"),
+        format!("http://127.0.0.1:{port}/\u{85}"),
+        format!("http://127.0.0.1:{port}/a b"),
+    ] {
+        let out = common::gpudoctor(&["fleet", "--prometheus", &url]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url:?}: {err}");
+        assert!(
+            err.contains("cannot stand in a URL") || err.contains("encoded control character"),
+            "{url:?}: {err}"
+        );
+        assert!(!err.contains(['\r', '\u{85}']), "{err:?}");
+        assert_eq!(err.lines().count(), 1, "{err:?}");
+        assert!(out.stdout.is_empty());
+    }
+    assert!(
+        listener.accept().is_err(),
+        "a refused URL's server was connected to"
+    );
+}
+
+/// A Prometheus API answer holding `series`: (labels, value as Prometheus writes it).
+fn api_answer(series: &[(Value, &str)]) -> String {
+    let result: Vec<Value> = series
+        .iter()
+        .map(|(metric, value)| json!({"metric": metric, "value": [1_772_359_200.0, value]}))
+        .collect();
+    json!({"status": "success", "data": {"resultType": "vector", "result": result}}).to_string()
+}
+
+/// Issue 41: a gauge's value can be anything Prometheus holds — `NaN`, `+Inf`, `1e308`, a
+/// string of hundreds of digits — and was printed with Rust's `{}`/`{:.1}`, 309 digits for
+/// `1e308`. Every output shows it bounded.
+#[test]
+fn absurd_sample_values_are_shown_bounded() {
+    let mut series = Vec::new();
+    let huge = format!("1{}", "0".repeat(300));
+    for (i, busbw) in ["4.8e11", "4.81e11", "1e308"].iter().enumerate() {
+        let target = |mut labels: Value| {
+            labels["job"] = json!("node-exporter");
+            labels["instance"] = json!(format!("10.0.0.{i}:9100"));
+            labels
+        };
+        series.push((
+            target(json!({"__name__": "gpudoctor_info", "node": format!("gpu-{i}"),
+                "version": "0.1.0", "schema_version": "3", "profile": "hgx-h100", "source": "live"})),
+            "1",
+        ));
+        series.push((target(json!({"__name__": "gpudoctor_exit_code"})), "0"));
+        series.push((
+            target(
+                json!({"__name__": "gpudoctor_nccl_busbw_peak_bytes_per_second",
+                "test": "all_reduce", "nodes": "1", "ranks": "8"}),
+            ),
+            busbw,
+        ));
+        if i == 2 {
+            for (layer, value) in [
+                ("driver", "1e308"),
+                ("rdma", "NaN"),
+                ("nvlink", huge.as_str()),
+            ] {
+                series.push((
+                    target(json!({"__name__": "gpudoctor_layer_status", "layer": layer})),
+                    value,
+                ));
+            }
+            series.push((
+                target(
+                    json!({"__name__": "gpudoctor_check_status", "layer": "driver",
+                    "check": "driver.xid_events"}),
+                ),
+                "+Inf",
+            ));
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let port = serve(api_answer(&series), stop.clone());
+    let url = format!("http://127.0.0.1:{port}");
+    for format in ["table", "markdown", "json"] {
+        let out = common::gpudoctor(&["fleet", "--prometheus", &url, "--all", "--format", format]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let longest = text
+            .split(|c: char| !c.is_ascii_digit())
+            .map(str::len)
+            .max()
+            .unwrap_or(0);
+        assert!(longest <= 20, "{format}: a {longest}-digit number:\n{text}");
+        assert!(text.contains("gpu-2"), "{format}:\n{text}");
+        if format == "table" {
+            assert!(text.contains("unknown (1e308)"), "{text}");
+            assert!(text.contains("1e299 GB/s"), "{text}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+}

@@ -377,9 +377,9 @@ pub fn show_value(name: &str, value: f64) -> String {
     }
 }
 
+/// One decimal at most, bounded in length (`1e308` is not 309 digits): `text::number::short`.
 fn trim(v: f64) -> String {
-    let text = format!("{v:.1}");
-    text.strip_suffix(".0").map(str::to_string).unwrap_or(text)
+    crate::text::number::short(v)
 }
 
 /// Rates compare with [`RATE_TOLERANCE`]; counts exactly.

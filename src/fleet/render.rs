@@ -59,7 +59,7 @@ fn spread_line(s: &Spread) -> String {
 
 fn outlier_line(o: &Outlier) -> String {
     let z =
-        o.z.map(|z| format!("modified z {z:.1}"))
+        o.z.map(|z| format!("modified z {}", crate::text::number::one_decimal(z)))
             .unwrap_or_else(|| "mad 0: most nodes agree exactly".into());
     format!(
         "{} {}: {} {} (median {} of {} node(s), {z})",
@@ -209,7 +209,7 @@ fn md_spread(s: &Spread) -> String {
 
 fn md_outlier(o: &Outlier) -> String {
     let z =
-        o.z.map(|z| format!("modified z {z:.1}"))
+        o.z.map(|z| format!("modified z {}", crate::text::number::one_decimal(z)))
             .unwrap_or_else(|| "mad 0: most nodes agree exactly".into());
     format!(
         "{} {}: {} {} (median {} of {} node(s), {z})",

@@ -1,9 +1,11 @@
 //! Text helpers used on more than one floor: node text made safe for a terminal
 //! ([`sanitize`]), word wrapping to the terminal's width ([`wrap`]), and column grids
-//! ([`grid`]), acronyms and units as people write them ([`wording`]), and what a driver version looks like ([`is_driver_version`]). Plain functions of
+//! ([`grid`]), acronyms and units as people write them ([`wording`]), numbers bounded in length
+//! ([`number`]), and what a driver version looks like ([`is_driver_version`]). Plain functions of
 //! strings; nothing here knows a report, a source or a check.
 
 pub mod grid;
+pub mod number;
 pub mod sanitize;
 pub mod wording;
 pub mod wrap;

@@ -27,7 +27,23 @@ pub struct Server {
 
 impl Server {
     /// Read `http://host[:port][/prefix]`; what is wrong with anything else, said plainly.
+    /// A URL is printable ASCII (RFC 3986 §2): a control character, a space or any other
+    /// character — raw, or percent-encoded control (`%0d%0a`) — is refused before any
+    /// connection, since the prefix is written into the request line as it is, and a CR/LF there
+    /// would end it and add headers or a second request of the caller's choosing.
     pub fn parse(url: &str) -> Result<Server, String> {
+        if let Some(c) = url.chars().find(|c| !c.is_ascii_graphic()) {
+            return Err(format!(
+                "`{}`: {c:?} cannot stand in a URL (printable ASCII only; percent-encode anything else)",
+                url.escape_debug()
+            ));
+        }
+        if let Some(at) = encoded_control(url) {
+            return Err(format!(
+                "`{url}`: `{}` is an encoded control character, which no server address needs",
+                url.get(at..at + 3).unwrap_or("%")
+            ));
+        }
         let rest = if let Some(rest) = url.strip_prefix("http://") {
             rest
         } else if url.starts_with("https://") {
@@ -80,6 +96,15 @@ impl Server {
         };
         format!("http://{host}:{}{}", self.port, self.prefix)
     }
+}
+
+/// Where `url` holds a percent-encoded control character (`%00`–`%1F`, `%7F`).
+fn encoded_control(url: &str) -> Option<usize> {
+    url.match_indices('%').map(|(i, _)| i).find(|&i| {
+        url.get(i + 1..i + 3)
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+            .is_some_and(|b| b < 0x20 || b == 0x7f)
+    })
 }
 
 /// `GET path?query` on `server`, everything within `timeout`; the body of a `200` answer.
@@ -287,6 +312,26 @@ mod tests {
         ] {
             assert!(Server::parse(bad).is_err(), "{bad}");
         }
+        // Issue 41: CR/LF would end the request line and add a header and a second request.
+        for bad in [
+            "http://127.0.0.1:1/a\r\nX-Injected: 1",
+            "http://127.0.0.1:1/a\nGET /b",
+            "http://127.0.0.1:1/a%0d%0aX",
+            "http://127.0.0.1:1/a%0A",
+            "http://127.0.0.1:1/a%7f",
+            "http://p\u{85}:9090",
+            "http://p:9090/a b",
+            "http://p:9090/\u{202e}",
+            "http://p\t:9090",
+        ] {
+            let err = Server::parse(bad).unwrap_err();
+            assert!(!err.contains(['\r', '\n', '\u{85}']), "{err}");
+        }
+        // An ordinary encoded character is a path like any other.
+        assert_eq!(
+            Server::parse("http://p:9090/a%20b").unwrap().prefix,
+            "/a%20b"
+        );
     }
 
     #[test]

@@ -86,11 +86,11 @@ fn parsed<'b>(url: &str, expr: &str, body: &'b [u8]) -> Result<Vec<Sample<'b>>, 
     parse_answer(body).map_err(|e| format!("{url}: `{expr}`: {e}"))
 }
 
-/// Read the fleet from the Prometheus server at `url`.
-pub fn load(url: &str, timeout: Duration) -> Result<Loaded, String> {
-    let server = http::Server::parse(url)?;
+/// Read the fleet from the Prometheus server at `server` (`http::Server::parse` of the URL
+/// given: a usage error before this when it is not one).
+pub fn load(server: &http::Server, timeout: Duration) -> Result<Loaded, String> {
     let url = server.url();
-    let ask = |expr: &'static str| fetch(&server, expr, timeout);
+    let ask = |expr: &'static str| fetch(server, expr, timeout);
     let bodies = [
         ask(SERIES_QUERY)?,
         ask(CHECKS_QUERY)?,

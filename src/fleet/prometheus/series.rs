@@ -208,7 +208,8 @@ pub(super) fn status_of(value: f64, schema: u32) -> String {
     };
     let i = value as usize;
     if value.fract() != 0.0 || value < 0.0 || i >= order.len() {
-        return format!("unknown ({value})");
+        // Any value can arrive (`1e308`, `NaN`): shown bounded, never in 309 digits.
+        return format!("unknown ({})", crate::text::number::short(value));
     }
     order[i].as_str().to_string()
 }
