@@ -190,8 +190,9 @@ pub enum Command {
         "Two reports of one host: the worse verdict is summarised (then the file modified last),\n",
         "never the one a report's own timestamp favours; the warning names both files.\n",
         "\n",
-        "Exit codes: 0 no check fails and no outlier, 1 a check fails on some node or a node is an\n",
-        "outlier, 2 usage error (no readable report), 4 internal error"
+        "Exit codes: 0 no node failing and no outlier, 1 a node's report failed (a check failed,\n",
+        "or a warning under --strict) or a node is an outlier, 2 usage error (no readable report,\n",
+        "a --prometheus URL that is not one), 3 Prometheus could not be read, 4 internal error"
     ))]
     Fleet(FleetArgs),
     /// Find the slow node or link of a multi-node job: a two-node nccl-tests run per pair of

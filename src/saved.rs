@@ -178,6 +178,56 @@ pub fn read_text(path: &Path) -> Result<String, ReadError> {
         .map_err(|e| ReadError::Unreadable(shown(e)))
 }
 
+/// How far ahead of this machine's clock a report's time may be and still count as made now:
+/// the nodes' clocks and this one's differ by seconds under NTP, by minutes without it. Beyond
+/// this, the report's age is unknown — its node's clock is wrong, or the file was edited — and
+/// it is stale, never "current" for as long as the wrong date lies ahead (a report dated 2099
+/// would otherwise stay fresh for seventy years).
+pub const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
+
+/// How a report's `generated_at` stands against a clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Age {
+    /// No time, or one that is not RFC 3339.
+    Unknown,
+    /// This old; a time up to [`CLOCK_SKEW`] ahead counts as made now (zero).
+    Old(Duration),
+    /// Dated this far ahead of the clock, more than [`CLOCK_SKEW`]: its age is unknown.
+    Ahead(Duration),
+}
+
+impl Age {
+    /// The age of a report made at `generated_at`, at `now`.
+    pub fn of(generated_at: Option<&str>, now: std::time::SystemTime) -> Age {
+        let Some(made) = generated_at.and_then(crate::time::unix_seconds) else {
+            return Age::Unknown;
+        };
+        let now = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        match made.checked_sub(now) {
+            Some(ahead) if ahead > CLOCK_SKEW.as_secs() => Age::Ahead(Duration::from_secs(ahead)),
+            Some(_) => Age::Old(Duration::ZERO),
+            None => Age::Old(Duration::from_secs(now - made)),
+        }
+    }
+
+    /// Why a report of this age is stale against `limit`, or `None` when it is not: older than
+    /// the limit (`7200 s old`), dated in the future (`dated 3 days in the future; clock
+    /// skew?`), or of no time at all when `unknown_is_stale`.
+    pub fn stale(self, limit: Duration, unknown_is_stale: bool) -> Option<String> {
+        match self {
+            Age::Old(age) if age > limit => Some(format!("{} s old", age.as_secs())),
+            Age::Old(_) => None,
+            Age::Ahead(ahead) => Some(format!(
+                "dated {} in the future; clock skew?",
+                crate::time::span(ahead.as_secs_f64())
+            )),
+            Age::Unknown => unknown_is_stale.then(|| "of unknown age".to_string()),
+        }
+    }
+}
+
 /// Parse a report's text leniently.
 pub fn parse(text: &str) -> Result<SavedReport, ReadError> {
     serde_json::from_str(text).map_err(|e| ReadError::NotAReport(shown(e)))
@@ -251,6 +301,38 @@ mod tests {
         for c in ['\x1b', '\x07', '\u{9b}', '\u{202e}', '\u{2028}'] {
             assert!(!text.contains(c), "{text}");
         }
+    }
+
+    #[test]
+    fn a_report_from_the_future_is_stale_beyond_the_clock_skew() {
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_772_359_200); // 2026-03-01T10:00:00Z
+        let of = |t: &str| Age::of(Some(t), now);
+        let hour = Duration::from_secs(3600);
+        assert_eq!(of("2026-03-01T09:00:00Z"), Age::Old(hour));
+        assert_eq!(of("2026-03-01T09:00:00Z").stale(hour, true), None);
+        assert_eq!(
+            of("2026-03-01T08:00:00Z").stale(hour, true).as_deref(),
+            Some("7200 s old")
+        );
+        // Within the skew: made now.
+        assert_eq!(of("2026-03-01T10:04:00Z"), Age::Old(Duration::ZERO));
+        assert_eq!(of("2026-03-01T10:04:00Z").stale(hour, true), None);
+        // Beyond it: stale whatever the limit, saying why (issue 41: a 2099 report was current).
+        assert_eq!(
+            of("2026-03-01T10:06:00Z"),
+            Age::Ahead(Duration::from_secs(360))
+        );
+        let why = of("2099-01-01T00:00:00Z").stale(hour, false).unwrap();
+        assert!(
+            why.starts_with("dated ") && why.ends_with(" in the future; clock skew?"),
+            "{why}"
+        );
+        assert_eq!(Age::of(None, now), Age::Unknown);
+        assert_eq!(Age::of(Some("yesterday"), now).stale(hour, false), None);
+        assert_eq!(
+            Age::of(None, now).stale(hour, true).as_deref(),
+            Some("of unknown age")
+        );
     }
 
     #[test]

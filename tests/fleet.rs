@@ -600,3 +600,126 @@ fn five_hundred_nodes_fit_one_screen_that_names_every_sick_node() {
         assert_eq!(codes, vec!["driver.gpu_on_pci"], "{node}: {codes:?}");
     }
 }
+
+/// `check --keep-going --strict --format json` of a fixture.
+fn strict_report(fixture: &str) -> Value {
+    let root = format!("fixtures/{fixture}");
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        &root,
+        "--keep-going",
+        "--strict",
+        "--format",
+        "json",
+    ]);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Issue 41: `check --strict` made a node's warning its failure (exit 1, and its NPD condition
+/// says problem). The fleet counted that node failing and still exited 0: the count and the
+/// exit code now say the same — the node's own verdict (docs/triage.md).
+#[test]
+fn a_warning_under_strict_fails_the_fleet_as_it_failed_the_node() {
+    let scratch = common::tempdir().unwrap();
+    let mut warned = strict_report("h100-kubelet-managers-misaligned");
+    assert_eq!(warned["exit_code"], 1);
+    assert!(warned["first_failure"].is_null(), "{warned:#}");
+    warned["node"]["hostname"] = json!("gpu-strict");
+    write(scratch.path(), "gpu-strict.json", &warned);
+    for i in 1..=3 {
+        let mut r = report("hgx-h100-healthy");
+        r["node"]["hostname"] = json!(format!("gpu-{i}"));
+        write(scratch.path(), &format!("gpu-{i}.json"), &r);
+    }
+    let (s, _, code) = summary(scratch.path());
+    assert_eq!(s["counts"]["failing"], 1, "{:#}", s["counts"]);
+    assert_eq!(
+        code, 1,
+        "counted failing, so the fleet fails: {:#}",
+        s["counts"]
+    );
+    assert_eq!(s["exit_code"], 1);
+    // The same report without --strict warns: counted as a warning, the fleet exits 0.
+    let mut lenient = report("h100-kubelet-managers-misaligned");
+    lenient["node"]["hostname"] = json!("gpu-strict");
+    write(scratch.path(), "gpu-strict.json", &lenient);
+    let (s, _, code) = summary(scratch.path());
+    assert_eq!((s["counts"]["failing"].clone(), code), (json!(0), 0));
+    assert_eq!(s["counts"]["warning"], 1);
+}
+
+/// Issue 41: a report dated in the future (its node's clock set wrong, or the file edited) has
+/// no age; beyond a small clock skew it is stale, saying why — in `fleet` and in `render
+/// --max-age` — never current until the date comes (a 2099 report was current for 73 years).
+#[test]
+fn a_report_dated_in_the_future_is_stale_saying_why() {
+    let scratch = common::tempdir().unwrap();
+    let now = std::time::SystemTime::now();
+    let at = |ahead: u64| gpudoctor::time::rfc3339(now + std::time::Duration::from_secs(ahead));
+    for (node, generated_at) in [
+        ("gpu-now", at(0)),
+        ("gpu-skewed", at(120)),
+        ("gpu-2099", "2099-01-01T00:00:00Z".to_string()),
+    ] {
+        let mut r = report("hgx-h100-healthy");
+        r["node"]["hostname"] = json!(node);
+        r["generated_at"] = json!(generated_at);
+        write(scratch.path(), &format!("{node}.json"), &r);
+    }
+    let (s, _, _) = summary(scratch.path());
+    let triage = |node: &str| {
+        s["triage"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["node"] == node)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(triage("gpu-now")["stale"], false);
+    // Two minutes ahead: clocks differ that much without NTP; made now.
+    assert_eq!(triage("gpu-skewed")["stale"], false, "{s:#}");
+    let future = triage("gpu-2099");
+    assert_eq!(future["stale"], true, "{future:#}");
+    assert!(
+        future["ahead_seconds"].as_u64() > Some(365 * 86_400),
+        "{future:#}"
+    );
+    assert!(future["age_seconds"].is_null(), "{future:#}");
+    assert_eq!(s["counts"]["stale"], 1);
+    let out = common::gpudoctor(&["fleet", scratch.path().to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("gpu-2099 (dated ") && text.contains(" in the future, stale: clock skew?)"),
+        "{text}"
+    );
+
+    // `render --npd-condition --max-age`: unknown (exit 2), saying why, not the node's state.
+    let file = scratch.path().join("gpu-2099.json");
+    let out = common::gpudoctor(&[
+        "render",
+        file.to_str().unwrap(),
+        "--npd-condition",
+        "gpu-hardware",
+        "--max-age",
+        "900",
+    ]);
+    let line = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{line}");
+    assert!(
+        line.starts_with("gpudoctor: report dated ")
+            && line.contains(" days in the future; clock skew? (--max-age 900)"),
+        "{line}"
+    );
+    let now_file = scratch.path().join("gpu-skewed.json");
+    let out = common::gpudoctor(&[
+        "render",
+        now_file.to_str().unwrap(),
+        "--npd-condition",
+        "gpu-hardware",
+        "--max-age",
+        "900",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", out);
+}

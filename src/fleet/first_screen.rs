@@ -18,10 +18,14 @@ const WIDTH: usize = 80;
 const NAMES_PER_CAUSE: usize = 24;
 
 fn age(n: &NodeTriage) -> String {
-    match n.age_seconds {
-        Some(s) if n.stale => format!("{}, stale", crate::time::span(s as f64)),
-        Some(s) => crate::time::span(s as f64),
-        None => "time unknown".into(),
+    match (n.age_seconds, n.ahead_seconds) {
+        (_, Some(ahead)) => format!(
+            "dated {} in the future, stale: clock skew?",
+            crate::time::span(ahead as f64)
+        ),
+        (Some(s), _) if n.stale => format!("{}, stale", crate::time::span(s as f64)),
+        (Some(s), _) => crate::time::span(s as f64),
+        (None, None) => "time unknown".into(),
     }
 }
 

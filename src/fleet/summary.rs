@@ -106,7 +106,8 @@ pub struct Summary {
     pub triage: Vec<NodeTriage>,
     /// Nodes that wrote lately and have nothing now (`--prometheus` only).
     pub unreachable: Vec<Unreachable>,
-    /// 1 when a check fails on some node or a node is an outlier, else 0.
+    /// 1 when a node's report failed (a check failed, or a warning under `--strict`: the verdict
+    /// its own exit code gave, counted in `counts.failing`) or a node is an outlier, else 0.
     pub exit_code: i32,
 }
 
@@ -139,10 +140,15 @@ pub fn summarise_at(loaded: &Loaded, now: SystemTime, stale_after: Duration) -> 
         .map(|c| c.code.as_str())
         .collect();
     let triage = triage::triage(&loaded.nodes, now, stale_after, &|code| wide.contains(code));
+    let counts = triage::counts(&triage, loaded.unreachable.len());
+    // A node is failing by its own verdict: a failed check, or its report's exit code 1 — what
+    // `check --strict` gives a warning (docs/report.md, "Exit code"), which the node's NPD
+    // condition reports as a problem too. The exit code says what the count says.
+    let failing = failing || counts.failing > 0;
     Summary {
         at: crate::time::rfc3339(now),
         stale_after_seconds: stale_after.as_secs(),
-        counts: triage::counts(&triage, loaded.unreachable.len()),
+        counts,
         triage,
         unreachable: loaded.unreachable.clone(),
         reports: loaded.nodes.len(),

@@ -8,7 +8,8 @@
 //! it is older than the threshold (`--stale`, default [`DEFAULT_STALE`]: three of the
 //! DaemonSet's five-minute runs, deploy/daemonset.yaml `GPUDOCTOR_INTERVAL`, the same age the
 //! NPD plugin stops trusting a saved report at): the node's gpudoctor stopped running, and its
-//! verdict may no longer hold.
+//! verdict may no longer hold. A report dated in the future beyond `saved::CLOCK_SKEW` is stale
+//! too: its node's clock is wrong, and how old it really is nobody knows.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -132,11 +133,10 @@ pub fn layer_rank(id: &str) -> usize {
         .unwrap_or(Layer::ALL.len())
 }
 
-/// How old a report is at `now`, by the time it says it was made; `None` without one.
-pub fn age(report: &SavedReport, now: SystemTime) -> Option<Duration> {
-    let made = crate::time::unix_seconds(report.generated_at.as_deref()?)?;
-    let now = now.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_secs();
-    Some(Duration::from_secs(now.saturating_sub(made)))
+/// How old a report is at `now`, by the time it says it was made (`saved::Age`: a time more
+/// than the clock skew ahead of `now` is no age at all).
+pub fn age(report: &SavedReport, now: SystemTime) -> saved::Age {
+    saved::Age::of(report.generated_at.as_deref(), now)
 }
 
 /// One node in the first screen.
@@ -146,9 +146,14 @@ pub struct NodeTriage {
     pub verdict: Verdict,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<Cause>,
-    /// Seconds since the report was made; absent when it says no time.
+    /// Seconds since the report was made; absent when it says no time, or a time in the future.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub age_seconds: Option<u64>,
+    /// Seconds the report is dated ahead of the summary's time, beyond the clock skew allowed
+    /// (`saved::CLOCK_SKEW`): its node's clock is wrong, its age unknown, and it is stale.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ahead_seconds: Option<u64>,
+    /// Older than the threshold, or dated in the future.
     pub stale: bool,
     /// Its cause fails on most nodes: counted in a fleet-wide fault, not listed alone.
     pub fleet_wide: bool,
@@ -195,6 +200,7 @@ pub fn triage(
             own_fault: None,
             cause: None,
             age_seconds: None,
+            ahead_seconds: None,
             stale: false,
         },
         |n| {
@@ -211,8 +217,16 @@ pub fn triage(
                     None
                 },
                 cause,
-                age_seconds: age.map(|a| a.as_secs()),
-                stale: age.is_some_and(|a| a > stale_after),
+                age_seconds: match age {
+                    saved::Age::Old(a) => Some(a.as_secs()),
+                    _ => None,
+                },
+                ahead_seconds: match age {
+                    saved::Age::Ahead(a) => Some(a.as_secs()),
+                    _ => None,
+                },
+                // A report of no time is not called stale: fleet shows "time unknown".
+                stale: age.stale(stale_after, false).is_some(),
             }
         },
     );

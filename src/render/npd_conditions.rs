@@ -175,32 +175,22 @@ pub fn answer(report: &Report, condition: Condition) -> (i32, String) {
 }
 
 /// [`answer`] from a report another rule saved: unknown when it is more than `max_age`
-/// seconds old or says not when it was made, so a check that stopped running is never read as
-/// a healthy node.
+/// seconds old, says not when it was made, or is dated in the future beyond the clock skew
+/// allowed (`saved::CLOCK_SKEW`: its age is unknown), so a check that stopped running is never
+/// read as a healthy node.
 pub fn answer_saved(report: &Report, condition: Condition, max_age: Option<u64>) -> (i32, String) {
     if let Some(max_age) = max_age {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let made = report
-            .generated_at
-            .as_deref()
-            .and_then(crate::time::unix_seconds);
-        let stale = match made {
-            Some(at) => now.saturating_sub(at) > max_age,
-            None => true,
-        };
-        if stale {
-            let age = made.map_or("of unknown age".to_string(), |at| {
-                format!("{} s old", now.saturating_sub(at))
-            });
-            return (
-                exit::INCONCLUSIVE,
-                fit(
-                    &format!("gpudoctor: the saved report is {age} (--max-age {max_age})"),
-                    MAX_MESSAGE_BYTES,
-                ),
-            );
+        let age =
+            crate::saved::Age::of(report.generated_at.as_deref(), std::time::SystemTime::now());
+        if let Some(why) = age.stale(std::time::Duration::from_secs(max_age), true) {
+            // NPD keeps 80 bytes: the reason first, so a cut loses only the option.
+            let line = match age {
+                crate::saved::Age::Ahead(_) => {
+                    format!("gpudoctor: report {why} (--max-age {max_age})")
+                }
+                _ => format!("gpudoctor: the saved report is {why} (--max-age {max_age})"),
+            };
+            return (exit::INCONCLUSIVE, fit(&line, MAX_MESSAGE_BYTES));
         }
     }
     answer(report, condition)
