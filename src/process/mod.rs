@@ -5,9 +5,12 @@
 //! it, its own PID namespace ([`contain`]: a keeper and an init that die with gpudoctor, even
 //! by SIGKILL), with gpudoctor as child subreaper (`PR_SET_CHILD_SUBREAPER`, prctl(2)): a
 //! grandchild that leaves the group (`setsid`, `setpgid`) or whose parent dies is still found,
-//! as a descendant of gpudoctor. When the leader exits — normally, at gpudoctor's timeout, or
+//! as a descendant of gpudoctor, and known as its group's by the [`GROUP_ENV`] variable every
+//! group's command carries (several groups run at once under `gpudoctor pairs`). When the
+//! leader exits — normally, at gpudoctor's timeout, or
 //! because gpudoctor got SIGINT/SIGTERM/SIGHUP ([`signals`]) — [`Group::finish`] sends SIGTERM
-//! to the group and to every descendant, waits up to a grace period, then freezes what is left
+//! to the group and to every descendant, waits up to a grace period (on the processes' exits,
+//! through pidfds, not on a clock), then freezes what is left
 //! (SIGSTOP, walking down the `children` files until every process found is stopped, so a
 //! chain that forks and exits cannot outrun it), SIGKILLs all of it, tears the namespace down
 //! and reaps. What had to be killed, and what survived, is returned ([`Killed`]) so the report
@@ -62,8 +65,6 @@ const FREEZE_POLL: Duration = Duration::from_millis(2);
 /// How long a finishing group waits, at most, between two looks when it cannot wait on its
 /// processes' exits (no pidfds, or too many to hold): the wait doubles from [`POLL`] to this.
 const SLOW_POLL: Duration = Duration::from_millis(400);
-/// At most this many processes are held through pidfds while a group waits for them to exit.
-const MAX_PINS: usize = 256;
 
 /// Every group's command gets this variable, `<gpudoctor's pid>.<n>`, unique to the group. A
 /// process keeps the environment it was started with through `setsid`, re-parenting and exec
@@ -327,11 +328,6 @@ impl Group {
         })
     }
 
-    /// This group's [`GROUP_ENV`] value.
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-
     /// Whether `pid` leads another live group now.
     fn is_other_group(&self, pid: i32) -> bool {
         pid != self.pid && LIVE.lock().map(|l| l.contains_key(&pid)).unwrap_or(false)
@@ -445,14 +441,12 @@ impl Group {
     }
 
     /// Wait, at most until `deadline`, for one of `targets` to exit: on their pidfds where the
-    /// kernel has them (no CPU while nothing ends), else a sleep of `*pause`, which doubles up
-    /// to [`SLOW_POLL`]. Looks are [`POLL`] apart at least, so a crowd exiting one by one is
-    /// looked at in batches.
+    /// kernel has them (no CPU while nothing ends); else (one is gone already, no pidfds, or
+    /// [`tree::PIN_BUDGET`] held) a sleep of `*pause`, which doubles up to [`SLOW_POLL`]. Looks
+    /// are [`POLL`] apart at least, so a crowd exiting one by one is looked at in batches.
     fn wait_for_exit(targets: &[(tree::Proc, bool)], deadline: Instant, pause: &mut Duration) {
         let since = Instant::now();
-        let pins: Option<Vec<tree::Pin>> = (targets.len() <= MAX_PINS)
-            .then(|| targets.iter().map(|(p, _)| tree::pin(p)).collect())
-            .flatten();
+        let pins: Option<Vec<tree::Pin>> = targets.iter().map(|(p, _)| tree::pin(p)).collect();
         match pins {
             Some(pins) => {
                 tree::wait_any(&pins, deadline);
@@ -468,7 +462,7 @@ impl Group {
     }
 
     /// Stop everything the group left: SIGTERM to the group and each target, up to `grace`
-    /// for them to go; then freeze-then-kill rounds: SIGSTOP to everything found, again until
+    /// for them to go (looked at again when one exits); then freeze-then-kill rounds: SIGSTOP to everything found, again until
     /// a look finds every one stopped (a stopped process cannot fork, so a chain that forks and
     /// exits is caught within a few rounds), then SIGKILL to all of them, repeated while any
     /// is left; in a PID namespace, last, the keeper is killed, which kills the init, and the

@@ -4,10 +4,11 @@
 //! [`Output::stop`] says so (a stall, a timeout) or when gpudoctor is interrupted, then stops
 //! the whole group ([`Group::finish`]: SIGTERM, grace, SIGKILL) and reaps it.
 //!
-//! Nothing here polls once the leader is gone. Each pipe is read on its own thread (neither can
+//! Nothing here spins once the leader is gone. Each pipe is read on its own thread (neither can
 //! fill and block the command), and the thread that finishes the group sends its result on the
-//! same channel as the output: after the leader, the loop blocks on that channel, so a cleanup
-//! that waits out a SIGTERM grace costs no CPU here (issue 41: the loop used to spin on a
+//! same channel as the output: after the leader, the loop blocks on that channel (waking every
+//! [`TICK`] for the caller's progress line), so a cleanup that waits out a SIGTERM grace costs
+//! no CPU here (issue 41: the loop used to spin on a
 //! disconnected channel until the cleanup ended, 100 % of a core per run, and 128 pairs side by
 //! side starved each other past their timeouts). While the leader runs it is looked at every
 //! [`POLL`]: its exit, the caller's `stop` and gpudoctor's signals have no descriptor to wait on
@@ -26,6 +27,9 @@ use super::{Containment, Exit, Finished, Group, KILL_GRACE, Killed, RunExit, sig
 
 /// While the leader runs, how often its exit, `stop` and signals are looked at.
 pub const POLL: Duration = Duration::from_millis(50);
+/// While the group is being finished, how often [`Output::tick`] is called: a timed wake-up,
+/// not a spin, so a progress line still comes during a long grace.
+pub const TICK: Duration = Duration::from_secs(1);
 /// After the group is finished, how long to wait for pipes held open by leftovers.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// Chunks in flight between the readers and the loop.
@@ -48,6 +52,9 @@ pub trait Output {
     fn eof(&mut self, stream: Stream);
     /// Asked every [`POLL`] and after every chunk while the leader runs: `true` stops the run.
     fn stop(&mut self) -> bool;
+    /// Called about every [`TICK`] once the leader is gone, while the group is finished and the
+    /// pipes drained (a progress line is due, say).
+    fn tick(&mut self) {}
 }
 
 /// How a run ended.
@@ -103,6 +110,7 @@ pub fn run(command: &mut Command, output: &mut dyn Output) -> std::io::Result<En
     let mut observed: Option<Exit> = None;
     let mut finished: Option<Finished> = None;
     let mut drain_until: Option<Instant> = None;
+    let mut next_tick = Instant::now() + TICK;
     loop {
         if let Some(running) = &group {
             let halt = if let Some(exit) = running.leader_exited() {
@@ -126,16 +134,20 @@ pub fn run(command: &mut Command, output: &mut dyn Output) -> std::io::Result<En
         }
         let event = if group.is_some() {
             rx.recv_timeout(POLL)
-        } else if let Some(until) = drain_until {
-            match until.checked_duration_since(Instant::now()) {
-                Some(left) if !left.is_zero() => rx.recv_timeout(left),
-                // Finished, and a pipe is still open past the grace: stop reading.
-                _ => break,
-            }
         } else {
-            // The finisher always sends, within its bound (`Group::finish`), or is gone and
-            // the channel disconnects: a blocking wait cannot outlive it.
-            rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            let now = Instant::now();
+            if drain_until.is_some_and(|until| now >= until) {
+                // Finished, and a pipe is still open past the grace: stop reading.
+                break;
+            }
+            if now >= next_tick {
+                output.tick();
+                next_tick = now + TICK;
+            }
+            // The finisher always sends within its bound (`Group::finish`), or is gone and the
+            // channel disconnects: the wait ends with it, or at the drain deadline.
+            let until = drain_until.map_or(next_tick, |d| d.min(next_tick));
+            rx.recv_timeout(until.saturating_duration_since(now))
         };
         match event {
             Ok(Event::Data(stream, bytes)) => output.data(stream, &bytes),

@@ -268,6 +268,13 @@ fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
+/// Pidfds held at once, at most: each is a descriptor, and 128 groups finishing at once must
+/// not take the ones a new run needs for its pipes (RLIMIT_NOFILE is 1024 on many systems).
+pub const PIN_BUDGET: usize = 256;
+
+/// Pidfds held now, by every [`Pin`] of this process.
+static PINNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// A process held through a pidfd: its exit can be waited for with poll(2), which reports a
 /// pidfd readable once the process has exited (pidfd_open(2)).
 #[derive(Debug)]
@@ -275,13 +282,31 @@ pub struct Pin {
     fd: OwnedFd,
 }
 
+impl Drop for Pin {
+    fn drop(&mut self) {
+        PINNED.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Hold `p`, a process seen in a snapshot: `None` when it is gone (or its pid already names
-/// another process), or when pidfds are missing (before Linux 5.3).
+/// another process), when pidfds are missing (before Linux 5.3), or when [`PIN_BUDGET`] are
+/// held already.
 pub fn pin(p: &Proc) -> Option<Pin> {
-    let fd = pidfd_open(p.pid).ok()?;
+    use std::sync::atomic::Ordering;
+    PINNED
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < PIN_BUDGET).then_some(n + 1)
+        })
+        .ok()?;
+    let Ok(fd) = pidfd_open(p.pid) else {
+        PINNED.fetch_sub(1, Ordering::SeqCst);
+        return None;
+    };
+    // From here the count is the pin's to give back, when it drops.
+    let pin = Pin { fd };
     // Pinned: the pid names the process seen only if its start time is still the same.
     match read_proc(p.pid) {
-        Some(now) if now.start == p.start && !now.is_zombie() => Some(Pin { fd }),
+        Some(now) if now.start == p.start && !now.is_zombie() => Some(pin),
         _ => None,
     }
 }

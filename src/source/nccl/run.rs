@@ -171,6 +171,13 @@ impl Output for Sink<'_> {
             self.timed_out = true;
             return true;
         }
+        self.tick();
+        false
+    }
+
+    /// A progress line when one is due, also while the run is being stopped (a grace can be
+    /// longer than the time between two lines).
+    fn tick(&mut self) {
         if self.last_progress.elapsed() >= PROGRESS_EVERY {
             self.last_progress = Instant::now();
             (self.progress)(&Progress {
@@ -179,7 +186,6 @@ impl Output for Sink<'_> {
                 last: self.parser.last_row().map(|r| (r.size, r.peak_busbw())),
             });
         }
-        false
     }
 }
 
