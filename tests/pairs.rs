@@ -2,7 +2,9 @@
 //! `srun` that read their host arguments as the real ones take them (`--host a:8,b:8`,
 //! `--nodelist=a,b`), record every call, and print for that pair a real two-node nccl-tests
 //! output (tests/data/nccl/pairs/README.md) whose result rows the test scaled by the pair's
-//! factor — or hang with children, as a stuck `mpirun` does with its daemons and ranks.
+//! factor — or hang with children, as a stuck `mpirun` does with its daemons and ranks, or
+//! hang only the first time (a bootstrap that timed out once), or leave a daemon behind that
+//! left its process group (`setsid`) and outlived its parent.
 
 mod common;
 common::tests_mostly_wait!();
@@ -23,6 +25,11 @@ enum Pair {
     Socket(f64),
     /// Never finishes (two children sleeping, as mpirun's daemons and ranks would).
     Hang,
+    /// Hangs the first time it runs (either way round), then as `Ib` with this factor.
+    HangOnce(f64),
+    /// As `Ib`, and leaves a daemon in a session of its own whose parent has exited, so it is
+    /// re-parented to gpudoctor (the child subreaper); it sleeps the cluster's [`hang_token`] seconds.
+    Orphan(f64),
 }
 
 fn data(rel: &str) -> String {
@@ -70,11 +77,14 @@ fn scaled_log(factor: f64) -> String {
 /// A directory with `mpirun` and `srun` stand-ins and the per-pair outputs of `table`.
 struct Cluster {
     dir: tempfile::TempDir,
+    /// How long hung children and left daemons sleep ([`hang_token`]).
+    token: String,
 }
 
 impl Cluster {
     fn new(hosts: &[&str], pair: impl Fn(&str, &str) -> Pair) -> Cluster {
         let dir = common::tempdir().unwrap();
+        let token = hang_token();
         let table = dir.path().join("table");
         std::fs::create_dir_all(&table).unwrap();
         let ib = data("pairs/sglang-two-node-ib-gdrdma-channels-excerpt.log");
@@ -89,8 +99,19 @@ impl Cluster {
                     continue;
                 }
                 let base = table.join(format!("{a}+{b}"));
-                match pair(a, b) {
-                    Pair::Ib(f) => {
+                let behaviour = pair(a, b);
+                // A hang once or a daemon left: marked beside an IB log.
+                match behaviour {
+                    Pair::HangOnce(_) => {
+                        std::fs::write(base.with_extension("once"), &token).unwrap()
+                    }
+                    Pair::Orphan(_) => {
+                        std::fs::write(base.with_extension("orphan"), &token).unwrap()
+                    }
+                    _ => {}
+                }
+                match behaviour {
+                    Pair::Ib(f) | Pair::HangOnce(f) | Pair::Orphan(f) => {
                         std::fs::write(base.with_extension("log"), ib.clone() + &scaled_log(f))
                             .unwrap()
                     }
@@ -100,12 +121,25 @@ impl Cluster {
                     }
                     // How long the children sleep: unique to this run, so they can be found by
                     // their command line (inside a PID namespace their pids mean nothing here).
-                    Pair::Hang => {
-                        std::fs::write(base.with_extension("hang"), hang_token()).unwrap()
-                    }
+                    Pair::Hang => std::fs::write(base.with_extension("hang"), &token).unwrap(),
                 }
             }
         }
+        Cluster::with_launchers(dir, token)
+    }
+
+    /// Every pair as `Ib(factor)`, from one log (a table for 256 hosts would be 65,280 files).
+    fn uniform(factor: f64) -> Cluster {
+        let dir = common::tempdir().unwrap();
+        let table = dir.path().join("table");
+        std::fs::create_dir_all(&table).unwrap();
+        let ib = data("pairs/sglang-two-node-ib-gdrdma-channels-excerpt.log");
+        std::fs::write(table.join("any.log"), ib + &scaled_log(factor)).unwrap();
+        Cluster::with_launchers(dir, hang_token())
+    }
+
+    /// Write the `mpirun` and `srun` stand-ins into `dir`, beside its `table`.
+    fn with_launchers(dir: tempfile::TempDir, token: String) -> Cluster {
         // Both take the hosts as the real launchers do; `$HERE/calls` gets one line per call.
         let common_tail = r#"
 a=${hosts%%,*}; b=${hosts#*,}; a=${a%%:*}; b=${b%%:*}
@@ -117,9 +151,24 @@ if [ -f "$HERE/table/$a+$b.hang" ]; then
   sleep "$t" & echo $! >> "$HERE/pids"
   wait
 fi
+if [ -f "$HERE/table/$a+$b.once" ]; then
+  t=$(cat "$HERE/table/$a+$b.once")
+  rm -f "$HERE/table/$a+$b.once" "$HERE/table/$b+$a.once"
+  sleep "$t" & echo $! >> "$HERE/pids"
+  wait
+fi
+log="$HERE/table/$a+$b.log"
+[ -f "$log" ] || log="$HERE/table/any.log"
+if [ -f "$HERE/table/$a+$b.orphan" ]; then
+  # A daemon in its own session whose parent exits at once; it holds no pipe of the run's.
+  t=$(cat "$HERE/table/$a+$b.orphan")
+  ( setsid sh -c 'exec sleep "$0"' "$t" </dev/null >/dev/null 2>&1 & )
+  cat "$log"
+  exit 0
+fi
 echo start >> "$HERE/events"
 if [ -f "$HERE/slow" ]; then sleep 1; fi
-cat "$HERE/table/$a+$b.log" || exit 1
+cat "$log" || exit 1
 echo end >> "$HERE/events"
 "#;
         // `mpirun --version` as Open MPI 4.1 prints it.
@@ -161,7 +210,7 @@ set -- $all
             std::fs::write(&path, body).unwrap();
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        Cluster { dir }
+        Cluster { dir, token }
     }
 
     fn launcher(&self, name: &str) -> String {
@@ -251,9 +300,13 @@ fn suspects(json: &Value) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// `300.<pid of this test process>`: seconds a hung pair's children sleep, unique to this run.
+/// `300.<pid of this test process><n>`: seconds a hung pair's children sleep, unique to one
+/// cluster (tests run side by side, and each looks for its own leftovers by this). Fixed width,
+/// so no token is part of another.
 fn hang_token() -> String {
-    format!("300.{}", std::process::id())
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    format!("300.{:07}{n:03}", std::process::id())
 }
 
 const EIGHT: [&str; 8] = ["n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"];
@@ -408,7 +461,7 @@ fn a_hanging_pair_costs_its_timeout_and_leaves_no_process() {
         vec![("link".to_string(), vec!["h1".to_string(), "h3".to_string()])]
     );
     assert_eq!(cluster.pids().len(), 4, "the stand-in started its children");
-    let token = hang_token();
+    let token = cluster.token.clone();
     let left: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -561,4 +614,138 @@ fn a_hostfile_that_cannot_be_read_is_named() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("--hostfile"), "{stderr}");
     }
+}
+
+/// The processes alive (not zombies) whose command line holds `token`.
+fn alive_with_token(token: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
+            !stat.is_empty() && state != Some('Z') && state != Some('X')
+        })
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(token))
+        .collect()
+}
+
+/// Issue 41: 128 pairs side by side (`--parallel 128`, the default) of a launcher that only
+/// prints its log all finish well within their 20 s timeout, and none is called hung. The run
+/// loops used to spin once a run's pipes closed and starve each other: this took 75 s to
+/// 5 min, and 41 to 130 healthy pairs were declared hung.
+#[test]
+fn a_hundred_and_twenty_eight_pairs_side_by_side_finish_within_their_timeout() {
+    let names: Vec<String> = (1..=256).map(|i| format!("h{i:03}")).collect();
+    let hosts: Vec<&str> = names.iter().map(String::as_str).collect();
+    let cluster = Cluster::uniform(1.0);
+    let started = Instant::now();
+    let (out, json) = cluster.mpirun(&hosts, &["--timeout", "20"]);
+    let took = started.elapsed();
+    let pairs = json["pairs"].as_array().unwrap();
+    let hung = pairs.iter().filter(|p| p["status"] == "hung").count();
+    assert_eq!(hung, 0, "{}", json["verdict"]);
+    assert_eq!(pairs.len(), 128, "{}", json["verdict"]);
+    assert!(pairs.iter().all(|p| p["status"] == "fast"));
+    assert_eq!(out.status.code(), Some(0), "{}", json["verdict"]);
+    assert!(
+        json["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("no suspect: all 128 pair(s) fast"),
+        "{}",
+        json["verdict"]
+    );
+    assert!(took < Duration::from_secs(60), "{took:?}");
+}
+
+/// A pair that hung once, between two hosts fast elsewhere, and was fast when run again
+/// convicts nothing; but the verdict counts it as what it was, never among the fast ones.
+#[test]
+fn a_pair_that_hung_once_is_not_counted_among_the_fast() {
+    let hosts = ["g1", "g2", "g3", "g4"];
+    let cluster = Cluster::new(&hosts, |a, b| {
+        let pair = if a < b { (a, b) } else { (b, a) };
+        // Paired in round one (g1 with g3), run again in round three to confirm.
+        if pair == ("g1", "g3") {
+            Pair::HangOnce(jitter(a, b))
+        } else {
+            Pair::Ib(jitter(a, b))
+        }
+    });
+    let (out, json) = cluster.mpirun(&hosts, &["--timeout", "2"]);
+    let statuses: Vec<&str> = json["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == "hung").count(),
+        1,
+        "{json:#}"
+    );
+    assert_eq!(statuses.len(), 5, "{json:#}");
+    assert_eq!(out.status.code(), Some(0), "{json:#}");
+    let verdict = json["verdict"].as_str().unwrap();
+    assert!(
+        verdict.starts_with("no suspect: 4 of 5 pair(s) fast")
+            && verdict.ends_with("; 1 hung, each fast when run again"),
+        "{verdict}"
+    );
+    let left = alive_with_token(&cluster.token);
+    assert!(left.is_empty(), "outlived the run: {left:?}");
+}
+
+/// Without a PID namespace several pairs run side by side as process groups. A daemon one
+/// pair's launcher left in a session of its own, its parent gone (re-parented to gpudoctor), is
+/// killed when that pair ends and reported with it, while the others still run; not by
+/// whichever pair happens to end last, nor only when gpudoctor exits.
+#[test]
+fn a_daemon_one_pair_left_is_killed_and_reported_with_that_pair() {
+    let hosts = ["d1", "d2", "d3", "d4"];
+    let cluster = Cluster::new(&hosts, |a, b| {
+        let pair = if a < b { (a, b) } else { (b, a) };
+        if pair == ("d1", "d3") {
+            Pair::Orphan(jitter(a, b))
+        } else {
+            Pair::Ib(jitter(a, b))
+        }
+    });
+    // The other pairs take a second: still running when the daemon's pair ends.
+    std::fs::write(cluster.dir.path().join("slow"), "").unwrap();
+    let launcher = cluster.launcher("mpirun");
+    let (out, json) = pairs(
+        &["--hosts", &hosts.join(","), "--launcher", &launcher],
+        &[("GPUDOCTOR_CONTAINMENT", "group")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{json:#}");
+    let token = cluster.token.clone();
+    let pairs = json["pairs"].as_array().unwrap();
+    let killed_in = |p: &Value| {
+        p["killed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k.as_str().unwrap().contains(&token))
+    };
+    let with_daemon: Vec<&Value> = pairs
+        .iter()
+        .filter(|p| p["hosts"] == serde_json::json!(["d1", "d3"]))
+        .collect();
+    assert_eq!(with_daemon.len(), 1, "{json:#}");
+    assert!(killed_in(with_daemon[0]), "its own pair: {json:#}");
+    assert!(
+        pairs
+            .iter()
+            .filter(|p| p["hosts"] != serde_json::json!(["d1", "d3"]))
+            .all(|p| !killed_in(p)),
+        "another pair's: {json:#}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("killed before exiting"), "{stderr}");
+    let left = alive_with_token(&cluster.token);
+    assert!(left.is_empty(), "outlived the run: {left:?}");
 }

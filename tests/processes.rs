@@ -14,6 +14,12 @@
 //! carries `GPUDOCTOR_TEST_MARKER=<its directory's name>` in its environment; "alive" means a
 //! process outside the zombie state with that marker, read from `/proc/<pid>/environ` (pids the
 //! script prints are its PID namespace's, not ours).
+//!
+//! Issue 41: the cleanup after a run waits on the processes it stops, never on a clock: one that
+//! waits out the SIGTERM grace for a leftover that ignores SIGTERM costs gpudoctor no CPU (it used
+//! to spin a core for the whole grace once the output pipes had closed). With several runs at
+//! once (`gpudoctor pairs`) in process-group containment, an orphan that left its group is
+//! claimed, killed and reported by its own run, never by another.
 
 mod common;
 common::tests_mostly_wait!();
@@ -475,4 +481,110 @@ fn sigkill_to_gpudoctor_ends_fork_and_exit_chains() {
         return;
     }
     chains_when_gpudoctor_gets(libc::SIGKILL, Duration::from_secs(5));
+}
+
+/// Wait for `child` at most `limit`, its output read as it comes; its CPU time (user and
+/// system, its reaped descendants included: `wait4(2)`) and the wall time from `started`.
+fn wait_measured(
+    mut child: std::process::Child,
+    started: Instant,
+    limit: Duration,
+) -> (std::process::Output, Duration, Duration) {
+    use std::io::Read;
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stdout.read_to_end(&mut buf).unwrap();
+        buf
+    });
+    let err = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stderr.read_to_end(&mut buf).unwrap();
+        buf
+    });
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid for the kernel to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: wait4 on the child this test started, with valid out-pointers.
+        let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if got == pid {
+            break;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("gpudoctor still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let wall = started.elapsed();
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let cpu = time(usage.ru_utime) + time(usage.ru_stime);
+    let output = std::process::Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    };
+    (output, cpu, wall)
+}
+
+/// A fake benchmark that leaves an orphan ignoring SIGTERM, with the output pipes closed (its
+/// stdio on /dev/null), then prints a healthy run and exits 0: the cleanup has only that orphan
+/// to wait for, through the whole grace, and nothing to read.
+fn orphan_ignoring_sigterm() -> tempfile::TempDir {
+    let dir = common::tempdir().unwrap();
+    let script = format!(
+        r#"#!/bin/sh
+export {MARKER}={mark}
+trap '' TERM
+( setsid sh -c 'exec sleep 1000' </dev/null >/dev/null 2>&1 & )
+cat '{log}'
+exit 0
+"#,
+        mark = mark(dir.path()),
+        log = healthy_log()
+    );
+    let path = dir.path().join("all_reduce_perf");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// The cleanup waits out the 3 s grace for the orphan, then kills it; gpudoctor's CPU over the
+/// whole run stays a small fraction of that wait (it spent 1.5 s of a loaded two-core machine's
+/// CPU, 3 s of an idle one's, spinning on the closed pipes).
+fn a_cleanup_waits_without_cpu(env: &[(&str, &str)]) {
+    let dir = orphan_ignoring_sigterm();
+    let started = Instant::now();
+    let child = start_with(dir.path(), &[], env);
+    let (out, cpu, wall) = wait_measured(child, started, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_none_left(dir.path(), "an orphan ignoring SIGTERM", Duration::ZERO);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let killed = killed_evidence(&run_completed(&report));
+    assert!(
+        killed.len() == 1 && killed[0].contains("sleep 1000") && killed[0].contains("SIGKILL"),
+        "the orphan outlived the grace and was killed: {killed:#?}"
+    );
+    assert!(
+        wall >= Duration::from_secs(3),
+        "the grace was waited out: {wall:?}"
+    );
+    assert!(
+        cpu < Duration::from_millis(500),
+        "{cpu:?} of CPU for a run of {wall:?} that mostly waited"
+    );
+}
+
+#[test]
+fn a_cleanup_that_waits_out_the_grace_costs_no_cpu() {
+    a_cleanup_waits_without_cpu(&[]);
+}
+
+#[test]
+fn a_cleanup_that_waits_out_the_grace_costs_no_cpu_without_a_pid_namespace() {
+    a_cleanup_waits_without_cpu(&[("GPUDOCTOR_CONTAINMENT", "group")]);
 }

@@ -5,9 +5,12 @@
 //! it, its own PID namespace ([`contain`]: a keeper and an init that die with gpudoctor, even
 //! by SIGKILL), with gpudoctor as child subreaper (`PR_SET_CHILD_SUBREAPER`, prctl(2)): a
 //! grandchild that leaves the group (`setsid`, `setpgid`) or whose parent dies is still found,
-//! as a descendant of gpudoctor. When the leader exits — normally, at gpudoctor's timeout, or
+//! as a descendant of gpudoctor, and known as its group's by the [`GROUP_ENV`] variable every
+//! group's command carries (several groups run at once under `gpudoctor pairs`). When the
+//! leader exits — normally, at gpudoctor's timeout, or
 //! because gpudoctor got SIGINT/SIGTERM/SIGHUP ([`signals`]) — [`Group::finish`] sends SIGTERM
-//! to the group and to every descendant, waits up to a grace period, then freezes what is left
+//! to the group and to every descendant, waits up to a grace period (on the processes' exits,
+//! through pidfds, not on a clock), then freezes what is left
 //! (SIGSTOP, walking down the `children` files until every process found is stopped, so a
 //! chain that forks and exits cannot outrun it), SIGKILLs all of it, tears the namespace down
 //! and reaps. What had to be killed, and what survived, is returned ([`Killed`]) so the report
@@ -19,6 +22,7 @@
 
 pub mod contain;
 pub mod signals;
+pub mod stream;
 pub mod tree;
 
 pub use contain::Containment;
@@ -29,7 +33,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -58,8 +62,21 @@ const POLL: Duration = Duration::from_millis(25);
 /// Between freeze rounds: short, since a process that was not caught may be forking.
 const FREEZE_POLL: Duration = Duration::from_millis(2);
 
-/// Leaders of the groups now running, by pid (the process group ids).
-static LIVE: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+/// How long a finishing group waits, at most, between two looks when it cannot wait on its
+/// processes' exits (no pidfds, or too many to hold): the wait doubles from [`POLL`] to this.
+const SLOW_POLL: Duration = Duration::from_millis(400);
+
+/// Every group's command gets this variable, `<gpudoctor's pid>.<n>`, unique to the group. A
+/// process keeps the environment it was started with through `setsid`, re-parenting and exec
+/// (`/proc/<pid>/environ`, proc(5)), so an orphan that left the group and whose parent died,
+/// re-parented to gpudoctor, is still known as that group's ([`Group::finish`]).
+pub const GROUP_ENV: &str = "GPUDOCTOR_GROUP";
+
+/// Numbers the groups of this gpudoctor for [`GROUP_ENV`].
+static NEXT_GROUP: AtomicU64 = AtomicU64::new(1);
+
+/// The groups now running: leader pid (the process group id) and [`GROUP_ENV`] value.
+static LIVE: Mutex<BTreeMap<i32, String>> = Mutex::new(BTreeMap::new());
 
 /// How many groups are running now.
 pub fn live_groups() -> usize {
@@ -129,6 +146,12 @@ pub struct Group {
     /// Where the namespace's init writes the benchmark's wait status, and what it wrote so far.
     status: Option<OwnedFd>,
     status_buf: RefCell<Vec<u8>>,
+    /// This group's [`GROUP_ENV`] value.
+    token: String,
+    /// gpudoctor's own children outside every group that carry this group's token (orphans
+    /// that left it), as the last look found them: where the freeze walk starts, with the
+    /// leader.
+    orphans: BTreeSet<i32>,
 }
 
 /// The result of [`Group::finish`].
@@ -224,12 +247,14 @@ impl Group {
         tree::become_subreaper();
         STARTED_ANY.store(true, Ordering::SeqCst);
         command.process_group(0);
+        let token = format!("{}.{}", me(), NEXT_GROUP.fetch_add(1, Ordering::SeqCst));
+        command.env(GROUP_ENV, &token);
         // Registered under the same lock the spawn happens in: a signal watcher that looks
         // finds the group as soon as it exists.
         let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
         let mut started = contain::spawn(command)?;
         let pid = started.child.id() as i32;
-        live.insert(pid);
+        live.insert(pid, token.clone());
         let mut helpers = BTreeSet::new();
         if started.containment == Containment::PidNamespace {
             helpers.insert(pid);
@@ -245,6 +270,8 @@ impl Group {
                 helpers,
                 status: started.status.take(),
                 status_buf: RefCell::new(Vec::new()),
+                token,
+                orphans: BTreeSet::new(),
             },
             stdout: started.child.stdout.take(),
             stderr: started.child.stderr.take(),
@@ -301,34 +328,102 @@ impl Group {
         })
     }
 
-    /// The other groups running now (their leaders).
     /// Whether `pid` leads another live group now.
     fn is_other_group(&self, pid: i32) -> bool {
-        pid != self.pid && LIVE.lock().map(|l| l.contains(&pid)).unwrap_or(false)
+        pid != self.pid && LIVE.lock().map(|l| l.contains_key(&pid)).unwrap_or(false)
     }
 
-    fn others(&self) -> BTreeSet<i32> {
+    /// The other groups running now: leader and token.
+    fn others(&self) -> BTreeMap<i32, String> {
         LIVE.lock()
-            .map(|l| l.iter().copied().filter(|p| *p != self.pid).collect())
+            .map(|l| {
+                l.iter()
+                    .filter(|(p, _)| **p != self.pid)
+                    .map(|(p, t)| (*p, t.clone()))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
-    /// The live processes this group is responsible for now, each with whether it left the
-    /// group: members of the group, descendants of the leader, and — when gpudoctor owns all
-    /// its children and no other group runs — everything else below gpudoctor (an orphan whose
-    /// parent died before it could be seen under the leader).
-    fn targets(&mut self) -> Vec<(tree::Proc, bool)> {
-        let all = tree::snapshot();
+    /// One look at `/proc`: reap what ended, and return the live processes this group is
+    /// responsible for now ([`Group::targets_in`]).
+    fn look(&mut self) -> Vec<(tree::Proc, bool)> {
+        if self.containment == Containment::PidNamespace
+            && let Some(found) = self.look_in_namespace()
+        {
+            return found;
+        }
+        let all = tree::snapshot_shared();
+        let targets = self.targets_in(&all);
+        self.reap_in(&all);
+        targets
+            .into_iter()
+            .filter(|(p, _)| !p.is_zombie())
+            .collect()
+    }
+
+    /// In a PID namespace every process the benchmark started, however it forked or left its
+    /// group, is a descendant of the namespace's init (an orphan there is re-parented to the
+    /// init or a subreaper below it: pid_namespaces(7)): the walk down from the keeper through
+    /// the `children` files reads a few files, where a `/proc` scan reads every process of the
+    /// machine. `None` where the files are missing or the keeper is gone: then a scan.
+    fn look_in_namespace(&mut self) -> Option<Vec<(tree::Proc, bool)>> {
+        let mut todo = tree::children(self.pid)?;
+        let mut visited = BTreeSet::from([self.pid]);
+        let mut found = Vec::new();
+        while let Some(pid) = todo.pop() {
+            if !visited.insert(pid) {
+                continue;
+            }
+            if !self.helpers.contains(&pid)
+                && let Some(p) = tree::read_proc(pid)
+                && !p.is_zombie()
+            {
+                self.seen.insert((p.pid, p.start));
+                let left = p.pgrp != self.pid;
+                found.push((p, left));
+            }
+            todo.extend(tree::children(pid).unwrap_or_default());
+        }
+        Some(found)
+    }
+
+    /// The processes in `all` this group is responsible for (zombies included), each with
+    /// whether it left the group: members of the group, descendants of the leader, orphans
+    /// below gpudoctor that carry this group's [`GROUP_ENV`] and their descendants, and — when
+    /// gpudoctor owns all its children and no other group runs — everything else below
+    /// gpudoctor (an orphan that lost the variable, exec'd with a scrubbed environment). Another
+    /// live group's processes, orphans with its token included, are never this group's.
+    fn targets_in(&mut self, all: &BTreeMap<i32, tree::Proc>) -> Vec<(tree::Proc, bool)> {
         let me = me();
         let others = self.others();
         let mut roots = BTreeSet::from([self.pid]);
+        let mut theirs_roots: BTreeSet<i32> = others.keys().copied().collect();
+        // Orphans: gpudoctor's own children that lead no group, claimed by their token.
+        self.orphans.clear();
+        for p in all.values() {
+            if p.ppid != me || p.pid == self.pid || others.contains_key(&p.pid) || p.is_zombie() {
+                continue;
+            }
+            let Some(token) = tree::environ_value(p.pid, GROUP_ENV) else {
+                continue;
+            };
+            if token == self.token.as_bytes() {
+                roots.insert(p.pid);
+                self.orphans.insert(p.pid);
+            } else if others.values().any(|t| t.as_bytes() == token) {
+                theirs_roots.insert(p.pid);
+            }
+        }
         if others.is_empty() && SOLE_OWNER.load(Ordering::SeqCst) {
             roots.insert(me);
         }
-        let mut found = tree::below(&all, &roots);
+        let mut found = tree::below(all, &roots);
+        found.extend(self.orphans.iter().copied());
         // Another group's processes are its own business.
-        let theirs = tree::below(&all, &others);
-        found.retain(|pid| !others.contains(pid) && !theirs.contains(pid));
+        let mut theirs = tree::below(all, &theirs_roots);
+        theirs.extend(theirs_roots.iter().copied());
+        found.retain(|pid| !theirs.contains(pid));
         found.insert(self.pid);
         found.extend(all.values().filter(|p| p.pgrp == self.pid).map(|p| p.pid));
         let targets: Vec<(tree::Proc, bool)> = found
@@ -343,13 +438,31 @@ impl Group {
         self.seen
             .extend(targets.iter().map(|(p, _)| (p.pid, p.start)));
         targets
-            .into_iter()
-            .filter(|(p, _)| !p.is_zombie())
-            .collect()
+    }
+
+    /// Wait, at most until `deadline`, for one of `targets` to exit: on their pidfds where the
+    /// kernel has them (no CPU while nothing ends); else (one is gone already, no pidfds, or
+    /// [`tree::PIN_BUDGET`] held) a sleep of `*pause`, which doubles up to [`SLOW_POLL`]. Looks
+    /// are [`POLL`] apart at least, so a crowd exiting one by one is looked at in batches.
+    fn wait_for_exit(targets: &[(tree::Proc, bool)], deadline: Instant, pause: &mut Duration) {
+        let since = Instant::now();
+        let pins: Option<Vec<tree::Pin>> = targets.iter().map(|(p, _)| tree::pin(p)).collect();
+        match pins {
+            Some(pins) => {
+                tree::wait_any(&pins, deadline);
+                let next = (since + POLL).min(deadline);
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            }
+            // One is gone already, pidfds are missing, or there are too many: a timed look.
+            None => {
+                std::thread::sleep((*pause).min(deadline.saturating_duration_since(since)));
+                *pause = (*pause * 2).min(SLOW_POLL);
+            }
+        }
     }
 
     /// Stop everything the group left: SIGTERM to the group and each target, up to `grace`
-    /// for them to go; then freeze-then-kill rounds: SIGSTOP to everything found, again until
+    /// for them to go (looked at again when one exits); then freeze-then-kill rounds: SIGSTOP to everything found, again until
     /// a look finds every one stopped (a stopped process cannot fork, so a chain that forks and
     /// exits is caught within a few rounds), then SIGKILL to all of them, repeated while any
     /// is left; in a PID namespace, last, the keeper is killed, which kills the init, and the
@@ -359,20 +472,20 @@ impl Group {
     /// empty.
     pub fn finish(mut self, grace: Duration) -> Finished {
         let mut killed: BTreeMap<(i32, u64), Killed> = BTreeMap::new();
-        // Round 1: SIGTERM, then wait for them to go.
-        let targets = self.targets();
+        // Round 1: SIGTERM, then wait for them to go: looked at again when one exits, not on
+        // a clock (a look reads all of `/proc`; 128 groups finishing at once used to read it
+        // 80 times a second each).
+        let mut targets = self.look();
         if !targets.is_empty() {
             self.killpg(libc::SIGTERM);
             for (p, left) in &targets {
                 signal_and_mark(&mut killed, p, *left, libc::SIGTERM);
             }
             let deadline = Instant::now() + grace;
-            while Instant::now() < deadline {
-                self.reap_some();
-                if self.targets().is_empty() {
-                    break;
-                }
-                std::thread::sleep(POLL);
+            let mut pause = POLL;
+            while !targets.is_empty() && Instant::now() < deadline {
+                Self::wait_for_exit(&targets, deadline, &mut pause);
+                targets = self.look();
             }
         }
         // Round 2: freeze, then kill, while any is left. The freeze ends when a walk finds
@@ -380,7 +493,6 @@ impl Group {
         // stops). Both share one grace, and the kill runs at least once whatever the freeze took.
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
-            self.reap_some();
             if self.freeze_walk() {
                 break;
             }
@@ -388,10 +500,11 @@ impl Group {
             std::thread::sleep(FREEZE_POLL);
         }
         let mut first = true;
+        let mut anything_left;
         loop {
-            self.reap_some();
-            let targets = self.targets();
-            if targets.is_empty() || (!first && Instant::now() >= deadline) {
+            let targets = self.look();
+            anything_left = !targets.is_empty();
+            if !anything_left || (!first && Instant::now() >= deadline) {
                 break;
             }
             first = false;
@@ -407,8 +520,19 @@ impl Group {
         // In a PID namespace: kill the keeper; its death kills the init, and the kernel kills
         // whatever is left in the namespace and reaps it before the init is gone.
         if self.containment == Containment::PidNamespace {
+            // Held before the kill, while the keeper keeps both pids reserved (the init is its
+            // unreaped child, the keeper ours), and waited on: no CPU while the kernel empties
+            // the namespace.
+            let pins: Vec<tree::Pin> = self
+                .helpers
+                .iter()
+                .filter_map(|pid| tree::read_proc(*pid))
+                .filter(|p| p.pgrp == self.pid)
+                .filter_map(|p| tree::pin(&p))
+                .collect();
             self.killpg(libc::SIGKILL);
             let until = Instant::now() + contain::TEARDOWN;
+            tree::wait_all(pins, until);
             // Looked at pid by pid, not by a /proc scan: this runs after every run.
             let init: Vec<i32> = self
                 .helpers
@@ -416,6 +540,7 @@ impl Group {
                 .copied()
                 .filter(|p| *p != self.pid)
                 .collect();
+            anything_left = true;
             while Instant::now() < until {
                 // The init, re-parented to gpudoctor (the subreaper) when the keeper died.
                 let init_left = init.iter().any(|pid| {
@@ -429,14 +554,21 @@ impl Group {
                     self.reaped = Some(Exit::from_wait_status(status));
                 }
                 if !init_left && self.reaped.is_some() {
+                    // The init is gone, so is everything that was in the namespace.
+                    anything_left = false;
                     break;
                 }
                 std::thread::sleep(FREEZE_POLL);
             }
             exit = exit.or_else(|| self.benchmark_exit());
         }
-        self.reap_some();
-        for (p, left) in self.targets() {
+        // The last look found nothing and nothing ran since: no need to look again.
+        let survivors = if anything_left {
+            self.look()
+        } else {
+            Vec::new()
+        };
+        for (p, left) in survivors {
             mark(&mut killed, &p, left, libc::SIGKILL);
             if let Some(k) = killed.get_mut(&(p.pid, p.start)) {
                 k.survived = true;
@@ -452,8 +584,9 @@ impl Group {
         }
     }
 
-    /// Walk down from the leader (and from gpudoctor, when the orphans below it are this
-    /// group's, as in [`Group::targets`]) through the `children` files, sending SIGSTOP to each
+    /// Walk down from the leader, from this group's orphans (as the last look found them), and
+    /// from gpudoctor when the orphans below it are this group's (as in [`Group::targets_in`])
+    /// through the `children` files, sending SIGSTOP to each
     /// process as soon as it is found, before its children are read: a chain that forks and
     /// exits is caught at its newest process. gpudoctor's helpers are walked through, not
     /// stopped (the init must go on reaping). True when every process found was stopped
@@ -464,6 +597,8 @@ impl Group {
         let me = me();
         let others = self.others();
         let mut todo = vec![self.pid];
+        // Direct children of gpudoctor until reaped, so their pids still name them.
+        todo.extend(self.orphans.iter().copied());
         if others.is_empty() && SOLE_OWNER.load(Ordering::SeqCst) {
             todo.push(me);
         }
@@ -473,7 +608,7 @@ impl Group {
             // A group started while this walk goes (`gpudoctor pairs` starts several at once)
             // is not in `others`, read before: its leader is looked up again, under the lock
             // its spawn holds until it is registered, so a new group is never taken as orphans.
-            if !visited.insert(pid) || others.contains(&pid) || self.is_other_group(pid) {
+            if !visited.insert(pid) || others.contains_key(&pid) || self.is_other_group(pid) {
                 continue;
             }
             if pid != me && !self.helpers.contains(&pid) {
@@ -492,8 +627,9 @@ impl Group {
                 Some(kids) => todo.extend(kids),
                 None if pid == me => {
                     // No `children` files: stop what a snapshot finds.
-                    for (p, _) in self.targets() {
-                        if !p.is_stopped() {
+                    let all = tree::snapshot();
+                    for (p, _) in self.targets_in(&all) {
+                        if !p.is_stopped() && !p.is_zombie() {
                             all_stopped = false;
                             tree::signal(&p, libc::SIGSTOP);
                         }
@@ -526,10 +662,9 @@ impl Group {
         }
     }
 
-    /// Reap the ended children of ours that are this group's business, and the leader last
-    /// (its zombie keeps the group id while members are left).
-    fn reap_some(&mut self) {
-        let all = tree::snapshot();
+    /// Reap the ended children of ours in `all` that are this group's business, and the leader
+    /// last (its zombie keeps the group id while members are left).
+    fn reap_in(&mut self, all: &BTreeMap<i32, tree::Proc>) {
         let me = me();
         let sole = SOLE_OWNER.load(Ordering::SeqCst) && self.others().is_empty();
         for p in all.values() {

@@ -81,6 +81,53 @@ pub fn snapshot() -> BTreeMap<i32, Proc> {
     all
 }
 
+/// The state of [`snapshot_shared`]: scans started and finished (one at a time), the last one.
+struct Shared {
+    scanning: bool,
+    started: u64,
+    finished: u64,
+    last: Option<std::sync::Arc<BTreeMap<i32, Proc>>>,
+}
+
+static SHARED: std::sync::Mutex<Shared> = std::sync::Mutex::new(Shared {
+    scanning: false,
+    started: 0,
+    finished: 0,
+    last: None,
+});
+static SCANNED: std::sync::Condvar = std::sync::Condvar::new();
+
+/// A [`snapshot`] begun after this call, shared by every caller that asked while the one
+/// before it ran: as fresh as a scan of one's own, but 128 groups finishing at once (`gpudoctor
+/// pairs`) read `/proc` a few times between them, not 128 times each round.
+pub fn snapshot_shared() -> std::sync::Arc<BTreeMap<i32, Proc>> {
+    let lock = || SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = lock();
+    // A scan running now began before this call: the one after it is needed.
+    let need = state.started + 1;
+    loop {
+        if state.finished >= need
+            && let Some(last) = &state.last
+        {
+            return last.clone();
+        }
+        if !state.scanning {
+            state.scanning = true;
+            state.started += 1;
+            let id = state.started;
+            drop(state);
+            let all = std::sync::Arc::new(snapshot());
+            let mut state = lock();
+            state.scanning = false;
+            state.finished = id;
+            state.last = Some(all.clone());
+            SCANNED.notify_all();
+            return all;
+        }
+        state = SCANNED.wait(state).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
 /// The children of `pid`, from `/proc/<pid>/task/<tid>/children` of each of its threads
 /// (proc(5), Linux 3.5, `CONFIG_PROC_CHILDREN`): one small read per thread, much faster than a
 /// whole `/proc` scan, which a process that forks and exits every few milliseconds outruns (the
@@ -121,6 +168,19 @@ pub fn below(all: &BTreeMap<i32, Proc>, roots: &BTreeSet<i32>) -> BTreeSet<i32> 
         }
     }
     found
+}
+
+/// The value of `name` in the environment `pid` was started with (`/proc/<pid>/environ`,
+/// proc(5): what exec got, whatever the process changed in its own memory since); `None` when
+/// it has none, is gone, or is a zombie (whose environment reads empty).
+pub fn environ_value(pid: i32, name: &str) -> Option<Vec<u8>> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    raw.split(|b| *b == 0).find_map(|entry| {
+        entry
+            .strip_prefix(name.as_bytes())
+            .and_then(|rest| rest.strip_prefix(b"="))
+            .map(<[u8]>::to_vec)
+    })
 }
 
 /// The command line of a process, for the report (`sleep 1000`), at most 160 bytes; its
@@ -206,6 +266,101 @@ fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     let raw = i32::try_from(raw).map_err(|_| io::Error::other("pidfd out of range"))?;
     // SAFETY: a descriptor the kernel just returned, owned by nothing else.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Pidfds held at once, at most: each is a descriptor, and 128 groups finishing at once must
+/// not take the ones a new run needs for its pipes (RLIMIT_NOFILE is 1024 on many systems).
+pub const PIN_BUDGET: usize = 256;
+
+/// Pidfds held now, by every [`Pin`] of this process.
+static PINNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A process held through a pidfd: its exit can be waited for with poll(2), which reports a
+/// pidfd readable once the process has exited (pidfd_open(2)).
+#[derive(Debug)]
+pub struct Pin {
+    fd: OwnedFd,
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        PINNED.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Hold `p`, a process seen in a snapshot: `None` when it is gone (or its pid already names
+/// another process), when pidfds are missing (before Linux 5.3), or when [`PIN_BUDGET`] are
+/// held already.
+pub fn pin(p: &Proc) -> Option<Pin> {
+    use std::sync::atomic::Ordering;
+    PINNED
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < PIN_BUDGET).then_some(n + 1)
+        })
+        .ok()?;
+    let Ok(fd) = pidfd_open(p.pid) else {
+        PINNED.fetch_sub(1, Ordering::SeqCst);
+        return None;
+    };
+    // From here the count is the pin's to give back, when it drops.
+    let pin = Pin { fd };
+    // Pinned: the pid names the process seen only if its start time is still the same.
+    match read_proc(p.pid) {
+        Some(now) if now.start == p.start && !now.is_zombie() => Some(pin),
+        _ => None,
+    }
+}
+
+/// Wait until one of `pins` has exited, or until `deadline`: no CPU while nothing ends. True
+/// when one has exited (or the wait failed: look again), false at the deadline.
+pub fn wait_any(pins: &[Pin], deadline: std::time::Instant) -> bool {
+    let mut fds: Vec<libc::pollfd> = pins
+        .iter()
+        .map(|p| libc::pollfd {
+            fd: p.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        // Rounded up, so a wait never ends just short of the deadline and spins.
+        let ms = libc::c_int::try_from(left.as_micros().div_ceil(1000)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: poll on descriptors we own, `fds.len()` entries.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if rc > 0 {
+            return true;
+        }
+        if rc < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return true;
+        }
+    }
+}
+
+/// Wait until every one of `pins` has exited, or until `deadline`; true when all have.
+pub fn wait_all(mut pins: Vec<Pin>, deadline: std::time::Instant) -> bool {
+    while !pins.is_empty() {
+        if !wait_any(&pins, deadline) {
+            return false;
+        }
+        pins.retain(|p| !has_exited(p));
+    }
+    true
+}
+
+/// The pinned process has exited (its pidfd reads as ready, without waiting).
+fn has_exited(pin: &Pin) -> bool {
+    let mut fd = libc::pollfd {
+        fd: pin.fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one descriptor we own, without waiting.
+    let rc = unsafe { libc::poll(&mut fd, 1, 0) };
+    rc != 0
 }
 
 /// Reap `pid` if it is a child of ours that has ended; its exit status if reaped.

@@ -1,51 +1,21 @@
 //! Run one command as a [`Group`](crate::process::Group) and hand its output to the caller line
 //! by line, from stdout and stderr in arrival order, until it exits or the caller says stop (a
 //! stall, a timeout) or gpudoctor is interrupted; then stop the whole group (SIGTERM, grace,
-//! SIGKILL) and reap it. Used by the active probes (the CUDA helper, `ib_write_bw`); the NCCL
-//! runner (`nccl.rs`) has its own loop feeding its streaming parser.
+//! SIGKILL) and reap it. Used by the active probes (the CUDA helper, `ib_write_bw`). The loop
+//! itself is [`crate::process::stream`], shared with the NCCL runner (`nccl/run.rs`); this
+//! module only splits the bytes into lines.
 //!
-//! Bounded: lines are cut at [`MAX_LINE`] bytes, reading stops [`DRAIN_GRACE`] after the group
-//! is gone even if a pipe stays open, and the caller's `stop` is asked every [`POLL`].
+//! Bounded: lines are cut at [`MAX_LINE`] bytes, reading stops
+//! [`DRAIN_GRACE`](crate::process::stream::DRAIN_GRACE) after the group is gone even if a pipe
+//! stays open, and the caller's `stop` is asked every [`POLL`].
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use crate::process::RunExit;
-use crate::process::{Exit, Finished, Group, KILL_GRACE, Killed, signals};
+use crate::process::stream::{self, Output};
+pub use crate::process::stream::{Ended, POLL, Stream};
 
 /// Longest line handed over; the rest of a longer one is dropped.
 pub const MAX_LINE: usize = 64 * 1024;
-/// After the group is gone, how long to wait for pipes held open by leftovers.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
-/// How often `stop` is asked.
-pub const POLL: Duration = Duration::from_millis(50);
-
-/// Which pipe a line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
-
-/// How a run ended.
-#[derive(Debug, Clone, Default)]
-pub struct Ended {
-    pub exit: Option<RunExit>,
-    /// The caller's `stop` said so (a stall or a timeout), and the group was stopped.
-    pub stopped: bool,
-    /// gpudoctor got this signal while the run went on.
-    pub interrupted: Option<i32>,
-    /// What was still running when the leader ended or was stopped.
-    pub killed: Vec<Killed>,
-    pub elapsed: Duration,
-}
-
-enum Chunk {
-    Data(usize, Vec<u8>),
-    Eof(usize),
-}
 
 /// Splits a byte stream into lines (`\n`, a trailing `\r` dropped), each cut at [`MAX_LINE`].
 #[derive(Default)]
@@ -84,110 +54,56 @@ impl Lines {
     }
 }
 
+/// The caller's two callbacks, each stream split into lines.
+struct ByLine<'a> {
+    on_line: &'a mut dyn FnMut(Stream, &str),
+    stop: &'a mut dyn FnMut() -> bool,
+    lines: [Lines; 2],
+}
+
+fn index(stream: Stream) -> usize {
+    match stream {
+        Stream::Stdout => 0,
+        Stream::Stderr => 1,
+    }
+}
+
+impl Output for ByLine<'_> {
+    fn data(&mut self, stream: Stream, bytes: &[u8]) {
+        let on_line = &mut *self.on_line;
+        self.lines[index(stream)].push(bytes, &mut |line| on_line(stream, line));
+    }
+
+    fn eof(&mut self, stream: Stream) {
+        let on_line = &mut *self.on_line;
+        self.lines[index(stream)].finish(&mut |line| on_line(stream, line));
+    }
+
+    fn stop(&mut self) -> bool {
+        (self.stop)()
+    }
+}
+
 /// Run `command` (its stdio is set here: stdin null, stdout and stderr piped). `on_line` gets
-/// every line; `stop` is asked every [`POLL`] and after every line, and ends the run when it
-/// says `true`.
+/// every line; `stop` is asked every [`POLL`] and after every chunk of output while the
+/// command runs, and ends the run when it says `true`.
 pub fn run_lines(
     command: &mut Command,
     on_line: &mut dyn FnMut(Stream, &str),
     stop: &mut dyn FnMut() -> bool,
 ) -> std::io::Result<Ended> {
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let started = Instant::now();
-    let spawned = Group::spawn(command)?;
-    let mut group = Some(spawned.group);
-    let (tx, rx) = mpsc::sync_channel::<Chunk>(64);
-    let mut open = 0;
-    let stdout = spawned.stdout.map(|s| Box::new(s) as Box<dyn Read + Send>);
-    let stderr = spawned.stderr.map(|s| Box::new(s) as Box<dyn Read + Send>);
-    for (i, pipe) in [stdout, stderr].into_iter().enumerate() {
-        let Some(mut pipe) = pipe else { continue };
-        let tx = tx.clone();
-        open += 1;
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 16 * 1024];
-            loop {
-                match pipe.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        if tx.send(Chunk::Data(i, buf[..n].to_vec())).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => break,
-                }
-            }
-            let _ = tx.send(Chunk::Eof(i));
-        });
+    let mut by_line = ByLine {
+        on_line,
+        stop,
+        lines: [Lines::default(), Lines::default()],
+    };
+    let ended = stream::run(command, &mut by_line)?;
+    // A pipe still open at the end (held by a leftover past the drain grace): its last,
+    // unterminated line is handed over too.
+    for stream in [Stream::Stdout, Stream::Stderr] {
+        let on_line = &mut *by_line.on_line;
+        by_line.lines[index(stream)].finish(&mut |line| on_line(stream, line));
     }
-    drop(tx);
-
-    let streams = [Stream::Stdout, Stream::Stderr];
-    let mut lines = [Lines::default(), Lines::default()];
-    let mut ended = Ended::default();
-    let mut observed: Option<Exit> = None;
-    let mut finisher: Option<std::thread::JoinHandle<Finished>> = None;
-    let mut finished: Option<(Finished, Instant)> = None;
-    loop {
-        let now = Instant::now();
-        if let Some(running) = &group {
-            let halt = if let Some(exit) = running.leader_exited() {
-                observed = Some(exit);
-                true
-            } else if let Some(sig) = signals::interrupted() {
-                ended.interrupted = Some(sig);
-                true
-            } else if stop() {
-                ended.stopped = true;
-                true
-            } else {
-                false
-            };
-            if halt && let Some(running) = group.take() {
-                finisher = Some(std::thread::spawn(move || running.finish(KILL_GRACE)));
-            }
-        }
-        if finisher.as_ref().is_some_and(|h| h.is_finished())
-            && let Some(handle) = finisher.take()
-        {
-            let done = handle.join().unwrap_or_default();
-            finished = Some((done, now));
-        }
-        if open == 0 && finished.is_some() {
-            break;
-        }
-        if finished
-            .as_ref()
-            .is_some_and(|(_, at)| now.duration_since(*at) >= DRAIN_GRACE)
-        {
-            break;
-        }
-        match rx.recv_timeout(POLL) {
-            Ok(Chunk::Data(i, bytes)) => {
-                lines[i].push(&bytes, &mut |line| on_line(streams[i], line));
-            }
-            Ok(Chunk::Eof(i)) => {
-                lines[i].finish(&mut |line| on_line(streams[i], line));
-                open -= 1;
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => open = 0,
-        }
-    }
-    for (i, l) in lines.iter_mut().enumerate() {
-        l.finish(&mut |line| on_line(streams[i], line));
-    }
-    let done = finished.map(|(d, _)| d).unwrap_or_default();
-    ended.exit = done.exit.or(observed).map(|e| match e {
-        Exit::Code(c) => RunExit::Code(c),
-        Exit::Signal(s) => RunExit::Signal(s),
-    });
-    ended.killed = done.killed;
-    ended.elapsed = started.elapsed();
     Ok(ended)
 }
 
@@ -226,6 +142,8 @@ impl Tail {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::RunExit;
+    use std::time::{Duration, Instant};
 
     #[test]
     fn lines_are_split_cut_and_stripped_of_cr() {

@@ -25,7 +25,7 @@
 //!   subreaper. At the timeout (`--nccl-timeout`, default [`DEFAULT_TIMEOUT`]), on SIGINT/
 //!   SIGTERM/SIGHUP to gpudoctor, and after the leader exits, the whole group and every
 //!   descendant (in the group or not) get SIGTERM (mpirun forwards it to remote ranks), then
-//!   SIGKILL after [`KILL_GRACE`], and are reaped; what had to be killed is kept in
+//!   SIGKILL after [`KILL_GRACE`](crate::process::KILL_GRACE), and are reaped; what had to be killed is kept in
 //!   [`RunMeta::killed`] and shown as evidence. The output so far is kept and judged (§5: "a
 //!   hang prints nothing after the table header");
 //! - progress goes to a callback (stderr in the CLI): elapsed time and the last size done.
@@ -35,11 +35,9 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::RootedFs;
@@ -47,7 +45,8 @@ use crate::answers::nccl::{
     LineSplitter, NOT_REQUESTED, NcclLog, NcclLogParser, NcclProbe, NcclRun, RunMeta, format_size,
 };
 use crate::process::RunExit;
-use crate::process::{Containment, Exit, Finished, Group, KILL_GRACE, Killed, signals};
+use crate::process::stream::{self, Output, Stream};
+use crate::process::{Containment, Killed};
 
 // The child process and its streams live apart from choosing what to run and reading logs.
 mod run;
@@ -59,8 +58,6 @@ pub const NCCL_DIR: &str = ".gpudoctor/nccl";
 /// (the init and the 8 GiB rows dominate); five minutes leaves room for slow inits and
 /// multi-node launchers while still catching a hang (§13) in bounded time.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
-/// After the process exits, how long to wait for pipes held open by leftovers.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// Output kept verbatim for a capture: the head and the tail, each this many bytes.
 pub const TRANSCRIPT_PART: usize = 4 * 1024 * 1024;
 /// How often a progress line is printed.

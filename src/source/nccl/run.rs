@@ -118,22 +118,75 @@ impl Transcript {
     }
 }
 
-/// Feeds lines to the parser and the transcript.
-struct Sink {
+/// Feeds lines to the parser and the transcript, and says when the run is over its time.
+struct Sink<'a> {
     parser: NcclLogParser,
     transcript: Transcript,
+    splitters: [LineSplitter; 2],
+    started: Instant,
+    timeout: Duration,
+    timed_out: bool,
+    last_progress: Instant,
+    progress: &'a mut dyn FnMut(&Progress),
 }
 
-impl Sink {
-    fn line(&mut self, line: &[u8], cut: bool) {
-        self.parser.feed_raw_line(line, cut);
-        self.transcript.push(line);
+impl Sink<'_> {
+    fn splitter(
+        &mut self,
+        stream: Stream,
+    ) -> (&mut LineSplitter, &mut NcclLogParser, &mut Transcript) {
+        let i = match stream {
+            Stream::Stdout => 0,
+            Stream::Stderr => 1,
+        };
+        (
+            &mut self.splitters[i],
+            &mut self.parser,
+            &mut self.transcript,
+        )
     }
 }
 
-enum Chunk {
-    Data(usize, Vec<u8>),
-    Eof(usize),
+fn take_line(parser: &mut NcclLogParser, transcript: &mut Transcript, line: &[u8], cut: bool) {
+    parser.feed_raw_line(line, cut);
+    transcript.push(line);
+}
+
+impl Output for Sink<'_> {
+    fn data(&mut self, stream: Stream, bytes: &[u8]) {
+        let (splitter, parser, transcript) = self.splitter(stream);
+        splitter.push(bytes, &mut |line, cut| {
+            take_line(parser, transcript, line, cut)
+        });
+    }
+
+    fn eof(&mut self, stream: Stream) {
+        let (splitter, parser, transcript) = self.splitter(stream);
+        splitter.finish(&mut |line, cut| take_line(parser, transcript, line, cut));
+    }
+
+    /// Past the timeout; a progress line about every [`PROGRESS_EVERY`] until then.
+    fn stop(&mut self) -> bool {
+        if self.started.elapsed() >= self.timeout {
+            self.timed_out = true;
+            return true;
+        }
+        self.tick();
+        false
+    }
+
+    /// A progress line when one is due, also while the run is being stopped (a grace can be
+    /// longer than the time between two lines).
+    fn tick(&mut self) {
+        if self.last_progress.elapsed() >= PROGRESS_EVERY {
+            self.last_progress = Instant::now();
+            (self.progress)(&Progress {
+                elapsed: self.started.elapsed(),
+                lines: self.parser.lines(),
+                last: self.parser.last_row().map(|r| (r.size, r.peak_busbw())),
+            });
+        }
+    }
 }
 
 /// Run `argv` with `env` changes under `timeout`, streaming its stdout and stderr into the
@@ -160,138 +213,37 @@ pub fn run_command_keeping(
         return Err(std::io::Error::other("empty command"));
     };
     let mut command = Command::new(program);
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    command.args(args);
     for (name, value) in env {
         match value {
             Some(v) => command.env(name, v),
             None => command.env_remove(name),
         };
     }
-    let started = Instant::now();
-    // Its own process group under gpudoctor as subreaper (process.rs): whatever it starts,
-    // in the group or not, is stopped and reaped before this returns.
-    let spawned = Group::spawn(&mut command)?;
-    let mut group = Some(spawned.group);
-
-    // Bounded: a reader waits when the parser is behind, so memory stays flat.
-    let (tx, rx) = mpsc::sync_channel::<Chunk>(64);
-    let mut readers = 0;
-    let stdout = spawned.stdout.map(|s| Box::new(s) as Box<dyn Read + Send>);
-    let stderr = spawned.stderr.map(|s| Box::new(s) as Box<dyn Read + Send>);
-    for (i, pipe) in [stdout, stderr].into_iter().enumerate() {
-        let Some(mut pipe) = pipe else { continue };
-        let tx = tx.clone();
-        readers += 1;
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                match pipe.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        if tx.send(Chunk::Data(i, buf[..n].to_vec())).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => break,
-                }
-            }
-            let _ = tx.send(Chunk::Eof(i));
-        });
-    }
-    drop(tx);
-
     let mut sink = Sink {
         parser: NcclLogParser::new(),
         transcript: Transcript::new(transcript_part),
+        splitters: [LineSplitter::new(), LineSplitter::new()],
+        started: Instant::now(),
+        timeout,
+        timed_out: false,
+        last_progress: Instant::now(),
+        progress,
     };
-    let mut splitters = [LineSplitter::new(), LineSplitter::new()];
-    let mut open = readers;
-    let mut timed_out = false;
-    let mut interrupted = None;
-    let mut observed_exit: Option<Exit> = None;
-    // Stopping the group runs on its own thread (it waits out the grace) while the output is
-    // still read here.
-    let mut finisher: Option<std::thread::JoinHandle<Finished>> = None;
-    let mut finished: Option<(Finished, Instant)> = None;
-    let mut last_progress = Instant::now();
-
-    loop {
-        let now = Instant::now();
-        if let Some(running) = &group {
-            let stop = if let Some(exit) = running.leader_exited() {
-                observed_exit = Some(exit);
-                true
-            } else if now.duration_since(started) >= timeout {
-                timed_out = true;
-                true
-            } else if let Some(sig) = signals::interrupted() {
-                interrupted = Some(sig);
-                true
-            } else {
-                false
-            };
-            if stop && let Some(running) = group.take() {
-                finisher = Some(std::thread::spawn(move || running.finish(KILL_GRACE)));
-            }
-        }
-        if finisher.as_ref().is_some_and(|h| h.is_finished())
-            && let Some(handle) = finisher.take()
-        {
-            let done = handle.join().unwrap_or_default();
-            finished = Some((done, now));
-        }
-        if open == 0 && finished.is_some() {
-            break;
-        }
-        // Everything was killed and reaped but a pipe is still open (a process that survived
-        // SIGKILL, or one that passed the pipe on): stop reading.
-        if finished
-            .as_ref()
-            .is_some_and(|(_, at)| now.duration_since(*at) >= DRAIN_GRACE)
-        {
-            break;
-        }
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(Chunk::Data(i, bytes)) => {
-                splitters[i].push(&bytes, &mut |line, cut| sink.line(line, cut));
-            }
-            Ok(Chunk::Eof(i)) => {
-                splitters[i].finish(&mut |line, cut| sink.line(line, cut));
-                open -= 1;
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => open = 0,
-        }
-        if last_progress.elapsed() >= PROGRESS_EVERY {
-            last_progress = Instant::now();
-            progress(&Progress {
-                elapsed: started.elapsed(),
-                lines: sink.parser.lines(),
-                last: sink.parser.last_row().map(|r| (r.size, r.peak_busbw())),
-            });
-        }
-    }
+    // Its own process group under gpudoctor as subreaper (`process`): whatever it starts, in
+    // the group or not, is stopped and reaped before this returns.
+    let ended = stream::run(&mut command, &mut sink)?;
     // Whatever is buffered without a newline is the last (partial) line.
-    for splitter in &mut splitters {
-        splitter.finish(&mut |line, cut| sink.line(line, cut));
+    for stream in [Stream::Stdout, Stream::Stderr] {
+        sink.eof(stream);
     }
-    let (done, _) = finished.unwrap_or((Finished::default(), Instant::now()));
-    let exit = done.exit.or(observed_exit).map(|e| match e {
-        Exit::Code(c) => RunExit::Code(c),
-        Exit::Signal(s) => RunExit::Signal(s),
-    });
     Ok(RunOutput {
-        exit,
-        timed_out,
-        interrupted,
-        killed: done.killed,
-        containment: done.containment,
-        elapsed: started.elapsed(),
+        exit: ended.exit,
+        timed_out: sink.timed_out,
+        interrupted: ended.interrupted,
+        killed: ended.killed,
+        containment: ended.containment,
+        elapsed: ended.elapsed,
         log: sink.parser.finish(),
         transcript: sink.transcript.finish(),
     })
