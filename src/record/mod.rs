@@ -13,8 +13,9 @@
 //!
 //! Re-recording: when `--root` is itself a capture (a directory, or a `.tar.gz` the caller
 //! unpacked), the walk replays it and the probe answers are the capture's own (NVML,
-//! pod-resources, environment, kernel log, NCCL logs with their run records), carried over
-//! unless `--kernel-log`/`--nccl-log` replace them, as `check` would judge it; redaction is
+//! pod-resources, environment, kernel log, NCCL logs with their run records, perftest outputs,
+//! state), carried over unless `--kernel-log`/`--nccl-log`/`--perftest-log`/`--state-dir` replace
+//! them, as `check` would judge it; redaction is
 //! applied again, and the manifest says it was re-recorded and from what.
 
 mod kmsg;
@@ -224,6 +225,12 @@ fn record_into(
                     options.source.probe_timeout,
                 )
                 .with_nccl_logs(options.source.nccl.logs.clone())
+                // Every input `check` would take with a capture, as `source::open` gives it.
+                .with_perftest_logs(
+                    options.source.perftest_logs.clone(),
+                    options.source.probe_timeout,
+                )
+                .with_state_dir(options.source.state_dir.clone())
                 .with_trace(trace.clone()),
         )
     } else {
