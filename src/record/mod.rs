@@ -277,6 +277,9 @@ fn record_into(
     let identity = node::gather(&recording);
     let nvml = recording.nvml();
     let kernel_log = recording.kernel_log();
+    // What reading it repaired or skipped: kept in the manifest, so the replay says it too
+    // (kmsg.txt holds the repaired text).
+    let kernel_log_notes = recording.kernel_log_notes();
     let trace = trace.lock().map(|t| t.clone()).unwrap_or_default();
 
     // 2. What to redact: values known from the facts, plus shapes found in any text.
@@ -603,6 +606,9 @@ fn record_into(
             "notes": redactor.notes(),
         },
     });
+    if !kernel_log_notes.is_empty() {
+        manifest["kernel_log"] = json!({ "notes": kernel_log_notes });
+    }
     let manifest_path = capture.join(MANIFEST);
     write_json(&manifest_path, &manifest)?;
     let mut replayed = replay(&capture)?;

@@ -40,6 +40,9 @@ impl Source for RecordingSource {
             .get_or_init(|| self.inner.kernel_log())
             .clone()
     }
+    fn kernel_log_notes(&self) -> Vec<String> {
+        self.inner.kernel_log_notes()
+    }
     fn pod_resources(&self) -> PodResourcesFacts {
         self.pod_resources
             .get_or_init(|| self.inner.pod_resources())
