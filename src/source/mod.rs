@@ -245,12 +245,15 @@ pub struct HostSource {
     nvml: std::sync::OnceLock<NvmlFacts>,
     /// The kernel log, read once: its text and the notes on its decoding belong to one read.
     kernel_log: std::sync::OnceLock<Result<Option<kernel_log::KernelLogText>, FsError>>,
+    /// `--state-dir`: read once, updated under its lock.
+    state: Option<state_dir::StateDir>,
 }
 
 impl HostSource {
     pub fn new(root: impl Into<PathBuf>, options: SourceOptions) -> Self {
         HostSource {
             fs: RootedFs::new(root),
+            state: options.state_dir.clone().map(state_dir::StateDir::new),
             options,
             nvml: std::sync::OnceLock::new(),
             kernel_log: std::sync::OnceLock::new(),
@@ -378,13 +381,11 @@ impl Source for HostSource {
         perftest_log::read_all(&self.options.perftest_logs, self.options.probe_timeout)
     }
     fn history(&self) -> Option<crate::answers::history::HistoryAnswer> {
-        let file = self.options.state_dir.as_ref()?.join(state_dir::FILE);
-        let loaded = state_dir::load(&file, self.options.probe_timeout);
-        Some((file.display().to_string(), true, loaded))
+        Some(self.state.as_ref()?.answer(self.options.probe_timeout))
     }
     fn save_history(&self, history: &crate::answers::history::History) -> Result<(), String> {
-        match &self.options.state_dir {
-            Some(dir) => state_dir::save(&dir.join(state_dir::FILE), history),
+        match &self.state {
+            Some(state) => state.save(history),
             None => Err("no --state-dir".to_string()),
         }
     }

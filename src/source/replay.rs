@@ -16,7 +16,7 @@ pub struct ReplaySource {
     /// `--perftest-log` files given with a capture, and the probe timeout.
     perftest_logs: (Vec<PathBuf>, Duration),
     /// `--state-dir` given with a capture: read and added to instead of the capture's own.
-    state_dir: Option<PathBuf>,
+    state_dir: Option<state_dir::StateDir>,
     /// `--kernel-log` given with a capture, and the probe timeout: read instead of its kmsg.txt.
     kernel_log: Option<(PathBuf, Duration)>,
     /// The kernel log, read once: its text and the notes on its decoding belong to one read.
@@ -81,7 +81,7 @@ impl ReplaySource {
     /// Keep the history in this directory instead of reading the capture's own (a probe option
     /// given on the command line replaces the recorded answer).
     pub fn with_state_dir(mut self, dir: Option<PathBuf>) -> Self {
-        self.state_dir = dir;
+        self.state_dir = dir.map(state_dir::StateDir::new);
         self
     }
 
@@ -219,17 +219,15 @@ impl Source for ReplaySource {
     }
     fn save_history(&self, history: &crate::answers::history::History) -> Result<(), String> {
         match &self.state_dir {
-            Some(dir) => state_dir::save(&dir.join(state_dir::FILE), history),
+            Some(state) => state.save(history),
             None => Err("a capture's own state is read-only".to_string()),
         }
     }
     /// `--state-dir` when given; else the capture's recorded state, read-only: judging a
     /// capture never changes it.
     fn history(&self) -> Option<crate::answers::history::HistoryAnswer> {
-        if let Some(dir) = &self.state_dir {
-            let file = dir.join(state_dir::FILE);
-            let loaded = state_dir::load(&file, self.perftest_logs.1);
-            return Some((file.display().to_string(), true, loaded));
+        if let Some(state) = &self.state_dir {
+            return Some(state.answer(self.perftest_logs.1));
         }
         match self.fs.read_to_string(state_dir::IN_CAPTURE) {
             Ok(text) => Some((
