@@ -51,6 +51,9 @@ impl Source for RecordingSource {
     fn env_vars(&self) -> BTreeMap<String, String> {
         self.env_vars.get_or_init(|| self.inner.env_vars()).clone()
     }
+    fn node_changed(&self) -> Option<String> {
+        self.inner.node_changed()
+    }
     fn host_nodename(&self) -> Option<String> {
         self.inner.host_nodename()
     }

@@ -158,6 +158,11 @@ pub trait Source: Send + Sync {
     fn captured_at(&self) -> Option<String> {
         None
     }
+    /// For a capture whose manifest says the node changed while it was recorded
+    /// (`node_changed`, `record/changes.rs`): why. Such a capture may hold part of the node.
+    fn node_changed(&self) -> Option<String> {
+        None
+    }
     /// The node's name as the host's own UTS namespace has it, which only a live host can say
     /// (`uts.rs`: in a Pod, `proc/sys/kernel/hostname` answers with the Pod's name); `None` for
     /// a capture.

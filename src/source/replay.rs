@@ -118,6 +118,12 @@ impl Source for ReplaySource {
     fn fs(&self) -> &RootedFs {
         &self.fs
     }
+    fn node_changed(&self) -> Option<String> {
+        let manifest = capture_manifest(&self.fs).ok()?;
+        manifest["node_changed"]["reason"]
+            .as_str()
+            .map(str::to_string)
+    }
     fn nvml(&self) -> NvmlFacts {
         match self.fs.read_to_string(NVML_JSON) {
             Ok(text) => parse_nvml_json(&text).unwrap_or_else(|err| {

@@ -638,6 +638,17 @@ impl RootedFs {
         })
     }
 
+    /// The device and inode of `rel`, all links followed (`""` is the root): for `record`,
+    /// which tells a directory replaced while it walked from the one it first looked at.
+    pub fn identity(&self, rel: &str) -> Result<(u64, u64), FsError> {
+        let components = self.resolve(rel, true)?;
+        let entry = self
+            .open_resolved(&components, libc::O_PATH)
+            .map_err(|e| FsError::from_io(rel, &e))?;
+        let st = fd::fstat(entry.as_fd()).map_err(|e| FsError::from_io(rel, &e))?;
+        Ok((st.st_dev, st.st_ino))
+    }
+
     /// Entry names of a directory, sorted (sysfs order is not stable across kernels).
     pub fn read_dir(&self, rel: &str) -> Result<Vec<String>, FsError> {
         self.list_dir(rel, &|_| true)

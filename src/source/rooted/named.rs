@@ -394,3 +394,41 @@ pub fn read_capped(file: &mut File, rel: &str, cap: u64, size: u64) -> Result<St
     }
     String::from_utf8(bytes).map_err(|_| FsError::NotText { path: rel.into() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream longer than twice the cap keeps its newest `cap` bytes, counts the rest, and
+    /// knows whether they start a line; within the cap, or with `Keep::All`, it keeps all or
+    /// refuses.
+    #[test]
+    fn a_window_keeps_the_newest_bytes_of_a_long_stream() {
+        let lines: Vec<u8> = (0..100)
+            .flat_map(|i| format!("l{i:02}\n").into_bytes())
+            .collect();
+        let mut w = Window::new("log", 10, Keep::Tail);
+        for chunk in lines.chunks(7) {
+            w.push(chunk).unwrap();
+        }
+        let tail = w.finish();
+        assert_eq!(tail.bytes, b"7\nl98\nl99\n");
+        assert_eq!(tail.skipped, 390);
+        assert!(!tail.starts_line);
+        let mut w = Window::new("log", 6, Keep::Tail);
+        w.push(b"ab\ncdefg\n").unwrap();
+        let tail = w.finish();
+        assert_eq!(
+            (tail.bytes.as_slice(), tail.skipped, tail.starts_line),
+            (&b"cdefg\n"[..], 3, true)
+        );
+        let mut w = Window::new("log", 100, Keep::Tail);
+        w.push(b"short\n").unwrap();
+        assert_eq!(w.finish().skipped, 0);
+        let mut w = Window::new("log", 4, Keep::All);
+        assert!(matches!(
+            w.push(b"12345"),
+            Err(FsError::TooLarge { cap: 4, .. })
+        ));
+    }
+}
