@@ -310,6 +310,12 @@ fn record(args: &RecordArgs) -> anyhow::Result<i32> {
                     redacted.join(", ")
                 }
             );
+            if let Some(reason) = &summary.node_changed {
+                eprintln!(
+                    "gpudoctor: warning: the node changed while it was recorded ({}): the capture may hold only part of it; record again once the node is settled",
+                    gpudoctor::text::sanitize::text(reason)
+                );
+            }
             if summary.rerecorded {
                 eprintln!(
                     "gpudoctor: re-recorded the capture {} into {}",

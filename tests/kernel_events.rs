@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::node::{Node, assert_check};
+use common::node::{Node, assert_check, assert_evidence};
 use gpudoctor::report::Status;
 
 const KMSG: &str = ".gpudoctor/kmsg.txt";
@@ -344,4 +344,156 @@ fn a_capture_keeps_every_kernel_line_the_checks_read() {
         assert_eq!(kept.boots, whole.boots, "{name}: boots");
     }
     assert!(samples >= 15, "only {samples} samples in {}", dir.display());
+}
+
+/// The real gpu-burn#1 log (its XID 79 on 0000:02:00) with one byte that is not UTF-8 in its
+/// first line and a NUL byte in its sixth, as a disk error or a crash leaves a saved log.
+fn damaged_gpu_burn_log() -> Vec<u8> {
+    let text = data("aer-fatal-surprise-down-nvidia-gpu-burn-1.txt");
+    let mut lines: Vec<Vec<u8>> = text.lines().map(|l| l.as_bytes().to_vec()).collect();
+    lines[0].insert(20, 0xff);
+    lines[5].insert(15, 0);
+    let mut bytes = lines.join(&b'\n');
+    bytes.push(b'\n');
+    bytes
+}
+
+/// `[  100.000000] usb 1-1: ...` lines (no line the checks read) up to `bytes`, stamped from
+/// second `at` on (rising, so no line looks like a reboot).
+fn filler(bytes: usize, at: u64) -> String {
+    let mut text = String::with_capacity(bytes + 100);
+    let mut i = 0u64;
+    while text.len() < bytes {
+        text.push_str(&format!(
+            "[{:5}.{:06}] usb 1-1: new high-speed USB device number {} using xhci_hcd\n",
+            at + i / 1_000_000,
+            i % 1_000_000,
+            i % 128
+        ));
+        i += 1;
+    }
+    text
+}
+
+/// `check --root <healthy> --only driver --kernel-log FILE`: driver.xid_events' status,
+/// summary and evidence.
+fn xid_events_with_kernel_log(file: &std::path::Path) -> (String, String, String) {
+    let root = common::repo().join("fixtures/hgx-h100-healthy");
+    let out = common::gpudoctor(&[
+        "check",
+        "--root",
+        root.to_str().unwrap(),
+        "--only",
+        "driver",
+        "--keep-going",
+        "--format",
+        "json",
+        "--kernel-log",
+        file.to_str().unwrap(),
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let c = report["layers"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["code"] == "driver.xid_events")
+        .unwrap()
+        .clone();
+    (
+        c["status"].as_str().unwrap().to_string(),
+        c["summary"].as_str().unwrap().to_string(),
+        c["evidence"].to_string(),
+    )
+}
+
+/// Issue 41, item 3: one invalid UTF-8 byte or NUL anywhere in a kernel log made every
+/// kernel-log check an error, so the XID 79 in the same file went unreported. The log is
+/// decoded lossily, the repair said, and the XID 79 fails — from a capture's kmsg.txt and from
+/// `--kernel-log FILE`.
+#[test]
+fn a_kernel_log_with_invalid_bytes_still_reports_its_xid_79() {
+    let damaged = damaged_gpu_burn_log();
+    let said = "1 byte(s) of invalid utf-8 replaced with U+FFFD and 1 nul byte(s) taken as line ends on 2 line(s)";
+    let node = with_log("");
+    std::fs::write(node.path(KMSG), &damaged).unwrap();
+    let report = node.run_all();
+    assert_check(
+        &report,
+        "driver.xid_events",
+        Status::Fail,
+        &["XID 79", "GPU has fallen off the bus", said],
+    );
+    assert_evidence(
+        &report,
+        "driver.xid_events",
+        &[&format!("{KMSG}: kernel log decoded lossily: {said}")],
+    );
+    // The AER burst around the damaged lines is read too.
+    assert_check(
+        &report,
+        "topology.aer_errors",
+        Status::Fail,
+        &["Surprise Down Error"],
+    );
+
+    let tmp = common::tempdir().unwrap();
+    let file = tmp.path().join("dmesg.txt");
+    std::fs::write(&file, &damaged).unwrap();
+    let (status, summary, evidence) = xid_events_with_kernel_log(&file);
+    assert_eq!(status, "fail", "{summary}");
+    assert!(
+        summary.contains("XID 79") && summary.contains(said),
+        "{summary}"
+    );
+    assert!(evidence.contains(said), "{evidence}");
+}
+
+/// Issue 41, item 3: a kernel log over the 8 MiB read cap was an error; it is read from its
+/// tail — the newest events — and the skipped bytes are said. The XID 79 near the end of a
+/// 9 MiB log fails, from a capture's kmsg.txt and from `--kernel-log FILE`.
+#[test]
+fn a_kernel_log_over_the_cap_is_read_from_its_tail() {
+    let cap = gpudoctor::source::rooted::DEFAULT_READ_CAP as usize;
+    let mut log = filler(cap + (1 << 20), 100);
+    log.push_str("[  200.644138] NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.\n");
+    log.push_str(&filler(4096, 300));
+    assert!(log.len() > cap + (1 << 20));
+    let node = with_log(&log);
+    let report = node.run_all();
+    assert_check(
+        &report,
+        "driver.xid_events",
+        Status::Fail,
+        &[
+            "XID 79",
+            "kernel log larger than the 8 MiB read cap: its oldest",
+        ],
+    );
+    assert_evidence(
+        &report,
+        "driver.xid_events",
+        &["byte(s) skipped, the newest events read"],
+    );
+
+    let tmp = common::tempdir().unwrap();
+    let file = tmp.path().join("dmesg.txt");
+    std::fs::write(&file, &log).unwrap();
+    let (status, summary, _) = xid_events_with_kernel_log(&file);
+    assert_eq!(status, "fail", "{summary}");
+    // The bytes skipped: everything before the last 8 MiB, and the line cut there.
+    let skipped: usize = summary
+        .split("its oldest ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    let first_kept = log.len() - cap;
+    let line_end = first_kept + log[first_kept..].find('\n').unwrap() + 1;
+    let whole_line = log.as_bytes()[first_kept - 1] == b'\n';
+    assert_eq!(
+        skipped,
+        if whole_line { first_kept } else { line_end },
+        "{summary}"
+    );
 }

@@ -516,3 +516,121 @@ fn a_tree_changing_while_recorded_never_blames_out_nor_writes_outside_the_captur
     }
     assert!(seen_changed > 0, "no run of {runs} saw the tree change");
 }
+
+/// Issue 41, item 3: `record` of a root whose PCI devices came and went while it was walked
+/// produced captures holding 1 to 5 of the node's 67 PCI devices, saying nothing. Here a thread
+/// takes the healthy fixture's 67 `sys/bus/pci/devices` entries away one by one and puts them
+/// back (a hot-unplug and a rescan, over and over) while records run. Each capture either
+/// holds all 67 with their attributes, or its manifest says `node_changed` and its replay says
+/// so (on `driver.gpu_on_pci`); some capture must be a partial one, or the test did not race.
+#[test]
+fn a_capture_of_a_node_whose_devices_came_and_went_says_so() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let tmp = common::tempdir().unwrap();
+    let root = tmp.path().join("live/node");
+    common::copy_tree(&fixture(), &root);
+    let devices = root.join("sys/bus/pci/devices");
+    let away = root.join("sys/bus/pci/away");
+    fs::create_dir(&away).unwrap();
+    let names: Vec<std::ffi::OsString> = fs::read_dir(&devices)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 67);
+    let outs = tmp.path().join("outs");
+    fs::create_dir(&outs).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let cycles = Arc::new(AtomicU64::new(0));
+    let mover = {
+        let (stop, cycles, devices, away, names) = (
+            stop.clone(),
+            cycles.clone(),
+            devices.clone(),
+            away.clone(),
+            names.clone(),
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for (from, to) in [(&devices, &away), (&away, &devices)] {
+                    for name in &names {
+                        // Gone only when the test ended (its directory removed).
+                        if fs::rename(from.join(name), to.join(name)).is_err() {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                }
+                cycles.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let (mut partial, mut noted, mut runs) = (0, 0, 0);
+    for run in 0..12 {
+        runs += 1;
+        let out = outs.join(format!("cap-{run}"));
+        let result = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+            .args(["record", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"])
+            .arg("--root")
+            .arg(&root)
+            .arg("--out")
+            .arg(&out)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(result.status.success(), "run {run}: {}", stderr(&result));
+        let held: Vec<std::path::PathBuf> = fs::read_dir(out.join("sys/bus/pci/devices"))
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        let whole = held.len() == 67 && held.iter().all(|d| d.join("class").is_file());
+        let manifest: serde_json::Value = serde_json::from_str(
+            &fs::read_to_string(out.join(".gpudoctor/manifest.json")).unwrap(),
+        )
+        .unwrap();
+        let changed = manifest.get("node_changed").is_some_and(|v| !v.is_null());
+        if !whole {
+            partial += 1;
+            assert!(
+                changed,
+                "run {run}: the capture holds {} of 67 pci devices (or some without their attributes) and its manifest does not say the node changed: {}",
+                held.len(),
+                manifest["unreadable"]
+            );
+        }
+        if changed {
+            noted += 1;
+            assert!(
+                stderr(&result).contains("the node changed while it was recorded"),
+                "run {run}: record did not say so: {}",
+                stderr(&result)
+            );
+            let replay =
+                common::gpudoctor(&["check", "--root", out.to_str().unwrap(), "--format", "json"]);
+            let report: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap();
+            let gpu_on_pci = report["layers"][0]["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["code"] == "driver.gpu_on_pci")
+                .unwrap()
+                .to_string();
+            assert!(
+                gpu_on_pci.contains("the node changed while it was recorded"),
+                "run {run}: the replay does not say the capture is inconsistent: {gpu_on_pci}"
+            );
+        }
+        if partial >= 2 && run >= 3 {
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    mover.join().unwrap();
+    assert!(
+        cycles.load(Ordering::Relaxed) > 0,
+        "the mover never finished a cycle"
+    );
+    assert!(
+        partial > 0,
+        "no capture of {runs} was partial ({noted} noted): the test did not race"
+    );
+}

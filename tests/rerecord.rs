@@ -331,3 +331,127 @@ fn an_archive_that_is_not_a_capture_is_not_recorded() {
     );
     assert!(!out.exists());
 }
+
+/// `check --keep-going --format json` of `root` with `extra`: the exit code and every check's
+/// status and summary, by code.
+fn judged(
+    root: &Path,
+    extra: &[&str],
+) -> (i32, std::collections::BTreeMap<String, (String, String)>) {
+    let mut args = vec![
+        "check",
+        "--root",
+        root.to_str().unwrap(),
+        "--keep-going",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let out = gpudoctor(&args);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: no report ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let checks = report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["checks"].as_array().unwrap().iter())
+        .map(|c| {
+            (
+                c["code"].as_str().unwrap().to_string(),
+                (
+                    c["status"].as_str().unwrap().to_string(),
+                    c["summary"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect();
+    (out.status.code().unwrap(), checks)
+}
+
+/// Issue 41, item 2: `record --root CAPTURE --perftest-log F` dropped the log (the new capture
+/// replayed exit 0 where `check --root CAPTURE --perftest-log F` exits 1), and `--state-dir`
+/// was dropped the same way. Every per-run input `check` takes with a capture is taken by a
+/// re-record too: the new capture replays with the exit code and the statuses `check` gives
+/// with that input, the check the input feeds included.
+#[test]
+fn re_recording_with_a_per_run_input_replays_as_check_judges_with_it() {
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    let tmp = common::tempdir().unwrap();
+    let perftest = common::repo().join("tests/data/perftest/perftest-31-cuda-mr-fail.txt");
+    let nccl = tmp.path().join("run.log");
+    fs::copy(
+        common::repo().join("fixtures/h100-nccl-low-bandwidth/.gpudoctor/nccl/all_reduce_perf.log"),
+        &nccl,
+    )
+    .unwrap();
+    let kernel = tmp.path().join("dmesg.txt");
+    fs::write(
+        &kernel,
+        "[ 1234.567890] NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus.\n",
+    )
+    .unwrap();
+    let cases: [(&str, &str, PathBuf, &str); 4] = [
+        ("perftest", "--perftest-log", perftest, "rdma.perftest_log"),
+        ("nccl", "--nccl-log", nccl, "nccl.bus_bandwidth"),
+        ("kernel", "--kernel-log", kernel, "driver.xid_events"),
+        // A fresh directory for each run: both start from the same (empty) state.
+        (
+            "state",
+            "--state-dir",
+            PathBuf::new(),
+            "driver.recurring_faults",
+        ),
+    ];
+    let mut problems = Vec::new();
+    for (name, option, input, code) in cases {
+        let given = |leg: &str| -> PathBuf {
+            if option == "--state-dir" {
+                tmp.path().join(format!("state-{leg}"))
+            } else {
+                input.clone()
+            }
+        };
+        let checked = given("check");
+        let (exit, checks) = judged(&fixture, &[option, checked.to_str().unwrap()]);
+        let out = tmp.path().join(format!("cap-{name}"));
+        let recorded = given("record");
+        rerecord(&fixture, &out, &[option, recorded.to_str().unwrap()]);
+        let (replayed_exit, replayed) = judged(&out, &[]);
+        let status = |m: &std::collections::BTreeMap<String, (String, String)>| {
+            m.get(code).map(|(s, _)| s.clone()).unwrap_or_default()
+        };
+        if status(&checks) == "skip" {
+            problems.push(format!(
+                "{name}: {code} skipped by check itself: {:?}",
+                checks.get(code)
+            ));
+        }
+        if (replayed_exit, status(&replayed)) != (exit, status(&checks)) {
+            problems.push(format!(
+                "{name}: check {option} gave exit {exit}, {code} {:?}; the re-recorded capture replays exit {replayed_exit}, {code} {:?}",
+                checks.get(code),
+                replayed.get(code)
+            ));
+        }
+        let differing: Vec<&String> = checks
+            .iter()
+            .filter(|(c, (s, _))| replayed.get(*c).map(|(r, _)| r) != Some(s))
+            .map(|(c, _)| c)
+            .collect();
+        if !differing.is_empty() {
+            problems.push(format!("{name}: statuses differ for {differing:?}"));
+        }
+    }
+    assert!(
+        fs::read_dir(tmp.path().join("cap-perftest/.gpudoctor/perftest"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 1,
+        "the perftest output is not kept in the new capture"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

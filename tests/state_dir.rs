@@ -179,3 +179,84 @@ fn without_a_state_dir_the_check_skips_and_a_capture_state_is_read_only() {
     );
     assert_eq!(std::fs::read_to_string(&fixture).unwrap(), before);
 }
+
+/// Issue 41, item 3: concurrent `--state-dir` runs overwrote each other (20 runs left `runs:
+/// 7`, and a fault one run saw was lost in 1 of 10 trials). Each run's update is a
+/// read-merge-write under a lock, so 20 runs at once, half of them seeing XID 79 on one GPU and
+/// half on another, leave one boot with 20 runs and both faults; twice, from an empty state and
+/// from the state the first 20 left.
+#[test]
+fn concurrent_runs_with_one_state_dir_all_count_and_lose_no_fault() {
+    let node = Node::healthy();
+    let scratch = common::tempdir().unwrap();
+    let dir = scratch.path().join("state");
+    let logs: Vec<std::path::PathBuf> = ["2a", "ba"]
+        .iter()
+        .map(|bus| {
+            let path = scratch.path().join(format!("xid79-{bus}.txt"));
+            std::fs::write(
+                &path,
+                XID79.replace("0000:2a:00", &format!("0000:{bus}:00")),
+            )
+            .unwrap();
+            path
+        })
+        .collect();
+    let root = node.path("");
+    const RUNS: usize = 20;
+    const ROUNDS: usize = 5;
+    for round in 1..=ROUNDS {
+        let children: Vec<std::process::Child> = (0..RUNS)
+            .map(|i| {
+                common::scratch::gpudoctor_command()
+                    .args(["check", "--root"])
+                    .arg(&root)
+                    .args(["--only", "driver", "--keep-going", "--format", "json"])
+                    .arg("--state-dir")
+                    .arg(&dir)
+                    .arg("--kernel-log")
+                    .arg(&logs[i % 2])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            let report: Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+            let recurring = report["layers"][0]["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["code"] == "driver.recurring_faults")
+                .unwrap();
+            assert_eq!(recurring["status"], "pass", "{recurring}");
+        }
+        let saved: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("history.json")).unwrap())
+                .unwrap();
+        let boots = saved["boots"].as_array().unwrap();
+        assert_eq!(boots.len(), 1, "{saved}");
+        assert_eq!(boots[0]["runs"], RUNS * round, "round {round}: {saved}");
+        let faults: Vec<&str> = boots[0]["faults"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            faults,
+            ["xid 79 0000:2a:00.0", "xid 79 0000:ba:00.0"],
+            "round {round}"
+        );
+    }
+    // Nothing but the history and its lock is left in the directory.
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["history.json", "history.json.lock"]);
+}

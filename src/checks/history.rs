@@ -202,6 +202,28 @@ pub(crate) fn kernel_log_or_outcome<'c>(
     }
 }
 
+/// What the kernel log's reader repaired or skipped (invalid bytes, the oldest part of a log over
+/// the cap: `source/kernel_log.rs`), said in the summary and evidence of a check that judged the
+/// rest of the log; its status is unchanged. An error or skip (no log judged) gets nothing.
+pub(crate) fn noting_log_repairs(
+    ctx: &crate::checks::Context<'_>,
+    mut outcome: crate::checks::Outcome,
+) -> crate::checks::Outcome {
+    use crate::report::{Evidence, Status};
+    let notes = ctx.source().kernel_log_notes();
+    if notes.is_empty() || matches!(outcome.status, Status::Error | Status::Skip) {
+        return outcome;
+    }
+    let from = ctx.kernel_log_origin();
+    outcome.summary = format!("{}{}", outcome.summary, parenthesised(&notes));
+    outcome.evidence.extend(
+        notes
+            .iter()
+            .map(|n| Evidence::new(from.as_str(), n.as_str())),
+    );
+    outcome
+}
+
 /// Notes for the end of a summary: ` (a; b)`, or nothing.
 pub(crate) fn parenthesised(notes: &[String]) -> String {
     if notes.is_empty() {

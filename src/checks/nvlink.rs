@@ -110,7 +110,10 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "a fatal SXID stalls the NVLink traffic through that switch port: the GPUs behind it see XID 45/74 and NCCL jobs hang or fail; an always-fatal one takes the whole fabric down (NVIDIA Fabric Manager User Guide, appendix D, NVSwitch SXid errors)",
                 fix: "drain the node and reset all GPUs and NVSwitches (guide D.9: stop nvidia-fabricmanager, `nvidia-smi -r`, start it) or reboot; an always-fatal SXID needs the host restarted; the same SXID returning on the same link: inspect the NVSwitch tray or GPU baseboard",
             },
-            run: |ctx| sxid::sxid_events(ctx).noting_unread(&ctx.boot().problems),
+            run: |ctx| {
+                super::history::noting_log_repairs(ctx, sxid::sxid_events(ctx))
+                    .noting_unread(&ctx.boot().problems)
+            },
         },
     ]
 }

@@ -30,7 +30,10 @@ pub fn checks() -> Vec<CheckDef> {
             fix: "follow the catalogue action printed with the finding: restart the application (13, 31, 94), reset the GPU (46, 62, 95, 119, 120), reboot the node (79), the recovery action XID 154 names, or send it for hardware inspection when the same XID returns after a reset; https://docs.nvidia.com/deploy/xid-errors/",
         },
         // A damaged /proc/uptime or /proc/stat leaves ages unknown: named, judged without.
-        run: |ctx| xid_events(ctx).noting_unread(&ctx.boot().problems),
+        run: |ctx| {
+            crate::checks::history::noting_log_repairs(ctx, xid_events(ctx))
+                .noting_unread(&ctx.boot().problems)
+        },
     }]
 }
 

@@ -13,10 +13,12 @@
 //!
 //! Re-recording: when `--root` is itself a capture (a directory, or a `.tar.gz` the caller
 //! unpacked), the walk replays it and the probe answers are the capture's own (NVML,
-//! pod-resources, environment, kernel log, NCCL logs with their run records), carried over
-//! unless `--kernel-log`/`--nccl-log` replace them, as `check` would judge it; redaction is
+//! pod-resources, environment, kernel log, NCCL logs with their run records, perftest outputs,
+//! state), carried over unless `--kernel-log`/`--nccl-log`/`--perftest-log`/`--state-dir` replace
+//! them, as `check` would judge it; redaction is
 //! applied again, and the manifest says it was re-recorded and from what.
 
+mod changes;
 mod kmsg;
 mod out;
 mod recording;
@@ -27,6 +29,7 @@ pub mod unpack;
 
 pub use kmsg::nvidia_kernel_lines;
 
+pub use out::is_packed;
 pub use unpack::{UnpackError, UnpackLimits, Unpacked, unpack};
 
 use std::collections::BTreeMap;
@@ -97,6 +100,9 @@ pub struct RecordSummary {
     pub report: Report,
     /// `--root` was a capture: its recorded answers were carried over.
     pub rerecorded: bool,
+    /// Why the capture may not be one view of the node (the manifest's `node_changed`): it
+    /// changed while it was walked (`changes.rs`), or the capture re-recorded said so.
+    pub node_changed: Option<String>,
 }
 
 /// Why a record did not produce a capture. Every variant but [`RecordError::Io`] is the
@@ -152,28 +158,6 @@ fn hold() -> Result<RwLockReadGuard<'static, bool>, RecordError> {
     Ok(signals::hold_writes()?)
 }
 
-/// File name endings that promise an archive or a compressed file `record` does not write: an
-/// `--out` ending in one would otherwise silently become a directory of that name (issue 19).
-const OTHER_ARCHIVES: &[&str] = &[
-    "zip", "tar", "gz", "bz2", "xz", "zst", "lz4", "lzma", "7z", "rar", "tbz", "tbz2", "txz",
-    "tzst",
-];
-
-/// The archive ending of an `--out` that is neither a directory name nor `.tar.gz`/`.tgz`.
-fn other_archive(out: &Path) -> Option<String> {
-    if is_packed(out) {
-        return None;
-    }
-    let ext = out.extension()?.to_str()?.to_ascii_lowercase();
-    OTHER_ARCHIVES.contains(&ext.as_str()).then_some(ext)
-}
-
-/// Is `out` a packed capture (`.tar.gz` / `.tgz`)?
-pub fn is_packed(path: &Path) -> bool {
-    let name = path.to_string_lossy();
-    name.ends_with(".tar.gz") || name.ends_with(".tgz")
-}
-
 pub fn record(options: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let mut tree = None;
     record_into(options, &mut tree).map_err(|err| match (err, tree) {
@@ -200,7 +184,7 @@ fn record_into(
     if !options.root.is_dir() {
         return Err(RecordError::RootNotDirectory(options.root.clone()));
     }
-    check_output(options)?;
+    out::check_output(options)?;
     // Before the run: --out is looked at and its temporary sibling created, so that an
     // unwritable --out is said now (out.rs).
     let output = out::Output::prepare(&options.out, options.force)?;
@@ -224,11 +208,19 @@ fn record_into(
                     options.source.probe_timeout,
                 )
                 .with_nccl_logs(options.source.nccl.logs.clone())
+                // Every input `check` would take with a capture, as `source::open` gives it.
+                .with_perftest_logs(
+                    options.source.perftest_logs.clone(),
+                    options.source.probe_timeout,
+                )
+                .with_state_dir(options.source.state_dir.clone())
                 .with_trace(trace.clone()),
         )
     } else {
         Box::new(HostSource::new(&options.root, options.source.clone()).with_trace(trace.clone()))
     };
+    // The node as it is before the walk, to tell whether it changed during it (changes.rs).
+    let before = changes::census(inner.fs().root(), inner.fs());
     let recording = RecordingSource {
         inner,
         nvml: OnceLock::new(),
@@ -270,6 +262,9 @@ fn record_into(
     let identity = node::gather(&recording);
     let nvml = recording.nvml();
     let kernel_log = recording.kernel_log();
+    // What reading it repaired or skipped: kept in the manifest, so the replay says it too
+    // (kmsg.txt holds the repaired text).
+    let kernel_log_notes = recording.kernel_log_notes();
     let trace = trace.lock().map(|t| t.clone()).unwrap_or_default();
 
     // 2. What to redact: values known from the facts, plus shapes found in any text.
@@ -293,12 +288,30 @@ fn record_into(
     // composed tree with its grafts (source/overlay.rs), so the capture is complete. Untraced:
     // this look is not part of what the checks read.
     let read_fs = RootedFs::new(recording.inner.fs().root()).with_grafts_of(recording.inner.fs());
-    let (mut counts, changed) = tree::materialize(
+    let tree::Materialized {
+        mut counts,
+        changed,
+        vanished,
+    } = tree::materialize(
         &trace,
         &read_fs,
         &capture,
         options.redact.then_some(&mut redactor),
     )?;
+    // What the capture re-recorded said stays said; then what changed under this walk.
+    let mut node_changed: Vec<String> = earlier
+        .as_ref()
+        .and_then(|m| m["node_changed"]["reason"].as_str())
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    node_changed.extend(changes::reasons(
+        &before,
+        &changes::census(recording.inner.fs().root(), recording.inner.fs()),
+        &trace,
+        &vanished,
+        &changed.iter().map(|c| c.path.clone()).collect::<Vec<_>>(),
+    ));
 
     // 4. Probe answers.
     let mut unreadable: Vec<serde_json::Value> = trace
@@ -579,6 +592,13 @@ fn record_into(
             )
         }
     };
+    let mut node_changed =
+        (!node_changed.is_empty()).then(|| json!({ "reason": node_changed.join("; ") }));
+    if options.redact
+        && let Some(value) = &mut node_changed
+    {
+        redactor.redact_value(value);
+    }
     let mut manifest = json!({
         "format_version": FORMAT_VERSION,
         "node": identity.hostname.as_deref().map(|h| if options.redact { redactor.redact(h) } else { h.to_string() }),
@@ -596,6 +616,13 @@ fn record_into(
             "notes": redactor.notes(),
         },
     });
+    if let Some(value) = &node_changed {
+        // Said before the replay below, which says it on `driver.gpu_on_pci`.
+        manifest["node_changed"] = value.clone();
+    }
+    if !kernel_log_notes.is_empty() {
+        manifest["kernel_log"] = json!({ "notes": kernel_log_notes });
+    }
     let manifest_path = capture.join(MANIFEST);
     write_json(&manifest_path, &manifest)?;
     let mut replayed = replay(&capture)?;
@@ -628,6 +655,7 @@ fn record_into(
         redaction_notes: redactor.notes(),
         report: replayed,
         rerecorded: earlier.is_some(),
+        node_changed: node_changed.and_then(|v| v["reason"].as_str().map(str::to_string)),
     })
 }
 
@@ -660,32 +688,6 @@ fn replay(capture: &Path) -> Result<Report, RecordError> {
             ..RunOptions::default()
         },
     ))
-}
-
-/// `--out` must not be the root being recorded, or above it. What `--out` holds is judged by
-/// `out.rs`.
-fn check_output(options: &RecordOptions) -> Result<(), RecordError> {
-    let out = &options.out;
-    if let Some(ext) = other_archive(out) {
-        return Err(RecordError::OutputNotACapture {
-            path: out.clone(),
-            why: format!(
-                "record writes a directory or a .tar.gz (.tgz), and a name ending in .{ext} is neither; end it in .tar.gz, or name a directory"
-            ),
-        });
-    }
-    let Ok(out_real) = out.canonicalize() else {
-        return Ok(());
-    };
-    // The root read, and the packed capture it was unpacked from.
-    for root in std::iter::once(&options.root).chain(&options.root_given) {
-        if let Ok(root_real) = root.canonicalize()
-            && (out_real == root_real || root_real.starts_with(&out_real))
-        {
-            return Err(RecordError::OutputIsRoot(out.clone()));
-        }
-    }
-    Ok(())
 }
 
 /// Paths the trace may visit that must not become part of a capture.

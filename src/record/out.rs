@@ -1,4 +1,6 @@
 //! Where `record --out` writes, and how, so that a capture is complete or absent:
+//! - before the run, the name itself: a directory or a `.tar.gz`/`.tgz`, never another archive
+//!   ending, never the root being recorded or above it;
 //! - before the run, what `--out` holds is looked at without following it (a symlink is
 //!   refused, `--force` or not); `--force` replaces only an earlier capture (a directory with a
 //!   valid `.gpudoctor/manifest.json`, or a `.tar.gz` holding one), never another non-empty
@@ -20,7 +22,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::process::signals::{self, TempRegistration};
-use crate::record::{RecordError, is_packed};
+use crate::record::RecordError;
 use crate::source::{self, RootedFs};
 
 /// What `--out` holds before the run.
@@ -45,6 +47,54 @@ pub struct Output {
     /// What is at `tree` is ours to remove when this is dropped: the unpublished capture, the
     /// staging tree of an archive, or the earlier capture swapped out by `--force`.
     remove_tree: bool,
+}
+
+/// File name endings that promise an archive or a compressed file `record` does not write: an
+/// `--out` ending in one would otherwise silently become a directory of that name (issue 19).
+const OTHER_ARCHIVES: &[&str] = &[
+    "zip", "tar", "gz", "bz2", "xz", "zst", "lz4", "lzma", "7z", "rar", "tbz", "tbz2", "txz",
+    "tzst",
+];
+
+/// The archive ending of an `--out` that is neither a directory name nor `.tar.gz`/`.tgz`.
+fn other_archive(out: &Path) -> Option<String> {
+    if is_packed(out) {
+        return None;
+    }
+    let ext = out.extension()?.to_str()?.to_ascii_lowercase();
+    OTHER_ARCHIVES.contains(&ext.as_str()).then_some(ext)
+}
+
+/// Is `out` a packed capture (`.tar.gz` / `.tgz`)?
+pub fn is_packed(path: &Path) -> bool {
+    let name = path.to_string_lossy();
+    name.ends_with(".tar.gz") || name.ends_with(".tgz")
+}
+
+/// `--out` must not be the root being recorded, or above it. What `--out` holds is judged by
+/// `out.rs`.
+pub(super) fn check_output(options: &super::RecordOptions) -> Result<(), RecordError> {
+    let out = &options.out;
+    if let Some(ext) = other_archive(out) {
+        return Err(RecordError::OutputNotACapture {
+            path: out.clone(),
+            why: format!(
+                "record writes a directory or a .tar.gz (.tgz), and a name ending in .{ext} is neither; end it in .tar.gz, or name a directory"
+            ),
+        });
+    }
+    let Ok(out_real) = out.canonicalize() else {
+        return Ok(());
+    };
+    // The root read, and the packed capture it was unpacked from.
+    for root in std::iter::once(&options.root).chain(&options.root_given) {
+        if let Ok(root_real) = root.canonicalize()
+            && (out_real == root_real || root_real.starts_with(&out_real))
+        {
+            return Err(RecordError::OutputIsRoot(out.clone()));
+        }
+    }
+    Ok(())
 }
 
 fn output_error(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {

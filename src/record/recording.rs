@@ -40,6 +40,9 @@ impl Source for RecordingSource {
             .get_or_init(|| self.inner.kernel_log())
             .clone()
     }
+    fn kernel_log_notes(&self) -> Vec<String> {
+        self.inner.kernel_log_notes()
+    }
     fn pod_resources(&self) -> PodResourcesFacts {
         self.pod_resources
             .get_or_init(|| self.inner.pod_resources())
@@ -47,6 +50,9 @@ impl Source for RecordingSource {
     }
     fn env_vars(&self) -> BTreeMap<String, String> {
         self.env_vars.get_or_init(|| self.inner.env_vars()).clone()
+    }
+    fn node_changed(&self) -> Option<String> {
+        self.inner.node_changed()
     }
     fn host_nodename(&self) -> Option<String> {
         self.inner.host_nodename()

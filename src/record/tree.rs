@@ -192,14 +192,23 @@ impl Builder<'_> {
     }
 }
 
-/// Rebuild the traced part of the tree under `capture`. Returns what was written and the paths
-/// of the node that changed under the walk (their entries left out).
+/// What [`materialize`] wrote, and what of the node it found changed.
+#[derive(Debug)]
+pub(super) struct Materialized {
+    pub counts: Counts,
+    /// Paths of the node seen as two kinds of entry (their entries left out).
+    pub changed: Vec<Changed>,
+    /// Entries the walk listed that were gone when their shape was copied (root-relative).
+    pub vanished: Vec<String>,
+}
+
+/// Rebuild the traced part of the tree under `capture`.
 pub(super) fn materialize(
     trace: &Trace,
     live: &RootedFs,
     capture: &Path,
     mut redactor: Option<&mut Redactor>,
-) -> Result<(Counts, Vec<Changed>), RecordError> {
+) -> Result<Materialized, RecordError> {
     let mut tree = Builder {
         capture,
         counts: Counts::default(),
@@ -226,6 +235,7 @@ pub(super) fn materialize(
     }
     // Entries of listed directories that no check opened: recreate their shape, not content.
     // Looked at through the rooted reader: never by a path that could lead out of the root.
+    let mut vanished = std::collections::BTreeSet::new();
     for (dir, names) in &trace.listings {
         for name in names {
             let path = if dir.is_empty() {
@@ -243,11 +253,19 @@ pub(super) fn materialize(
                 Ok(Visited::Link(link_target)) => tree.link(&path, &link_target)?,
                 Ok(Visited::Dir) => tree.dir(&path)?,
                 Ok(Visited::File | Visited::Special) => tree.file(&path, b"")?,
+                // Listed by the walk, gone now: the node changed (`changes.rs` judges where).
+                Err(err) if err.is_missing() => {
+                    vanished.insert(path);
+                }
                 Err(_) => {}
             }
         }
     }
-    Ok((tree.counts, tree.changed.into_values().collect()))
+    Ok(Materialized {
+        counts: tree.counts,
+        changed: tree.changed.into_values().collect(),
+        vanished: vanished.into_iter().collect(),
+    })
 }
 
 #[cfg(test)]
@@ -275,8 +293,9 @@ mod tests {
             ("sys/bus/b", Visited::Link("../x".into())),
             ("sys/ok", Visited::File),
         ]);
-        let (counts, changed) =
-            materialize(&trace, &RootedFs::new(root.path()), capture.path(), None).unwrap();
+        let Materialized {
+            counts, changed, ..
+        } = materialize(&trace, &RootedFs::new(root.path()), capture.path(), None).unwrap();
         assert_eq!(counts.files, 2);
         assert_eq!(changed.len(), 1, "{changed:?}");
         let said = changed[0].to_string();
@@ -300,8 +319,9 @@ mod tests {
             ("sys/devices/gpu", Visited::Dir),
             ("sys/devices/gpu/vendor", Visited::File),
         ]);
-        let (_, changed) =
-            materialize(&trace, &RootedFs::new(root.path()), &capture, None).unwrap();
+        let changed = materialize(&trace, &RootedFs::new(root.path()), &capture, None)
+            .unwrap()
+            .changed;
         assert!(!outer.path().join("escape").exists());
         assert_eq!(changed.len(), 1, "{changed:?}");
         assert!(

@@ -11,6 +11,7 @@ pub mod child;
 pub mod cuda;
 pub mod gpudirect;
 pub mod host_lib;
+pub mod kernel_log;
 pub mod ld_cache;
 pub mod nccl;
 mod nccl_log;
@@ -123,7 +124,14 @@ pub trait Source: Send + Sync {
     /// NVML's answer. A probe that cannot run is an `init_error`, never a panic.
     fn nvml(&self) -> NvmlFacts;
     /// The kernel log text and where it came from; `Ok(None)` when this node has none to give.
+    /// Decoded lossily and read from its tail when long (`kernel_log.rs`).
     fn kernel_log(&self) -> Result<Option<(String, String)>, FsError>;
+    /// What reading the kernel log [`Source::kernel_log`] gave repaired or left out (invalid
+    /// bytes replaced, the oldest part of a log over the cap skipped), one note each, for the
+    /// kernel-log checks' evidence; empty when it was read as written.
+    fn kernel_log_notes(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// The kubelet's pod-resources answers. A source that cannot ask says "not available".
     fn pod_resources(&self) -> PodResourcesFacts {
         PodResourcesFacts::failed(
@@ -148,6 +156,11 @@ pub trait Source: Send + Sync {
     /// When the node was recorded, for a capture (RFC 3339); `None` for a live node or a capture
     /// that does not say (a hand-built fixture).
     fn captured_at(&self) -> Option<String> {
+        None
+    }
+    /// For a capture whose manifest says the node changed while it was recorded
+    /// (`node_changed`, `record/changes.rs`): why. Such a capture may hold part of the node.
+    fn node_changed(&self) -> Option<String> {
         None
     }
     /// The node's name as the host's own UTS namespace has it, which only a live host can say
@@ -235,14 +248,20 @@ pub struct HostSource {
     /// One NVML snapshot per run, shared by every layer (the `nccl` probe's GPU count too):
     /// NVML is asked once, and every check judges the same answer.
     nvml: std::sync::OnceLock<NvmlFacts>,
+    /// The kernel log, read once: its text and the notes on its decoding belong to one read.
+    kernel_log: std::sync::OnceLock<Result<Option<kernel_log::KernelLogText>, FsError>>,
+    /// `--state-dir`: read once, updated under its lock.
+    state: Option<state_dir::StateDir>,
 }
 
 impl HostSource {
     pub fn new(root: impl Into<PathBuf>, options: SourceOptions) -> Self {
         HostSource {
             fs: RootedFs::new(root),
+            state: options.state_dir.clone().map(state_dir::StateDir::new),
             options,
             nvml: std::sync::OnceLock::new(),
+            kernel_log: std::sync::OnceLock::new(),
         }
     }
 
@@ -322,14 +341,10 @@ impl Source for HostSource {
             .clone()
     }
     fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
-        if let Some(path) = &self.options.kernel_log {
-            return named_kernel_log(path, self.options.probe_timeout);
-        }
-        match self.fs.read_records_nonblocking(DEV_KMSG) {
-            Ok(text) => Ok(Some((text, DEV_KMSG.to_string()))),
-            Err(err) if err.is_missing() => Ok(None),
-            Err(err) => Err(err),
-        }
+        text_and_origin(self.kernel_log_read())
+    }
+    fn kernel_log_notes(&self) -> Vec<String> {
+        notes_of(self.kernel_log_read())
     }
     fn pod_resources(&self) -> PodResourcesFacts {
         let timeout = self.options.kubelet_timeout;
@@ -371,13 +386,11 @@ impl Source for HostSource {
         perftest_log::read_all(&self.options.perftest_logs, self.options.probe_timeout)
     }
     fn history(&self) -> Option<crate::answers::history::HistoryAnswer> {
-        let file = self.options.state_dir.as_ref()?.join(state_dir::FILE);
-        let loaded = state_dir::load(&file, self.options.probe_timeout);
-        Some((file.display().to_string(), true, loaded))
+        Some(self.state.as_ref()?.answer(self.options.probe_timeout))
     }
     fn save_history(&self, history: &crate::answers::history::History) -> Result<(), String> {
-        match &self.options.state_dir {
-            Some(dir) => state_dir::save(&dir.join(state_dir::FILE), history),
+        match &self.state {
+            Some(state) => state.save(history),
             None => Err("no --state-dir".to_string()),
         }
     }
@@ -399,13 +412,35 @@ impl Source for HostSource {
     }
 }
 
-/// `--kernel-log PATH`, read the one way that cannot block: a regular file whole (capped), a
-/// character device to its current end (`/dev/kmsg`: the records so far, `O_NONBLOCK` read until
-/// `EAGAIN`), a pipe or FIFO until its writer closes it, at most `wait` (`--timeout`).
-fn named_kernel_log(path: &Path, wait: Duration) -> Result<Option<(String, String)>, FsError> {
-    let shown = path.display().to_string();
-    rooted::read_named_file(path, &shown, rooted::DEFAULT_READ_CAP, wait)
-        .map(|text| Some((text, shown)))
+impl HostSource {
+    /// `--kernel-log FILE`, else `dev/kmsg` under the root (its records so far, read without
+    /// blocking), once per run.
+    fn kernel_log_read(&self) -> &Result<Option<kernel_log::KernelLogText>, FsError> {
+        self.kernel_log
+            .get_or_init(|| match &self.options.kernel_log {
+                Some(path) => kernel_log::read_named(path, self.options.probe_timeout).map(Some),
+                None => kernel_log::read_rooted(&self.fs, DEV_KMSG, true),
+            })
+    }
+}
+
+/// A kernel log read as [`Source::kernel_log`] answers it.
+fn text_and_origin(
+    read: &Result<Option<kernel_log::KernelLogText>, FsError>,
+) -> Result<Option<(String, String)>, FsError> {
+    match read {
+        Ok(Some(log)) => Ok(Some((log.text.clone(), log.origin.clone()))),
+        Ok(None) => Ok(None),
+        Err(err) => Err(err.clone()),
+    }
+}
+
+/// The notes of a kernel log read ([`Source::kernel_log_notes`]).
+fn notes_of(read: &Result<Option<kernel_log::KernelLogText>, FsError>) -> Vec<String> {
+    match read {
+        Ok(Some(log)) => log.decoding.notes(),
+        _ => Vec::new(),
+    }
 }
 
 /// Pick replay when the root is a capture (it holds `.gpudoctor/`), else the live host. A root

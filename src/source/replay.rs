@@ -16,9 +16,11 @@ pub struct ReplaySource {
     /// `--perftest-log` files given with a capture, and the probe timeout.
     perftest_logs: (Vec<PathBuf>, Duration),
     /// `--state-dir` given with a capture: read and added to instead of the capture's own.
-    state_dir: Option<PathBuf>,
+    state_dir: Option<state_dir::StateDir>,
     /// `--kernel-log` given with a capture, and the probe timeout: read instead of its kmsg.txt.
     kernel_log: Option<(PathBuf, Duration)>,
+    /// The kernel log, read once: its text and the notes on its decoding belong to one read.
+    kernel_log_read: std::sync::OnceLock<Result<Option<kernel_log::KernelLogText>, FsError>>,
 }
 
 impl ReplaySource {
@@ -39,6 +41,7 @@ impl ReplaySource {
             perftest_logs: (Vec::new(), Duration::from_secs(10)),
             state_dir: None,
             kernel_log: None,
+            kernel_log_read: std::sync::OnceLock::new(),
         })
     }
 
@@ -55,6 +58,7 @@ impl ReplaySource {
             perftest_logs: (Vec::new(), Duration::from_secs(10)),
             state_dir: None,
             kernel_log: None,
+            kernel_log_read: std::sync::OnceLock::new(),
         })
     }
 
@@ -62,13 +66,22 @@ impl ReplaySource {
     /// command line replaces the recorded answer, DESIGN "Sources").
     pub fn with_kernel_log(mut self, path: Option<PathBuf>, wait: Duration) -> Self {
         self.kernel_log = path.map(|p| (p, wait));
+        self.kernel_log_read = std::sync::OnceLock::new();
         self
+    }
+
+    /// `--kernel-log` when given, else the capture's `kmsg.txt`, once per source.
+    fn kernel_log_read(&self) -> &Result<Option<kernel_log::KernelLogText>, FsError> {
+        self.kernel_log_read.get_or_init(|| match &self.kernel_log {
+            Some((path, wait)) => kernel_log::read_named(path, *wait).map(Some),
+            None => kernel_log::read_rooted(&self.fs, KMSG_TXT, false),
+        })
     }
 
     /// Keep the history in this directory instead of reading the capture's own (a probe option
     /// given on the command line replaces the recorded answer).
     pub fn with_state_dir(mut self, dir: Option<PathBuf>) -> Self {
-        self.state_dir = dir;
+        self.state_dir = dir.map(state_dir::StateDir::new);
         self
     }
 
@@ -105,6 +118,12 @@ impl Source for ReplaySource {
     fn fs(&self) -> &RootedFs {
         &self.fs
     }
+    fn node_changed(&self) -> Option<String> {
+        let manifest = capture_manifest(&self.fs).ok()?;
+        manifest["node_changed"]["reason"]
+            .as_str()
+            .map(str::to_string)
+    }
     fn nvml(&self) -> NvmlFacts {
         match self.fs.read_to_string(NVML_JSON) {
             Ok(text) => parse_nvml_json(&text).unwrap_or_else(|err| {
@@ -121,14 +140,22 @@ impl Source for ReplaySource {
         }
     }
     fn kernel_log(&self) -> Result<Option<(String, String)>, FsError> {
-        if let Some((path, wait)) = &self.kernel_log {
-            return named_kernel_log(path, *wait);
-        }
-        match self.fs.read_to_string(KMSG_TXT) {
-            Ok(text) => Ok(Some((text, KMSG_TXT.to_string()))),
-            Err(err) if err.is_missing() => Ok(None),
-            Err(err) => Err(err),
-        }
+        text_and_origin(self.kernel_log_read())
+    }
+    /// The notes of this read, after those the capture was recorded with (`record` keeps them
+    /// in the manifest: its `kmsg.txt` holds the text already repaired).
+    fn kernel_log_notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = match (&self.kernel_log, capture_manifest(&self.fs)) {
+            (None, Ok(manifest)) => manifest["kernel_log"]["notes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n.as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        };
+        notes.extend(notes_of(self.kernel_log_read()));
+        notes
     }
     fn pod_resources(&self) -> PodResourcesFacts {
         match self.fs.read_to_string(POD_RESOURCES_JSON) {
@@ -198,17 +225,15 @@ impl Source for ReplaySource {
     }
     fn save_history(&self, history: &crate::answers::history::History) -> Result<(), String> {
         match &self.state_dir {
-            Some(dir) => state_dir::save(&dir.join(state_dir::FILE), history),
+            Some(state) => state.save(history),
             None => Err("a capture's own state is read-only".to_string()),
         }
     }
     /// `--state-dir` when given; else the capture's recorded state, read-only: judging a
     /// capture never changes it.
     fn history(&self) -> Option<crate::answers::history::HistoryAnswer> {
-        if let Some(dir) = &self.state_dir {
-            let file = dir.join(state_dir::FILE);
-            let loaded = state_dir::load(&file, self.perftest_logs.1);
-            return Some((file.display().to_string(), true, loaded));
+        if let Some(state) = &self.state_dir {
+            return Some(state.answer(self.perftest_logs.1));
         }
         match self.fs.read_to_string(state_dir::IN_CAPTURE) {
             Ok(text) => Some((

@@ -11,7 +11,7 @@ use crate::answers::FactError;
 use crate::answers::nvml::{NvmlErrorKind, NvmlFacts};
 use crate::facts::nvidia::{self, PROC_DRIVER_GPUS};
 use crate::facts::pci::{PCI_DEVICES, PciFunction};
-use crate::report::{Action, Evidence, Figure, FigureName, Layer};
+use crate::report::{Action, Evidence, Figure, FigureName, Layer, Status};
 
 // driver.gpu_count and the helpers only it uses live apart; the module, device-node, NVML and
 // version checks stay here.
@@ -30,7 +30,7 @@ pub fn checks() -> Vec<CheckDef> {
                 why: "a GPU the PCI bus does not enumerate cannot be driven by anything above it; no driver or toolkit fix helps",
                 fix: "run `lspci -d 10de:`; if it lists nothing, check the BIOS (PCIe slots enabled, Above 4G Decoding on), the risers or baseboard power, and `dmesg | grep -i pci` for link training errors",
             },
-            run: gpu_on_pci,
+            run: |ctx| noting_node_changed(ctx, gpu_on_pci(ctx)),
         },
         CheckDef {
             code: "driver.nvidia_module",
@@ -217,6 +217,31 @@ fn gpu_on_pci(ctx: &Context<'_>) -> Outcome {
     Outcome::pass(summary)
         .evidence(evidence)
         .with_unread(&facts.problems)
+}
+
+/// A capture of a node that changed while it was recorded (its manifest's `node_changed`,
+/// record/changes.rs) may hold part of the PCI tree, or parts from different moments: said on
+/// this first check of the walk, which reads that tree, a pass becoming a warning so that
+/// whoever replays the capture sees it.
+fn noting_node_changed(ctx: &Context<'_>, mut outcome: Outcome) -> Outcome {
+    let Some(reason) = ctx.source().node_changed() else {
+        return outcome;
+    };
+    outcome.summary = format!(
+        "{}; the node changed while it was recorded ({reason}): this capture may hold only part of it",
+        outcome.summary
+    );
+    outcome.evidence.push(
+        Evidence::new(crate::source::MANIFEST, format!("node_changed: {reason}"))
+            .expected("a capture of a node that stayed still while it was recorded"),
+    );
+    if outcome.status == Status::Pass {
+        outcome.status = Status::Warn;
+        outcome.hint = Some(
+            "record the node again once it is settled (no GPU being reset, no device removed or rescanned)".to_string(),
+        );
+    }
+    outcome
 }
 
 /// Look up a module; `Err` is the finished outcome when modules cannot be read.

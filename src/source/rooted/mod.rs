@@ -35,7 +35,9 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use error::FsError;
-pub use named::{read_capped, read_capped_bytes, read_named_file, read_regular_file};
+pub use named::{
+    Tail, read_capped, read_capped_bytes, read_named_file, read_named_tail, read_regular_file,
+};
 
 /// Most symlinks followed while resolving one path (Linux `MAXSYMLINKS` is 40).
 pub const MAX_LINK_HOPS: usize = 40;
@@ -594,6 +596,27 @@ impl RootedFs {
         self.note_failure(rel, result)
     }
 
+    /// A log's newest bytes, at most the read cap: the kernel log (`dev/kmsg` when `kmsg`, a
+    /// capture's `kmsg.txt`), which is read from its tail when longer and decoded by its reader
+    /// whatever its bytes (`source/kernel_log.rs`). Traced like [`RootedFs::read_bytes`], but
+    /// for `dev/kmsg`'s bytes: a capture keeps only the lines the checks read, redacted
+    /// (`record/kmsg.rs`), never the whole log.
+    pub fn read_log_tail(&self, rel: &str, kmsg: bool) -> Result<Tail, FsError> {
+        let result = self.read_log_tail_untraced(rel, kmsg);
+        if let Ok(tail) = &result
+            && !kmsg
+            && self.trace.is_some()
+            && let Ok(components) = self.resolve(rel, true)
+        {
+            let key = display_components(&components);
+            let bytes = tail.bytes.clone();
+            self.note(|t| {
+                t.contents.insert(key, bytes);
+            });
+        }
+        self.note_failure(rel, result)
+    }
+
     /// What `rel` is, the last component not followed: for `record`, which recreates the
     /// shape of entries no check opened.
     pub fn entry_kind(&self, rel: &str) -> Result<Visited, FsError> {
@@ -613,6 +636,17 @@ impl RootedFs {
         } else {
             Visited::Special
         })
+    }
+
+    /// The device and inode of `rel`, all links followed (`""` is the root): for `record`,
+    /// which tells a directory replaced while it walked from the one it first looked at.
+    pub fn identity(&self, rel: &str) -> Result<(u64, u64), FsError> {
+        let components = self.resolve(rel, true)?;
+        let entry = self
+            .open_resolved(&components, libc::O_PATH)
+            .map_err(|e| FsError::from_io(rel, &e))?;
+        let st = fd::fstat(entry.as_fd()).map_err(|e| FsError::from_io(rel, &e))?;
+        Ok((st.st_dev, st.st_ino))
     }
 
     /// Entry names of a directory, sorted (sysfs order is not stable across kernels).

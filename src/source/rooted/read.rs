@@ -19,7 +19,9 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use super::named::{read_capped_bytes, read_records};
+use super::named::{
+    Keep, Tail, read_capped_bytes, read_file_tail, read_records, read_records_kept,
+};
 use super::{FsError, RootedFs, clean, fd, join_os};
 
 /// How a file is opened for reading once its type is known: `O_NONBLOCK`, so opening a FIFO
@@ -222,6 +224,24 @@ impl RootedFs {
     pub fn read_records_nonblocking(&self, rel: &str) -> Result<String, FsError> {
         let mut file = self.open_for_read(rel, Accept::RegularOrKmsg)?.file;
         read_records(&mut file, rel, self.read_cap)
+    }
+
+    /// A log's newest bytes, at most the read cap ([`Tail`]): a regular file from its tail (a
+    /// seek), or — for `dev/kmsg` (`kmsg`: the kernel log's device is accepted, as by
+    /// [`RootedFs::read_records_nonblocking`]) — the records to their current end, the oldest
+    /// dropped past the cap. Never refused for its length or its bytes: the caller decodes.
+    pub(super) fn read_log_tail_untraced(&self, rel: &str, kmsg: bool) -> Result<Tail, FsError> {
+        let accept = if kmsg {
+            Accept::RegularOrKmsg
+        } else {
+            Accept::Regular
+        };
+        let Opened { mut file, len } = self.open_for_read(rel, accept)?;
+        let st = fd::fstat(file.as_fd()).map_err(|e| FsError::from_io(rel, &e))?;
+        if fd::is_file(&st) {
+            return read_file_tail(&mut file, rel, self.read_cap, len);
+        }
+        read_records_kept(&mut file, rel, self.read_cap, Keep::Tail)
     }
 
     /// Open a regular file under the root for streaming (a capture's NCCL log), resolved and
