@@ -189,27 +189,16 @@ fn pairs(args: &gpudoctor::cli::PairsArgs) -> anyhow::Result<i32> {
 /// `gpudoctor fleet DIR|FILES...`.
 fn fleet(args: &FleetArgs) -> anyhow::Result<i32> {
     use gpudoctor::fleet;
+    use std::time::Duration;
     let loaded = match &args.prometheus {
-        Some(url) => {
-            // A URL that is not one (a control character in it, https) is a usage error before
-            // any connection; a server that cannot be read, inconclusive.
-            let timeout = std::time::Duration::from_secs(args.timeout);
-            let loaded = fleet::prometheus::http::Server::parse(url)
-                .map_err(|why| (exit::USAGE, why))
-                .and_then(|server| {
-                    fleet::prometheus::load(&server, timeout).map_err(|w| (exit::INCONCLUSIVE, w))
-                });
-            match loaded {
-                Ok(loaded) => loaded,
-                Err((code, why)) => {
-                    eprintln!(
-                        "gpudoctor: fleet --prometheus: {}",
-                        gpudoctor::text::sanitize::text(&why)
-                    );
-                    return Ok(code);
-                }
+        Some(url) => match fleet::prometheus::load_url(url, Duration::from_secs(args.timeout)) {
+            Ok(loaded) => loaded,
+            Err((code, why)) => {
+                let why = gpudoctor::text::sanitize::text(&why);
+                eprintln!("gpudoctor: fleet --prometheus: {why}");
+                return Ok(code);
             }
-        }
+        },
         None => fleet::load(&args.inputs),
     };
     for skipped in &loaded.skipped {

@@ -86,6 +86,15 @@ fn parsed<'b>(url: &str, expr: &str, body: &'b [u8]) -> Result<Vec<Sample<'b>>, 
     parse_answer(body).map_err(|e| format!("{url}: `{expr}`: {e}"))
 }
 
+/// `fleet --prometheus URL`: the URL checked, then the server read. `Err` carries the exit code
+/// and why: a URL that is not one (a control character in it, https) is a usage error before
+/// any connection; a server that cannot be read, inconclusive.
+pub fn load_url(url: &str, timeout: Duration) -> Result<Loaded, (i32, String)> {
+    use crate::report::exit;
+    let server = http::Server::parse(url).map_err(|why| (exit::USAGE, why))?;
+    load(&server, timeout).map_err(|why| (exit::INCONCLUSIVE, why))
+}
+
 /// Read the fleet from the Prometheus server at `server` (`http::Server::parse` of the URL
 /// given: a usage error before this when it is not one).
 pub fn load(server: &http::Server, timeout: Duration) -> Result<Loaded, String> {
