@@ -21,9 +21,11 @@
 //! look and our open (`renameat2(RENAME_EXCHANGE)` in a loop) then makes the open fail; it never
 //! reads outside (tests/root_confinement.rs races it).
 
+mod dir_fds;
 mod error;
 pub(in crate::source) mod fd;
 mod graft;
+mod memo;
 mod named;
 mod read;
 
@@ -35,6 +37,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use error::FsError;
+pub use memo::{OpenCounts, RunReads};
 pub use named::{read_capped, read_capped_bytes, read_named_file, read_regular_file};
 
 /// Most symlinks followed while resolving one path (Linux `MAXSYMLINKS` is 40).
@@ -55,12 +58,16 @@ pub struct RootedFs {
     trace: Option<Arc<Mutex<Trace>>>,
     /// Directories already resolved, by the root-relative path asked for ([`RootedFs::resolve`]).
     dirs: Arc<Mutex<HashMap<String, Arc<Dir>>>>,
-    /// Descriptors of the directories read last, by resolved path ([`RootedFs::dir_fd`]).
-    dir_fds: Arc<Mutex<DirFds>>,
+    /// Descriptors of the directories read, by resolved path ([`RootedFs::dir_fd`]).
+    dir_fds: Arc<Mutex<dir_fds::DirFds>>,
     /// The root, opened once (`O_PATH`); the errno when it could not be opened.
     root_fd: Arc<OnceLock<Result<Arc<OwnedFd>, i32>>>,
     /// Directories read from elsewhere (an overlay's base, `graft.rs`); usually none.
     grafts: graft::Grafts,
+    /// What the run under way read, so that it reads each file once (`memo.rs`).
+    memo: Arc<Mutex<memo::Memo>>,
+    /// Opens counted by path, when a test asked ([`RootedFs::count_opens`]).
+    opens: Arc<OnceLock<OpenCounts>>,
 }
 
 /// A directory in the memo: the walk state there, its resolved path kept as one string (a
@@ -115,12 +122,6 @@ fn clean(rel: &str) -> Option<&str> {
     .then_some(rel)
 }
 
-/// Open directory descriptors by resolved path, most recently opened last.
-type DirFds = Vec<(OsString, Arc<OwnedFd>)>;
-
-/// How many directory descriptors [`RootedFs`] keeps open.
-const DIR_FDS: usize = 32;
-
 /// Where a walk through the tree stands: the components resolved so far, the links followed,
 /// the last link (named in a dangling-link error), and whether the last component is a directory.
 #[derive(Debug, Clone, Default)]
@@ -165,6 +166,8 @@ impl RootedFs {
             dir_fds: Arc::default(),
             root_fd: Arc::default(),
             grafts: Arc::default(),
+            memo: Arc::default(),
+            opens: Arc::default(),
         }
     }
 
@@ -181,8 +184,8 @@ impl RootedFs {
             .map_err(io::Error::from_raw_os_error)
     }
 
-    /// A descriptor (`O_PATH`) of the resolved, link-free directory `components`: one of the
-    /// last few used, or opened beneath the root with no symlink followed. sysfs attributes are
+    /// A descriptor (`O_PATH`) of the resolved, link-free directory `components`: one kept
+    /// (`dir_fds.rs`), or opened beneath the root with no symlink followed. sysfs attributes are
     /// read a directory at a time, so the kernel then looks up one component per file, not the
     /// whole path again (most of a big node's cost).
     ///
@@ -197,10 +200,11 @@ impl RootedFs {
             .dir_fds
             .lock()
             .map_err(|_| io::Error::other("directory descriptors poisoned"))?;
-        if let Some((_, found)) = fds.iter().find(|(k, _)| k.as_os_str() == path) {
-            return Ok(found.clone());
+        if let Some(found) = fds.get(path) {
+            return Ok(found);
         }
         drop(fds);
+        self.note_open("dir", || path.to_string_lossy().into_owned());
         if let Some(grafted) = self.grafted_dir(path) {
             let opened = grafted?;
             self.remember_dir_fd(path.to_os_string(), opened.clone());
@@ -215,15 +219,10 @@ impl RootedFs {
         Ok(opened)
     }
 
-    /// Keep `fd`, the directory at the resolved path `path`, among the last few used.
+    /// Keep `fd`, the directory at the resolved path `path` (`dir_fds.rs`).
     fn remember_dir_fd(&self, path: OsString, fd: Arc<OwnedFd>) {
-        if let Ok(mut fds) = self.dir_fds.lock()
-            && !fds.iter().any(|(k, _)| *k == path)
-        {
-            if fds.len() >= DIR_FDS {
-                fds.remove(0);
-            }
-            fds.push((path, fd));
+        if let Ok(mut fds) = self.dir_fds.lock() {
+            fds.keep(path, fd);
         }
     }
 
@@ -289,17 +288,34 @@ impl RootedFs {
             if follow_last && let Some(dir) = self.known(clean) {
                 return Ok(dir.components());
             }
-            if let Some((dir, last)) = clean.rsplit_once('/')
-                && let Some(dir) = self.dir_of(dir)
-            {
-                let state = dir.walk();
-                return self
-                    .walk(rel, vec![OsString::from(last)], state, follow_last)
-                    .map(|w| w.resolved);
+            // From the deepest directory on the way that resolves (usually the parent; an
+            // ancestor when the parent is not there, so that a missing `hw_counters/` under
+            // `sys/class/infiniband/mlx5_0` does not walk that link again for every file).
+            let mut rest: Vec<OsString> = Vec::new();
+            let mut at = clean;
+            while let Some((dir, last)) = at.rsplit_once('/') {
+                rest.push(OsString::from(last));
+                let Some(dir) = self.dir_of(dir) else {
+                    at = dir;
+                    continue;
+                };
+                let walked = self.walk(rel, rest, dir.walk(), follow_last)?;
+                // A directory reached through a link (`sys/class/infiniband/mlx5_0`) is
+                // remembered like one on the way, so that reading in it does not walk the link
+                // again.
+                if follow_last
+                    && walked.is_dir
+                    && let Some(found) = Dir::new(&walked)
+                    && let Ok(mut dirs) = self.dirs.lock()
+                {
+                    dirs.entry(clean.to_string())
+                        .or_insert_with(|| Arc::new(found));
+                }
+                return Ok(walked.resolved);
             }
         }
-        // Not spelt plainly, a single component, tracing, or a directory part that does not
-        // resolve: the plain walk, which gives the exact answer or error.
+        // Not spelt plainly, a single component, tracing, or no directory on the way that
+        // resolves: the plain walk, which gives the exact answer or error.
         let mut pending: Vec<OsString> = Vec::new();
         push_components(&mut pending, Path::new(rel));
         self.walk(rel, pending, Walk::default(), follow_last)
@@ -448,8 +464,9 @@ impl RootedFs {
                 if hops > MAX_LINK_HOPS {
                     return Err(FsError::Loop { path: rel.into() });
                 }
-                let target = PathBuf::from(link_text()?);
                 let link_name = display_components(&resolved);
+                self.note_open("link", || link_name.clone());
+                let target = PathBuf::from(link_text()?);
                 let target_text = target.to_string_lossy().into_owned();
                 resolved.pop();
                 here = Some(parent);
@@ -481,10 +498,29 @@ impl RootedFs {
                 };
                 here = Some(match graft {
                     Some(graft) => graft,
-                    None => Arc::new(
-                        fd::open_one(parent.as_fd(), name, libc::O_PATH | libc::O_DIRECTORY)
-                            .map_err(|e| FsError::from_io(rel, &e))?,
-                    ),
+                    None => {
+                        // Link-free and opened component by component without following any:
+                        // what `dir_fd` opens for this path, so one kept serves, and one opened
+                        // here is kept for it.
+                        let path = join_os(&resolved);
+                        let kept = self.dir_fds.lock().ok().and_then(|fds| fds.get(&path));
+                        match kept {
+                            Some(kept) => kept,
+                            None => {
+                                self.note_open("dir", || path.to_string_lossy().into_owned());
+                                let opened = Arc::new(
+                                    fd::open_one(
+                                        parent.as_fd(),
+                                        name,
+                                        libc::O_PATH | libc::O_DIRECTORY,
+                                    )
+                                    .map_err(|e| FsError::from_io(rel, &e))?,
+                                );
+                                self.remember_dir_fd(path, opened.clone());
+                                opened
+                            }
+                        }
+                    }
                 });
                 if self.trace.is_none() {
                     // A real directory on the way: asked for by its own path, it resolves to
@@ -561,7 +597,7 @@ impl RootedFs {
 
     /// Read a regular file's bytes (PCI `config` space), at most the read cap.
     pub fn read_bytes(&self, rel: &str) -> Result<Vec<u8>, FsError> {
-        let result = self.read_bytes_untraced(rel);
+        let result = self.remembered_bytes(rel, || self.read_bytes_untraced(rel));
         if let Ok(bytes) = &result
             && self.trace.is_some()
             && let Ok(components) = self.resolve(rel, true)
@@ -640,30 +676,42 @@ impl RootedFs {
         rel: &str,
         keep: &dyn Fn(&str) -> bool,
     ) -> Result<Vec<String>, FsError> {
+        let all = self.remembered_listing(rel, || self.list_all(rel))?;
+        let mut names: Vec<String> = all.iter().filter(|n| keep(n)).cloned().collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Every entry name of the directory `rel`, in directory order.
+    fn list_all(&self, rel: &str) -> Result<Vec<String>, FsError> {
         let not_listed = |e: io::Error| match e.raw_os_error() {
             Some(libc::ENOTDIR) => FsError::NotADirectory { path: rel.into() },
             _ => FsError::from_io(rel, &e),
         };
+        let components = self.resolve(rel, true)?;
+        self.note_open("list", || display_components(&components));
         let dir = self
             .open_resolved(
-                &self.resolve(rel, true)?,
+                &components,
                 libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK,
             )
             .map_err(not_listed)?;
-        let mut names: Vec<String> = fd::list(&dir)
+        Ok(fd::list(&dir)
             .map_err(not_listed)?
             .into_iter()
             .map(|n| n.to_string_lossy().into_owned())
-            .filter(|n| keep(n))
-            .collect();
-        names.sort();
-        Ok(names)
+            .collect())
     }
 
     /// The target text of a symlink, not followed (a `driver` link's target often does not exist
     /// in captures; its basename is all that matters, sysfs.md §1).
     pub fn read_link(&self, rel: &str) -> Result<String, FsError> {
+        self.remembered_link(rel, || self.read_link_now(rel))
+    }
+
+    fn read_link_now(&self, rel: &str) -> Result<String, FsError> {
         let components = self.resolve(rel, false)?;
+        self.note_open("link", || display_components(&components));
         let not_a_link = || FsError::Io {
             path: rel.into(),
             message: "not a symlink".into(),

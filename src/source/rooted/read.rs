@@ -121,6 +121,7 @@ impl RootedFs {
             return opened;
         }
         let components = self.resolve(rel, true)?;
+        self.note_open("read", || super::display_components(&components));
         let opened = match components.split_last() {
             None => {
                 let root = self.root_fd().map_err(|e| FsError::from_io(rel, &e))?;
@@ -152,6 +153,14 @@ impl RootedFs {
         let opened = self
             .dir_fd(OsStr::new(&dir.path))
             .and_then(|d| open_at(d.as_fd(), OsStr::new(name), accept));
+        // Counted when this answers; otherwise the walk that follows opens and counts it.
+        if opened.is_ok()
+            || opened
+                .as_ref()
+                .is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
+        {
+            self.note_open("read", || format!("{}/{name}", dir.path));
+        }
         match opened {
             Ok(Ok(file)) => Some(Ok(file)),
             Ok(Err(kind)) => Some(Err(refused(rel, kind))),
