@@ -8,7 +8,7 @@
 //! and a quarter of the descriptors the process may open — and the oldest goes first beyond
 //! that (a 20 000-function node keeps its linear cost, not its descriptors).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, OnceLock};
@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 /// Descriptors kept, oldest first.
 #[derive(Debug, Default)]
 pub(super) struct DirFds {
-    by_path: HashMap<OsString, Arc<OwnedFd>>,
+    by_path: foldhash::HashMap<OsString, Arc<OwnedFd>>,
     order: VecDeque<OsString>,
 }
 
