@@ -29,7 +29,7 @@ use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 use crate::answers::FactError;
-use crate::answers::nvml::NvmlFacts;
+use crate::answers::nvml::{NvmlError, NvmlFacts};
 use crate::answers::pod_resources::PodResourcesFacts;
 use crate::facts::cdi::CdiFacts;
 use crate::facts::k8s::KubeletFacts;
@@ -281,9 +281,13 @@ impl Outcome {
 /// source's paths directly, so that a fact family is parsed once and every check sees the same.
 pub struct Context<'a> {
     source: &'a dyn Source,
+    /// The source's reads remembered while the context lives: each file under the root is
+    /// opened once per run, whichever fact families read it (`source/rooted/memo.rs`).
+    _reads: crate::source::RunReads,
     pci: OnceCell<Result<PciFacts, FactError>>,
     modules: OnceCell<Result<LoadedModules, FactError>>,
     nvml: OnceCell<NvmlFacts>,
+    gpus_lost: OnceCell<Vec<Option<(String, NvmlError)>>>,
     module_version: OnceCell<Result<Option<(String, &'static str)>, FactError>>,
     kernel_log: OnceCell<Result<Option<(String, String)>, FsError>>,
     kernel_events: OnceCell<Option<crate::facts::xid::KernelLog>>,
@@ -318,9 +322,11 @@ impl<'a> Context<'a> {
     pub fn new(source: &'a dyn Source) -> Self {
         Context {
             source,
+            _reads: source.fs().remember_reads(),
             pci: OnceCell::new(),
             modules: OnceCell::new(),
             nvml: OnceCell::new(),
+            gpus_lost: OnceCell::new(),
             module_version: OnceCell::new(),
             kernel_log: OnceCell::new(),
             kernel_events: OnceCell::new(),
@@ -499,6 +505,20 @@ impl<'a> Context<'a> {
 
     pub fn nvml(&self) -> &NvmlFacts {
         self.nvml.get_or_init(|| self.source.nvml())
+    }
+
+    /// Each NVML device's first reading that answered `GPU_IS_LOST` or `RESET_REQUIRED`
+    /// ([`NvmlDevice::lost_at`](crate::answers::nvml::NvmlDevice::lost_at)), in the order of
+    /// `nvml().devices`. Worked out once per run: it goes through every reading of every link
+    /// of a GPU, and most GPU checks ask (it was a third of a replay's instructions).
+    pub fn gpus_lost(&self) -> &[Option<(String, NvmlError)>] {
+        self.gpus_lost.get_or_init(|| {
+            self.nvml()
+                .devices
+                .iter()
+                .map(|d| d.lost_at().map(|(at, err)| (at, err.clone())))
+                .collect()
+        })
     }
 
     /// The loaded nvidia module's version and the file it came from.

@@ -5,7 +5,6 @@
 //! Node ids need not be dense (`0,8,250-255` on POWER9 with GPU memory nodes), so nodes are a
 //! list keyed by id, never an array indexed by it (sysfs.md §7, §13.12).
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::Serialize;
@@ -23,44 +22,80 @@ pub const NODE_DIR: &str = "sys/devices/system/node";
 pub const MAX_CPUS: u32 = 1 << 16;
 
 /// A set of CPU numbers. Prints as a kernel CPU list (`0-55,112-167`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CpuSet(BTreeSet<u32>);
+///
+/// Kept as the ranges the kernel prints — sorted, disjoint and not adjacent — not as numbers
+/// one by one: every judged PCI function has a `local_cpulist` of a socket's CPUs, and inserting
+/// each CPU into a tree was a twentieth of a replay's instructions (issue 41). Equality, order
+/// and printing are those of the set of numbers.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct CpuSet(Vec<(u32, u32)>);
 
 impl CpuSet {
+    /// The set of the inclusive ranges `ranges`, in any order, overlapping or not.
+    fn from_ranges(mut ranges: Vec<(u32, u32)>) -> Self {
+        ranges.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(ranges.len());
+        for (lo, hi) in ranges {
+            match merged.last_mut() {
+                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
+            }
+        }
+        CpuSet(merged)
+    }
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.0.iter().map(|(lo, hi)| (hi - lo) as usize + 1).sum()
     }
+    /// Every CPU of `self` is in `other`: each range within one of `other`'s (they are merged,
+    /// so a range of `self` cannot straddle two of them).
     pub fn is_subset(&self, other: &CpuSet) -> bool {
-        self.0.is_subset(&other.0)
+        let mut theirs = other.0.iter().peekable();
+        self.0.iter().all(|&(lo, hi)| {
+            while theirs.next_if(|(_, their_hi)| *their_hi < lo).is_some() {}
+            theirs
+                .peek()
+                .is_some_and(|&&(their_lo, their_hi)| their_lo <= lo && hi <= their_hi)
+        })
     }
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.0.iter().copied()
+        self.0.iter().flat_map(|&(lo, hi)| lo..=hi)
+    }
+}
+
+/// The order of the sets of numbers (as a `BTreeSet<u32>` orders): element by element.
+impl Ord for CpuSet {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.iter().cmp(other.iter())
+    }
+}
+
+impl PartialOrd for CpuSet {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Debug for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CpuSet({self})")
     }
 }
 
 impl FromIterator<u32> for CpuSet {
     fn from_iter<I: IntoIterator<Item = u32>>(iter: I) -> Self {
-        CpuSet(iter.into_iter().collect())
+        CpuSet::from_ranges(iter.into_iter().map(|cpu| (cpu, cpu)).collect())
     }
 }
 
 impl fmt::Display for CpuSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        let mut iter = self.0.iter().copied().peekable();
-        while let Some(start) = iter.next() {
-            let mut end = start;
-            while iter.peek() == Some(&(end + 1)) {
-                end += 1;
-                iter.next();
-            }
-            if !first {
+        for (i, &(start, end)) in self.0.iter().enumerate() {
+            if i > 0 {
                 f.write_str(",")?;
             }
-            first = false;
             if start == end {
                 write!(f, "{start}")?;
             } else {
@@ -82,9 +117,8 @@ impl Serialize for CpuSet {
 /// form only appears in boot parameters, not in sysfs output.
 pub fn parse_cpulist(text: &str) -> Result<CpuSet, ParseError> {
     let t = trimmed(text);
-    let mut set = BTreeSet::new();
     if t.is_empty() {
-        return Ok(CpuSet(set));
+        return Ok(CpuSet::default());
     }
     let mut ranges = Vec::new();
     for part in t.split(',') {
@@ -101,18 +135,9 @@ pub fn parse_cpulist(text: &str) -> Result<CpuSet, ParseError> {
         }
         ranges.push((lo, hi));
     }
-    // Merge before inserting: a damaged file repeating `0-65535` a million times must cost a
-    // sort, not a million times 65536 inserts (found by tests/parser_properties.rs).
-    ranges.sort_unstable();
-    let mut next = 0u32; // every CPU below this is already in the set
-    for (lo, hi) in ranges {
-        let lo = lo.max(next);
-        if lo <= hi {
-            set.extend(lo..=hi);
-            next = hi + 1;
-        }
-    }
-    Ok(CpuSet(set))
+    // Ranges merged, never expanded: a damaged file repeating `0-65535` a million times costs a
+    // sort (found by tests/parser_properties.rs).
+    Ok(CpuSet::from_ranges(ranges))
 }
 
 /// A kernel CPU mask (`local_cpus`, `node*/cpumap`): comma-separated 32-bit hex words, most
@@ -130,7 +155,7 @@ pub fn parse_cpumask(text: &str) -> Result<CpuSet, ParseError> {
     if words.len() as u32 > MAX_CPUS / 32 {
         return Err(bad());
     }
-    let mut set = BTreeSet::new();
+    let mut ranges = Vec::new();
     for (k, word) in words.iter().rev().enumerate() {
         if word.is_empty() || word.len() > 8 || !word.chars().all(|c| c.is_ascii_hexdigit()) {
             return Err(bad());
@@ -138,11 +163,12 @@ pub fn parse_cpumask(text: &str) -> Result<CpuSet, ParseError> {
         let value = u32::from_str_radix(word, 16).map_err(|_| bad())?;
         for bit in 0..32u32 {
             if value & (1 << bit) != 0 {
-                set.insert(k as u32 * 32 + bit);
+                let cpu = k as u32 * 32 + bit;
+                ranges.push((cpu, cpu));
             }
         }
     }
-    Ok(CpuSet(set))
+    Ok(CpuSet::from_ranges(ranges))
 }
 
 /// `node*/distance`: the node's SLIT row, one value per online node in id order (`10 21`).
@@ -306,6 +332,50 @@ mod tests {
         let set = parse_cpulist("0-65535,".repeat(1 << 17).trim_end_matches(',')).unwrap();
         assert_eq!(set.len(), MAX_CPUS as usize);
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    /// The ranges behave as the set of numbers they hold: equality, subsets, order, counting.
+    #[test]
+    fn cpu_sets_are_sets_of_numbers() {
+        use std::collections::BTreeSet;
+        let lists = [
+            "",
+            "0",
+            "0-3",
+            "4-7",
+            "0-7",
+            "0-3,4-7",
+            "0-55,112-167",
+            "56-111",
+            "0-55",
+            "0,2,4",
+            "1-2",
+            "0-3,8-11",
+            "2-9",
+            "112-167",
+            "0-167",
+        ];
+        let model = |t: &str| -> BTreeSet<u32> { parse_cpulist(t).unwrap().iter().collect() };
+        for a in lists {
+            let set = parse_cpulist(a).unwrap();
+            assert_eq!(set.len(), model(a).len(), "{a}");
+            assert_eq!(set.iter().collect::<CpuSet>(), set, "{a}");
+            for b in lists {
+                let other = parse_cpulist(b).unwrap();
+                assert_eq!(set == other, model(a) == model(b), "{a} == {b}");
+                assert_eq!(
+                    set.is_subset(&other),
+                    model(a).is_subset(&model(b)),
+                    "{a} in {b}"
+                );
+                assert_eq!(set.cmp(&other), model(a).cmp(&model(b)), "{a} cmp {b}");
+            }
+        }
+        assert_eq!(parse_cpulist("0-3,4-7").unwrap().to_string(), "0-7");
+        assert_eq!(
+            format!("{:?}", parse_cpulist("0-3").unwrap()),
+            "CpuSet(0-3)"
+        );
     }
 
     #[test]

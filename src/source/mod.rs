@@ -41,7 +41,7 @@ use crate::report::SourceKind;
 pub use cuda::CudaOptions;
 pub use gpudirect::GdrOptions;
 pub use nccl::NcclOptions;
-pub use rooted::{FsError, RootedFs};
+pub use rooted::{FsError, RootedFs, RunReads};
 
 /// Root-relative directory that marks a capture and holds its probe answers.
 pub const CAPTURE_DIR: &str = ".gpudoctor";

@@ -80,7 +80,7 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
     let mut refused: Vec<u32> = Vec::new();
     let mut timed_out: Vec<u32> = Vec::new();
     let mut unnamed = 0usize;
-    for device in &nvml.devices {
+    for (device, lost_at) in nvml.devices.iter().zip(ctx.gpus_lost()) {
         let field = format!("nvml.devices[{}]", device.index);
         if let Some(err) = &device.error {
             let observed = format!("{}: {}", err.kind.name(), err.message);
@@ -104,7 +104,7 @@ fn gpu_count_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcome {
                 continue;
             }
             unnamed += usize::from(device.pci_bus_id.is_none());
-        } else if let Some((at, err)) = device.lost_at() {
+        } else if let Some((at, err)) = lost_at {
             // Lost after its handle was had: every later call answers GPU_IS_LOST (XID 79), or
             // RESET_REQUIRED until the GPU is reset.
             let state = if err.kind == NvmlErrorKind::ResetRequired {

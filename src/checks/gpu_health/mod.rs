@@ -142,7 +142,9 @@ pub(crate) fn usable_devices<'c>(ctx: &'c Context<'_>) -> Result<Vec<&'c NvmlDev
     let devices: Vec<&NvmlDevice> = nvml
         .devices
         .iter()
-        .filter(|d| d.error.is_none() && d.lost_at().is_none())
+        .zip(ctx.gpus_lost())
+        .filter(|(d, lost)| d.error.is_none() && lost.is_none())
+        .map(|(d, _)| d)
         .collect();
     if devices.is_empty() {
         return Err(Outcome::skip("no gpu nvml can query"));

@@ -17,7 +17,7 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -221,6 +221,65 @@ pub fn reopen(path: BorrowedFd<'_>, flags: libc::c_int) -> Option<io::Result<Own
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         other => Some(other),
     }
+}
+
+/// Set in a child forked after [`proc_fd_dir`] opened `/proc/self/fd` (`pthread_atfork`): the
+/// descriptor there names the parent's descriptor table, not the child's.
+static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn forked() {
+    FORKED.store(true, Ordering::Relaxed);
+}
+
+/// This process's `/proc/self/fd`, opened once and known to be procfs (`fstatfs`:
+/// `PROC_SUPER_MAGIC`); `None` without a real `/proc`, or in a child forked since (every child
+/// gpudoctor starts `exec`s at once, so none reads files, but a forked reader must not read
+/// its parent's descriptors).
+fn proc_fd_dir() -> Option<BorrowedFd<'static>> {
+    use std::sync::OnceLock;
+    static DIR: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    let dir = DIR
+        .get_or_init(|| {
+            let path = cstring(b"/proc/self/fd").ok()?;
+            // SAFETY: a NUL-terminated path; the result is checked by `owned`.
+            let dir = owned(unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                )
+            })
+            .ok()?;
+            // SAFETY: an all-zero `statfs` is a valid value for the kernel to overwrite.
+            let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+            // SAFETY: `dir` is open and `fs` a valid out pointer.
+            if unsafe { libc::fstatfs(dir.as_raw_fd(), &mut fs) } != 0
+                || fs.f_type != libc::PROC_SUPER_MAGIC
+            {
+                return None;
+            }
+            // SAFETY: registers a plain function that only stores to an atomic (async-signal
+            // safe, as a child handler must be); nothing is unregistered later.
+            if unsafe { libc::pthread_atfork(None, None, Some(forked)) } != 0 {
+                return None;
+            }
+            Some(dir)
+        })
+        .as_ref()?;
+    (!FORKED.load(Ordering::Relaxed)).then(|| dir.as_fd())
+}
+
+/// [`reopen`] through the `/proc/self/fd` directory opened once ([`proc_fd_dir`]): one
+/// component for the kernel to look up, not four and a link. `None` without a real `/proc`
+/// (then [`reopen`]). What it opens is the inode `path` refers to, by the kernel's own
+/// guarantee for procfs' descriptor links, so the caller need not look at it again.
+pub fn reopen_verified(path: BorrowedFd<'_>, flags: libc::c_int) -> Option<io::Result<OwnedFd>> {
+    let dir = proc_fd_dir()?;
+    let name = cstring(path.as_raw_fd().to_string().as_bytes()).ok()?;
+    // SAFETY: `dir` is open; `name` is NUL-terminated; the result is checked by `owned`. No
+    // `O_NOFOLLOW`: the magic link is what is followed.
+    Some(owned(unsafe {
+        libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC)
+    }))
 }
 
 /// The target of the symlink `name` in `dir` (an empty `name`: the link `dir` itself refers

@@ -22,7 +22,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use super::named::{
     Keep, Tail, read_capped_bytes, read_file_tail, read_records, read_records_kept,
 };
-use super::{FsError, RootedFs, clean, fd, join_os};
+use super::{Dir, FsError, RootedFs, clean, fd};
 
 /// How a file is opened for reading once its type is known: `O_NONBLOCK`, so opening a FIFO
 /// never waits for a writer, and `O_NOCTTY`, so a terminal never becomes the controlling
@@ -109,6 +109,41 @@ fn open_at(
     }))
 }
 
+/// [`open_at`] for a regular file alone (every read but the kernel log's): reopened through
+/// the `/proc/self/fd` directory known to be procfs (`fd::reopen_verified`), which reopens the
+/// very inode judged, so its size is the one the first look saw and it is not looked at again
+/// — two system calls of seven per file (issue 41). Without a real `/proc`, [`open_at`].
+fn open_regular_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Result<Opened, String>> {
+    let path = fd::open_one(dir, name, libc::O_PATH)?;
+    let checked = fd::fstat(path.as_fd())?;
+    if fd::is_link(&checked) {
+        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    if let Some(kind) = Accept::Regular.refusal(&checked) {
+        return Ok(Err(kind));
+    }
+    let Some(opened) = fd::reopen_verified(path.as_fd(), READ_FLAGS) else {
+        drop(path);
+        return open_at(dir, name, Accept::Regular);
+    };
+    Ok(Ok(Opened {
+        file: File::from(opened?),
+        len: u64::try_from(checked.st_size).unwrap_or(0),
+    }))
+}
+
+/// [`open_regular_at`] for a regular file, [`open_at`] for anything else `accept` allows.
+fn open_accepted(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    accept: Accept,
+) -> io::Result<Result<Opened, String>> {
+    match accept {
+        Accept::Regular => open_regular_at(dir, name),
+        Accept::RegularOrKmsg => open_at(dir, name, accept),
+    }
+}
+
 fn refused(rel: &str, kind: String) -> FsError {
     FsError::NotAFile {
         path: rel.into(),
@@ -119,20 +154,34 @@ fn refused(rel: &str, kind: String) -> FsError {
 impl RootedFs {
     /// Open `rel` for reading, all links followed, when `accept` allows what it is.
     fn open_for_read(&self, rel: &str, accept: Accept) -> Result<Opened, FsError> {
-        if let Some(opened) = self.open_in_known_dir(rel, accept) {
+        self.open_for_read_at(rel, accept, None)
+    }
+
+    /// [`RootedFs::open_for_read`], with the file's place (its resolved directory and name)
+    /// when the caller worked it out already (`memo.rs`).
+    fn open_for_read_at(
+        &self,
+        rel: &str,
+        accept: Accept,
+        place: Option<(&Dir, &str)>,
+    ) -> Result<Opened, FsError> {
+        let quick = match place {
+            Some((dir, name)) => self.open_in_dir(rel, dir, name, accept),
+            None => self.open_in_known_dir(rel, accept),
+        };
+        if let Some(opened) = quick {
             return opened;
         }
         let components = self.resolve(rel, true)?;
+        self.note_open("read", || components.display());
         let opened = match components.split_last() {
             None => {
                 let root = self.root_fd().map_err(|e| FsError::from_io(rel, &e))?;
-                open_at(root.as_fd(), OsStr::new("."), accept)
+                open_accepted(root.as_fd(), OsStr::new("."), accept)
             }
             Some((last, dir)) => {
-                let dir = self
-                    .dir_fd(&join_os(dir))
-                    .map_err(|e| FsError::from_io(rel, &e))?;
-                open_at(dir.as_fd(), last, accept)
+                let dir = self.dir_fd(dir).map_err(|e| FsError::from_io(rel, &e))?;
+                open_accepted(dir.as_fd(), last, accept)
             }
         };
         opened
@@ -151,9 +200,28 @@ impl RootedFs {
         }
         let (dir, name) = clean(rel)?.rsplit_once('/')?;
         let dir = self.dir_of(dir)?;
+        self.open_in_dir(rel, &dir, name, accept)
+    }
+
+    /// [`RootedFs::open_in_known_dir`] for `name` in the resolved directory `dir`.
+    fn open_in_dir(
+        &self,
+        rel: &str,
+        dir: &Dir,
+        name: &str,
+        accept: Accept,
+    ) -> Option<Result<Opened, FsError>> {
         let opened = self
             .dir_fd(OsStr::new(&dir.path))
-            .and_then(|d| open_at(d.as_fd(), OsStr::new(name), accept));
+            .and_then(|d| open_accepted(d.as_fd(), OsStr::new(name), accept));
+        // Counted when this answers; otherwise the walk that follows opens and counts it.
+        if opened.is_ok()
+            || opened
+                .as_ref()
+                .is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
+        {
+            self.note_open("read", || format!("{}/{name}", dir.path));
+        }
         match opened {
             Ok(Ok(file)) => Some(Ok(file)),
             Ok(Err(kind)) => Some(Err(refused(rel, kind))),
@@ -169,8 +237,12 @@ impl RootedFs {
         }
     }
 
-    pub(super) fn read_bytes_untraced(&self, rel: &str) -> Result<Vec<u8>, FsError> {
-        let Opened { mut file, len } = self.open_for_read(rel, Accept::Regular)?;
+    pub(super) fn read_bytes_untraced(
+        &self,
+        rel: &str,
+        place: Option<(&Dir, &str)>,
+    ) -> Result<Vec<u8>, FsError> {
+        let Opened { mut file, len } = self.open_for_read_at(rel, Accept::Regular, place)?;
         if len > 0 && len <= self.read_cap {
             // A file on disk (a fixture, a capture, /etc) states its size: read exactly that,
             // without the read that only confirms the end. sysfs states 4096 for every
