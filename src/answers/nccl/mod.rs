@@ -107,8 +107,9 @@ pub struct NcclLogParser {
     pending: Option<rows::PendingRow>,
     /// The host of the last NCCL line (most lines repeat it).
     last_host: String,
-    /// A `last_host:pid:tid` token seen, checked already (`transport.rs`).
-    last_token: Vec<u8>,
+    /// `host:pid:tid` tokens seen lately and the length of their host, latest first
+    /// (`transport.rs`).
+    recent_tokens: Vec<(Vec<u8>, usize)>,
     /// Channels by network and P2P flavour, moved into [`Transports`] at the end.
     nets: Vec<(String, NetUse)>,
     p2p_flavours: Vec<(String, u64)>,
@@ -134,7 +135,7 @@ impl Default for NcclLogParser {
             devices_closed: false,
             pending: None,
             last_host: String::new(),
-            last_token: Vec::new(),
+            recent_tokens: Vec::with_capacity(transport::RECENT_TOKENS),
             nets: Vec::new(),
             p2p_flavours: Vec::new(),
             tail: VecDeque::with_capacity(TAIL_LINES),

@@ -84,6 +84,20 @@ pub(super) fn parse_f64_bytes(b: &[u8]) -> Option<f64> {
 
 /// [`parse_f64_bytes`] of `window[..len]`, the window running on past the field.
 pub(super) fn parse_f64_at(window: &[u8], len: usize) -> Option<f64> {
+    match plain_decimal(window, len) {
+        Some((negative, mantissa, decimals)) => {
+            // 15 digits or fewer: below 10^15 < 2^53, so the conversion is exact.
+            let value = mantissa as f64 / POW10[decimals];
+            Some(if negative { -value } else { value })
+        }
+        None => std_parse(window.get(..len)?),
+    }
+}
+
+/// `window[..len]` as a plain decimal: its sign, its digits as an integer (at most 15) and
+/// how many follow the point; `None` for any other shape.
+#[inline]
+fn plain_decimal(window: &[u8], len: usize) -> Option<(bool, u64, usize)> {
     let b = window.get(..len)?;
     let negative = b.first() == Some(&b'-');
     let sign = usize::from(negative);
@@ -93,8 +107,7 @@ pub(super) fn parse_f64_at(window: &[u8], len: usize) -> Option<f64> {
         && let Some(x) = word(window, sign)
         && let Some((mantissa, decimals)) = decimal_word(x, body)
     {
-        let value = mantissa as f64 / POW10[decimals];
-        return Some(if negative { -value } else { value });
+        return Some((negative, mantissa, decimals));
     }
     let digits = &b[sign..];
     // Digits, a point, digits: two tight loops (one branch a digit) instead of one that asks
@@ -109,12 +122,7 @@ pub(super) fn parse_f64_at(window: &[u8], len: usize) -> Option<f64> {
         _ => (mantissa, 0, whole),
     };
     let count = whole + decimals;
-    if used != digits.len() || count == 0 || count > 15 {
-        return std_parse(b);
-    }
-    // 15 digits or fewer: below 10^15 < 2^53, so the conversion is exact.
-    let value = mantissa as f64 / POW10[decimals];
-    Some(if negative { -value } else { value })
+    (used == digits.len() && count > 0 && count <= 15).then_some((negative, mantissa, decimals))
 }
 
 /// The 8 bytes of `window` from `at`, as a little-endian word (the first byte lowest).

@@ -143,6 +143,7 @@ pub(super) struct Spans<'t> {
 impl<'t> Spans<'t> {
     /// `None` when `text` has more than [`INLINE_FIELDS`] fields, or is 64 KiB or longer (the
     /// callers split such texts with std, into the same fields).
+    #[inline]
     pub(super) fn of(text: &'t str) -> Option<Spans<'t>> {
         let b = text.as_bytes();
         if b.len() > usize::from(u16::MAX) {

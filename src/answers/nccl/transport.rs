@@ -12,6 +12,9 @@ use super::model::{NetUse, Quoted};
 use super::scan::Needle;
 use super::{MAX_HOSTS, MAX_QUOTES, NcclLogParser};
 
+/// `host:pid:tid` tokens remembered (`NcclLogParser::note_host`): a node's threads.
+pub(super) const RECENT_TOKENS: usize = 8;
+
 // The substrings INFO lines are searched for, set up once.
 static NO_DEVICE: Needle = Needle::new("No device found");
 static USING: Needle = Needle::new("Using");
@@ -146,10 +149,28 @@ impl NcclLogParser {
     /// Remember the `host` of a `host:pid:tid [dev] NCCL …` prefix (`prefix` is the text before
     /// `NCCL`); returns where that prefix starts in it, when found.
     pub(super) fn note_host(&mut self, prefix: &str) -> Option<usize> {
-        if self.repeats_last_host(prefix.as_bytes()) {
+        let bytes = prefix.as_bytes();
+        if self.repeats_last_host(bytes) {
             return Some(0);
         }
-        let bytes = prefix.as_bytes();
+        // Another host's token seen lately at the start (ranks of several nodes interleave):
+        // its host is known, and was noted when it was first seen; one comparison instead of
+        // the walk below and a lookup in `info_hosts` (noting hosts was 12 % of an INFO-dense
+        // run, perf).
+        let hit = self.recent_tokens.iter().position(|(token, _)| {
+            bytes.starts_with(token) && matches!(bytes.get(token.len()), None | Some(b' ' | b'\r'))
+        });
+        if let Some(i) = hit {
+            let len = self.recent_tokens[i].1;
+            self.recent_tokens.swap(0, i);
+            // The host ends at an ASCII `:`: a char boundary.
+            let host = prefix.get(..len).unwrap_or_default();
+            if self.last_host != host {
+                self.last_host.clear();
+                self.last_host.push_str(host);
+            }
+            return Some(0);
+        }
         let mut start = 0;
         while start < bytes.len() {
             // Tokens end at a space, or at a carriage return that redrew the line.
@@ -160,13 +181,15 @@ impl NcclLogParser {
             if let Some(len) = host_of(&bytes[start..end]) {
                 let host = &prefix[start..start + len];
                 if self.last_host != host {
-                    self.last_token.clear();
                     self.last_host.clear();
                     self.last_host.push_str(host);
                     if self.log.info_hosts.len() < MAX_HOSTS && !self.log.info_hosts.contains(host)
                     {
                         self.log.info_hosts.insert(host.to_string());
                     }
+                }
+                if start == 0 {
+                    self.remember_token(&bytes[..end], len);
                 }
                 return Some(start);
             }
@@ -176,19 +199,10 @@ impl NcclLogParser {
     }
 
     /// Whether `prefix` starts with the token `<last host>:<digits>:<digits>` (most NCCL lines
-    /// of a log repeat the host of the line before): then the walk of [`note_host`](Self::note_host)
-    /// would find that very host in its first token and change nothing. Checked in one pass over
-    /// the token's bytes instead of splitting it (the noting was 12 % of an INFO-dense run,
-    /// perf); any other shape takes the walk.
-    fn repeats_last_host(&mut self, prefix: &[u8]) -> bool {
-        // The very token of an earlier line (each thread repeats its own): one comparison.
-        let token = self.last_token.as_slice();
-        if !token.is_empty()
-            && prefix.starts_with(token)
-            && matches!(prefix.get(token.len()), None | Some(b' ' | b'\r'))
-        {
-            return true;
-        }
+    /// of a log repeat the host of the line before): then the walk of
+    /// [`note_host`](Self::note_host) would find that very host in its first token and change
+    /// nothing. Checked in one pass over the token's bytes instead of splitting it.
+    fn repeats_last_host(&self, prefix: &[u8]) -> bool {
         let host = self.last_host.as_bytes();
         // The host was cut from a token at its first `:`: it holds no `:`, space or `\r`, so
         // the token's first `:` is the one after it, as `host_of` cuts it.
@@ -196,10 +210,11 @@ impl NcclLogParser {
             return false;
         }
         let digits = |from: usize| {
-            from + prefix[from..]
-                .iter()
-                .take_while(|b| b.is_ascii_digit())
-                .count()
+            let mut end = from;
+            while prefix.get(end).is_some_and(u8::is_ascii_digit) {
+                end += 1;
+            }
+            end
         };
         let pid_end = digits(host.len() + 1);
         if pid_end == host.len() + 1 || prefix.get(pid_end) != Some(&b':') {
@@ -207,13 +222,21 @@ impl NcclLogParser {
         }
         let tid_end = digits(pid_end + 1);
         // The token ends where the walk ends it: at a space, a carriage return, or the end.
-        if tid_end > pid_end + 1 && matches!(prefix.get(tid_end), None | Some(b' ' | b'\r')) {
-            // Kept while the host is the last one (`note_host` clears it when that changes).
-            self.last_token.clear();
-            self.last_token.extend_from_slice(&prefix[..tid_end]);
-            return true;
-        }
-        false
+        tid_end > pid_end + 1 && matches!(prefix.get(tid_end), None | Some(b' ' | b'\r'))
+    }
+
+    /// Keep `token`, a `host:pid:tid` whose host (`host_len` bytes) was just noted, among the
+    /// [`RECENT_TOKENS`] last ones (the oldest goes, its buffer reused).
+    fn remember_token(&mut self, token: &[u8], host_len: usize) {
+        let mut slot = if self.recent_tokens.len() == RECENT_TOKENS {
+            self.recent_tokens.pop().unwrap_or_default()
+        } else {
+            (Vec::new(), 0)
+        };
+        slot.0.clear();
+        slot.0.extend_from_slice(token);
+        slot.1 = host_len;
+        self.recent_tokens.insert(0, slot);
     }
 
     /// The channel counts gathered while reading, into the facts (kept in short lists while
