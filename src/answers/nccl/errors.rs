@@ -3,14 +3,11 @@
 //! a collective fails — PyTorch's ProcessGroupNCCL watchdog timeouts and NCCL error strings in
 //! exceptions (`torch.distributed.DistBackendError: NCCL error in: …, unhandled system error`).
 
-use super::model::{CollectiveTimeout, FailureKind, IbCompletion, TestFailure};
+use super::model::{CollectiveTimeout, FailureKind, IbCompletion, Quoted, TestFailure};
 use super::scan::Needle;
-use super::{MAX_QUOTES, NcclLogParser};
+use super::{MAX_QUOTES, NcclLogParser, TEST};
 
 // Searched in every failure, unwinding and WARN line of a log: set up once (scan::Needle).
-static NCCL_FAILURE: Needle = Needle::new(": Test NCCL failure ");
-static CUDA_FAILURE: Needle = Needle::new(": Test CUDA failure ");
-static TEST_TIMEOUT: Needle = Needle::new(": Test timeout ");
 static IBVERBS: Needle = Needle::new("Failed to open libibverbs");
 static NVLS_BIND: Needle = Needle::new("Failed to bind NVLink SHARP");
 static COMPLETION: Needle = Needle::new("Got completion");
@@ -55,15 +52,33 @@ impl NcclLogParser {
     /// row's head is printed before it (`NVIDIA/nccl-tests#355`: `… float none -1 node0: Test
     /// CUDA failure …`).
     pub(super) fn failure(&mut self, line: &str) -> bool {
+        // Where each shape first occurs, from one walk over the line's `: Test `s (three
+        // searches of the line before, issue 41); the first shape found in this order wins.
         let shapes = [
-            (&NCCL_FAILURE, ": Test NCCL failure ", FailureKind::Nccl),
-            (&CUDA_FAILURE, ": Test CUDA failure ", FailureKind::Cuda),
-            (&TEST_TIMEOUT, ": Test timeout ", FailureKind::Timeout),
+            (": Test NCCL failure ", FailureKind::Nccl),
+            (": Test CUDA failure ", FailureKind::Cuda),
+            (": Test timeout ", FailureKind::Timeout),
         ];
-        for (needle, marker, kind) in shapes {
-            let Some(pos) = needle.find(line) else {
+        let mut first: [Option<usize>; 3] = [None; 3];
+        let bytes = line.as_bytes();
+        let mut from = 0;
+        while let Some(at) = TEST.find_from(bytes, from) {
+            for ((marker, _), slot) in shapes.iter().zip(&mut first) {
+                if slot.is_none() && bytes[at..].starts_with(marker.as_bytes()) {
+                    *slot = Some(at);
+                }
+            }
+            from = at + 1;
+        }
+        for ((marker, kind), pos) in shapes.into_iter().zip(first) {
+            let Some(pos) = pos else {
                 continue;
             };
+            self.log.failure_count += 1;
+            // Past the cap a failure is only counted: nothing cut out of it.
+            if self.log.failures.len() >= MAX_QUOTES {
+                return true;
+            }
             let host = line[..pos]
                 .split_whitespace()
                 .next_back()
@@ -84,17 +99,14 @@ impl NcclLogParser {
                     (first_token(rest).to_string(), error)
                 }
             };
-            self.log.failure_count += 1;
-            if self.log.failures.len() < MAX_QUOTES {
-                let quote = self.quote(line);
-                self.log.failures.push(TestFailure {
-                    kind,
-                    host,
-                    location,
-                    error,
-                    quote,
-                });
-            }
+            let quote = self.quote(line);
+            self.log.failures.push(TestFailure {
+                kind,
+                host,
+                location,
+                error,
+                quote,
+            });
             return true;
         }
         false
@@ -103,32 +115,34 @@ impl NcclLogParser {
     /// `… NCCL WARN <text>` (`text` after the marker).
     pub(super) fn warn(&mut self, text: &str, line: &str) {
         self.log.warning_count += 1;
-        let quote = self.quote(line);
+        // Quoted only where kept: past the caps a WARN line is only counted.
+        let number = self.log.lines;
+        let quote = || Quoted::new(number, line);
         let ibverbs = IBVERBS.is_in(text);
         if ibverbs {
-            self.log.ibverbs_missing.get_or_insert(quote.clone());
+            self.log.ibverbs_missing.get_or_insert_with(quote);
         }
         if NVLS_BIND.is_in(text) {
-            self.log.nvls_bind_failure.get_or_insert(quote.clone());
+            self.log.nvls_bind_failure.get_or_insert_with(quote);
         }
         if COMPLETION.is_in(text) {
             self.log.ib_completion_count += 1;
             if self.log.ib_completions.len() < MAX_QUOTES {
                 self.log.ib_completions.push(IbCompletion {
                     status: completion_status(text),
-                    quote: quote.clone(),
+                    quote: quote(),
                 });
             }
         }
         // A missing libibverbs is the socket-fallback finding's business, not an error here.
-        if !ibverbs && reports_error(text) {
+        if !ibverbs && reports_error(text, &mut self.lower) {
             self.log.error_warning_count += 1;
             if self.log.error_warnings.len() < MAX_QUOTES {
-                self.log.error_warnings.push(quote.clone());
+                self.log.error_warnings.push(quote());
             }
         }
         if self.log.warnings.len() < MAX_QUOTES {
-            self.log.warnings.push(quote);
+            self.log.warnings.push(quote());
         }
     }
 
@@ -164,9 +178,12 @@ impl NcclLogParser {
 /// A WARN that reports a failure (an error code, a failed call, a timeout, an IB completion
 /// error) rather than advice (`Could not find a path for pattern 4, falling back to simple
 /// order`, `NVIDIA/nccl-tests#287`).
-fn reports_error(text: &str) -> bool {
-    let lower = text.to_ascii_lowercase();
-    !FALLING_BACK.is_in(&lower) && ERROR_WORDS.iter().any(|e| e.is_in(&lower))
+/// `lower` is a buffer for the lower-cased text, reused from line to line.
+fn reports_error(text: &str, lower: &mut String) -> bool {
+    lower.clear();
+    lower.push_str(text);
+    lower.make_ascii_lowercase();
+    !FALLING_BACK.is_in(lower) && ERROR_WORDS.iter().any(|e| e.is_in(lower))
 }
 
 /// `[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST,

@@ -10,14 +10,18 @@
 //! - [`lines`]: splitting and cleaning lines (control characters, terminal escapes);
 //! - [`prefix`]: launcher decorations in front of the content (Slurm, Open MPI, SkyPilot, Ray,
 //!   kubectl, pdsh, per-rank markers), peeled in any order (§7);
-//! - [`table`]: headers, result rows recognised by shape, footers, of every nccl-tests
-//!   generation (§2–§4), and which collective a table is;
+//! - [`table`]: headers and footers of every nccl-tests generation (§2–§4), and which
+//!   collective a table is;
+//! - [`rows`]: result rows, recognised by their shape and arithmetic (§3);
 //! - [`tables`]: which table a row or footer belongs to, and the cap on tables kept;
 //! - [`sweep`]: a table's figures — peak busbw and its size, the sweep average, a collapse;
 //! - [`transport`]: `NCCL INFO` lines (§9, §10);
 //! - [`errors`]: failure, WARN and IB completion lines (§5, §11), watchdog timeouts and NCCL
 //!   errors in an application's output;
-//! - [`model`]: the facts themselves ([`NcclLog`]).
+//! - [`model`]: the facts themselves ([`NcclLog`]);
+//! - the hot path's byte work: [`prepare`] (a line's shape, on the reading thread), [`scan`]
+//!   (fields, searches, trimming), [`numbers`] (a row's numbers), [`bytemask`] (16 bytes at a
+//!   time).
 //!
 //! Bad input (issue 7): a line that is not UTF-8 is counted as unreadable and skipped; one longer
 //! than [`MAX_LINE_BYTES`] is cut there (the rest is discarded as it arrives) and counted; a line
@@ -28,16 +32,23 @@
 //! Only lines matching a known shape are interpreted (§2: MPI warnings, hwloc's "Authorization
 //! required" and the like are counted as other lines).
 //!
-//! Speed (issue 15, docs/performance.md): each line is looked at once — `memchr` finds the line
-//! end and the `NCCL ` marker, launcher prefixes are judged on their first bytes, and a line
-//! that only counts allocates nothing.
+//! Speed (issues 15, 28, 41; docs/performance.md): each line is looked at once — line ends come
+//! from one vector pass over a chunk, a plain NCCL line's marker from its shape, searches that
+//! most lines fail run ahead through the chunk instead of in each line, launcher prefixes are
+//! judged on their first bytes, a line that only counts allocates nothing, and what a sweep
+//! repeats for every test (its `nThread` line, its column header) is read once. Every fast path
+//! gives exactly what the general one gives: unit tests compare them on odd input, and the
+//! property tests and real logs hold the facts.
 
+mod bytemask;
 mod command;
 mod errors;
 mod lines;
 mod model;
+mod numbers;
 mod prefix;
 mod prepare;
+mod rows;
 mod run;
 mod scan;
 mod sweep;
@@ -79,6 +90,10 @@ pub const MAX_DEVICES: usize = 4096;
 pub struct NcclLogParser {
     log: NcclLog,
     layout: Option<table::Layout>,
+    /// The text of a column header whose words make `layout` (`table::header_line`).
+    layout_text: String,
+    /// The last `nThread` line and what it said (`table::config_line`).
+    last_config: Option<(String, TestConfig)>,
     /// The table rows and footers go to.
     current_table: Option<usize>,
     /// `Collective test starting:` and `nThread` lines wait for the table they introduce.
@@ -89,9 +104,12 @@ pub struct NcclLogParser {
     /// The first test's footer was read: device lines of later tests are theirs.
     devices_closed: bool,
     /// A row's head whose timings were cut off by other output.
-    pending: Option<table::PendingRow>,
+    pending: Option<rows::PendingRow>,
     /// The host of the last NCCL line (most lines repeat it).
     last_host: String,
+    /// `host:pid:tid` tokens seen lately and the length of their host, latest first
+    /// (`transport.rs`).
+    recent_tokens: Vec<(Vec<u8>, usize)>,
     /// Channels by network and P2P flavour, moved into [`Transports`] at the end.
     nets: Vec<(String, NetUse)>,
     p2p_flavours: Vec<(String, u64)>,
@@ -99,8 +117,8 @@ pub struct NcclLogParser {
     /// reused, so a log of millions of lines does not allocate per line.
     tail: VecDeque<(u64, String)>,
     splitter: LineSplitter,
-    /// `NCCL ` (every line is searched for it).
-    nccl: memchr::memmem::Finder<'static>,
+    /// A WARN line's text lower-cased (`errors::reports_error`), reused.
+    lower: String,
 }
 
 impl Default for NcclLogParser {
@@ -108,6 +126,8 @@ impl Default for NcclLogParser {
         NcclLogParser {
             log: NcclLog::default(),
             layout: None,
+            layout_text: String::new(),
+            last_config: None,
             current_table: None,
             next_collective: None,
             next_config: None,
@@ -115,11 +135,12 @@ impl Default for NcclLogParser {
             devices_closed: false,
             pending: None,
             last_host: String::new(),
+            recent_tokens: Vec::with_capacity(transport::RECENT_TOKENS),
             nets: Vec::new(),
             p2p_flavours: Vec::new(),
             tail: VecDeque::with_capacity(TAIL_LINES),
             splitter: LineSplitter::new(),
-            nccl: memchr::memmem::Finder::new("NCCL "),
+            lower: String::new(),
         }
     }
 }
@@ -298,7 +319,7 @@ impl NcclLogParser {
         if keep {
             self.keep_tail(line);
         }
-        let found = marker(line, plain, &self.nccl);
+        let found = marker(line, plain);
         self.interpret_content(line, found, Known::default());
     }
 
@@ -326,14 +347,14 @@ impl NcclLogParser {
             return;
         }
         if let Some(rest) = line.strip_prefix('#') {
-            self.hash_line(rest.trim(), line);
+            self.hash_line(scan::trim(rest), line);
             return;
         }
-        if TEST.is_in(line) && self.failure(line) {
+        if known.test.unwrap_or_else(|| TEST.is_in(line)) && self.failure(line) {
             return;
         }
         if line.starts_with(|c: char| c.is_ascii_digit()) {
-            self.row_line(line, known.fields);
+            self.row_line(line);
             return;
         }
         if line.starts_with("..") && TEST_FAILURE.is_in(line) {
@@ -360,10 +381,13 @@ impl NcclLogParser {
     /// stream printed in front of it on the same line (a row's head, `NVIDIA/nccl#1453`) read.
     fn nccl_line(&mut self, pos: usize, line: &str) {
         let before = &line[..pos];
-        if let Some(start) = self.note_host(before) {
+        if let Some(start) = self.note_host(before)
+            && start > 0
+        {
+            // Nothing in front of the host (most lines): nothing glued to read.
             let glued = prefix::strip(&before[..start]);
             if glued.starts_with(|c: char| c.is_ascii_digit()) {
-                self.row_line(glued, None);
+                self.row_line(glued);
             }
         }
     }
@@ -411,12 +435,8 @@ impl NcclLogParser {
         } else if text.starts_with("Using devices") {
         } else if text.starts_with("Rank ") && text.contains(" device ") {
             self.device_line(text);
-        } else if BUSBW.is_in(text) {
-            let mut inline = [""; scan::INLINE_FIELDS];
-            return match scan::split_words(text, &mut inline) {
-                Some(n) => self.column_header(&inline[..n]),
-                None => self.column_header(&text.split_whitespace().collect::<Vec<_>>()),
-            };
+        } else if has_busbw(text) {
+            return self.header_line(text);
         } else {
             return false;
         }
@@ -428,6 +448,11 @@ impl NcclLogParser {
 /// `[dev] NCCL INFO|WARN`) has none to strip, and its marker is found on the way.
 fn content(raw: &str) -> (&str, Option<(usize, Marker)>) {
     let raw = raw.trim_ascii();
+    if raw.starts_with('#') {
+        // What `prefix::strip` gives a line starting with `#`: itself (a `#` line of nccl-tests,
+        // most of a table-dense log, spared the call).
+        return (raw, None);
+    }
     if raw.starts_with(|c: char| c.is_ascii_alphabetic())
         && let Some(marker) = nccl_marker(raw)
     {
@@ -439,13 +464,34 @@ fn content(raw: &str) -> (&str, Option<(usize, Marker)>) {
 /// Where a line's content holds the `NCCL ` of an `NCCL INFO`, `NCCL WARN` or bare `NCCL
 /// version` marker, and which: `plain` when [`content`] found it, else searched with `nccl` (a
 /// finder of `NCCL `).
-fn marker(
+fn marker(line: &str, plain: Option<(usize, Marker)>) -> Option<(usize, Marker)> {
+    marker_if(line, plain, || true)
+}
+
+/// [`marker`], where `holds` says whether `NCCL ` occurs in `line` at all (asked only when the
+/// line's shape did not tell; `false` saves the search).
+fn marker_if(
     line: &str,
     plain: Option<(usize, Marker)>,
-    nccl: &memchr::memmem::Finder<'_>,
+    holds: impl FnOnce() -> bool,
 ) -> Option<(usize, Marker)> {
     plain.or_else(|| {
-        nccl.find_iter(line.as_bytes()).find_map(|pos| {
+        // Behind launcher decorations most NCCL lines are plain ones: found by their shape,
+        // at the very place the search below finds it (`nccl_marker` only accepts a marker
+        // with no `NCCL ` before it that the search would take).
+        if line.starts_with(|c: char| c.is_ascii_alphabetic())
+            && let Some(found) = nccl_marker(line)
+        {
+            return Some(found);
+        }
+        if !holds() {
+            return None;
+        }
+        let bytes = line.as_bytes();
+        std::iter::successors(NCCL.find_from(bytes, 0), |&at| {
+            NCCL.find_from(bytes, at + 1)
+        })
+        .find_map(|pos| {
             let after = &line[pos + "NCCL ".len()..];
             if after.starts_with("INFO ") {
                 Some((pos, Marker::Info))
@@ -471,37 +517,53 @@ fn info_found(line: &str, pos: usize) -> u8 {
 /// shape without a search (most lines of a big log are such lines).
 fn nccl_marker(line: &str) -> Option<(usize, Marker)> {
     let b = line.as_bytes();
-    let space = memchr::memchr(b' ', &b[..b.len().min(128)])?;
-    if b.get(space + 1) != Some(&b'[') {
+    // The first space, 16 bytes at a time: a `memchr` call costs more than the few blocks a
+    // host:pid:tid takes.
+    let space = bytemask::first_position(&b[..b.len().min(128)], b" ", b'x')?;
+    // `[`, then a `]` among the 8 bytes after it, then the marker: one mask of the 16 bytes
+    // from the `[` (most lines have them) instead of a byte loop.
+    let from = space + 1;
+    let window = b.get(from..(from + bytemask::BLOCK).min(b.len()))?;
+    if window.first() != Some(&b'[') {
         return None;
     }
-    let close = space
-        + 2
-        + b.get(space + 2..)?
-            .iter()
-            .take(8)
-            .position(|&c| c == b']')?;
+    let closes = bytemask::mask(window, b"]", 0) & 0b1_1111_1110;
+    if closes == 0 {
+        return None;
+    }
+    let close = from + closes.trailing_zeros() as usize;
     let pos = close + 2;
     let marker = b.get(close + 1..pos + 10)?;
-    match marker {
-        b" NCCL INFO " => Some((pos, Marker::Info)),
-        _ if marker.starts_with(b" NCCL WARN") => Some((pos, Marker::Warn)),
-        _ => None,
+    if marker.starts_with(b" NCCL WARN") {
+        return Some((pos, Marker::Warn));
     }
+    (marker == b" NCCL INFO ").then_some((pos, Marker::Info))
 }
 
-static BUSBW: scan::Needle = scan::Needle::new("busbw");
+/// `text.contains("busbw")`, from the `w`s of a short line: a search set up once still cost
+/// ~900 instructions a `#` line (issue 41, callgrind).
+fn has_busbw(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut found = false;
+    bytemask::each_position(b, b"w", 0, |pos| {
+        found |= pos >= 4 && b[pos - 4..].starts_with(b"busbw");
+    });
+    found
+}
+/// nccl-tests' failure lines hold it (`host: Test NCCL failure …`, [`errors`]).
 static TEST: scan::Needle = scan::Needle::new(": Test ");
+/// The marker of NCCL's own lines.
+static NCCL: scan::Needle = scan::Needle::new("NCCL ");
 static TEST_FAILURE: scan::Needle = scan::Needle::new("Test failure");
 
 /// What the reading thread already worked out about a line ([`prepare`]); nothing when read
 /// on one thread.
 #[derive(Debug, Default, Clone, Copy)]
-struct Known<'a> {
+struct Known {
     /// For an INFO line, what [`info_found`] gives.
     info_bits: Option<u8>,
-    /// For a line starting with a digit, what `table::row_fields` gives, when that is some.
-    fields: Option<&'a [&'a str]>,
+    /// For a line without a marker, whether it holds [`TEST`].
+    test: Option<bool>,
 }
 
 /// What an `NCCL ` in a line introduces.

@@ -49,7 +49,9 @@ fn bracket(s: &str) -> Option<&str> {
     };
     let inside = &s[1..close];
     let after = &s[close + 1..];
-    if let Some((job, rank)) = inside.split_once(',')
+    // A few bytes: a byte loop (a `split_once` set up a char searcher each line).
+    let comma = inside.bytes().position(|b| b == b',');
+    if let Some((job, rank)) = comma.map(|at| (&inside[..at], &inside[at + 1..]))
         && all_digits(job)
         && all_digits(rank)
     {
@@ -125,6 +127,14 @@ fn timestamp(s: &str) -> Option<&str> {
 /// `pdsh`'s `node01: ` in front of each line. Not nccl-tests' `host: Test NCCL failure …`: there
 /// the host is content.
 fn host_label(s: &str) -> Option<&str> {
+    // The label ends at the first `:` (its characters hold none), which a space or the line's
+    // end must follow: most lines (an NCCL line's `host:pid:tid`) fail that before their name
+    // is read.
+    let b = s.as_bytes();
+    let colon = b.iter().take(66).position(|&c| c == b':')?;
+    if !matches!(b.get(colon + 1), None | Some(b' ')) {
+        return None;
+    }
     let len = s
         .bytes()
         .take(65)

@@ -1,8 +1,10 @@
 //! The part of reading whole lines that depends on nothing but their bytes — whether they hold
 //! control characters, where each ends, where its content starts after launcher decorations,
-//! where its `NCCL INFO|WARN` marker is — done by [`Prepared::of`], so that another thread can
-//! do it while the parser interprets the lines before (issue 28: with the kernel's copy of the
-//! file and the UTF-8 check, which the reading thread does too, a third of a run, perf).
+//! where its `NCCL INFO|WARN` marker is, whether it holds `: Test `, an INFO line's search bits
+//! — done by [`Prepared::of`], so that another thread can do it while the parser interprets the
+//! lines before (issue 28: with the kernel's copy of the file and the UTF-8 check, which the
+//! reading thread does too, a third of a run, perf). A row's fields are split by the parser
+//! itself (issue 41): handing them over as offsets cost more than splitting them there.
 //!
 //! Nothing here changes an answer: [`Prepared::of`] calls the very functions the serial path
 //! calls ([`content`](super::content), [`marker`](super::marker)), and
@@ -12,12 +14,10 @@
 //! [`NcclLogParser::feed_bytes`]. `source/nccl_log.rs` tests both paths give the same facts on
 //! every real log.
 
-use memchr::memmem::Finder;
-
-use super::lines::{self, MAX_LINE_BYTES};
-use super::scan::INLINE_FIELDS;
-use super::table::row_fields;
-use super::{Known, Marker, NcclLogParser, content, info_found, marker};
+use super::bytemask;
+use super::lines::MAX_LINE_BYTES;
+use super::scan::Ahead;
+use super::{Known, Marker, NCCL, NcclLogParser, TEST, content, info_found, marker_if};
 
 /// One line of a prepared text, as byte offsets into it.
 #[derive(Debug, Clone, Copy)]
@@ -32,14 +32,10 @@ struct Shape {
     marker_at: u32,
     /// For an INFO line, what `info_found` gives (the busiest search of an INFO line).
     info_bits: u8,
-    /// For a line starting with a digit, its fields (`table::row_fields`) as `fields_n` pairs
-    /// of offsets from `fields_at` in [`Prepared::fields`]; `fields_n` [`NO_FIELDS`] when that
-    /// gave none.
-    fields_at: u32,
-    fields_n: u8,
+    /// For a line without a marker, whether its content holds `: Test ` (searched ahead
+    /// through the text, not in each line).
+    test: bool,
 }
-
-const NO_FIELDS: u8 = u8::MAX;
 
 /// Whole lines, looked at (see the module doc).
 #[derive(Debug, Default)]
@@ -48,40 +44,45 @@ pub struct Prepared {
     /// (not whole lines, a control character, a line over [`MAX_LINE_BYTES`], over 4 GiB).
     len: Option<usize>,
     shapes: Vec<Shape>,
-    /// The fields of rows: start and end offsets, in pairs.
-    fields: Vec<u32>,
+    /// Where the lines end (reused).
+    ends: Vec<u32>,
 }
 
 impl Prepared {
-    /// A finder of `NCCL ` for [`Prepared::of`] (set up once per thread).
-    pub fn finder() -> Finder<'static> {
-        Finder::new("NCCL ")
-    }
-
     /// Prepare `text`, whole lines of a stream (ending with a newline, starting where a line
     /// starts). Reuses `self`'s memory.
-    pub fn of(&mut self, text: &str, nccl: &Finder<'_>) {
+    pub fn of(&mut self, text: &str) {
         self.len = None;
         self.shapes.clear();
-        self.fields.clear();
         let bytes = text.as_bytes();
         let whole = bytes.last().is_none_or(|&b| b == b'\n');
-        if !whole || u32::try_from(bytes.len()).is_err() || !lines::only_newlines(bytes) {
+        if !whole || u32::try_from(bytes.len()).is_err() {
             return;
         }
+        let mut ends = std::mem::take(&mut self.ends);
+        if bytemask::line_ends(bytes, &mut ends) {
+            self.lines(text, &ends);
+        }
+        self.ends = ends;
+    }
+
+    /// [`of`](Self::of) once the text is known to be whole lines ending at `ends`, with no
+    /// control character but the newlines.
+    fn lines(&mut self, text: &str, ends: &[u32]) {
+        let bytes = text.as_bytes();
         let mut from = 0;
-        for pos in memchr::memchr_iter(b'\n', bytes) {
+        // `NCCL ` searched ahead through the text, not in each line that lacks the shape, and
+        // `: Test ` likewise.
+        let mut ahead = Ahead::default();
+        let mut test_ahead = Ahead::default();
+        for &pos in ends {
+            let pos = pos as usize;
             let line = &text[from..pos];
             if line.len() > MAX_LINE_BYTES {
                 self.shapes.clear();
                 return;
             }
             let (body, plain) = content(line);
-            let found = if body.is_empty() {
-                None
-            } else {
-                marker(body, plain, nccl)
-            };
             // An empty content may be a literal `""` (`prefix::strip` of `host:`), not a piece
             // of the line: it has no offset to take.
             let body_at = if body.is_empty() {
@@ -94,22 +95,16 @@ impl Prepared {
                 self.shapes.clear();
                 return;
             };
-            let fields_at = self.fields.len() as u32;
-            let mut fields_n = NO_FIELDS;
-            if found.is_none() && body.starts_with(|c: char| c.is_ascii_digit()) {
-                let mut inline = [""; INLINE_FIELDS];
-                if let Some(n) = row_fields(body, &mut inline) {
-                    for field in &inline[..n] {
-                        let Some(at) = offset_in(field, body).map(|at| body_at + at) else {
-                            self.shapes.clear();
-                            return;
-                        };
-                        self.fields.push(at as u32);
-                        self.fields.push((at + field.len()) as u32);
-                    }
-                    fields_n = n as u8;
-                }
-            }
+            let found = if body.is_empty() {
+                None
+            } else {
+                marker_if(body, plain, || {
+                    ahead.occurs_in(&NCCL, bytes, body_at, body_at + body.len())
+                })
+            };
+            let test = found.is_none()
+                && !body.is_empty()
+                && test_ahead.occurs_in(&TEST, bytes, body_at, body_at + body.len());
             // Below 4 GiB (checked above): every offset fits.
             self.shapes.push(Shape {
                 end: pos as u32,
@@ -121,8 +116,7 @@ impl Prepared {
                     Some((at, Marker::Info)) => info_found(body, at),
                     _ => 0,
                 },
-                fields_at,
-                fields_n,
+                test,
             });
             from = pos + 1;
         }
@@ -162,22 +156,9 @@ impl NcclLogParser {
                 continue;
             };
             let found = s.marker.map(|m| (s.marker_at as usize, m));
-            let mut inline = [""; INLINE_FIELDS];
-            let mut fields = None;
-            if s.fields_n != NO_FIELDS {
-                let n = usize::from(s.fields_n);
-                let at = s.fields_at as usize;
-                let pairs = prepared.fields.get(at..at + 2 * n).unwrap_or_default();
-                for (slot, pair) in inline.iter_mut().zip(pairs.chunks_exact(2)) {
-                    *slot = text
-                        .get(pair[0] as usize..pair[1] as usize)
-                        .unwrap_or_default();
-                }
-                fields = Some(&inline[..n.min(INLINE_FIELDS)]);
-            }
             let known = Known {
                 info_bits: Some(s.info_bits),
-                fields,
+                test: Some(s.test),
             };
             self.interpret_content(body, found, known);
         }

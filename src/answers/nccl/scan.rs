@@ -1,14 +1,17 @@
-//! Byte-level helpers of the parser's hot path (issue 28: 600 MB/s on logs of real lines):
-//! numbers parsed without the general parsers where that is exact, a row split into fields
-//! without allocating, and substring searches built once instead of on every call.
+//! Byte-level helpers of the parser's hot path (issues 28, 41: 600 MB/s on logs of real
+//! lines): a row split into fields without allocating, substring searches built once instead of
+//! on every call (and run ahead through a text instead of in every line), and `str::trim`
+//! without decoding. Numbers are [`numbers`](super::numbers)' business.
 //!
-//! Every helper gives exactly what the std function it stands for gives (`str::parse`,
-//! `str::contains`, `split_ascii_whitespace`): the fast paths cover the shapes nccl-tests prints
-//! and hand anything else to std. The unit tests below compare them on every odd shape.
+//! Every helper gives exactly what the std function it stands for gives (`str::contains`,
+//! `split_ascii_whitespace`, `str::trim`): the fast paths cover the shapes logs print and hand
+//! anything else to std. The unit tests below compare them on every odd shape.
 
 use std::sync::OnceLock;
 
 use memchr::memmem::Finder;
+
+use super::bytemask;
 
 /// A substring search set up once (std's `str::contains` builds its searcher on every call: a
 /// third of the run on an `NCCL_DEBUG=INFO` log, perf).
@@ -25,11 +28,21 @@ impl Needle {
         }
     }
 
+    pub(super) fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    /// Where the needle first occurs in `hay` at or after `from` (as `str::find` there).
+    pub(super) fn find_from(&self, hay: &[u8], from: usize) -> Option<usize> {
+        let finder = self.finder.get_or_init(|| Finder::new(self.text));
+        hay.get(from..)
+            .and_then(|rest| finder.find(rest))
+            .map(|at| from + at)
+    }
+
     /// Where the needle first occurs in `hay` (as `str::find`).
     pub(super) fn find(&self, hay: &str) -> Option<usize> {
-        self.finder
-            .get_or_init(|| Finder::new(self.text))
-            .find(hay.as_bytes())
+        self.find_from(hay.as_bytes(), 0)
     }
 
     /// `hay.contains(needle)`.
@@ -44,147 +57,182 @@ impl Needle {
     }
 }
 
-/// `text.parse::<u64>()`: digits alone (up to 19, never overflowing) are read here.
-pub(super) fn parse_u64(text: &str) -> Option<u64> {
-    let b = text.as_bytes();
-    if b.is_empty() || b.len() > 19 {
-        return text.parse().ok();
-    }
-    let mut n: u64 = 0;
-    for &c in b {
-        let d = c.wrapping_sub(b'0');
-        if d > 9 {
-            return text.parse().ok();
-        }
-        n = n * 10 + u64::from(d);
-    }
-    Some(n)
+/// Where a needle next occurs in a text read line by line, in order: one search runs ahead
+/// over the lines that do not hold it instead of one search in every line (issue 41: no line
+/// of a table-dense log holds `NCCL `, yet each was searched for it, 7 % of the run).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ahead {
+    /// Where the last search started (`usize::MAX`: none yet).
+    from: usize,
+    /// What it found: the first occurrence at or after `from`, or none up to the text's end.
+    next: Option<usize>,
 }
 
-/// Exact powers of ten as `f64` (every one up to 1e22 is representable).
-const POW10: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-];
-
-/// `text.parse::<f64>()`. A plain decimal (`482.27`, `-1`, `0.51`, `5.`, `.5`) whose digits
-/// make an integer below 2^53 with at most 22 of them after the point is that integer divided
-/// by a power of ten: both exact as `f64`, so the one division is correctly rounded — the same
-/// value std's correctly rounded parser gives (Clinger's fast path, which std takes too). Every
-/// other shape (exponents, `inf`, `nan`, long mantissas, a `+`) goes to std.
-pub(super) fn parse_f64(text: &str) -> Option<f64> {
-    let b = text.as_bytes();
-    let (negative, digits) = match b.first() {
-        Some(b'-') => (true, &b[1..]),
-        _ => (false, b),
-    };
-    let mut mantissa: u64 = 0;
-    let mut count = 0usize;
-    let mut point: Option<usize> = None;
-    for (i, &c) in digits.iter().enumerate() {
-        let d = c.wrapping_sub(b'0');
-        if d <= 9 {
-            count += 1;
-            if count > 15 {
-                return text.parse().ok();
-            }
-            mantissa = mantissa * 10 + u64::from(d);
-        } else if c == b'.' && point.is_none() {
-            point = Some(i);
-        } else {
-            return text.parse().ok();
+impl Default for Ahead {
+    fn default() -> Self {
+        Ahead {
+            from: usize::MAX,
+            next: None,
         }
     }
-    if count == 0 {
-        return text.parse().ok();
+}
+
+impl Ahead {
+    /// Whether `needle` occurs inside `text[start..end]`; asked of the
+    /// pieces of one `text` at positions that do not go back (any other question searches
+    /// again, and gets the same answer).
+    pub(super) fn occurs_in(
+        &mut self,
+        needle: &Needle,
+        text: &[u8],
+        start: usize,
+        end: usize,
+    ) -> bool {
+        let stale = start < self.from || self.next.is_some_and(|n| n < start);
+        if stale {
+            self.from = start;
+            self.next = needle.find_from(text, start);
+        }
+        // The first occurrence at or after `start`: inside when it ends by `end`.
+        self.next.is_some_and(|n| n + needle.len() <= end)
     }
-    // 15 digits or fewer: below 10^15 < 2^53, so the conversion is exact.
-    let decimals = point.map_or(0, |p| digits.len() - p - 1);
-    let value = mantissa as f64 / POW10[decimals];
-    Some(if negative { -value } else { value })
+}
+
+/// `text.trim()`: the ends are trimmed here while they are ASCII (what `char::is_whitespace`
+/// says of an ASCII byte is `matches!` below); a non-ASCII byte at either end goes to std,
+/// which knows Unicode's whitespace. `str::trim` decodes and classifies every char it looks at
+/// (a tenth of a table-dense run's `#` lines, issue 41).
+pub(super) fn trim(text: &str) -> &str {
+    let b = text.as_bytes();
+    let space = |c: u8| c == b' ' || (b'\t'..=b'\r').contains(&c);
+    let mut start = 0;
+    while start < b.len() && space(b[start]) {
+        start += 1;
+    }
+    let mut end = b.len();
+    while end > start && space(b[end - 1]) {
+        end -= 1;
+    }
+    if start < end && (b[start] >= 0x80 || b[end - 1] >= 0x80) {
+        return text.trim();
+    }
+    // Both ends at ASCII bytes (or the empty end): char boundaries.
+    text.get(start..end).unwrap_or_default()
 }
 
 /// Up to this many fields a row is split into an array on the stack.
 pub(super) const INLINE_FIELDS: usize = 32;
 
-/// The fields of a row (whitespace-separated, as `split_ascii_whitespace`) into `out`; `None`
-/// when there are more than [`INLINE_FIELDS`] (the caller splits those into a `Vec`).
+/// The fields of a text (whitespace-separated, as `split_ascii_whitespace`) as the byte
+/// ranges they take in it, up to [`INLINE_FIELDS`] of them.
 ///
 /// A byte-by-byte split mispredicts a branch at nearly every edge of a row's ~26 fields (a sixth
-/// of a table-dense run, perf): here the whitespace of 64 bytes becomes a mask, 8 bytes at a
-/// time ([`whitespace8`]), and the field edges are read from its bits.
-pub(super) fn split_fields<'t>(text: &'t str, out: &mut [&'t str; INLINE_FIELDS]) -> Option<usize> {
-    let b = text.as_bytes();
-    let mut n = 0;
-    let mut start = 0;
-    let mut in_field = false;
-    // Whether the byte before the current block was whitespace (the start counts as such).
-    let mut before: u64 = 1;
-    for (block, chunk) in b.chunks(64).enumerate() {
-        let mut ws: u64 = 0;
-        let mut words = chunk.chunks_exact(8);
-        for (k, word) in (&mut words).enumerate() {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(word);
-            ws |= whitespace8(u64::from_le_bytes(bytes)) << (8 * k);
-        }
-        let whole = chunk.len() - words.remainder().len();
-        for (i, c) in words.remainder().iter().enumerate() {
-            ws |= u64::from(c.is_ascii_whitespace()) << (whole + i);
-        }
-        let valid = u64::MAX >> (64 - chunk.len());
-        // A bit where whitespace turns to field or back.
-        let mut edges = (ws ^ ((ws << 1) | before)) & valid;
-        before = (ws >> (chunk.len() - 1)) & 1;
-        let base = block * 64;
-        while edges != 0 {
-            let at = base + edges.trailing_zeros() as usize;
-            edges &= edges - 1;
-            if in_field {
-                if n == INLINE_FIELDS {
-                    return None;
-                }
-                // Both ends are at ASCII bytes: char boundaries.
-                out[n] = &text[start..at];
-                n += 1;
-            } else {
-                start = at;
-            }
-            in_field = !in_field;
-        }
-    }
-    if in_field {
-        if n == INLINE_FIELDS {
-            return None;
-        }
-        out[n] = &text[start..];
-        n += 1;
-    }
-    Some(n)
+/// of a table-dense run, perf): here the whitespace of 64 bytes becomes a mask, 16 bytes at a
+/// time ([`bytemask`]; 8 at a time with word arithmetic was 3 instructions a byte, issue 41),
+/// and where fields start and end is read from its bits, each kind in a loop of its own.
+pub(super) struct Spans<'t> {
+    text: &'t str,
+    n: usize,
+    /// Offsets below 64 KiB (a line is at most `MAX_LINE_BYTES`): a small value to make and
+    /// move, a row at a time.
+    starts: [u16; INLINE_FIELDS],
+    /// Where each field ends (the whitespace after it, or the text's end).
+    ends: [u16; INLINE_FIELDS],
 }
 
-/// Bit `i` set when byte `i` of `x` (little-endian) is ASCII whitespace (`u8::is_ascii_whitespace`:
-/// space, `\t`, `\n`, `\x0c`, `\r`). Spaces are found with exact byte arithmetic (no carry
-/// crosses a byte); a word holding any other byte below `!` (rare: lines reach here without
-/// control characters but `\r`) is looked at byte by byte.
-fn whitespace8(x: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    const HIGH: u64 = !LOW7;
-    // The high bit of each byte below 0x21.
-    let below = !(((x & LOW7) + ONES * 0x5f) | x) & HIGH;
-    // The high bit of each byte equal to 0x20.
-    let y = x ^ (ONES * 0x20);
-    let space = !(((y & LOW7) + LOW7) | y | LOW7);
-    if below & !space != 0 {
-        return x
-            .to_le_bytes()
-            .iter()
-            .enumerate()
-            .fold(0, |m, (i, c)| m | u64::from(c.is_ascii_whitespace()) << i);
+impl<'t> Spans<'t> {
+    /// `None` when `text` has more than [`INLINE_FIELDS`] fields, or is 64 KiB or longer (the
+    /// callers split such texts with std, into the same fields).
+    #[inline]
+    pub(super) fn of(text: &'t str) -> Option<Spans<'t>> {
+        let b = text.as_bytes();
+        if b.len() > usize::from(u16::MAX) {
+            return None;
+        }
+        let mut spans = Spans {
+            text,
+            n: 0,
+            starts: [0; INLINE_FIELDS],
+            ends: [0; INLINE_FIELDS],
+        };
+        let mut closed = 0;
+        // Whether the byte before the current block was whitespace (the start counts as such).
+        let mut before: u64 = 1;
+        for (block, chunk) in b.chunks(64).enumerate() {
+            let ws = bytemask::whitespace64(chunk);
+            let valid = u64::MAX >> (64 - chunk.len());
+            let after_ws = (ws << 1) | before;
+            let mut start_bits = !ws & after_ws & valid;
+            let mut end_bits = ws & !after_ws & valid;
+            before = (ws >> (chunk.len() - 1)) & 1;
+            // Below 64 KiB (checked above).
+            let base = (block * 64) as u16;
+            while start_bits != 0 {
+                let slot = spans.starts.get_mut(spans.n)?;
+                *slot = base + start_bits.trailing_zeros() as u16;
+                spans.n += 1;
+                start_bits &= start_bits - 1;
+            }
+            while end_bits != 0 {
+                // Every end closes a field started before it: `closed < n`.
+                if let Some(slot) = spans.ends.get_mut(closed) {
+                    *slot = base + end_bits.trailing_zeros() as u16;
+                }
+                closed += 1;
+                end_bits &= end_bits - 1;
+            }
+        }
+        if closed < spans.n {
+            // The last field runs to the end.
+            spans.ends[spans.n - 1] = b.len() as u16;
+        }
+        Some(spans)
     }
-    // Byte i's high bit (bit 8i + 7) to bit i.
-    (space >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56
+
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Field `i`'s bytes.
+    #[inline]
+    pub(super) fn bytes_of(&self, i: usize) -> Option<&'t [u8]> {
+        if i >= self.n {
+            return None;
+        }
+        let (start, end) = (usize::from(self.starts[i]), usize::from(self.ends[i]));
+        self.text.as_bytes().get(start..end)
+    }
+
+    /// Field `i`'s bytes and the rest of the text after them, and the field's length.
+    #[inline]
+    pub(super) fn window_of(&self, i: usize) -> Option<(&'t [u8], usize)> {
+        if i >= self.n {
+            return None;
+        }
+        let start = usize::from(self.starts[i]);
+        let len = usize::from(self.ends[i]) - start;
+        Some((self.text.as_bytes().get(start..)?, len))
+    }
+
+    /// Field `i` (both ends at ASCII bytes or the text's end: char boundaries).
+    pub(super) fn text_of(&self, i: usize) -> Option<&'t str> {
+        if i >= self.n {
+            return None;
+        }
+        let (start, end) = (usize::from(self.starts[i]), usize::from(self.ends[i]));
+        self.text.get(start..end)
+    }
+}
+
+/// The fields of a text into `out`, as `split_ascii_whitespace` gives them; `None` when there
+/// are more than [`INLINE_FIELDS`] (the caller splits those into a `Vec`).
+pub(super) fn split_fields<'t>(text: &'t str, out: &mut [&'t str; INLINE_FIELDS]) -> Option<usize> {
+    let spans = Spans::of(text)?;
+    for (i, slot) in out.iter_mut().enumerate().take(spans.len()) {
+        *slot = spans.text_of(i).unwrap_or_default();
+    }
+    Some(spans.len())
 }
 
 /// `text.split_whitespace()` into `out` for ASCII text without a vertical tab (where it splits
@@ -199,90 +247,6 @@ pub(super) fn split_words<'t>(text: &'t str, out: &mut [&'t str; INLINE_FIELDS])
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const NUMBERS: &[&str] = &[
-        "0",
-        "00",
-        "-0",
-        "1",
-        "-1",
-        "+1",
-        "482.27",
-        "0.51",
-        "0.00",
-        "1252.70",
-        "31161.0",
-        "62340.7",
-        "5.",
-        ".5",
-        ".",
-        "-",
-        "-.",
-        "",
-        " 1",
-        "1 ",
-        "1e+00",
-        "0e+00",
-        "2e-07",
-        "1.2e+04",
-        "nan",
-        "NaN",
-        "inf",
-        "-inf",
-        "infinity",
-        "N/A",
-        "1.2.3",
-        "1..2",
-        "12a",
-        "0x10",
-        "999999999999999",
-        "9999999999999999",
-        "12345678901234567890",
-        "18446744073709551615",
-        "18446744073709551616",
-        "0.000000000000000000001",
-        "0.0000000000000000000001",
-        "0.00000000000000000000001",
-        "123456.789012345",
-        "1234567.89012345",
-        "0.1",
-        "0.2",
-        "0.3",
-        "2.675",
-        "1.005",
-        "9007199254740993",
-        "0.30000000000000004",
-        "17179869184",
-        "2147483648",
-        "-1.5",
-        "--1",
-        "1-",
-        "٣",
-    ];
-
-    #[test]
-    fn numbers_parse_as_std_parses_them() {
-        for t in NUMBERS {
-            let want: Option<f64> = t.parse().ok();
-            let got = parse_f64(t);
-            assert_eq!(
-                got.map(f64::to_bits),
-                want.map(f64::to_bits),
-                "f64 {t:?}: {got:?} vs {want:?}"
-            );
-            assert_eq!(parse_u64(t), t.parse::<u64>().ok(), "u64 {t:?}");
-        }
-        // Every two-decimal figure up to 10 000 and every one-decimal time up to 100 000, as
-        // nccl-tests prints them.
-        for i in 0..1_000_000u64 {
-            for t in [
-                format!("{}.{:02}", i / 100, i % 100),
-                format!("{}.{}", i / 10, i % 10),
-            ] {
-                assert_eq!(parse_f64(&t), t.parse().ok(), "{t}");
-            }
-        }
-    }
 
     #[test]
     fn fields_split_as_std_splits_them() {
@@ -329,26 +293,33 @@ mod tests {
     }
 
     #[test]
-    fn whitespace_of_every_byte() {
-        for c in 0..=255u8 {
-            for at in 0..8 {
-                let mut bytes = *b"abcdefgh";
-                bytes[at] = c;
-                let want = u64::from(c.is_ascii_whitespace()) << at;
-                assert_eq!(
-                    whitespace8(u64::from_le_bytes(bytes)),
-                    want,
-                    "{c:#x} at {at}"
-                );
-                let mut spaced = [b' '; 8];
-                spaced[at] = c;
-                let want = 0xff & !(u64::from(!c.is_ascii_whitespace()) << at);
-                assert_eq!(
-                    whitespace8(u64::from_le_bytes(spaced)),
-                    want,
-                    "{c:#x} at {at}"
-                );
-            }
+    fn trim_trims_as_std_trims() {
+        let mut texts: Vec<String> = [
+            "",
+            " ",
+            "  a  ",
+            "\u{a0}a\u{a0}",
+            " \u{3000}x ",
+            "x\u{85}",
+            "\u{1c}a\u{1f}",
+            "é",
+            " é ",
+            "\u{b}a\u{c}",
+            "a b",
+            "\t\r\n",
+        ]
+        .map(str::to_string)
+        .to_vec();
+        for c in (0..=0x7fu8)
+            .map(char::from)
+            .chain(['\u{85}', '\u{a0}', '\u{2028}', 'é'])
+        {
+            texts.push(format!("{c}x{c}"));
+            texts.push(format!("{c}{c}"));
+            texts.push(format!(" {c} "));
+        }
+        for t in &texts {
+            assert_eq!(trim(t), t.trim(), "{t:?}");
         }
     }
 
@@ -362,5 +333,37 @@ mod tests {
         );
         assert!(!SET.is_in("nothing"));
         assert_eq!(SET.find(""), None);
+        let needles = [
+            "NCCL ", ": Test ", "busbw", "ab", "a", "aab", "nNodes", "error", "",
+        ];
+        let hays = [
+            "",
+            "a",
+            "aab",
+            "aaab",
+            "NCCL",
+            "x NCCL y NCCL ",
+            ": Test : Test",
+            "busbwbusbw",
+            "abab",
+            "nnNodes nNodes",
+            "errorerror",
+            "é error é",
+        ];
+        for needle in needles {
+            let n = Needle {
+                text: needle,
+                finder: OnceLock::new(),
+            };
+            for hay in hays {
+                assert_eq!(n.find(hay), hay.find(needle), "{needle:?} in {hay:?}");
+                for from in 0..=hay.len() {
+                    let want = (from..=hay.len())
+                        .find(|&p| hay.as_bytes()[p..].starts_with(needle.as_bytes()));
+                    let got = n.find_from(hay.as_bytes(), from);
+                    assert_eq!(got, want, "{needle:?} {hay:?} {from}");
+                }
+            }
+        }
     }
 }

@@ -7,9 +7,13 @@
 //! lines) are decided on their first bytes, and nothing is allocated for a line that is only
 //! counted.
 
+use super::bytemask;
 use super::model::{NetUse, Quoted};
 use super::scan::Needle;
 use super::{MAX_HOSTS, MAX_QUOTES, NcclLogParser};
+
+/// `host:pid:tid` tokens remembered (`NcclLogParser::note_host`): a node's threads.
+pub(super) const RECENT_TOKENS: usize = 8;
 
 // The substrings INFO lines are searched for, set up once.
 static NO_DEVICE: Needle = Needle::new("No device found");
@@ -25,9 +29,11 @@ static SHAPE_WORDS: [Needle; 3] = [
 
 /// Which of the substrings the last clauses of [`NcclLogParser::info`] look for are in an INFO
 /// line (bits below). Most INFO lines of a big log are none of them; one search each cost a
-/// sixth of the run (perf), so all are found in two passes of `memchr` for a byte each must hold
-/// at a known place (`v`, `k`, `N`; `G`), checked there. Exact: every occurrence of a needle has
-/// its byte where it is looked for (`found_matches_contains`).
+/// sixth of the run (perf), so all are found in one pass for a byte each must hold at a known
+/// place (`v`, `k`, `N`, `G`), checked there. Exact: every occurrence of a needle has its byte
+/// where it is looked for (`found_matches_contains`). The pass compares 16 bytes at a time
+/// ([`bytemask`](super::bytemask)): two `memchr` passes paid a call per hit, 3 instructions a
+/// byte of an INFO-dense log (issue 41, callgrind).
 const GDR_ENABLED: u8 = 1;
 const GDR_DISABLED: u8 = 2;
 const NVLS_CHANNELS: u8 = 4;
@@ -36,36 +42,87 @@ const SHAPE: u8 = 16;
 
 pub(super) fn found(text: &str) -> u8 {
     let b = text.as_bytes();
-    // Whether `needle` occurs with its byte `at` at `pos`.
+    // Whether `needle` occurs with its byte `at` at `pos`. The byte after that one (every
+    // needle has one) is compared first: most anchors are letters of other words.
     let at = |pos: usize, at: usize, needle: &[u8]| {
         pos >= at
+            && b.get(pos + 1) == needle.get(at + 1)
             && b.get(pos - at..)
                 .is_some_and(|rest| rest.starts_with(needle))
     };
     let mut bits = 0;
-    for pos in memchr::memchr3_iter(b'v', b'k', b'N', b) {
+    // Padded with a byte none of them is.
+    bytemask::each_position(b, b"vkNG", 0, |pos| {
         bits |= match b[pos] {
             b'v' if at(pos, 2, b" nvls channels") => NVLS_CHANNELS,
             b'v' if at(pos, 10, b" set by environment to ") => SET_BY_ENVIRONMENT,
             b'k' if at(pos, 4, b"nRanks ") || at(pos, 4, b"nranks ") => SHAPE,
             b'N' if at(pos, 1, b"nNodes ") => SHAPE,
+            b'G' if at(pos, 0, b"GPU Direct RDMA Enabled for HCA") => GDR_ENABLED,
+            b'G' if at(pos, 0, b"GPU Direct RDMA Disabled for HCA") => GDR_DISABLED,
             _ => 0,
         };
-    }
-    for pos in memchr::memchr_iter(b'G', b) {
-        if at(pos, 0, b"GPU Direct RDMA Enabled for HCA") {
-            bits |= GDR_ENABLED;
-        } else if at(pos, 0, b"GPU Direct RDMA Disabled for HCA") {
-            bits |= GDR_DISABLED;
-        }
-    }
+    });
     bits
 }
 
 /// For each whole word `nNodes`, `nRanks`, `nranks` in `text`, the number in the word after it
 /// (as `(word, n)`): what walking `split_whitespace` and parsing each word after one of them
 /// gives, without splitting the whole line.
+///
+/// No needle can overlap itself, so the successive searches this stood for found every
+/// occurrence: here every occurrence is found from one pass over the bytes each must hold at a
+/// known place (`N` of `nNodes`, `k` of `nRanks` and `nranks`), as in [`found`]; the order the
+/// counts come in does not matter (their maximum is kept).
 fn shape_counts(text: &str, mut each: impl FnMut(usize, u32)) {
+    let b = text.as_bytes();
+    let mut occurrences = [(0usize, 0usize); 8];
+    let mut n = 0;
+    let mut more = false;
+    bytemask::each_position(b, b"Nk", 0, |pos| {
+        let found = match b[pos] {
+            b'N' if pos >= 1 && b[pos - 1..].starts_with(b"nNodes") => Some((0, pos - 1)),
+            b'k' if pos >= 4 && b[pos - 4..].starts_with(b"nRanks") => Some((1, pos - 4)),
+            b'k' if pos >= 4 && b[pos - 4..].starts_with(b"nranks") => Some((2, pos - 4)),
+            _ => None,
+        };
+        if let Some(found) = found {
+            match occurrences.get_mut(n) {
+                Some(slot) => *slot = found,
+                None => more = true,
+            }
+            n += 1;
+        }
+    });
+    if more {
+        // A line of more than 8 (none seen): the searches themselves.
+        return shape_counts_searched(text, each);
+    }
+    for &(which, start) in &occurrences[..n] {
+        shape_count_at(text, which, start, &mut each);
+    }
+}
+
+/// The count after the word `SHAPE_WORDS[which]` at `start`, when it is a whole word followed by
+/// one.
+fn shape_count_at(text: &str, which: usize, start: usize, each: &mut impl FnMut(usize, u32)) {
+    let end = start + "nNodes".len();
+    let before_ok = text[..start]
+        .chars()
+        .next_back()
+        .is_none_or(char::is_whitespace);
+    let rest = &text[end..];
+    if !before_ok || !rest.starts_with(char::is_whitespace) {
+        return;
+    }
+    let next = rest.split_whitespace().next().unwrap_or("");
+    if let Ok(n) = next.parse::<u32>() {
+        each(which, n);
+    }
+}
+
+/// [`shape_counts`] by searching for each word in turn.
+fn shape_counts_searched(text: &str, mut each: impl FnMut(usize, u32)) {
     for (which, needle) in SHAPE_WORDS.iter().enumerate() {
         let mut from = 0;
         while let Some(at) = needle.find(&text[from..]) {
@@ -93,6 +150,27 @@ impl NcclLogParser {
     /// `NCCL`); returns where that prefix starts in it, when found.
     pub(super) fn note_host(&mut self, prefix: &str) -> Option<usize> {
         let bytes = prefix.as_bytes();
+        if self.repeats_last_host(bytes) {
+            return Some(0);
+        }
+        // Another host's token seen lately at the start (ranks of several nodes interleave):
+        // its host is known, and was noted when it was first seen; one comparison instead of
+        // the walk below and a lookup in `info_hosts` (noting hosts was 12 % of an INFO-dense
+        // run, perf).
+        let hit = self.recent_tokens.iter().position(|(token, _)| {
+            bytes.starts_with(token) && matches!(bytes.get(token.len()), None | Some(b' ' | b'\r'))
+        });
+        if let Some(i) = hit {
+            let len = self.recent_tokens[i].1;
+            self.recent_tokens.swap(0, i);
+            // The host ends at an ASCII `:`: a char boundary.
+            let host = prefix.get(..len).unwrap_or_default();
+            if self.last_host != host {
+                self.last_host.clear();
+                self.last_host.push_str(host);
+            }
+            return Some(0);
+        }
         let mut start = 0;
         while start < bytes.len() {
             // Tokens end at a space, or at a carriage return that redrew the line.
@@ -110,11 +188,55 @@ impl NcclLogParser {
                         self.log.info_hosts.insert(host.to_string());
                     }
                 }
+                if start == 0 {
+                    self.remember_token(&bytes[..end], len);
+                }
                 return Some(start);
             }
             start = end + 1;
         }
         None
+    }
+
+    /// Whether `prefix` starts with the token `<last host>:<digits>:<digits>` (most NCCL lines
+    /// of a log repeat the host of the line before): then the walk of
+    /// [`note_host`](Self::note_host) would find that very host in its first token and change
+    /// nothing. Checked in one pass over the token's bytes instead of splitting it.
+    fn repeats_last_host(&self, prefix: &[u8]) -> bool {
+        let host = self.last_host.as_bytes();
+        // The host was cut from a token at its first `:`: it holds no `:`, space or `\r`, so
+        // the token's first `:` is the one after it, as `host_of` cuts it.
+        if host.is_empty() || !prefix.starts_with(host) || prefix.get(host.len()) != Some(&b':') {
+            return false;
+        }
+        let digits = |from: usize| {
+            let mut end = from;
+            while prefix.get(end).is_some_and(u8::is_ascii_digit) {
+                end += 1;
+            }
+            end
+        };
+        let pid_end = digits(host.len() + 1);
+        if pid_end == host.len() + 1 || prefix.get(pid_end) != Some(&b':') {
+            return false;
+        }
+        let tid_end = digits(pid_end + 1);
+        // The token ends where the walk ends it: at a space, a carriage return, or the end.
+        tid_end > pid_end + 1 && matches!(prefix.get(tid_end), None | Some(b' ' | b'\r'))
+    }
+
+    /// Keep `token`, a `host:pid:tid` whose host (`host_len` bytes) was just noted, among the
+    /// [`RECENT_TOKENS`] last ones (the oldest goes, its buffer reused).
+    fn remember_token(&mut self, token: &[u8], host_len: usize) {
+        let mut slot = if self.recent_tokens.len() == RECENT_TOKENS {
+            self.recent_tokens.pop().unwrap_or_default()
+        } else {
+            (Vec::new(), 0)
+        };
+        slot.0.clear();
+        slot.0.extend_from_slice(token);
+        slot.1 = host_len;
+        self.recent_tokens.insert(0, slot);
     }
 
     /// The channel counts gathered while reading, into the facts (kept in short lists while

@@ -1,0 +1,320 @@
+//! Which bytes of a short text are one of a few values, as the bits of a mask: what the
+//! parser's per-line scans (a row's whitespace, an INFO line's search anchors) are made of.
+//!
+//! Issue 41 (docs/performance.md): a byte at a time, or eight with word arithmetic, these
+//! scans were a quarter of a table-dense run's instructions (callgrind); `memchr` pays a call
+//! and a set-up per hit on lines of 60–150 bytes. x86_64 compares 16 bytes at once with SSE2,
+//! which every x86_64 CPU has (it is part of the architecture's baseline, enabled by every
+//! Rust x86_64 target); elsewhere a plain loop gives the same bits.
+
+/// Bytes looked at together.
+pub(super) const BLOCK: usize = 16;
+
+/// Bit `i` set where `block[i]` is one of `values` (at most a few).
+#[inline]
+pub(super) fn block_mask(block: &[u8; BLOCK], values: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{
+            _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+            _mm_setzero_si128,
+        };
+        // SAFETY: SSE2 is part of the x86_64 baseline (`target_feature = "sse2"` on every
+        // x86_64 target), so these instructions exist; the one load reads the 16 bytes of
+        // `block`, a valid `[u8; 16]`, and `_mm_loadu_si128` needs no alignment.
+        unsafe {
+            let bytes = _mm_loadu_si128(block.as_ptr().cast());
+            let mut hits = _mm_setzero_si128();
+            for &v in values {
+                hits = _mm_or_si128(hits, _mm_cmpeq_epi8(bytes, _mm_set1_epi8(v as i8)));
+            }
+            // One bit per byte, in the low 16 bits.
+            _mm_movemask_epi8(hits) as u32
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        portable_mask(block, values)
+    }
+}
+
+/// The positions of the newlines of `bytes` (under 4 GiB) into `ends`, in order; `false` when
+/// it holds another control character (below 0x20, or DEL): where lines end and whether any
+/// needs cleaning, in one pass instead of a `memchr` call a line and a pass of its own
+/// (issue 41).
+pub(super) fn line_ends(bytes: &[u8], ends: &mut Vec<u32>) -> bool {
+    ends.clear();
+    // 64 bytes a step; the other control characters are gathered in a vector and looked at
+    // once, at the end (a lane test a block cost a third of the pass).
+    let mut quads = bytes.chunks_exact(4 * BLOCK);
+    let mut controls = Controls::default();
+    let mut at = 0u32;
+    for quad in &mut quads {
+        let Ok(quad) = <&[u8; 4 * BLOCK]>::try_from(quad) else {
+            continue;
+        };
+        let mut newlines = controls.newlines64(quad);
+        while newlines != 0 {
+            ends.push(at + newlines.trailing_zeros());
+            newlines &= newlines - 1;
+        }
+        at += 4 * BLOCK as u32;
+    }
+    let mut clean = controls.none();
+    for (i, &b) in quads.remainder().iter().enumerate() {
+        if b == b'\n' {
+            ends.push(at + i as u32);
+        } else if b < 0x20 || b == 0x7f {
+            clean = false;
+        }
+    }
+    clean
+}
+
+/// The control characters other than `\n` seen by [`Controls::newlines64`], gathered.
+#[derive(Default)]
+struct Controls {
+    #[cfg(target_arch = "x86_64")]
+    seen: Option<std::arch::x86_64::__m128i>,
+    #[cfg(not(target_arch = "x86_64"))]
+    seen: bool,
+}
+
+impl Controls {
+    /// The newlines of 64 bytes (bit `i` set where byte `i` is `\n`); their other control
+    /// characters (below 0x20, or DEL) noted.
+    #[inline]
+    fn newlines64(&mut self, quad: &[u8; 4 * BLOCK]) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{
+                _mm_andnot_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
+                _mm_or_si128, _mm_set1_epi8, _mm_setzero_si128,
+            };
+            // SAFETY: as in `block_mask`: SSE2 is baseline on x86_64; the four loads read
+            // the 64 bytes of `quad`, 16 at offsets 0, 16, 32 and 48.
+            unsafe {
+                let mut seen = self.seen.unwrap_or_else(|| _mm_setzero_si128());
+                let mut newlines = 0u64;
+                for k in 0..4 {
+                    let bytes = _mm_loadu_si128(quad.as_ptr().add(k * BLOCK).cast());
+                    let newline = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'\n' as i8));
+                    // Below 0x20: the unsigned minimum with 0x1f is the byte itself.
+                    let low = _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes);
+                    let del = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(0x7f));
+                    seen = _mm_or_si128(seen, _mm_or_si128(_mm_andnot_si128(newline, low), del));
+                    newlines |= u64::from(_mm_movemask_epi8(newline) as u16) << (k * BLOCK);
+                }
+                self.seen = Some(seen);
+                newlines
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let mut newlines = 0u64;
+            for (i, &b) in quad.iter().enumerate() {
+                if b == b'\n' {
+                    newlines |= 1 << i;
+                } else if b < 0x20 || b == 0x7f {
+                    self.seen = true;
+                }
+            }
+            newlines
+        }
+    }
+
+    /// No control character but newlines seen.
+    fn none(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::_mm_movemask_epi8;
+            // SAFETY: SSE2 is baseline on x86_64; a register operation, no memory.
+            self.seen
+                .is_none_or(|seen| unsafe { _mm_movemask_epi8(seen) } == 0)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            !self.seen
+        }
+    }
+}
+
+/// What [`block_mask`] gives, a byte at a time (other architectures; the tests compare them).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn portable_mask(block: &[u8; BLOCK], values: &[u8]) -> u32 {
+    block
+        .iter()
+        .enumerate()
+        .fold(0, |m, (i, b)| m | u32::from(values.contains(b)) << i)
+}
+
+/// The mask of up to [`BLOCK`] bytes (`bytes` shorter than a block is padded with `pad`, which
+/// must not be one of `values`; its bits stay clear).
+#[inline]
+pub(super) fn mask(bytes: &[u8], values: &[u8], pad: u8) -> u32 {
+    match <&[u8; BLOCK]>::try_from(bytes) {
+        Ok(block) => block_mask(block, values),
+        Err(_) => {
+            let mut block = [pad; BLOCK];
+            let n = bytes.len().min(BLOCK);
+            block[..n].copy_from_slice(&bytes[..n]);
+            block_mask(&block, values)
+        }
+    }
+}
+
+/// Bit `i` set where byte `i` of up to 64 `bytes` is ASCII whitespace (`u8::is_ascii_whitespace`:
+/// space, `\t`, `\n`, `\x0c`, `\r`), 16 at a time: a row's fields are split on these bits.
+#[inline]
+pub(super) fn whitespace64(bytes: &[u8]) -> u64 {
+    let mut bits = 0;
+    for (k, part) in bytes.chunks(BLOCK).take(4).enumerate() {
+        let block: [u8; BLOCK] = match part.try_into() {
+            Ok(block) => block,
+            Err(_) => {
+                // Padded with a byte that is not whitespace.
+                let mut block = [b'x'; BLOCK];
+                block[..part.len()].copy_from_slice(part);
+                block
+            }
+        };
+        bits |= u64::from(whitespace_block(&block)) << (k * BLOCK);
+    }
+    bits
+}
+
+/// [`whitespace64`] of one block: a space, or 9..=13 but 11 (the vertical tab is not ASCII
+/// whitespace to Rust), in 8 vector operations instead of one compare a value.
+#[inline]
+fn whitespace_block(block: &[u8; BLOCK]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{
+            _mm_andnot_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
+            _mm_or_si128, _mm_set1_epi8, _mm_sub_epi8,
+        };
+        // SAFETY: as in `block_mask`: SSE2 is baseline on x86_64, the load reads `block`.
+        unsafe {
+            let bytes = _mm_loadu_si128(block.as_ptr().cast());
+            let space = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b' ' as i8));
+            // 9..=13: the byte less 9, unsigned, is at most 4.
+            let from_tab = _mm_sub_epi8(bytes, _mm_set1_epi8(9));
+            let controls = _mm_cmpeq_epi8(_mm_min_epu8(from_tab, _mm_set1_epi8(4)), from_tab);
+            let vertical_tab = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(0x0b));
+            let hits = _mm_or_si128(space, _mm_andnot_si128(vertical_tab, controls));
+            _mm_movemask_epi8(hits) as u32
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        portable_mask(block, b" \t\n\x0c\r")
+    }
+}
+
+/// `each(position)` for every position in `bytes` holding one of `values`, in order (`pad` as
+/// for [`mask`]).
+#[inline]
+pub(super) fn each_position(bytes: &[u8], values: &[u8], pad: u8, mut each: impl FnMut(usize)) {
+    for (k, chunk) in bytes.chunks(BLOCK).enumerate() {
+        let mut bits = mask(chunk, values, pad);
+        while bits != 0 {
+            each(k * BLOCK + bits.trailing_zeros() as usize);
+            bits &= bits - 1;
+        }
+    }
+}
+
+/// The first position in `bytes` holding one of `values` (`pad` as for [`mask`]).
+#[inline]
+pub(super) fn first_position(bytes: &[u8], values: &[u8], pad: u8) -> Option<usize> {
+    bytes.chunks(BLOCK).enumerate().find_map(|(k, chunk)| {
+        let bits = mask(chunk, values, pad);
+        (bits != 0).then(|| k * BLOCK + bits.trailing_zeros() as usize)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_are_the_bytes_that_match() {
+        let sets: [&[u8]; 4] = [b" \t\n\x0c\r", b"vkNG", b" ", b"\x00\xff"];
+        for values in sets {
+            for c in 0..=255u8 {
+                for at in 0..BLOCK {
+                    let mut block = *b"abcdefghijklmnop";
+                    block[at] = c;
+                    let want: u32 = portable_mask(&block, values);
+                    assert_eq!(block_mask(&block, values), want, "{c:#x} at {at}");
+                    let expect = u32::from(values.contains(&c)) << at
+                        | block
+                            .iter()
+                            .enumerate()
+                            .filter(|&(i, b)| i != at && values.contains(b))
+                            .fold(0, |m, (i, _)| m | 1 << i);
+                    assert_eq!(want, expect);
+                }
+            }
+        }
+        let text = b"a v in a block, k and N and G past it: vkNG";
+        let mut got = Vec::new();
+        each_position(text, b"vkNG", 0, |i| got.push(i));
+        let want: Vec<usize> = (0..text.len())
+            .filter(|&i| b"vkNG".contains(&text[i]))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(first_position(text, b"vkNG", 0), want.first().copied());
+        assert_eq!(first_position(text, b"#", 0), None);
+        assert_eq!(mask(b"v", b"v", 0), 1);
+        for c in 0..=255u8 {
+            for at in 0..70 {
+                let mut bytes = [b'a'; 70];
+                bytes[at] = c;
+                for len in [16, 20, 64] {
+                    let part = &bytes[..len.min(bytes.len())];
+                    let want = part.iter().enumerate().fold(0u64, |m, (i, b)| {
+                        m | u64::from(b.is_ascii_whitespace()) << i
+                    });
+                    assert_eq!(whitespace64(part), want, "{c:#x} at {at}, {len}");
+                }
+            }
+        }
+        for c in 0..=255u8 {
+            // Any byte, at any place of a 64-byte step and of the rest after the last.
+            for at in [0, 1, 15, 16, 31, 63, 64, 65, 100, 127, 128, 129, 140] {
+                let mut text = b"a line\n".repeat(21);
+                text[at] = c;
+                let mut ends = Vec::new();
+                let clean = line_ends(&text, &mut ends);
+                assert_eq!(
+                    clean,
+                    super::super::lines::only_newlines(&text),
+                    "{c:#x} at {at}"
+                );
+                let want: Vec<u32> = memchr::memchr_iter(b'\n', &text)
+                    .map(|i| i as u32)
+                    .collect();
+                assert_eq!(ends, want, "{c:#x} at {at}");
+            }
+            let text = [
+                b"line\nline".as_slice(),
+                &[c],
+                b"\nand a longer one\n",
+                &[c],
+            ]
+            .concat();
+            let mut ends = Vec::new();
+            assert_eq!(
+                line_ends(&text, &mut ends),
+                super::super::lines::only_newlines(&text),
+                "{c:#x}"
+            );
+            let want: Vec<u32> = memchr::memchr_iter(b'\n', &text)
+                .map(|i| i as u32)
+                .collect();
+            assert_eq!(ends, want);
+        }
+        assert_eq!(mask(b"", b"v", 0), 0);
+    }
+}
