@@ -65,6 +65,61 @@ fn every_fixture_replay_opens_each_file_once() {
     assert!(failures.is_empty(), "opened more than once: {failures:#?}");
 }
 
+/// Nothing is asked where the kernel never puts it (issue 41: every lookup under a real /sys is
+/// a path walk): `aer_rootport_total_err_*` only on root ports (drivers/pci/pcie/aer.c
+/// `aer_stats_attrs_are_visible`), `net/` only under network functions, `sriov_totalvfs` never
+/// on a bridge (no SR-IOV capability in a type 1 header). The H100 fixture has 16 root ports,
+/// PLX switch ports below them, GPUs, NVSwitches and NICs.
+#[test]
+fn the_h100_replay_asks_only_where_the_kernel_puts_a_file() {
+    let fixture = common::repo().join("fixtures/hgx-h100-healthy");
+    let source = replay(&fixture);
+    let counts = source.fs().count_opens();
+    let options = RunOptions {
+        keep_going: true,
+        ..RunOptions::default()
+    };
+    let ctx = engine::context(source.as_ref(), &options);
+    let _report = engine::run_in(&ctx, &checks::registry(), &options);
+    drop(ctx);
+    let locations = counts.locations();
+    let bdf = |part: &str| part.len() == 12 && part.as_bytes()[4] == b':';
+    let wrong: Vec<&String> = locations
+        .iter()
+        .filter(|l| {
+            let parts: Vec<&str> = l.split('/').collect();
+            let Some(last) = parts.last() else {
+                return false;
+            };
+            // The function's place: how many functions deep below its host bridge.
+            let depth = parts.iter().filter(|p| bdf(p)).count();
+            last.starts_with("aer_rootport_total_err") && depth != 1
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "asked where the kernel never puts it: {wrong:#?}"
+    );
+    // The root ports' counters are still read, and the NICs' netdevs still listed.
+    assert!(
+        locations
+            .iter()
+            .any(|l| l.ends_with("aer_rootport_total_err_cor"))
+    );
+    assert!(
+        locations
+            .iter()
+            .any(|l| l.starts_with("list ") && l.ends_with("/net"))
+    );
+    let asked = |suffix: &str| locations.iter().filter(|l| l.ends_with(suffix)).count();
+    assert!(
+        asked("/net") < 32 && asked("sriov_totalvfs") < 40,
+        "net/ asked {} times, sriov_totalvfs {} times for 67 functions",
+        asked("/net"),
+        asked("sriov_totalvfs")
+    );
+}
+
 /// The same reader serves a live root: the H100 fixture's tree without its answers, NVML not
 /// there (its files are what is counted; live NVML is not a file).
 #[test]

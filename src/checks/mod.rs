@@ -366,6 +366,8 @@ impl<'a> Context<'a> {
                 Ok(pci) => pci
                     .functions
                     .iter()
+                    // A bridge has no SR-IOV capability (type 1 header): nothing to ask.
+                    .filter(|f| f.class >> 8 != 0x0604)
                     .map(|f| (f.bdf.clone(), f.numa_node))
                     .chain(
                         pci.unjudged

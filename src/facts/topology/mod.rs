@@ -569,11 +569,20 @@ fn read_device(
         read("aer_dev_fatal"),
         read("aer_dev_nonfatal"),
     ];
-    let rootport_files = [
-        read("aer_rootport_total_err_cor"),
-        read("aer_rootport_total_err_fatal"),
-        read("aer_rootport_total_err_nonfatal"),
-    ];
+    // The kernel makes `aer_rootport_total_err_*` visible on root ports alone
+    // (drivers/pci/pcie/aer.c `aer_stats_attrs_are_visible`: PCI_EXP_TYPE_ROOT_PORT, and RCECs,
+    // which are not judged): a bridge on a root bus. Not asked of anything else, where it can
+    // only be missing (a lookup each, issue 41).
+    let root_port = kind == DeviceKind::PciBridge && chain.len() == 1;
+    let rootport_files = if root_port {
+        [
+            read("aer_rootport_total_err_cor"),
+            read("aer_rootport_total_err_fatal"),
+            read("aer_rootport_total_err_nonfatal"),
+        ]
+    } else {
+        [None, None, None]
+    };
 
     let numa_node_file = numa_text.and_then(|(f, t)| {
         noted(
@@ -626,8 +635,10 @@ fn read_device(
             .and_then(|target| target.rsplit('/').next().map(str::to_string))
             .filter(|name| !name.is_empty()),
     };
-    // No `net/` (not a network function, or no netdev bound) is simply none.
-    let netdevs: Vec<String> = if judged {
+    // No `net/` (not a network function, or no netdev bound) is simply none. Only a network
+    // function has one (a netdev's parent is its NIC's function): GPUs, NVSwitches and bridges
+    // are not asked.
+    let netdevs: Vec<String> = if matches!(kind, DeviceKind::Nic | DeviceKind::RdmaNic) {
         source
             .list_dir(&format!("{path}/net"), &|_| true)
             .unwrap_or_default()

@@ -119,6 +119,12 @@ impl OpenCounts {
             .collect()
     }
 
+    /// Every location opened (or looked up and found missing), `read …`, `list …`, `link …`.
+    pub fn locations(&self) -> Vec<String> {
+        let counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        counts.keys().cloned().collect()
+    }
+
     /// How many locations were opened at all.
     pub fn len(&self) -> usize {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
