@@ -391,11 +391,13 @@ pub struct CheckArgs {
 
     /// node-problem-detector custom-plugin mode: exit 0 OK, 1 problem, 2 unknown, and one line
     /// of at most 80 bytes on stdout naming the failing layer and check (instead of --format).
+    /// Runs every layer, as --keep-going does.
     #[arg(long, conflicts_with = "format")]
     pub npd: bool,
 
     /// With --npd: answer for one node condition (one NPD rule each, docs/deploy.md): exit 1
-    /// when the node's first failure is of this class, 0 when it is not, 2 when inconclusive.
+    /// when any failure of the node is of this class, 0 when none is, 2 when inconclusive.
+    /// --npd runs every layer (--keep-going), so an early fault never hides a later one.
     #[arg(long, value_enum, value_name = "CONDITION", requires = "npd")]
     pub npd_condition: Option<NpdCondition>,
 
@@ -564,8 +566,9 @@ pub struct RenderArgs {
     pub timeout: u64,
 
     /// node-problem-detector mode for one node condition, from the report another rule saved:
-    /// exit 1 when its first failure is of this class, 0 when not, 2 when inconclusive or
-    /// older than --max-age (instead of --format).
+    /// exit 1 when any of its failures is of this class, 0 when none is, 2 when inconclusive,
+    /// when a layer blocked by an earlier failure could hold one, or older than --max-age
+    /// (instead of --format).
     #[arg(long, value_enum, value_name = "CONDITION", conflicts_with = "format")]
     pub npd_condition: Option<NpdCondition>,
 
@@ -582,7 +585,9 @@ fn parse_layer(s: &str) -> Result<Layer, String> {
 impl CheckArgs {
     pub fn run_options(&self) -> RunOptions {
         RunOptions {
-            keep_going: self.keep_going,
+            // NPD's conditions are answered from every layer (render::npd_conditions): a
+            // configuration fault in an early layer must not hide a broken part behind it.
+            keep_going: self.keep_going || self.npd,
             only: self.only.clone(),
             skip: self.skip.clone(),
             strict: self.strict,

@@ -11,6 +11,8 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use gpudoctor::render::npd_conditions::NOT_A_BROKEN_PART;
+
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -213,8 +215,20 @@ fn emitted() -> BTreeMap<String, BTreeSet<String>> {
         "node_textfile_mtime_seconds".into(),
         BTreeSet::from(["file".to_string()]),
     );
+    // kube-state-metrics' node capacity (its docs/metrics/cluster/node-metrics.md: labels
+    // node, resource, unit; an extended resource's `/` and `.` become `_`): the series every
+    // GPU node has, whatever its labels, for the no-report alert.
+    out.insert(
+        "kube_node_status_capacity".into(),
+        ["node", "resource", "unit"].map(String::from).into(),
+    );
     out
 }
+
+/// The actions that say the part itself is broken, and so page (docs/alerts.yaml), less the
+/// checks whose drastic action mends no broken part (`NOT_A_BROKEN_PART`): written out here,
+/// not read from the code that classes them, so a change there shows up as a failing test.
+const HARDWARE_ACTIONS: [&str; 3] = ["hardware_inspection", "reset_gpu", "reboot_node"];
 
 fn rules() -> RuleFile {
     let text = std::fs::read_to_string(common::repo().join("docs/alerts.yaml")).unwrap();
@@ -565,6 +579,7 @@ fn promtool_fires_each_alert_on_the_fixtures_whose_report_names_its_fault() {
     };
     let tmp = common::tempdir().unwrap();
     let mut tests = Vec::new();
+    let mut configuration_faults = 0;
     for fixture in common::fixtures() {
         let name = common::name_of(&fixture);
         let snapshots = repo.join("tests/snapshots");
@@ -601,6 +616,13 @@ fn promtool_fires_each_alert_on_the_fixtures_whose_report_names_its_fault() {
         series.push(json!({
             "series": "node_textfile_mtime_seconds{instance=\"node-1\",file=\"/var/lib/node_exporter/textfile_collector/gpudoctor.prom\"}",
             "values": "0+300x25"
+        }));
+        // The node as kube-state-metrics sees it: a GPU node, and it has a report.
+        let node = find("gpudoctor_info", &[])["node"].clone();
+        assert!(!node.is_empty(), "{name}: gpudoctor_info names no node");
+        series.push(json!({
+            "series": format!("kube_node_status_capacity{{instance=\"ksm\",node=\"{node}\",resource=\"nvidia_com_gpu\",unit=\"integer\"}}"),
+            "values": "8x25"
         }));
         let checks: Vec<(String, String, Value)> = report["layers"]
             .as_array()
@@ -640,6 +662,22 @@ fn promtool_fires_each_alert_on_the_fixtures_whose_report_names_its_fault() {
                     .entry("GPUNodeLayerFailed")
                     .or_default()
                     .push(alert("GPUNodeLayerFailed", &labels));
+            }
+        }
+        let mut hardware = false;
+        for (_, code, check) in &checks {
+            let action = check["action"].as_str().unwrap_or_default();
+            if check["status"] == "fail"
+                && HARDWARE_ACTIONS.contains(&action)
+                && !NOT_A_BROKEN_PART.contains(&code.as_str())
+            {
+                hardware = true;
+                let labels = find("gpudoctor_failure_info", &[("check", code)]);
+                assert_eq!(labels["class"], "gpu-hardware", "{name}: {code}");
+                expected
+                    .entry("GPUNodeHardwareFault")
+                    .or_default()
+                    .push(alert("GPUNodeHardwareFault", &labels));
             }
         }
         if exit == 3 {
@@ -687,24 +725,59 @@ fn promtool_fires_each_alert_on_the_fixtures_whose_report_names_its_fault() {
             }
         }
         let alerts = [
+            "GPUNodeHardwareFault",
             "GPUNodeLayerFailed",
             "GPUNodeCheckDegraded",
             "GPUFatalXid",
             "GPURdmaPortSlow",
             "GPUDoctorInconclusive",
             "GPUDoctorNotRunning",
+            "GPUNodeNoReport",
         ];
+        let in_rules: BTreeSet<&str> = rules
+            .groups
+            .iter()
+            .flat_map(|g| &g.rules)
+            .filter_map(|r| r.alert.as_deref())
+            .collect();
+        assert_eq!(
+            in_rules,
+            alerts.into(),
+            "every alert is tested on every fixture"
+        );
+        // Only a broken part pages (issue 43): a fixture whose failures are all configuration
+        // (a containerd without the nvidia runtime, a device plugin not registered, a subnet
+        // manager missing) expects no page at all.
+        let pages: Vec<&str> = expected
+            .iter()
+            .filter(|(a, v)| !v.is_empty() && severity(a) == "page")
+            .map(|(a, _)| *a)
+            .collect();
+        if !hardware {
+            assert!(
+                pages.is_empty(),
+                "{name}: a configuration fault pages: {pages:?}"
+            );
+            if exit == 1 {
+                configuration_faults += 1;
+            }
+        }
         let mut cases: Vec<Value> = alerts
             .iter()
             .map(|a| json!({"eval_time": "2h", "alertname": a, "exp_alerts": expected.remove(a).unwrap_or_default()}))
             .collect();
         // One scrape pages nothing: every paging rule waits (`for:`).
-        for a in ["GPUNodeLayerFailed", "GPUFatalXid"] {
+        for a in ["GPUNodeHardwareFault", "GPUNodeLayerFailed", "GPUFatalXid"] {
             cases.push(json!({"eval_time": "0m", "alertname": a, "exp_alerts": []}));
         }
         assert!(expected.is_empty(), "{name}: {expected:?}");
         tests.push(json!({"name": name, "interval": "5m", "input_series": series, "alert_rule_test": cases}));
     }
+    assert!(
+        configuration_faults >= 10,
+        "{configuration_faults} configuration-fault fixtures page nothing"
+    );
+    tests.push(no_report_case());
     let file = tmp.path().join("alerts_test.yaml");
     let document = json!({
         "rule_files": [repo.join("docs/alerts.yaml")],
@@ -723,4 +796,54 @@ fn promtool_fires_each_alert_on_the_fixtures_whose_report_names_its_fault() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// GPUNodeNoReport (issue 43) as `promtool test rules` runs it: three nodes as
+/// kube-state-metrics sees them — gpu-a with a gpudoctor report, gpu-b a GPU node without one,
+/// cpu-c with no GPU capacity — alert on gpu-b only, and only after 30 minutes; gpu-a's report
+/// stops being scraped and it alerts too.
+fn no_report_case() -> serde_json::Value {
+    use serde_json::json;
+    let capacity = |node: &str, gpus: u32| {
+        json!({
+            "series": format!("kube_node_status_capacity{{instance=\"ksm:8080\",job=\"kube-state-metrics\",node=\"{node}\",resource=\"nvidia_com_gpu\",unit=\"integer\"}}"),
+            "values": format!("{gpus}x30")
+        })
+    };
+    let cpu = json!({
+        "series": "kube_node_status_capacity{instance=\"ksm:8080\",job=\"kube-state-metrics\",node=\"cpu-c\",resource=\"cpu\",unit=\"core\"}",
+        "values": "64x30"
+    });
+    let report = |node: &str, values: &str| {
+        json!({
+            "series": format!("gpudoctor_info{{instance=\"{node}:9100\",job=\"node\",node=\"{node}\",version=\"0.1.0\",schema_version=\"2\",kernel=\"\",driver_version=\"\",profile=\"\",source=\"live\"}}"),
+            "values": values
+        })
+    };
+    let alert = |node: &str| {
+        json!({
+            "exp_labels": {"node": node, "severity": "warning"},
+            "exp_annotations": {
+                "summary": format!("{node}: GPU node without a gpudoctor report for 30 minutes"),
+                "description": format!("is a gpudoctor Pod on the node (`kubectl -n gpudoctor get pods -o wide --field-selector spec.nodeName={node}`)? does its DaemonSet's nodeSelector match the node (deploy/overlays/<platform>)? does node_exporter collect /var/lib/node_exporter/textfile_collector?")
+            }
+        })
+    };
+    json!({
+        "name": "a GPU node without a report",
+        "interval": "5m",
+        "input_series": [
+            capacity("gpu-a", 8),
+            capacity("gpu-b", 8),
+            capacity("cpu-c", 0),
+            cpu,
+            // gpu-a reports for 60 minutes, then its series go stale.
+            report("gpu-a", "1x12"),
+        ],
+        "alert_rule_test": [
+            {"eval_time": "25m", "alertname": "GPUNodeNoReport", "exp_alerts": []},
+            {"eval_time": "35m", "alertname": "GPUNodeNoReport", "exp_alerts": [alert("gpu-b")]},
+            {"eval_time": "2h", "alertname": "GPUNodeNoReport", "exp_alerts": [alert("gpu-a"), alert("gpu-b")]},
+        ]
+    })
 }

@@ -151,9 +151,16 @@ fn manifests() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
+            // The platform overlays hold patches (partial objects) and every kustomization.yaml
+            // names files, not objects: both are checked rendered, by a real kustomize
+            // (tests/deploy_overlays.rs).
             if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                if !path.ends_with("overlays") {
+                    walk(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml")
+                && !path.ends_with("kustomization.yaml")
+            {
                 out.push(path);
             }
         }
@@ -475,7 +482,7 @@ fn node_checks_take_no_gpu_from_the_workloads() {
         }
     }
     for file in [
-        "deploy/daemonset.yaml",
+        "deploy/base/daemonset.yaml",
         "deploy/job.yaml",
         "deploy/npd/node-problem-detector.yaml",
     ] {
@@ -813,20 +820,20 @@ fn the_entry_script_builds_command_lines_gpudoctor_accepts() {
 }
 
 /// The namespace every namespaced object lives in, and who creates it: only
-/// `deploy/namespace.yaml` (a Namespace in two files would make kustomize refuse the pair and
+/// `deploy/base/namespace.yaml` (a Namespace in two files would make kustomize refuse the pair and
 /// `kubectl create -f deploy/job.yaml` fail on it), included first by the kustomization; every
 /// manifest the kustomization leaves out says to apply namespace.yaml first.
 #[test]
 fn every_manifest_has_its_namespace_from_namespace_yaml_or_the_kustomization() {
     let deploy = common::repo().join("deploy");
-    let ns_docs = documents(&deploy.join("namespace.yaml"));
+    let base = deploy.join("base");
+    let ns_docs = documents(&base.join("namespace.yaml"));
     assert_eq!(ns_docs.len(), 1);
     assert_eq!(ns_docs[0]["kind"], "Namespace");
     let namespace = ns_docs[0]["metadata"]["name"].as_str().unwrap().to_string();
 
     let kustomization: Kustomization =
-        serde_json::from_value(documents(&deploy.join("kustomization.yaml")).pop().unwrap())
-            .unwrap();
+        serde_json::from_value(documents(&base.join("kustomization.yaml")).pop().unwrap()).unwrap();
     assert_eq!(kustomization.namespace.as_deref(), Some(namespace.as_str()));
     assert_eq!(
         kustomization.resources.first().map(String::as_str),
@@ -835,7 +842,7 @@ fn every_manifest_has_its_namespace_from_namespace_yaml_or_the_kustomization() {
     );
     let mut ids = std::collections::BTreeSet::new();
     for resource in &kustomization.resources {
-        let path = deploy.join(resource);
+        let path = base.join(resource);
         assert!(path.is_file(), "kustomization names a missing {resource}");
         for doc in documents(&path) {
             // kustomize refuses two resources with one id.
@@ -853,15 +860,12 @@ fn every_manifest_has_its_namespace_from_namespace_yaml_or_the_kustomization() {
             .unwrap()
             .to_string_lossy()
             .into_owned();
-        if rel == "kustomization.yaml" {
-            continue;
-        }
         let text = std::fs::read_to_string(&file).unwrap();
         for doc in documents(&file) {
             let kind = doc["kind"].as_str().unwrap_or_default();
             if kind == "Namespace" {
                 assert_eq!(
-                    rel, "namespace.yaml",
+                    rel, "base/namespace.yaml",
                     "only namespace.yaml makes a Namespace"
                 );
                 continue;
@@ -882,10 +886,13 @@ fn every_manifest_has_its_namespace_from_namespace_yaml_or_the_kustomization() {
                 "{rel}: {kind} outside the {namespace} namespace"
             );
         }
-        if rel != "namespace.yaml" && !kustomization.resources.contains(&rel) {
+        let in_base = rel
+            .strip_prefix("base/")
+            .is_some_and(|r| kustomization.resources.iter().any(|k| k == r));
+        if rel != "base/namespace.yaml" && !in_base {
             assert!(
-                text.contains("deploy/namespace.yaml"),
-                "{rel} is not in the kustomization: its header must say to apply deploy/namespace.yaml first"
+                text.contains("deploy/base/namespace.yaml"),
+                "{rel} is not in the kustomization: its header must say to apply deploy/base/namespace.yaml first"
             );
         }
     }
@@ -896,7 +903,7 @@ fn every_manifest_has_its_namespace_from_namespace_yaml_or_the_kustomization() {
 /// command docs/deploy.md shows writes under it.
 #[test]
 fn the_daemonset_has_scratch_space_for_record() {
-    let ds = documents(&common::repo().join("deploy/daemonset.yaml"))
+    let ds = documents(&common::repo().join("deploy/base/daemonset.yaml"))
         .into_iter()
         .find(|d| d["kind"] == "DaemonSet")
         .unwrap();
@@ -957,7 +964,7 @@ fn the_daemonset_has_scratch_space_for_record() {
 fn the_deploy_doc_quotes_the_manifests_as_shipped() {
     let repo = common::repo();
     let doc = std::fs::read_to_string(repo.join("docs/deploy.md")).unwrap();
-    let ds = documents(&repo.join("deploy/daemonset.yaml"))
+    let ds = documents(&repo.join("deploy/base/daemonset.yaml"))
         .into_iter()
         .find(|d| d["kind"] == "DaemonSet")
         .unwrap();
@@ -1076,7 +1083,7 @@ fn the_deploy_doc_quotes_the_manifests_as_shipped() {
 #[test]
 fn one_textfile_collector_path_everywhere() {
     let repo = common::repo();
-    let ds = documents(&repo.join("deploy/daemonset.yaml"))
+    let ds = documents(&repo.join("deploy/base/daemonset.yaml"))
         .into_iter()
         .find(|d| d["kind"] == "DaemonSet")
         .unwrap();
@@ -1140,14 +1147,16 @@ fn one_textfile_collector_path_everywhere() {
 #[test]
 fn node_pods_are_admitted_kept_and_named_as_a_cluster_needs() {
     let deploy = common::repo().join("deploy");
-    let ns = documents(&deploy.join("namespace.yaml")).pop().unwrap();
+    let ns = documents(&deploy.join("base/namespace.yaml"))
+        .pop()
+        .unwrap();
     assert_eq!(
         ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged",
         "{ns}"
     );
     let mut node_pods = 0;
     for file in [
-        "daemonset.yaml",
+        "base/daemonset.yaml",
         "job.yaml",
         "npd/node-problem-detector.yaml",
     ] {
@@ -1190,7 +1199,7 @@ fn node_pods_are_admitted_kept_and_named_as_a_cluster_needs() {
 #[test]
 fn the_profile_comes_from_one_configmap_every_gpudoctor_pod_mounts() {
     let deploy = common::repo().join("deploy");
-    let configmap = documents(&deploy.join("daemonset.yaml"))
+    let configmap = documents(&deploy.join("base/daemonset.yaml"))
         .into_iter()
         .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "gpudoctor-profile")
         .expect("the gpudoctor-profile ConfigMap in daemonset.yaml");
@@ -1200,7 +1209,7 @@ fn the_profile_comes_from_one_configmap_every_gpudoctor_pod_mounts() {
     );
     assert_eq!(configmap["data"]["profile.toml"], "");
     for file in [
-        "daemonset.yaml",
+        "base/daemonset.yaml",
         "job.yaml",
         "npd/node-problem-detector.yaml",
     ] {
@@ -1406,4 +1415,48 @@ fn the_pairs_mpijob_launcher_runs_pairs_over_the_operators_hostfile() {
         argv.contains("--allow-run-as-root") && argv.ends_with("-g 1 -c 1"),
         "{argv}"
     );
+}
+
+/// deploy/job.yaml's documented `sed 's/<placeholder>/gpu-node-17/'` (issue 43): the
+/// placeholder is `nodeName` and nothing else a manifest means — not an env var's name (it was
+/// `NODE_NAME`, so the sed renamed the downward-API variable too) — and after the sed, as its
+/// header writes it, the Job names the node and still sets `NODE_NAME` from `spec.nodeName`.
+#[test]
+fn the_job_placeholder_is_the_node_name_only() {
+    let text = std::fs::read_to_string(common::repo().join("deploy/job.yaml")).unwrap();
+    let sed = text
+        .lines()
+        .find_map(|l| l.trim_start_matches('#').trim().strip_prefix("sed 's/"))
+        .expect("the header's sed command");
+    let (placeholder, rest) = sed.split_once('/').unwrap();
+    let node = rest.split_once('/').unwrap().0;
+    let before = documents(&common::repo().join("deploy/job.yaml"));
+    assert_eq!(
+        before[0]["spec"]["template"]["spec"]["nodeName"].as_str(),
+        Some(placeholder)
+    );
+    // sed 's/A/B/': the first match on each line.
+    let after: String = text
+        .lines()
+        .map(|l| format!("{}\n", l.replacen(placeholder, node, 1)))
+        .collect();
+    let job: Value = serde_yaml_ng::from_str(&after).unwrap();
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeName"].as_str(), Some(node));
+    let env = pod["containers"][0]["env"].as_array().unwrap();
+    assert!(
+        env.iter().any(|e| e["name"] == "NODE_NAME"
+            && e["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"),
+        "the sed renamed NODE_NAME: {env:?}"
+    );
+    for file in manifests() {
+        for doc in documents(&file) {
+            let text = doc.to_string();
+            assert!(
+                !text.contains(&format!("\"name\":\"{placeholder}\"")),
+                "{}: {placeholder} names something",
+                file.display()
+            );
+        }
+    }
 }

@@ -269,6 +269,19 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[("nvlink/nvml gpu 0000:3a:00.0/nvlinks", 1)],
     ),
     (
+        "h100-ib-port-init",
+        &[("rdma/port mlx5_3/1/state", 1)],
+    ),
+    (
+        "h100-toolkit-fault-nvlinks-down",
+        &[
+            ("toolkit/container runtime/cdi", 1),
+            ("toolkit/container runtime/default runtime", 1),
+            ("toolkit/container runtime/nvidia runtimes", 1),
+            ("nvlink/nvml gpu 0000:3a:00.0/nvlinks", 1),
+        ],
+    ),
+    (
         "h100-nvml-version-mismatch",
         &[
             ("driver/driver/nvml libraries", 1),

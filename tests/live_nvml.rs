@@ -108,10 +108,10 @@ fn without_messages(facts: &NvmlFacts) -> Value {
                 if map.contains_key("kind") && map.get("message").is_some_and(Value::is_string) {
                     map.insert("message".into(), Value::from(""));
                 }
-                if map.len() == 1 {
-                    if let Some(Value::String(text)) = map.get_mut("error") {
-                        text.clear();
-                    }
+                if map.len() == 1
+                    && let Some(Value::String(text)) = map.get_mut("error")
+                {
+                    text.clear();
                 }
                 map.values_mut().for_each(blank);
             }

@@ -604,11 +604,28 @@ fn container_gpus(ctx: &Context<'_>) -> Outcome {
         Some(v) => v.to_string(),
     };
     let nvml = ctx.nvml();
-    let seen = if nvml.init_error.is_none() {
-        nvml.devices.iter().filter(|d| d.error.is_none()).count()
+    let devices: Vec<&NvmlDevice> = if nvml.init_error.is_none() {
+        nvml.devices.iter().filter(|d| d.error.is_none()).collect()
     } else {
-        0
+        Vec::new()
     };
+    let seen = devices.len();
+    // The GPUs the container was given, by PCI bus id: what the validation Pod
+    // (deploy/validate.yaml) reports as its allocation, the ids a ticket names.
+    let bus_ids: Vec<&str> = devices
+        .iter()
+        .map(|d| d.pci_bus_id.as_deref().unwrap_or("?"))
+        .collect();
+    // Each GPU the device plugin named (a UUID with its default envvar strategy, or an
+    // index) must be one the container can open; MIG or CDI names are not GPU names.
+    let unmatched: Vec<&str> = visible
+        .split(',')
+        .map(str::trim)
+        .filter(|n| {
+            (n.starts_with("GPU-") || n.bytes().all(|b| b.is_ascii_digit())) && !n.is_empty()
+        })
+        .filter(|n| !devices.iter().any(|d| names_gpu(n, d)))
+        .collect();
     let nodes = ctx
         .source()
         .list_dir("dev", &|n| {
@@ -627,12 +644,30 @@ fn container_gpus(ctx: &Context<'_>) -> Outcome {
         Evidence::new("dev/nvidia<N>", format!("{nodes} node(s)")),
         Evidence::new("nvml.device_count", seen.to_string()),
     ];
+    let evidence: Vec<Evidence> = evidence
+        .into_iter()
+        .chain(std::iter::once(Evidence::new(
+            "nvml pci_bus_id",
+            bus_ids.join(" "),
+        )))
+        .collect();
     let enough = seen > 0 && nodes >= seen && wanted.is_none_or(|w| w == seen);
-    if enough {
+    if enough && unmatched.is_empty() {
         return Outcome::pass(format!(
-            "container can access {seen} gpu(s): NVIDIA_VISIBLE_DEVICES={visible}, {nodes} /dev/nvidia<N> node(s)"
+            "container can access {seen} gpu(s) {}: NVIDIA_VISIBLE_DEVICES={visible}, {nodes} /dev/nvidia<N> node(s)",
+            bus_ids.join(" ")
         ))
         .evidence_all(evidence);
+    }
+    if enough {
+        return Outcome::fail(format!(
+            "container was given {} which nvml does not see; it sees {}",
+            unmatched.join(" "),
+            bus_ids.join(" ")
+        ))
+        .evidence_all(evidence)
+        .hint("the runtime injected other gpus than the device plugin allocated: compare `kubectl describe pod` with the device plugin's log and the runtime's CDI/`NVIDIA_VISIBLE_DEVICES` handling")
+        .action(Action::FixConfig);
     }
     let want_text = wanted.map_or("all gpus".to_string(), |w| format!("{w} gpu(s)"));
     Outcome::fail(format!(

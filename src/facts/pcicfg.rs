@@ -112,7 +112,7 @@ pub fn parse_acs(bytes: &[u8]) -> Result<AcsReading, ParseError> {
         if next == 0 {
             return Ok(AcsReading::NoAcs);
         }
-        if next < EXT_CAP_START || next % 4 != 0 || next + 4 > bytes.len() {
+        if next < EXT_CAP_START || !next.is_multiple_of(4) || next + 4 > bytes.len() {
             return Err(ParseError::new(format!(
                 "extended capability at {offset:#x} points at {next:#x}, outside the extended space"
             )));

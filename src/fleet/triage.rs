@@ -6,7 +6,7 @@
 //! under it by `explained_by`, as `check` prints them); a node that failed nothing but warned or
 //! could not judge has its worst finding that follows from no other. A report is **stale** when
 //! it is older than the threshold (`--stale`, default [`DEFAULT_STALE`]: three of the
-//! DaemonSet's five-minute runs, deploy/daemonset.yaml `GPUDOCTOR_INTERVAL`, the same age the
+//! DaemonSet's five-minute runs, deploy/base/daemonset.yaml `GPUDOCTOR_INTERVAL`, the same age the
 //! NPD plugin stops trusting a saved report at): the node's gpudoctor stopped running, and its
 //! verdict may no longer hold. A report dated in the future beyond `saved::CLOCK_SKEW` is stale
 //! too: its node's clock is wrong, and how old it really is nobody knows.

@@ -4,15 +4,16 @@
 //!
 //! NPD's custom plugin sets a condition from a rule's exit code, with the rule's fixed
 //! `reason` and the plugin's stdout as the message (reference/kubernetes.md §9). So each
-//! condition is one rule that asks gpudoctor "is the node's first failure of this class?":
-//! exit 1 and the usual line (led by the cause, consequences folded into it) when it is, 0 when
-//! it is not, 2 when the run was inconclusive. The class of a failure is GPU hardware when its
+//! condition is one rule that asks gpudoctor "has the node a failure of this class?" over a
+//! run of every layer (`--npd` implies `--keep-going`: a configuration fault must not mask a
+//! broken part behind it): exit 1 and that failure's line (led by the cause, consequences
+//! folded into it) when it has, 0 when it has not, 2 when the run was inconclusive. The class of a failure is GPU hardware when its
 //! action says the part itself is broken ([`Action::ResetGpu`], [`Action::HardwareInspection`],
 //! [`Action::RebootNode`]) whichever layer found it, but for the checks whose action mends a
 //! rollout or the node's design ([`NOT_A_BROKEN_PART`]); else its layer's class.
 
 use super::npd::{MAX_MESSAGE_BYTES, fit, message};
-use crate::report::{Action, Layer, Report, Status, exit};
+use crate::report::{Action, CheckResult, Layer, LayerReport, Report, Status, exit};
 
 /// A node condition gpudoctor sets through NPD; `--npd-condition` names one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -131,14 +132,51 @@ pub fn failing(report: &Report) -> Option<Condition> {
         let action = first.action.unwrap_or(Action::None);
         return Some(Condition::of(first.layer, &first.code, action));
     }
+    failures(report).first().map(|(class, _, _)| *class)
+}
+
+/// Every failure of the run with its class, in report order: the failing checks (under
+/// `--strict` with nothing failed, the warnings that made the run fail). NPD mode runs every
+/// layer (`--npd` implies `--keep-going`), so a configuration fault in an early layer does not
+/// hide a broken part in a later one (issue 43: NVLinks down behind a toolkit fault).
+pub fn failures(report: &Report) -> Vec<(Condition, &LayerReport, &CheckResult)> {
+    if report.exit_code != exit::FAILED {
+        return Vec::new();
+    }
+    let counted = if report.first_failure.is_some() {
+        Status::Fail
+    } else {
+        Status::Warn
+    };
     report
         .findings()
-        .find(|(_, c)| c.status == Status::Warn)
-        .map(|(layer, check)| Condition::of(layer.id, &check.code, check.action))
+        .filter(|(_, c)| c.status == counted)
+        .map(|(layer, check)| {
+            (
+                Condition::of(layer.id, &check.code, check.action),
+                layer,
+                check,
+            )
+        })
+        .collect()
+}
+
+/// Could a layer the run did not reach (`not_run`, blocked by an earlier failure: a report
+/// from a run without `--keep-going`) hold a failure of `condition`? Hardware is found in
+/// every layer; every other class only in its own layers.
+fn hidden_by_blocked_layers(report: &Report, condition: Condition) -> Option<&LayerReport> {
+    report.layers.iter().find(|l| {
+        l.status == Status::NotRun
+            && (condition == Condition::GpuHardware
+                || Condition::of(l.id, "", Action::None) == condition)
+    })
 }
 
 /// The answer for `condition`: gpudoctor's exit code for it (0 none, 1 this class failed, 3
-/// inconclusive; `npd::exit_code` makes NPD's 0/1/2 of it) and NPD's message.
+/// inconclusive; `npd::exit_code` makes NPD's 0/1/2 of it) and NPD's message. Every failure of
+/// the run counts, not only the first: the condition is true when any failing check is of its
+/// class, its message that check's line. A class that a layer blocked by an earlier failure
+/// could hold is unknown, never "no problem".
 pub fn answer(report: &Report, condition: Condition) -> (i32, String) {
     match report.exit_code {
         exit::HEALTHY => (
@@ -148,28 +186,52 @@ pub fn answer(report: &Report, condition: Condition) -> (i32, String) {
                 MAX_MESSAGE_BYTES,
             ),
         ),
-        exit::FAILED => match failing(report) {
-            Some(class) if class == condition => (exit::FAILED, message(report)),
-            other => {
-                // Layers after the first failing one did not run: say where the walk stopped.
-                let first = report
-                    .first_failure
-                    .as_ref()
-                    .map(|f| format!("{}: {}", f.layer, f.code))
-                    .unwrap_or_default();
-                let class = other.map_or("", Condition::id);
-                (
-                    exit::HEALTHY,
+        exit::FAILED => {
+            let clean = super::sanitize::report(report);
+            let all = failures(&clean);
+            if let Some((_, layer, check)) = all.iter().find(|(c, _, _)| *c == condition) {
+                let first = all.first().is_some_and(|(_, _, c)| c.code == check.code);
+                let line = if first {
+                    message(report)
+                } else {
+                    fit(
+                        &format!("{}: {} {}", layer.id, check.code, check.summary),
+                        MAX_MESSAGE_BYTES,
+                    )
+                };
+                return (exit::FAILED, line);
+            }
+            let first = clean
+                .first_failure
+                .as_ref()
+                .map(|f| format!("{}: {}", f.layer, f.code))
+                .unwrap_or_default();
+            let class = all.first().map_or("", |(c, _, _)| c.id());
+            if let Some(blocked) = hidden_by_blocked_layers(&clean, condition) {
+                return (
+                    exit::INCONCLUSIVE,
                     fit(
                         &format!(
-                            "gpudoctor: no {} problem up to the first failure ({class}) {first}",
-                            condition.id()
+                            "gpudoctor: {} unknown: {} not run, {}",
+                            condition.id(),
+                            blocked.id,
+                            blocked.reason.as_deref().unwrap_or("blocked")
                         ),
                         MAX_MESSAGE_BYTES,
                     ),
-                )
+                );
             }
-        },
+            (
+                exit::HEALTHY,
+                fit(
+                    &format!(
+                        "gpudoctor: no {} problem; failed: ({class}) {first}",
+                        condition.id()
+                    ),
+                    MAX_MESSAGE_BYTES,
+                ),
+            )
+        }
         _ => (exit::INCONCLUSIVE, message(report)),
     }
 }

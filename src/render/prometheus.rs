@@ -4,8 +4,9 @@
 //! check ids only in labels, HELP and TYPE before each family's samples, no timestamps.
 //!
 //! Families, in this order: run metadata (`gpudoctor_info`, exit code, timestamp, duration),
-//! per-layer status and duration, per-check status, the first failure, then the figures the
-//! checks measured (`report::FigureName`: XID counts, NCCL peak bus bandwidth, RDMA port rates).
+//! per-layer status and duration, per-check status, the first failure, every failure with its
+//! cause class, then the figures the checks measured (`report::FigureName`: XID counts, NCCL
+//! peak bus bandwidth, RDMA port rates).
 //! A family with no sample is left out, so an absent figure is "not measured", never 0. A
 //! figure's labels are exactly its name's catalogue labels (`FigureName::labels`).
 //!
@@ -269,6 +270,34 @@ pub fn render(report: &Report) -> String {
             ],
             1.0,
         );
+    }
+
+    // Every failure, not only the first, with the cause class NPD's conditions use (a
+    // `--keep-going` run's NVLinks down behind a toolkit fault is a failure of its own): the
+    // alert that pages selects class="gpu-hardware" (docs/alerts.yaml), so a configuration
+    // fault rolled out to every node never pages (issue 43).
+    let failures = super::npd_conditions::failures(report);
+    if report.first_failure.is_some() && !failures.is_empty() {
+        let mut family = Family::gauge(
+            &mut out,
+            "failure_info",
+            "Constant 1 for each failing check: its layer, check, the action it asks for and its cause class (gpu-hardware: a broken part, drain; any other: configuration, alert).",
+        );
+        for (class, layer, check) in failures {
+            let action = serde_json::to_value(check.action)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            family.sample(
+                &[
+                    ("layer", layer.id.id()),
+                    ("check", &check.code),
+                    ("action", &action),
+                    ("class", class.id()),
+                ],
+                1.0,
+            );
+        }
     }
 
     let consequences: Vec<(&str, &str, &str)> = report

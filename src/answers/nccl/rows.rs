@@ -211,7 +211,7 @@ impl NcclLogParser {
         let n = tokens.count();
         let blocks = n / block_len;
         let timings = n > 0
-            && n % block_len == 0
+            && n.is_multiple_of(block_len)
             && blocks <= 2
             && (0..n).all(|i| tokens.bytes(i).is_some_and(is_number));
         if !timings {

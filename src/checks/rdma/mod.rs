@@ -419,6 +419,12 @@ fn port_state(ctx: &Context<'_>) -> Outcome {
     let mut down = Vec::new();
     let mut evidence = Vec::new();
     let mut total = 0;
+    // Ports whose physical link is up (phys_state 5: LinkUp) but whose logical state waits for
+    // a subnet manager: 2 INIT (no SM has swept the port) or 3 ARMED (configured, not yet
+    // activated). The kernel's state names: drivers/infiniband/core/sysfs.c `state_show`; the
+    // states: IBTA spec vol 1 §7.2 (PortState). The cable and the HCA work: it is the fabric's
+    // management (opensm/UFM), a network fault, never a part to pull.
+    let mut waiting_for_sm = 0;
     for (d, p) in ports(facts) {
         total += 1;
         if p.is_up()
@@ -426,6 +432,11 @@ fn port_state(ctx: &Context<'_>) -> Outcome {
             || (p.phys_state.is_none() && not_read(p, "phys_state"))
         {
             continue;
+        }
+        if p.state.as_ref().is_some_and(|(n, _)| matches!(n, 2 | 3))
+            && p.phys_state.as_ref().is_some_and(|(n, _)| *n == 5)
+        {
+            waiting_for_sm += 1;
         }
         let show = |s: &Option<(u32, String)>| {
             s.as_ref()
@@ -453,6 +464,12 @@ fn port_state(ctx: &Context<'_>) -> Outcome {
     }
     if down.is_empty() {
         return Outcome::pass(format!("{total} rdma port(s) active and linkup"));
+    }
+    if waiting_for_sm == down.len() {
+        return Outcome::fail(down.join("; "))
+            .evidence_all(evidence)
+            .hint("the link is up but no subnet manager has activated the port: check that opensm (or UFM, or the switch's SM) runs and sees this port (`sminfo`, `ibstat`; `systemctl status opensm`)")
+            .action(Action::RestartComponent);
     }
     Outcome::fail(down.join("; "))
         .evidence_all(evidence)

@@ -322,10 +322,12 @@ impl Matrix {
         let (Some(a), Some(b)) = (self.places.get(i), self.places.get(j)) else {
             return Link::Unknown;
         };
-        if a.gpu && b.gpu && a.bdf != b.bdf {
-            if let Some(n) = self.nvlinks(i, j, a, b) {
-                return Link::Nv(n);
-            }
+        if a.gpu
+            && b.gpu
+            && a.bdf != b.bdf
+            && let Some(n) = self.nvlinks(i, j, a, b)
+        {
+            return Link::Nv(n);
         }
         super::pcie_rule(
             a.bdf == b.bdf,

@@ -198,12 +198,13 @@ pub(super) fn split_prefix(line: &str) -> (Option<&str>, &str) {
         return (Some(usec), text.trim_start());
     }
     let mut text = line.trim_start();
-    if let Some(rest) = text.strip_prefix('<') {
-        if let Some((prio, after)) = rest.split_once('>') {
-            if !prio.is_empty() && prio.len() <= 3 && prio.bytes().all(|b| b.is_ascii_digit()) {
-                text = after;
-            }
-        }
+    if let Some(rest) = text.strip_prefix('<')
+        && let Some((prio, after)) = rest.split_once('>')
+        && !prio.is_empty()
+        && prio.len() <= 3
+        && prio.bytes().all(|b| b.is_ascii_digit())
+    {
+        text = after;
     }
     if let Some(stamped) = bracket(text) {
         return stamped;
@@ -236,10 +237,10 @@ fn bracket(text: &str) -> Option<(Option<&str>, &str)> {
 /// The timestamp in the text before the message: the first `[...]` (dmesg, dmesg -T, or the
 /// kernel's own stamp inside syslog), else the syslog date before `<host> kernel:`.
 pub(super) fn prefix_timestamp(prefix: &str) -> Option<String> {
-    if let Some(open) = prefix.find('[') {
-        if let Some(len) = prefix[open..].find(']') {
-            return Some(prefix[open..=open + len].to_string());
-        }
+    if let Some(open) = prefix.find('[')
+        && let Some(len) = prefix[open..].find(']')
+    {
+        return Some(prefix[open..=open + len].to_string());
     }
     let (head, _) = prefix.split_once(" kernel:")?;
     let (date, _host) = head.trim().rsplit_once(' ')?;

@@ -354,33 +354,33 @@ impl Parser {
             });
             return;
         }
-        if let Some(rest) = text.strip_prefix("The NVIDIA GPU ") {
-            if let Some((bus_id, _)) = take_bdf(rest) {
-                self.open_xid = None;
-                self.pending_fallen = Some(PendingFallen {
-                    bus_id,
-                    timestamp: timestamp(&body[..nvrm]),
-                    stamp,
-                    message: message.to_string(),
-                    line_number,
-                    lines_left: 2,
-                });
-                return;
-            }
+        if let Some(rest) = text.strip_prefix("The NVIDIA GPU ")
+            && let Some((bus_id, _)) = take_bdf(rest)
+        {
+            self.open_xid = None;
+            self.pending_fallen = Some(PendingFallen {
+                bus_id,
+                timestamp: timestamp(&body[..nvrm]),
+                stamp,
+                message: message.to_string(),
+                line_number,
+                lines_left: 2,
+            });
+            return;
         }
         if let Some((bus_id, uuid)) = parse_uuid_line(text) {
             self.open_xid = None;
             self.log.uuids.insert(bus_id, uuid);
             return;
         }
-        if let Some(index) = self.open_xid {
-            if is_continuation(after) {
-                if let Some(event) = self.log.xids.get_mut(index) {
-                    event.message.push('\n');
-                    event.message.push_str(message);
-                }
-                return;
+        if let Some(index) = self.open_xid
+            && is_continuation(after)
+        {
+            if let Some(event) = self.log.xids.get_mut(index) {
+                event.message.push('\n');
+                event.message.push_str(message);
             }
+            return;
         }
         self.open_xid = None;
         self.skip_if_mentions_xid(body);
@@ -658,14 +658,14 @@ impl Parser {
         };
         let follow_up = event.fatal.is_none()
             && (event.detail.starts_with("Severity ") || event.detail.starts_with("Data "));
-        if follow_up {
-            if let Some(prev) = self.open_sxid.and_then(|i| self.log.sxids.get_mut(i)) {
-                if prev.sxid == event.sxid && prev.pci_bus_id == event.pci_bus_id {
-                    prev.detail.push('\n');
-                    prev.detail.push_str(&event.detail);
-                    return;
-                }
-            }
+        if follow_up
+            && let Some(prev) = self.open_sxid.and_then(|i| self.log.sxids.get_mut(i))
+            && prev.sxid == event.sxid
+            && prev.pci_bus_id == event.pci_bus_id
+        {
+            prev.detail.push('\n');
+            prev.detail.push_str(&event.detail);
+            return;
         }
         event.timestamp = stamp_text.map(str::to_string);
         event.stamp = stamp;

@@ -96,7 +96,7 @@ pub fn probe(socket: &Path, shown: &str, timeout: Duration) -> PodResourcesFacts
 
 fn seconds(timeout: Duration) -> String {
     let ms = timeout.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{} s", ms / 1000)
     } else {
         format!("{ms} ms")
