@@ -1312,7 +1312,10 @@ fn container_gpus_judges_only_inside_a_pod() {
         &report,
         "toolkit.container_gpus",
         Status::Pass,
-        &["container can access 8 GPU(s): NVIDIA_VISIBLE_DEVICES=all, 8 /dev/nvidia<N> node(s)"],
+        &[
+            "container can access 8 GPU(s) 0000:18:00.0 ",
+            " 0000:db:00.0: NVIDIA_VISIBLE_DEVICES=all, 8 /dev/nvidia<N> node(s)",
+        ],
     );
 
     // Two GPUs given, eight seen: not what the runtime was asked for.
