@@ -109,6 +109,9 @@ pub struct Outcome {
     /// The GPUs (PCI bus ids) a finding is wholly about (`CheckResult::gpus`); boxed, as few
     /// outcomes have any, to keep `Outcome` (the error of many helpers) small.
     pub gpus: Box<[String]>,
+    /// A pass that judged nothing but the kernel log and found nothing in it: a layer whose
+    /// other checks all skip is `skip`, not `pass`, on such checks alone (the engine decides).
+    pub log_only: bool,
 }
 
 impl Outcome {
@@ -121,7 +124,14 @@ impl Outcome {
             action: Action::None,
             figures: Vec::new(),
             gpus: Box::default(),
+            log_only: false,
         }
+    }
+
+    /// Mark a pass as [`Outcome::log_only`].
+    pub fn log_only(mut self) -> Self {
+        self.log_only = true;
+        self
     }
     pub fn pass(summary: impl Into<String>) -> Self {
         Outcome::new(Status::Pass, summary)

@@ -129,8 +129,13 @@ fn kubelet(ctx: &Context<'_>) -> Outcome {
     }
     let facts = ctx.kubelet();
     match &facts.config {
-        Some(config) => Outcome::pass(format!("kubelet present (config {config})"))
-            .evidence(Evidence::new(config.as_str(), "present")),
+        Some((config, found_by)) => Outcome::pass(format!(
+            "kubelet present (config {config}, found by {found_by})"
+        ))
+        .evidence(Evidence::new(
+            config.as_str(),
+            format!("present, found by {found_by}"),
+        )),
         None => Outcome::pass(format!(
             "kubelet present ({KUBELET_DIR}; config not in a usual place)"
         ))
@@ -359,6 +364,12 @@ fn resolve(id: &str, gpus: &[&NvmlDevice]) -> Target {
         DeviceRef::Index(i) => gpus
             .iter()
             .position(|d| d.index == i)
+            .map_or(Target::Unknown, Target::Gpu),
+        // GKE names a GPU by its /dev/nvidia<minor>: NVML's minor number is the same one
+        // (nvmlDeviceGetMinorNumber, "the /dev/nvidia<minor> device node").
+        DeviceRef::DevNode(minor) => gpus
+            .iter()
+            .position(|d| d.minor_number.value() == Some(&minor))
             .map_or(Target::Unknown, Target::Gpu),
         DeviceRef::MigUuid(uuid) => gpus
             .iter()
@@ -630,6 +641,7 @@ fn allocations(ctx: &Context<'_>) -> Outcome {
             _ => match parse_device_id(&h.id).device {
                 DeviceRef::GpuUuid(u) | DeviceRef::MigUuid(u) | DeviceRef::Other(u) => u,
                 DeviceRef::Index(i) => i.to_string(),
+                DeviceRef::DevNode(n) => format!("nvidia{n}"),
             },
         })
         .collect();
