@@ -474,16 +474,10 @@ impl<'a> Context<'a> {
     pub fn profile(&self) -> Option<&Profile> {
         self.profile
             .get_or_init(|| {
-                self.forced_profile.clone().or_else(|| {
-                    let nvml = self.nvml();
-                    let names: Vec<&str> = nvml
-                        .devices
-                        .iter()
-                        .filter_map(|d| d.name.as_deref())
-                        .collect();
-                    let chosen = profile::select_auto(&names)?;
-                    // The fabric decides between a platform's InfiniBand and RoCE variants.
-                    let ports: Vec<profile::FabricPort<'_>> = match self.rdma() {
+                // The fabric decides between a platform's InfiniBand and RoCE variants, and
+                // which Ethernet ports are a RoCE profile's rails.
+                let ports = || -> Vec<profile::FabricPort<'_>> {
+                    match self.rdma() {
                         Ok(rdma) => rdma
                             .devices
                             .iter()
@@ -494,9 +488,19 @@ impl<'a> Context<'a> {
                             })
                             .collect(),
                         Err(_) => Vec::new(),
-                    };
-                    Some(profile::by_fabric(chosen, &ports))
-                })
+                    }
+                };
+                if let Some(forced) = &self.forced_profile {
+                    return Some(profile::with_rails(forced.clone(), &ports()));
+                }
+                let nvml = self.nvml();
+                let names: Vec<&str> = nvml
+                    .devices
+                    .iter()
+                    .filter_map(|d| d.name.as_deref())
+                    .collect();
+                let chosen = profile::select_auto(&names)?;
+                Some(profile::by_fabric(chosen, &ports()))
             })
             .as_ref()
     }
