@@ -44,7 +44,7 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::DevicePlugin,
             title: "the kubelet is present",
             explain: Explain {
-                reads: "/var/lib/kubelet, the kubelet config (/var/lib/kubelet/config.yaml and the k3s/RKE2 locations)",
+                reads: "/var/lib/kubelet, the kubelet config: the running kubelet's --config/--config-dir (/proc/<pid>/cmdline of the process named kubelet), else the installers' paths (kubeadm, EKS nodeadm, GKE, OpenShift MCO, k3s/RKE2 drop-ins); the summary says which was used",
                 expects: "the kubelet's state directory; without it the node is not a Kubernetes node and the layer is skipped",
                 why: "everything in this layer is the kubelet's view of the GPUs",
                 fix: "on a Kubernetes node run gpudoctor with the host's / as --root (a DaemonSet mounts it at /host)",
@@ -56,7 +56,7 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::DevicePlugin,
             title: "NVIDIA's device plugin is registered with the kubelet",
             explain: Explain {
-                reads: "/var/lib/kubelet/device-plugins/ (nvidia-*.sock, kubelet.sock), /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint (RegisteredDevices)",
+                reads: "/var/lib/kubelet/device-plugins/ (nvidia-*.sock, GKE's nvidiaGPU-*.sock, kubelet.sock), /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint (RegisteredDevices)",
                 expects: "an nvidia-gpu.sock (or nvidia-<mig profile>.sock) next to the kubelet's kubelet.sock, and the checkpoint listing nvidia.com/gpu (or the MIG resources) with devices",
                 why: "without a registered plugin the node advertises no nvidia.com/gpu and GPU Pods stay Pending",
                 fix: "check the device plugin DaemonSet's pod on this node (`kubectl get pods -A -o wide | grep nvidia-device-plugin`) and its log; on GPU Operator nodes the node needs `nvidia.com/gpu.deploy.device-plugin=true`",
