@@ -593,6 +593,96 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
             ("driver/xid events/0000:2a:00.0 xid 79", 1),
         ],
     ),
+    // GKE: no toolkit, no CDI, runc only; the plugin's socket renamed (the ids map to the same GPUs).
+    (
+        "gke-h100-healthy",
+        &[
+            ("toolkit/cdi spec var/run/cdi/nvidia.yaml/-", 1),
+            ("toolkit/container runtime/cdi", 1),
+            ("toolkit/container runtime/default runtime", 1),
+            ("toolkit/container runtime/nvidia runtimes", 1),
+            ("toolkit/toolkit/*", 4),
+            ("device-plugin/kubelet/plugin sockets", 1),
+        ],
+    ),
+    // GKE as above with one GPU fewer allocatable.
+    (
+        "gke-h100-gpu-unhealthy",
+        &[
+            ("toolkit/cdi spec var/run/cdi/nvidia.yaml/-", 1),
+            ("toolkit/container runtime/cdi", 1),
+            ("toolkit/container runtime/default runtime", 1),
+            ("toolkit/container runtime/nvidia runtimes", 1),
+            ("toolkit/toolkit/*", 4),
+            ("device-plugin/kubelet/plugin sockets", 1),
+            ("device-plugin/pod-resources allocatable/nvidia.com/gpu", 1),
+        ],
+    ),
+    // EKS nodeadm: kubeReserved cpu and a reservedMemory that adds up to nodeadm's kubeReserved.
+    (
+        "eks-h100-healthy",
+        &[
+            ("topology/kubelet config/reserved cpus", 1),
+            ("topology/kubelet config/reserved memory", 1),
+        ],
+    ),
+    // EKS with the kubeadm guide's reservedMemory: the same figure as the healthy node, no longer adding up.
+    (
+        "eks-h100-reserved-memory-wrong",
+        &[("topology/kubelet config/reserved cpus", 1)],
+    ),
+    // RKE2: its generated containerd config (nvidia not the default, CDI off).
+    (
+        "rke2-h100-healthy",
+        &[
+            ("toolkit/container runtime/cdi", 1),
+            ("toolkit/container runtime/default runtime", 1),
+        ],
+    ),
+    // RKE2 without the nvidia handler.
+    (
+        "rke2-h100-no-nvidia-runtime",
+        &[
+            ("toolkit/container runtime/cdi", 1),
+            ("toolkit/container runtime/default runtime", 1),
+            ("toolkit/container runtime/nvidia runtimes", 1),
+        ],
+    ),
+    // OpenShift: CRI-O, the operator's toolkit.
+    (
+        "openshift-h100-healthy",
+        &[
+            ("toolkit/container runtime/config version", 1),
+            ("toolkit/container runtime/default runtime", 1),
+            ("toolkit/container runtime/kind", 1),
+            ("toolkit/container runtime/nvidia runtimes", 1),
+            ("toolkit/toolkit/binaries", 1),
+        ],
+    ),
+    // OpenShift without the CDI spec.
+    (
+        "openshift-h100-no-cdi-spec",
+        &[
+            ("toolkit/cdi spec var/run/cdi/nvidia.yaml/-", 1),
+            ("toolkit/container runtime/config version", 1),
+            ("toolkit/container runtime/default runtime", 1),
+            ("toolkit/container runtime/kind", 1),
+            ("toolkit/container runtime/nvidia runtimes", 1),
+            ("toolkit/toolkit/binaries", 1),
+        ],
+    ),
+    // The RoCE node with rail mlx5_3 at 200 Gb/s.
+    (
+        "h100-roce-rail-downtrained",
+        &[
+            ("node/node/profile", 1),
+            ("rdma/port mlx5_*/1/gid types", 8),
+            ("rdma/port mlx5_*/1/link layer", 8),
+            ("rdma/port mlx5_*/1/mtu", 8),
+            ("rdma/port mlx5_*/1/netdev", 8),
+            ("rdma/port mlx5_3/1/rate", 1),
+        ],
+    ),
 ];
 
 fn manifest(dir: &Path) -> Value {

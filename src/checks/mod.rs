@@ -109,6 +109,9 @@ pub struct Outcome {
     /// The GPUs (PCI bus ids) a finding is wholly about (`CheckResult::gpus`); boxed, as few
     /// outcomes have any, to keep `Outcome` (the error of many helpers) small.
     pub gpus: Box<[String]>,
+    /// A pass that judged nothing but the kernel log and found nothing in it: a layer whose
+    /// other checks all skip is `skip`, not `pass`, on such checks alone (the engine decides).
+    pub log_only: bool,
 }
 
 impl Outcome {
@@ -121,7 +124,14 @@ impl Outcome {
             action: Action::None,
             figures: Vec::new(),
             gpus: Box::default(),
+            log_only: false,
         }
+    }
+
+    /// Mark a pass as [`Outcome::log_only`].
+    pub fn log_only(mut self) -> Self {
+        self.log_only = true;
+        self
     }
     pub fn pass(summary: impl Into<String>) -> Self {
         Outcome::new(Status::Pass, summary)
@@ -466,16 +476,10 @@ impl<'a> Context<'a> {
     pub fn profile(&self) -> Option<&Profile> {
         self.profile
             .get_or_init(|| {
-                self.forced_profile.clone().or_else(|| {
-                    let nvml = self.nvml();
-                    let names: Vec<&str> = nvml
-                        .devices
-                        .iter()
-                        .filter_map(|d| d.name.as_deref())
-                        .collect();
-                    let chosen = profile::select_auto(&names)?;
-                    // The fabric decides between a platform's InfiniBand and RoCE variants.
-                    let ports: Vec<profile::FabricPort<'_>> = match self.rdma() {
+                // The fabric decides between a platform's InfiniBand and RoCE variants, and
+                // which Ethernet ports are a RoCE profile's rails.
+                let ports = || -> Vec<profile::FabricPort<'_>> {
+                    match self.rdma() {
                         Ok(rdma) => rdma
                             .devices
                             .iter()
@@ -486,9 +490,19 @@ impl<'a> Context<'a> {
                             })
                             .collect(),
                         Err(_) => Vec::new(),
-                    };
-                    Some(profile::by_fabric(chosen, &ports))
-                })
+                    }
+                };
+                if let Some(forced) = &self.forced_profile {
+                    return Some(profile::with_rails(forced.clone(), &ports()));
+                }
+                let nvml = self.nvml();
+                let names: Vec<&str> = nvml
+                    .devices
+                    .iter()
+                    .filter_map(|d| d.name.as_deref())
+                    .collect();
+                let chosen = profile::select_auto(&names)?;
+                Some(profile::by_fabric(chosen, &ports()))
             })
             .as_ref()
     }

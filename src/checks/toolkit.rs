@@ -14,8 +14,8 @@ use crate::answers::FactError;
 use crate::answers::nvml::NvmlDevice;
 use crate::facts::cdi::NVIDIA_GPU_KIND;
 use crate::facts::toolkit::{
-    self, CONTAINERD_CONFIGS, CRIO_DROPINS, RuntimeFacts, TOOLKIT_BINARIES, VALIDATION_STAGES,
-    VALIDATIONS_DIR,
+    self, CONTAINERD_CONFIGS, CRIO_DROPINS, GKE_DRIVER_DIR, GKE_DRIVER_LIBS, RuntimeFacts,
+    TOOLKIT_BINARIES, VALIDATION_STAGES, VALIDATIONS_DIR,
 };
 use crate::report::{Action, Evidence, Layer};
 
@@ -26,8 +26,8 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Toolkit,
             title: "the NVIDIA container toolkit is installed and its config parses",
             explain: Explain {
-                reads: "/etc/nvidia-container-runtime/config.toml (or the GPU Operator's copy under /usr/local/nvidia/toolkit/.config), nvidia-container-runtime / nvidia-ctk / nvidia-container-runtime-hook in /usr/bin, /usr/local/bin, /usr/local/nvidia/toolkit",
-                expects: "a toolkit binary on a usual path and, when present, a config.toml that parses (its `mode` is reported)",
+                reads: "/etc/nvidia-container-runtime/config.toml (or the GPU Operator's copy under /usr/local/nvidia/toolkit/.config), nvidia-container-runtime / nvidia-ctk / nvidia-container-runtime-hook in /usr/bin, /usr/local/bin, /usr/local/nvidia/toolkit; on GKE, the driver installer's /home/kubernetes/bin/nvidia/lib64",
+                expects: "a toolkit binary on a usual path and, when present, a config.toml that parses (its `mode` is reported); on GKE no toolkit but the installer's libnvidia-ml.so.1 and libcuda.so.1 (GKE's device plugin mounts that directory into GPU containers instead)",
                 why: "the toolkit's runtime or hook is what puts /dev/nvidia* and the driver libraries into a container; without it a Pod that was given a GPU sees none",
                 fix: "install the toolkit (`apt-get install nvidia-container-toolkit` or `dnf install nvidia-container-toolkit`) or deploy the GPU Operator; regenerate a broken config with `nvidia-ctk config default --output=/etc/nvidia-container-runtime/config.toml`",
             },
@@ -39,7 +39,7 @@ pub fn checks() -> Vec<CheckDef> {
             title: "the container runtime uses the NVIDIA runtime or CDI",
             explain: Explain {
                 reads: "containerd: /etc/containerd/config.toml and the files its `imports` name (k3s/RKE2: /var/lib/rancher/{k3s,rke2}/agent/etc/containerd/config.toml); CRI-O: /etc/crio/crio.conf and /etc/crio/crio.conf.d/*",
-                expects: "a runtime handler whose binary is nvidia-container-runtime (reported with whether it is the default, else Pods need `runtimeClassName: nvidia`), or CDI injection on (`enable_cdi = true`; default on containerd 2.x and CRI-O)",
+                expects: "a runtime handler whose binary is nvidia-container-runtime (reported with whether it is the default, else Pods need `runtimeClassName: nvidia`), or CDI injection on (`enable_cdi = true`; default on containerd 2.x and CRI-O); on GKE (its driver installer's layout present, no toolkit) plain runc, since GKE's device plugin injects devices and libraries itself",
                 why: "kubelet starts GPU Pods through the container runtime; if the runtime neither calls the NVIDIA runtime nor injects CDI devices, containers start without GPUs (gpud judges this broken too)",
                 fix: "`nvidia-ctk runtime configure --runtime=containerd` (add `--set-as-default` to avoid RuntimeClasses; `--runtime=crio` for CRI-O) and restart the runtime; k3s and RKE2 add the `nvidia` handler themselves when the toolkit is installed before they start",
             },
@@ -128,7 +128,13 @@ fn installed(ctx: &Context<'_>) -> Outcome {
         }
         None => {}
     }
+    if facts.binaries.is_empty() && facts.config.is_none() && facts.gke_installer() {
+        return gke_installer_pass(facts, "no nvidia container toolkit, as on every gke node");
+    }
     if facts.binaries.is_empty() {
+        if let Some(libs) = facts.gke_driver.as_ref().filter(|_| facts.config.is_none()) {
+            return gke_installer_incomplete(libs);
+        }
         let searched: BTreeSet<&str> = TOOLKIT_BINARIES
             .iter()
             .filter_map(|p| p.rsplit_once('/').map(|(d, _)| d))
@@ -168,6 +174,37 @@ fn installed(ctx: &Context<'_>) -> Outcome {
     ))
     .evidence(Evidence::new("toolkit binaries", facts.binaries.join(" ")))
     .evidence_all(evidence)
+}
+
+/// GKE's driver installer in the toolkit's place (`facts/toolkit.rs`, `GKE_DRIVER_DIR`).
+fn gke_installer_pass(facts: &toolkit::ToolkitFacts, what: &str) -> Outcome {
+    Outcome::pass(format!(
+        "{what}: gke's driver installer put the driver in /{GKE_DRIVER_DIR}, which gke's device plugin mounts into gpu containers at /usr/local/nvidia with their /dev/nvidia* nodes"
+    ))
+    .evidence(Evidence::new(
+        GKE_DRIVER_DIR,
+        facts.gke_driver.as_deref().unwrap_or_default().join(" "),
+    ))
+}
+
+/// GKE's installer directory without the driver libraries: the installer has not finished (or
+/// failed), and GKE's device plugin has nothing to mount into GPU containers.
+fn gke_installer_incomplete(libs: &[String]) -> Outcome {
+    let missing: Vec<&str> = GKE_DRIVER_LIBS
+        .iter()
+        .copied()
+        .filter(|l| !libs.iter().any(|p| p == l))
+        .collect();
+    Outcome::fail(format!(
+        "gke's driver installer directory /{GKE_DRIVER_DIR} lacks {}: the installer has not finished, so gpu containers get no driver libraries",
+        missing.join(", ")
+    ))
+    .evidence(
+        Evidence::new(GKE_DRIVER_DIR, if libs.is_empty() { "no driver library".to_string() } else { libs.join(" ") })
+            .expected(GKE_DRIVER_LIBS.join(" ")),
+    )
+    .hint("look at the nvidia-driver-installer pod on this node (`kubectl -n kube-system logs -l k8s-app=nvidia-driver-installer -c nvidia-driver-installer`); on GKE check the node pool's `gpu-driver-version` setting")
+    .action(Action::FixConfig)
 }
 
 /// The `nvidia` handler to report: the default one if any, else the first.
@@ -264,6 +301,19 @@ fn container_runtime(ctx: &Context<'_>) -> Outcome {
         return Outcome::pass(format!(
             "{runtime}: no nvidia runtime handler, cdi on: gpus reach containers through cdi specs"
         ))
+        .evidence(files);
+    }
+    if rt.kind == toolkit::RuntimeKind::Containerd
+        && ctx.toolkit().gke_installer()
+        && ctx.toolkit().binaries.is_empty()
+    {
+        return gke_installer_pass(
+            ctx.toolkit(),
+            &format!(
+                "{runtime}: no nvidia runtime handler and cdi off, as gke configures it (default `{}`)",
+                s.effective_default()
+            ),
+        )
         .evidence(files);
     }
     Outcome::fail(format!(

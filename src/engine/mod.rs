@@ -87,11 +87,16 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
             report.reason = Some("not implemented yet".to_string());
         } else {
             let layer_started = Instant::now();
-            report.checks = layer_checks.iter().map(|def| run_check(def, ctx)).collect();
+            let (checks, log_only): (Vec<CheckResult>, Vec<bool>) =
+                layer_checks.iter().map(|def| run_check(def, ctx)).unzip();
+            report.checks = checks;
             report.duration_ms = layer_started.elapsed().as_millis() as u64;
             report.status = summarize(&report.checks);
             if report.status == Status::Skip {
                 report.reason = Some(skip_reason(&report.checks));
+            } else if let Some(reason) = nothing_but_quiet_logs(&report.checks, &log_only) {
+                report.status = Status::Skip;
+                report.reason = Some(reason);
             }
             if report.status == Status::Fail && !options.keep_going {
                 blocked_by = Some(layer);
@@ -252,7 +257,33 @@ pub fn run(source: &dyn Source, options: &RunOptions) -> Report {
     run_with(source, &checks::registry(), options)
 }
 
-fn run_check(def: &CheckDef, ctx: &Context<'_>) -> CheckResult {
+/// A layer that passed only on kernel-log checks that found nothing, every other check
+/// skipping, has nothing to judge on this node: it is `skip`, and the reason says why the
+/// others skipped and that the kernel log was read and quiet (README: a layer that does not
+/// apply is skip). `None` for any other layer.
+fn nothing_but_quiet_logs(checks: &[CheckResult], log_only: &[bool]) -> Option<String> {
+    let quiet = |(c, l): (&CheckResult, &bool)| c.status == Status::Pass && *l;
+    let judged: Vec<&CheckResult> = checks.iter().filter(|c| c.status != Status::Skip).collect();
+    let skipped: Vec<CheckResult> = checks
+        .iter()
+        .filter(|c| c.status == Status::Skip)
+        .cloned()
+        .collect();
+    let all_quiet = checks
+        .iter()
+        .zip(log_only)
+        .filter(|(c, _)| c.status != Status::Skip)
+        .all(quiet);
+    (!judged.is_empty() && !skipped.is_empty() && all_quiet).then(|| {
+        format!(
+            "{}; nothing else to judge: {} kernel-log check(s) found nothing",
+            skip_reason(&skipped),
+            judged.len()
+        )
+    })
+}
+
+fn run_check(def: &CheckDef, ctx: &Context<'_>) -> (CheckResult, bool) {
     let outcome =
         panic::catch_unwind(AssertUnwindSafe(|| (def.run)(ctx))).unwrap_or_else(|payload| {
             let message = payload
@@ -264,7 +295,8 @@ fn run_check(def: &CheckDef, ctx: &Context<'_>) -> CheckResult {
                 "this is a gpudoctor bug: please report it with `gpudoctor record` output attached",
             )
         });
-    CheckResult {
+    let log_only = outcome.log_only && outcome.status == Status::Pass;
+    let result = CheckResult {
         code: def.code.to_string(),
         title: def.title.to_string(),
         status: outcome.status,
@@ -275,7 +307,8 @@ fn run_check(def: &CheckDef, ctx: &Context<'_>) -> CheckResult {
         figures: outcome.figures,
         gpus: outcome.gpus.into_vec(),
         explained_by: None,
-    }
+    };
+    (result, log_only)
 }
 
 /// Acronyms and units as people write them (`text::wording`) in what a check wrote.

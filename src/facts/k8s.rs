@@ -15,14 +15,6 @@ use crate::source::Source;
 
 /// The kubelet's state directory (kubeadm and most distributions).
 pub const KUBELET_DIR: &str = "var/lib/kubelet";
-/// kubeadm's kubelet config (kubernetes.md §4); other installers name theirs with `--config`.
-pub const KUBELET_CONFIGS: &[&str] = &[
-    "var/lib/kubelet/config.yaml",
-    "etc/kubernetes/kubelet-config.yaml",
-    "etc/kubernetes/kubelet/kubelet-config.json",
-    "var/lib/rancher/k3s/agent/etc/kubelet.conf.d",
-    "var/lib/rancher/rke2/agent/etc/kubelet.conf.d",
-];
 /// `DevicePluginPath` (kubernetes.md §3).
 pub const DEVICE_PLUGIN_DIR: &str = "var/lib/kubelet/device-plugins";
 /// The kubelet's own registration socket in [`DEVICE_PLUGIN_DIR`].
@@ -50,6 +42,10 @@ pub enum DeviceRef {
     MigUuid(String),
     /// `--device-id-strategy=index`: a GPU by NVML index.
     Index(u32),
+    /// GKE's device plugin (GoogleCloudPlatform/container-engine-accelerators,
+    /// pkg/gpu/nvidia/manager.go `discoverGPUs`): the GPU's device file name `nvidia<N>`
+    /// (`nvidiaDeviceRE = ^nvidia[0-9]*$` over /dev), N being the driver's minor number.
+    DevNode(u32),
     /// Anything else, kept as written.
     Other(String),
 }
@@ -77,6 +73,12 @@ pub fn parse_device_id(id: &str) -> DeviceId {
         DeviceRef::MigUuid(base.to_string())
     } else if let Ok(index) = base.parse::<u32>() {
         DeviceRef::Index(index)
+    } else if let Some(minor) = base
+        .strip_prefix("nvidia")
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|n| n.parse::<u32>().ok())
+    {
+        DeviceRef::DevNode(minor)
     } else {
         DeviceRef::Other(base.to_string())
     };
@@ -179,8 +181,9 @@ pub fn parse_checkpoint(text: &str) -> Result<Checkpoint, ParseError> {
 pub struct KubeletFacts {
     /// `var/lib/kubelet` exists.
     pub dir: bool,
-    /// The first kubelet config found.
-    pub config: Option<String>,
+    /// The kubelet config found (`facts/kubelet_locate.rs`): the file to name, and how it was
+    /// found (`EKS nodeadm's path`, `the kubelet's command line (pid 812)`).
+    pub config: Option<(String, String)>,
     /// Entries of the device-plugin directory (`None` when it is absent).
     pub plugin_dir: Option<Vec<String>>,
     /// The checkpoint: absent (`Ok(None)`), parsed, or unreadable.
@@ -208,10 +211,10 @@ impl KubeletFacts {
 
 pub fn gather(source: &dyn Source) -> KubeletFacts {
     let dir = source.exists(KUBELET_DIR);
-    let config = KUBELET_CONFIGS
-        .iter()
-        .find(|p| source.exists(p))
-        .map(|p| p.to_string());
+    let config = super::kubelet_locate::locate(source).map(|l| {
+        let shown = l.shown().unwrap_or("its command line").to_string();
+        (shown, l.found_by)
+    });
     let plugin_dir = source
         .list_dir(DEVICE_PLUGIN_DIR, &|n| {
             n.ends_with(".sock") || n == "kubelet_internal_checkpoint"
@@ -252,6 +255,14 @@ mod tests {
         );
         assert_eq!(parse_device_id("7").device, DeviceRef::Index(7));
         assert_eq!(parse_device_id("3::1").replica, Some(1));
+        // GKE's plugin: the /dev file name (manager.go `setDevice(f.Name(), ...)`).
+        assert_eq!(parse_device_id("nvidia7").device, DeviceRef::DevNode(7));
+        for not_a_gpu in ["nvidiactl", "nvidia-uvm", "nvidia", "nvidia-caps"] {
+            assert!(matches!(
+                parse_device_id(not_a_gpu).device,
+                DeviceRef::Other(_)
+            ));
+        }
         assert_eq!(
             parse_device_id("weird::x").device,
             DeviceRef::Other("weird::x".into())

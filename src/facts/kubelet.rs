@@ -16,18 +16,6 @@ use serde_yaml_ng::Value;
 use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
-/// Where kubeadm writes the kubelet's `--config` (kubernetes.md §4).
-pub const KUBELET_CONFIG: &str = "var/lib/kubelet/config.yaml";
-
-/// Config files looked for, first found wins: kubeadm's, then the names other installers use
-/// (the same file list as the device-plugin layer's `facts/k8s.rs`; drop-in directories are not
-/// merged here).
-pub const KUBELET_CONFIG_FILES: &[&str] = &[
-    KUBELET_CONFIG,
-    "etc/kubernetes/kubelet-config.yaml",
-    "etc/kubernetes/kubelet/kubelet-config.json",
-];
-
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct KubeletConfig {
     pub kind: Option<String>,
@@ -51,6 +39,10 @@ pub struct KubeletConfig {
     pub reserved_memory: Vec<ReservedMemory>,
     /// `cgroupDriver`: `systemd` (kubeadm's since 1.22) or `cgroupfs` (the kubelet's default).
     pub cgroup_driver: Option<String>,
+    /// How the config was found (`EKS nodeadm's path`, `the kubelet's command line (pid 812)`)
+    /// and the files merged, in order (`facts/kubelet_locate.rs`); empty when parsed alone.
+    pub found_by: String,
+    pub files: Vec<String>,
 }
 
 /// One `reservedMemory` entry: `- numaNode: 0` with `limits: {memory: 1124Mi}`.
@@ -89,8 +81,40 @@ fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
 /// Parse a `KubeletConfiguration` (YAML or JSON). Keys other than the ones above are ignored;
 /// text that is not a mapping gives an error.
 pub fn parse_kubelet_config(text: &str) -> Result<KubeletConfig, ParseError> {
+    from_value(parse_value(text)?)
+}
+
+fn parse_value(text: &str) -> Result<Value, ParseError> {
     let text = text.trim_start_matches('\u{feff}');
     let value = super::yaml::parse_guarded(text, "kubelet config")?;
+    match value {
+        Value::Null | Value::Mapping(_) => Ok(value),
+        _ => Err(ParseError::new(
+            "not a kubelet config: not a `key: value` mapping",
+        )),
+    }
+}
+
+/// A drop-in over what came before, as the kubelet merges them: maps merge key by key, anything
+/// else is replaced (Kubernetes docs, "kubelet-config.d": later files override earlier ones).
+fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Mapping(base), Value::Mapping(over)) => {
+            for (k, v) in over {
+                match base.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        base.insert(k, v);
+                    }
+                }
+            }
+        }
+        (base, over) if !over.is_null() => *base = over,
+        _ => {}
+    }
+}
+
+fn from_value(value: Value) -> Result<KubeletConfig, ParseError> {
     let map = match value {
         Value::Null => return Ok(KubeletConfig::default()),
         Value::Mapping(map) => map,
@@ -127,6 +151,8 @@ pub fn parse_kubelet_config(text: &str) -> Result<KubeletConfig, ParseError> {
         eviction_hard: get("evictionHard").map(|v| string_map(Some(v))),
         reserved_memory,
         cgroup_driver: text_of("cgroupDriver"),
+        found_by: String::new(),
+        files: Vec::new(),
     })
 }
 
@@ -164,20 +190,49 @@ pub fn quantity(text: &str) -> Option<f64> {
     (v.is_finite() && v >= 0.0).then_some(v)
 }
 
-/// The kubelet config and the file it came from; `Ok(None)` when there is none.
+/// The kubelet config and the file to name for it (the main file, else the last drop-in, else
+/// `the kubelet's command line`); `Ok(None)` when none is found (`kubelet_locate::locate`).
+/// Drop-ins merge over the main file and command-line flags over both, as the kubelet does.
 pub fn gather(source: &dyn Source) -> Result<Option<(KubeletConfig, String)>, FactError> {
-    for path in KUBELET_CONFIG_FILES {
+    let Some(located) = super::kubelet_locate::locate(source) else {
+        return Ok(None);
+    };
+    let mut merged = Value::Null;
+    let mut files = Vec::new();
+    for path in located.file.iter().chain(&located.drop_ins) {
         match source.read_to_string(path) {
             Ok(text) => {
-                return parse_kubelet_config(&text)
-                    .map(|c| Some((c, (*path).to_string())))
-                    .map_err(|e| FactError::parse(path, e));
+                let value = parse_value(&text).map_err(|e| FactError::parse(path, e))?;
+                if merged.is_null() {
+                    merged = value;
+                } else {
+                    merge(&mut merged, value);
+                }
+                files.push(path.clone());
             }
             Err(err) if err.is_missing() => continue,
             Err(err) => return Err(err.into()),
         }
     }
-    Ok(None)
+    if !located.settings.is_empty() {
+        let mut flags = serde_yaml_ng::Mapping::new();
+        for (k, v) in &located.settings {
+            flags.insert(Value::String(k.clone()), Value::String(v.clone()));
+        }
+        if merged.is_null() {
+            merged = Value::Mapping(flags);
+        } else {
+            merge(&mut merged, Value::Mapping(flags));
+        }
+    }
+    let shown = located
+        .shown()
+        .map(str::to_string)
+        .unwrap_or_else(|| located.found_by.clone());
+    let mut config = from_value(merged).map_err(|e| FactError::parse(&shown, e))?;
+    config.found_by = located.found_by;
+    config.files = files;
+    Ok(Some((config, shown)))
 }
 
 #[cfg(test)]

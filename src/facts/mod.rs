@@ -15,6 +15,7 @@ pub mod fabric_manager;
 pub mod iommu;
 pub mod k8s;
 pub mod kubelet;
+pub mod kubelet_locate;
 pub mod modules;
 pub mod node;
 pub mod numa;

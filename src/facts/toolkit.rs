@@ -39,6 +39,20 @@ pub const CONTAINERD_CONFIGS: &[&str] = &[
     "etc/containerd/config.toml",
 ];
 
+/// GKE's driver installer takes the toolkit's place: it installs the driver's user-space files
+/// on the host under `/home/kubernetes/bin/nvidia` (container-engine-accelerators'
+/// nvidia-driver-installer DaemonSets: `NVIDIA_INSTALL_DIR_HOST=/home/kubernetes/bin/nvidia`,
+/// libraries in its `lib64`), and GKE's own device plugin mounts that directory into every GPU
+/// container at `/usr/local/nvidia` with the `/dev/nvidia*` nodes (cmd/nvidia_gpu/nvidia_gpu.go:
+/// `-host-path`, `-container-path`), so GKE's containerd has no nvidia handler and no CDI
+/// (kubernetes cluster/gce/gci: `gke-setup-containerd` writes `default_runtime_name = "runc"`).
+pub const GKE_DRIVER_DIR: &str = "home/kubernetes/bin/nvidia";
+/// What marks the installer's layout as complete: the driver libraries it puts in `lib64`.
+pub const GKE_DRIVER_LIBS: &[&str] = &[
+    "home/kubernetes/bin/nvidia/lib64/libnvidia-ml.so.1",
+    "home/kubernetes/bin/nvidia/lib64/libcuda.so.1",
+];
+
 pub const CRIO_CONFIG: &str = "etc/crio/crio.conf";
 pub const CRIO_DROPINS: &str = "etc/crio/crio.conf.d";
 
@@ -135,6 +149,19 @@ pub struct ToolkitFacts {
     pub config: Option<(String, Result<ToolkitConfig, FactError>)>,
     /// Toolkit binaries present under the root.
     pub binaries: Vec<String>,
+    /// GKE's driver installer: `None` without its directory, else the libraries of
+    /// [`GKE_DRIVER_LIBS`] present in it.
+    pub gke_driver: Option<Vec<String>>,
+}
+
+impl ToolkitFacts {
+    /// GKE's installer layout is complete (both driver libraries in its `lib64`): GPUs reach
+    /// containers through GKE's device plugin, not through a toolkit.
+    pub fn gke_installer(&self) -> bool {
+        self.gke_driver
+            .as_ref()
+            .is_some_and(|libs| libs.len() == GKE_DRIVER_LIBS.len())
+    }
 }
 
 pub fn gather_toolkit(source: &dyn Source) -> ToolkitFacts {
@@ -153,7 +180,18 @@ pub fn gather_toolkit(source: &dyn Source) -> ToolkitFacts {
         .filter(|p| source.exists(p))
         .map(|p| p.to_string())
         .collect();
-    ToolkitFacts { config, binaries }
+    let gke_driver = source.exists(GKE_DRIVER_DIR).then(|| {
+        GKE_DRIVER_LIBS
+            .iter()
+            .filter(|p| source.exists(p))
+            .map(|p| p.to_string())
+            .collect()
+    });
+    ToolkitFacts {
+        config,
+        binaries,
+        gke_driver,
+    }
 }
 
 /// A syntax error in a config file: the message already carries line and column.

@@ -268,26 +268,57 @@ pub type FabricPort<'a> = (&'a str, &'a str, Option<f64>);
 /// (`rdma_devices`), so the slower front-end ports (2 × 200 GbE on the reference design) are not
 /// judged as rails. The front-end ports of an InfiniBand node are fewer and slower than the rails,
 /// so they never tip it.
+/// A rail that trained down (one 400 GbE port at 200) leaves the majority of the rails at the
+/// variant's rate: the node is still that variant, with the rails at full rate named, and the
+/// missing one reported by the rdma layer against `rdma_ports` (issue 43: it once flipped the
+/// node to the InfiniBand profile, "0 InfiniBand ports").
 pub fn by_fabric(chosen: Profile, ports: &[FabricPort<'_>]) -> Profile {
     let Some(variant) = builtin(&format!("{}-roce", chosen.name)) else {
         return chosen;
     };
     let want = variant.rdma_ports.unwrap_or(0) as usize;
-    let rate = variant.rdma_rate_gbps.unwrap_or(0) as f64;
     let infiniband = ports.iter().filter(|(_, l, _)| *l == "InfiniBand").count();
-    let mut rails: Vec<String> = ports
-        .iter()
-        .filter(|(_, l, r)| *l == "Ethernet" && r.is_some_and(|r| r >= rate))
-        .map(|(device, _, _)| device.to_string())
-        .collect();
-    rails.dedup();
-    if want > 0 && infiniband < want && rails.len() >= want {
+    let rails = ethernet_rails(&variant, ports);
+    if want > 0 && infiniband < want && rails.len() * 2 > want {
         Profile {
             rdma_devices: rails,
             ..variant
         }
     } else {
         chosen
+    }
+}
+
+/// The Ethernet devices with a port at the profile's rate: a RoCE profile's GPU rails.
+fn ethernet_rails(profile: &Profile, ports: &[FabricPort<'_>]) -> Vec<String> {
+    let rate = profile.rdma_rate_gbps.unwrap_or(0) as f64;
+    let mut rails: Vec<String> = ports
+        .iter()
+        .filter(|(_, l, r)| *l == "Ethernet" && r.is_some_and(|r| r >= rate))
+        .map(|(device, _, _)| device.to_string())
+        .collect();
+    rails.dedup();
+    rails
+}
+
+/// A RoCE profile named on the command line (`--profile hgx-h100-roce`) that names no
+/// `rdma_devices` judges only its rails, the Ethernet ports at its rate, as the auto-chosen one
+/// does: the node's slower front-end ports (2 x 200 GbE on the reference design) are not held
+/// to the rails' rate. Any other profile, or one naming its devices, is left as it is.
+pub fn with_rails(profile: Profile, ports: &[FabricPort<'_>]) -> Profile {
+    if profile.rdma_link_layer.as_deref() != Some("Ethernet")
+        || !profile.rdma_devices.is_empty()
+        || profile.rdma_rate_gbps.is_none()
+    {
+        return profile;
+    }
+    let rails = ethernet_rails(&profile, ports);
+    if rails.is_empty() {
+        return profile;
+    }
+    Profile {
+        rdma_devices: rails,
+        ..profile
     }
 }
 

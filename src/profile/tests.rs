@@ -355,6 +355,23 @@ fn ethernet_gpu_rails_choose_the_roce_variant() {
         by_fabric(hgx.clone(), &node("Ethernet", 400.0)[..4]).name,
         "hgx-h100"
     );
+    // One rail trained down to 200 GbE: still RoCE (the other seven rails named), never the
+    // InfiniBand profile with "0 InfiniBand ports".
+    let mut one_down = node("Ethernet", 400.0);
+    one_down[3].2 = Some(200.0);
+    let roce = by_fabric(hgx.clone(), &one_down);
+    assert_eq!(roce.name, "hgx-h100-roce");
+    assert_eq!(roce.rdma_devices.len(), 7);
+    assert!(!roce.rdma_devices.contains(&"mlx5_3".to_string()));
+    // `--profile hgx-h100-roce` judges the rails only, not the 200 GbE front end.
+    let forced = with_rails(builtin("hgx-h100-roce").unwrap(), &node("Ethernet", 400.0));
+    assert_eq!(forced.rdma_devices, NAMES[..8].to_vec());
+    // An InfiniBand profile, or one naming its devices, is left alone.
+    assert!(
+        with_rails(hgx.clone(), &node("Ethernet", 400.0))
+            .rdma_devices
+            .is_empty()
+    );
     // A platform without a RoCE variant keeps its profile.
     let a100 = builtin("hgx-a100-80gb").unwrap();
     assert_eq!(

@@ -54,6 +54,20 @@ pub const LIB_DIRS: &[&str] = &[
     "usr/lib",
 ];
 
+/// Driver roots the host's own loader does not search: the GPU Operator's driver container root
+/// and GKE's installer directory. With root `/` (gpudoctor on the host itself, as
+/// scripts/gpu-node-probe.sh runs it) these are tried before the loader's search, which on such
+/// a node finds no driver library at all (issue 43: NVML and libcuda "not found" on operator
+/// hosts).
+pub const DRIVER_ROOT_DIRS: &[&str] = &[
+    #[cfg(target_arch = "x86_64")]
+    "run/nvidia/driver/usr/lib/x86_64-linux-gnu",
+    #[cfg(target_arch = "aarch64")]
+    "run/nvidia/driver/usr/lib/aarch64-linux-gnu",
+    "run/nvidia/driver/usr/lib64",
+    "home/kubernetes/bin/nvidia/lib64",
+];
+
 /// The host's loader caches, root-relative: the operator driver root's, then the host's.
 pub const LD_CACHES: &[&str] = &["run/nvidia/driver/etc/ld.so.cache", "etc/ld.so.cache"];
 
@@ -135,15 +149,23 @@ impl HostLibrary {
 }
 
 /// The library `soname` for a live source rooted at `fs`: the one named by the user, else the
-/// first candidate under a root other than `/`, else `None` (the loader's own search).
+/// first candidate under a root other than `/`; with root `/`, the first in a driver root
+/// ([`DRIVER_ROOT_DIRS`]); else `None` (the loader's own search).
 pub fn choose(fs: &RootedFs, named: Option<&Path>, soname: &str) -> Option<HostLibrary> {
     if let Some(path) = named {
         return Some(HostLibrary::named(path));
     }
     if fs.root() == Path::new("/") {
-        return None;
+        return find_in_driver_roots(fs, soname);
     }
     find_under_root(fs, soname)
+}
+
+/// The first of [`DRIVER_ROOT_DIRS`] holding `soname` as a loadable library under the root.
+pub fn find_in_driver_roots(fs: &RootedFs, soname: &str) -> Option<HostLibrary> {
+    DRIVER_ROOT_DIRS
+        .iter()
+        .find_map(|d| open_under_root(fs, &format!("{d}/{soname}")))
 }
 
 /// The first of [`candidates`] that resolves under the root to a regular file that may be
@@ -314,6 +336,25 @@ mod tests {
         .unwrap();
         assert_eq!(named.path(), Path::new("/opt/lib/libnvidia-ml.so.1"));
         assert!(choose(&RootedFs::new("/"), None, NVML_SONAME).is_none());
+    }
+
+    /// On the host itself (root `/`) the loader knows nothing of the GPU Operator's driver root:
+    /// the driver roots are searched first, and only they (a distribution's own directories
+    /// stay the loader's business). Tested on a temporary root through the same function.
+    #[test]
+    fn driver_roots_are_searched_where_the_loader_does_not_look() {
+        let dir = root_with(
+            &[
+                (&cand(0), b"\x7fELFop"),
+                ("usr/lib64/libnvidia-ml.so.1", b"\x7fELFdistro"),
+            ],
+            &[],
+        );
+        let fs = RootedFs::new(dir.path());
+        let found = find_in_driver_roots(&fs, NVML_SONAME).unwrap();
+        assert_eq!(found.relative(), Some(cand(0).as_str()));
+        let dir = root_with(&[("usr/lib64/libnvidia-ml.so.1", b"\x7fELFdistro")], &[]);
+        assert!(find_in_driver_roots(&RootedFs::new(dir.path()), NVML_SONAME).is_none());
     }
 
     /// GKE Container-Optimized OS keeps the driver where its installer put it; nothing else on

@@ -276,8 +276,9 @@ impl HostSource {
     }
 
     /// The libcuda the CUDA helper loads: `--cuda-lib`; else, under a root other than `/`, the
-    /// host's (`host_lib.rs`: a Pod that requests no GPU has none of its own); else, or when
-    /// the root holds none, the loader's search for `libcuda.so.1`.
+    /// host's (`host_lib.rs`: a Pod that requests no GPU has none of its own); under `/`, a
+    /// driver root's (the GPU Operator's, GKE's); else, or when the root holds none, the
+    /// loader's search for `libcuda.so.1`.
     fn cuda_library(&self) -> cuda::CudaLibrary {
         let loader = |shown: Option<String>| cuda::CudaLibrary::Loader {
             name: host_lib::CUDA_SONAME.to_string(),
@@ -290,7 +291,14 @@ impl HostSource {
             };
         }
         if self.fs.root() == Path::new("/") {
-            return loader(None);
+            return match host_lib::find_in_driver_roots(&self.fs, host_lib::CUDA_SONAME) {
+                Some(lib) => cuda::CudaLibrary::UnderRoot {
+                    root: self.fs.root().to_path_buf(),
+                    relative: lib.relative().unwrap_or(host_lib::CUDA_SONAME).to_string(),
+                    shown: lib.shown().to_string(),
+                },
+                None => loader(None),
+            };
         }
         match host_lib::find_under_root(&self.fs, host_lib::CUDA_SONAME) {
             Some(lib) => cuda::CudaLibrary::UnderRoot {

@@ -44,7 +44,7 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::DevicePlugin,
             title: "the kubelet is present",
             explain: Explain {
-                reads: "/var/lib/kubelet, the kubelet config (/var/lib/kubelet/config.yaml and the k3s/RKE2 locations)",
+                reads: "/var/lib/kubelet, the kubelet config: the running kubelet's --config/--config-dir (/proc/<pid>/cmdline of the process named kubelet), else the installers' paths (kubeadm, EKS nodeadm, GKE, OpenShift MCO, k3s/RKE2 drop-ins); the summary says which was used",
                 expects: "the kubelet's state directory; without it the node is not a Kubernetes node and the layer is skipped",
                 why: "everything in this layer is the kubelet's view of the GPUs",
                 fix: "on a Kubernetes node run gpudoctor with the host's / as --root (a DaemonSet mounts it at /host)",
@@ -56,7 +56,7 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::DevicePlugin,
             title: "NVIDIA's device plugin is registered with the kubelet",
             explain: Explain {
-                reads: "/var/lib/kubelet/device-plugins/ (nvidia-*.sock, kubelet.sock), /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint (RegisteredDevices)",
+                reads: "/var/lib/kubelet/device-plugins/ (nvidia-*.sock, GKE's nvidiaGPU-*.sock, kubelet.sock), /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint (RegisteredDevices)",
                 expects: "an nvidia-gpu.sock (or nvidia-<mig profile>.sock) next to the kubelet's kubelet.sock, and the checkpoint listing nvidia.com/gpu (or the MIG resources) with devices",
                 why: "without a registered plugin the node advertises no nvidia.com/gpu and GPU Pods stay Pending",
                 fix: "check the device plugin DaemonSet's pod on this node (`kubectl get pods -A -o wide | grep nvidia-device-plugin`) and its log; on GPU Operator nodes the node needs `nvidia.com/gpu.deploy.device-plugin=true`",
@@ -129,8 +129,13 @@ fn kubelet(ctx: &Context<'_>) -> Outcome {
     }
     let facts = ctx.kubelet();
     match &facts.config {
-        Some(config) => Outcome::pass(format!("kubelet present (config {config})"))
-            .evidence(Evidence::new(config.as_str(), "present")),
+        Some((config, found_by)) => Outcome::pass(format!(
+            "kubelet present (config {config}, found by {found_by})"
+        ))
+        .evidence(Evidence::new(
+            config.as_str(),
+            format!("present, found by {found_by}"),
+        )),
         None => Outcome::pass(format!(
             "kubelet present ({KUBELET_DIR}; config not in a usual place)"
         ))
@@ -359,6 +364,12 @@ fn resolve(id: &str, gpus: &[&NvmlDevice]) -> Target {
         DeviceRef::Index(i) => gpus
             .iter()
             .position(|d| d.index == i)
+            .map_or(Target::Unknown, Target::Gpu),
+        // GKE names a GPU by its /dev/nvidia<minor>: NVML's minor number is the same one
+        // (nvmlDeviceGetMinorNumber, "the /dev/nvidia<minor> device node").
+        DeviceRef::DevNode(minor) => gpus
+            .iter()
+            .position(|d| d.minor_number.value() == Some(&minor))
             .map_or(Target::Unknown, Target::Gpu),
         DeviceRef::MigUuid(uuid) => gpus
             .iter()
@@ -630,6 +641,7 @@ fn allocations(ctx: &Context<'_>) -> Outcome {
             _ => match parse_device_id(&h.id).device {
                 DeviceRef::GpuUuid(u) | DeviceRef::MigUuid(u) | DeviceRef::Other(u) => u,
                 DeviceRef::Index(i) => i.to_string(),
+                DeviceRef::DevNode(n) => format!("nvidia{n}"),
             },
         })
         .collect();

@@ -24,6 +24,32 @@ fn ids_resolve_to_gpus_by_uuid_index_and_replica() {
     assert_eq!(resolve("MIG-x", &gpus), Target::Unknown);
 }
 
+/// GKE's device plugin names GPUs by their /dev file (`nvidia<minor>`); the minor number is
+/// not the NVML index (NVML orders by bus id, the driver numbers minors as it probes).
+#[test]
+fn gke_ids_resolve_by_the_device_minor_not_the_index() {
+    let a = NvmlDevice {
+        index: 0,
+        minor_number: Reading::Value(3),
+        ..Default::default()
+    };
+    let b = NvmlDevice {
+        index: 1,
+        minor_number: Reading::Value(0),
+        ..Default::default()
+    };
+    let c = NvmlDevice {
+        index: 2,
+        ..Default::default()
+    };
+    let gpus = vec![&a, &b, &c];
+    assert_eq!(resolve("nvidia3", &gpus), Target::Gpu(0));
+    assert_eq!(resolve("nvidia0", &gpus), Target::Gpu(1));
+    // A GPU whose minor NVML did not answer is never guessed.
+    assert_eq!(resolve("nvidia2", &gpus), Target::Unknown);
+    assert_eq!(resolve("nvidiactl", &gpus), Target::Unknown);
+}
+
 #[test]
 fn mig_ids_resolve_to_their_gpu_when_enumerated() {
     let on = Reading::Value(CurrentPending {

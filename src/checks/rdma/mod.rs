@@ -345,8 +345,27 @@ fn devices(ctx: &Context<'_>) -> Outcome {
         let unlisted = facts.problems.iter().any(|p| p.path.ends_with("/ports"));
         if have < *want && !unlisted && have + unread_ports < *want {
             let what = layer.as_deref().unwrap_or("rdma");
+            // Ports of the same link layer the profile's device list leaves out: on a RoCE node
+            // a rail that trained down is among them (it no longer runs at the rails' rate, so
+            // it was not counted a rail), next to the front-end ports. Named with their rates.
+            let left_out: Vec<String> = ports(facts)
+                .filter(|(d, _)| !fabric(d))
+                .filter(|(_, p)| layer.is_none() || p.link_layer == *layer)
+                .map(|(d, p)| match p.rate_gbps {
+                    Some(r) => format!("{} port {} at {r} Gb/s", d.name, p.port),
+                    None => format!("{} port {}", d.name, p.port),
+                })
+                .collect();
+            let left_out = if left_out.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (not counted, slower than the rails or not named by the profile: {})",
+                    left_out.join(", ")
+                )
+            };
             fails.push(format!(
-                "{have} {what} port(s), profile {name} expects {want}"
+                "{have} {what} port(s), profile {name} expects {want}{left_out}"
             ));
             evidence.push(
                 Evidence::new(rdma::CLASS_INFINIBAND, layers_text.clone())

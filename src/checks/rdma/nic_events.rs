@@ -126,4 +126,5 @@ pub(super) fn nic_events(ctx: &Context<'_>) -> Outcome {
         "no NIC probe failure, firmware fault, hot module or flapping port in the kernel log ({} line(s) read, {ports} port(s) with link changes){noted}",
         log.lines
     ))
+    .log_only()
 }

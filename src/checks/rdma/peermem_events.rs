@@ -111,6 +111,7 @@ pub(super) fn peermem_events(ctx: &Context<'_>) -> Outcome {
         log.lines
     ))
     .evidence_all(evidence)
+    .log_only()
 }
 
 #[cfg(test)]

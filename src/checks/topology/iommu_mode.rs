@@ -15,6 +15,11 @@ pub(super) fn iommu_mode(ctx: &Context<'_>) -> Outcome {
         .filter(|d| d.kind == DeviceKind::Gpu || d.kind == DeviceKind::RdmaNic)
         .map(|d| d.bdf.as_str())
         .collect();
+    // The IOMMU mode matters to the DMA of GPUs and RDMA NICs (GPUDirect, peer to peer); a
+    // node with neither has nothing here to judge.
+    if ends.is_empty() {
+        return Outcome::skip("no gpu or rdma nic on pci");
+    }
     let facts = iommu::gather(ctx.source(), &ends);
     iommu_judged(ctx, &facts).with_unread(&facts.problems)
 }

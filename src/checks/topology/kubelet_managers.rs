@@ -124,6 +124,13 @@ pub(super) fn kubelet_managers(ctx: &Context<'_>) -> Outcome {
         }
         Err(err) => return Outcome::unreadable(err),
     };
+    // The managers are judged for what they do to GPU Pods' placement (this layer's question):
+    // without a GPU on PCI, as `topology.kubelet_topology_manager`, nothing to judge.
+    if let Ok(t) = ctx.topology()
+        && t.gpus().next().is_none()
+    {
+        return Outcome::skip("no gpu on pci");
+    }
     let topology = config.topology_manager_policy.as_deref().unwrap_or("none");
     let cpu = config.cpu_manager_policy.as_deref().unwrap_or("none");
     let memory = config.memory_manager_policy.as_deref().unwrap_or("None");
