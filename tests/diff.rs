@@ -268,10 +268,7 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         "h100-nvlink-links-down",
         &[("nvlink/nvml gpu 0000:3a:00.0/nvlinks", 1)],
     ),
-    (
-        "h100-ib-port-init",
-        &[("rdma/port mlx5_3/1/state", 1)],
-    ),
+    ("h100-ib-port-init", &[("rdma/port mlx5_3/1/state", 1)]),
     (
         "h100-toolkit-fault-nvlinks-down",
         &[

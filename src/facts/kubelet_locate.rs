@@ -181,28 +181,39 @@ fn root_relative(path: &str) -> String {
 }
 
 /// The running kubelet: the lowest pid whose `comm` is `kubelet` among the first
-/// [`PROC_SCAN_LIMIT`] numeric `/proc` entries, and its parsed command line.
-pub fn running_kubelet(source: &dyn Source) -> Option<(u32, KubeletCmdline)> {
-    let pids = source
-        .list_dir("proc", &|n| {
-            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
-        })
-        .ok()?;
+/// [`PROC_SCAN_LIMIT`] numeric `/proc` entries, and its parsed command line; beside it, each
+/// `comm` that was there but could not be read (a process that exited meanwhile is simply
+/// gone), so a damaged one is named rather than passed over (DESIGN.md "Missing is not absent").
+pub fn running_kubelet(source: &dyn Source) -> (Option<(u32, KubeletCmdline)>, Vec<String>) {
+    let mut unreadable = Vec::new();
+    let Ok(pids) = source.list_dir("proc", &|n| {
+        !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+    }) else {
+        return (None, unreadable);
+    };
     let mut pids: Vec<u32> = pids
         .iter()
         .take(PROC_SCAN_LIMIT)
         .filter_map(|p| p.parse().ok())
         .collect();
     pids.sort_unstable();
-    pids.into_iter().find_map(|pid| {
-        let comm = source.read_to_string(&format!("proc/{pid}/comm")).ok()?;
+    let found = pids.into_iter().find_map(|pid| {
+        let comm = match source.read_to_string(&format!("proc/{pid}/comm")) {
+            Ok(comm) => comm,
+            Err(err) if err.is_missing() => return None,
+            Err(err) => {
+                unreadable.push(err.to_string());
+                return None;
+            }
+        };
         if comm.trim_end() != "kubelet" {
             return None;
         }
         let mut bytes = source.read_bytes(&format!("proc/{pid}/cmdline")).ok()?;
         bytes.truncate(CMDLINE_CAP);
         Some((pid, parse_cmdline(&bytes)))
-    })
+    });
+    (found, unreadable)
 }
 
 /// The `*.conf` files of a drop-in directory in name order (the kubelet's rule); `None` when the
@@ -215,7 +226,17 @@ fn drop_in_files(source: &dyn Source, dir: &str) -> Option<Vec<String>> {
 /// Where the kubelet config is: the running kubelet's command line first, then [`KNOWN`].
 /// `None` when neither names anything present.
 pub fn locate(source: &dyn Source) -> Option<Located> {
-    if let Some((pid, cmd)) = running_kubelet(source)
+    let (running, unreadable) = running_kubelet(source);
+    // Said with whatever was found: the kubelet may be the process whose `comm` was unreadable.
+    let unread = if unreadable.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; the kubelet's process could not be told: {}",
+            unreadable.join("; ")
+        )
+    };
+    if let Some((pid, cmd)) = running
         && (cmd.config.is_some() || cmd.config_dir.is_some() || !cmd.settings.is_empty())
     {
         let file = cmd.config.filter(|f| source.exists(f));
@@ -229,7 +250,7 @@ pub fn locate(source: &dyn Source) -> Option<Located> {
                 file,
                 drop_ins,
                 settings: cmd.settings,
-                found_by: format!("the kubelet's command line (pid {pid})"),
+                found_by: format!("the kubelet's command line (pid {pid}){unread}"),
             });
         }
     }
@@ -243,7 +264,7 @@ pub fn locate(source: &dyn Source) -> Option<Located> {
             file,
             drop_ins,
             settings: BTreeMap::new(),
-            found_by: format!("{}'s path", k.installer),
+            found_by: format!("{}'s path{unread}", k.installer),
         })
     })
 }
