@@ -17,6 +17,95 @@ pub(super) fn kernel_major_minor(release: &str) -> Option<(u32, u32)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
+/// How the node's HCAs reach GPU memory: the decision `rdma.gpudirect` judges and the
+/// GPUDirect loopbacks follow (`checks/active/plan.rs`: `--use_cuda_dmabuf` on a DMA-BUF node,
+/// as perftest's README says to register GPU memory through dma-buf).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryPath {
+    /// nvidia_peermem / nv_peer_mem, or NCCL's peer-memory files.
+    PeerMemory,
+    /// No peer-memory client, but Linux ≥ 5.12 and the open kernel module ≥ 515.
+    DmaBuf,
+    /// Neither.
+    None,
+}
+
+/// What the decision read: the modules and files of the peer-memory client, the kernel release
+/// and the driver (sysfs.md §10).
+pub struct PathFacts {
+    pub loaded: Vec<&'static str>,
+    pub peer_files: Vec<&'static str>,
+    pub kernel: Option<String>,
+    pub kernel_ok: bool,
+    pub open_module: bool,
+    pub driver_version: Option<String>,
+    pub driver_ok: bool,
+}
+
+impl PathFacts {
+    /// `None` when the module list cannot be read (the check says why).
+    pub fn read(ctx: &Context<'_>) -> Option<PathFacts> {
+        let modules = ctx.modules().as_ref().ok()?;
+        let loaded: Vec<&'static str> = ["nvidia_peermem", "nv_peer_mem"]
+            .into_iter()
+            .filter(|m| modules.get(m).is_some())
+            .collect();
+        let peer_files: Vec<&'static str> = PEERMEM_FILES
+            .iter()
+            .copied()
+            .filter(|f| ctx.source().exists(f))
+            .collect();
+        // dma-buf: Linux ≥ 5.12 plus the open kernel module ≥ 515 (sysfs.md §10).
+        let kernel = ctx
+            .source()
+            .read_to_string("proc/sys/kernel/osrelease")
+            .ok();
+        let kernel_ok = kernel
+            .as_deref()
+            .and_then(kernel_major_minor)
+            .is_some_and(|v| v >= (5, 12));
+        let open_module = ctx
+            .source()
+            .read_to_string(nvidia::PROC_DRIVER_VERSION)
+            .ok()
+            .is_some_and(|t| t.contains("Open Kernel Module"));
+        let driver_version: Option<String> = ctx
+            .module_version()
+            .as_ref()
+            .ok()
+            .and_then(|v| v.as_ref())
+            .map(|(v, _)| v.clone());
+        let driver_ok = driver_version
+            .as_deref()
+            .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+            .is_some_and(|major| major >= 515);
+        Some(PathFacts {
+            loaded,
+            peer_files,
+            kernel,
+            kernel_ok,
+            open_module,
+            driver_version,
+            driver_ok,
+        })
+    }
+
+    pub fn path(&self) -> MemoryPath {
+        if !self.loaded.is_empty() || !self.peer_files.is_empty() {
+            MemoryPath::PeerMemory
+        } else if self.kernel_ok && self.open_module && self.driver_ok {
+            MemoryPath::DmaBuf
+        } else {
+            MemoryPath::None
+        }
+    }
+}
+
+/// The node's path into GPU memory; `None` when the module list cannot be read.
+pub fn memory_path(ctx: &Context<'_>) -> Option<MemoryPath> {
+    PathFacts::read(ctx).map(|f| f.path())
+}
+
 pub(super) fn gpudirect(ctx: &Context<'_>) -> Outcome {
     let facts = match rdma_devices(ctx) {
         Ok(f) => f,
@@ -38,16 +127,18 @@ pub(super) fn gpudirect(ctx: &Context<'_>) -> Outcome {
         // peermem needs the nvidia module; the driver layer already reports it missing.
         return Outcome::skip("nvidia driver not loaded (see driver.nvidia_module)");
     }
-    let loaded: Vec<&str> = ["nvidia_peermem", "nv_peer_mem"]
-        .into_iter()
-        .filter(|m| modules.get(m).is_some())
-        .collect();
-    let peer_files: Vec<&str> = PEERMEM_FILES
-        .iter()
-        .copied()
-        .filter(|f| ctx.source().exists(f))
-        .collect();
-    if !loaded.is_empty() || !peer_files.is_empty() {
+    let Some(path) = PathFacts::read(ctx) else {
+        return Outcome::skip("the module list cannot be read");
+    };
+    let PathFacts {
+        loaded,
+        peer_files,
+        kernel,
+        open_module,
+        driver_version,
+        ..
+    } = &path;
+    if path.path() == MemoryPath::PeerMemory {
         let via = loaded
             .first()
             .copied()
@@ -62,31 +153,8 @@ pub(super) fn gpudirect(ctx: &Context<'_>) -> Outcome {
         ))
         .evidence_all(peer_files.iter().map(|f| Evidence::new(*f, "present")));
     }
-    // dma-buf: Linux ≥ 5.12 plus the open kernel module ≥ 515 (sysfs.md §10).
-    let kernel = ctx
-        .source()
-        .read_to_string("proc/sys/kernel/osrelease")
-        .ok();
-    let kernel_ok = kernel
-        .as_deref()
-        .and_then(kernel_major_minor)
-        .is_some_and(|v| v >= (5, 12));
-    let driver = ctx
-        .source()
-        .read_to_string(nvidia::PROC_DRIVER_VERSION)
-        .ok();
-    let open_module = driver
-        .as_deref()
-        .is_some_and(|t| t.contains("Open Kernel Module"));
-    let driver_version: Option<&str> = ctx
-        .module_version()
-        .as_ref()
-        .ok()
-        .and_then(|v| v.as_ref())
-        .map(|(v, _)| v.as_str());
-    let driver_ok = driver_version
-        .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
-        .is_some_and(|major| major >= 515);
+    let open_module = *open_module;
+    let driver_version = driver_version.as_deref();
     let mut evidence = vec![
         Evidence::new(modules.from.as_str(), "no nvidia_peermem or nv_peer_mem")
             .expected("nvidia_peermem loaded, or the dma-buf path"),
@@ -106,7 +174,7 @@ pub(super) fn gpudirect(ctx: &Context<'_>) -> Outcome {
         .expected("open kernel module ≥ 515 for dma-buf"),
     ];
     let hint = "`modprobe nvidia_peermem` and make it persistent (/etc/modules-load.d; GPU Operator: driver.rdma.enabled=true), or move to the open kernel module ≥ 515 on linux ≥ 5.12 for dma-buf; confirm NCCL logs `GDRDMA` on its NET/IB lines";
-    if kernel_ok && open_module && driver_ok {
+    if path.path() == MemoryPath::DmaBuf {
         // Issue 6: dma-buf is a GPUDirect RDMA path in its own right, not a degraded one. What
         // it needs from the workload (NCCL ≥ 2.13, CUDA ≥ 11.7) is stated, not judged: the
         // image's versions are not on the node.
