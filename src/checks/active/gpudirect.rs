@@ -11,17 +11,17 @@ use crate::checks::rdma::gpudirect::{MemoryPath, memory_path};
 use crate::checks::{CheckDef, Context, Explain, Outcome};
 use crate::report::{Action, Evidence, Figure, FigureName, Layer, Status};
 
-/// Below this share of the port's rate fails (AzNHC's lowest GDR floor relative to its port:
-/// 360/400 and 180/200).
-pub const RATE_FAIL: f64 = 0.90;
+/// Below this share of the port's rate fails (kept beside `rdma.gpudirect`, which both this
+/// check and `rdma.perftest_log` read from).
+pub use crate::checks::rdma::gpudirect::RATE_FAIL;
 
 pub const DEF: CheckDef = CheckDef {
     code: "rdma.gpudirect_bandwidth",
     layer: Layer::Rdma,
     title: "GPUDirect RDMA through each HCA runs at its port rate (--bandwidth)",
     explain: Explain {
-        reads: "an `ib_write_bw` loopback per active port of each GPU rail (`--bandwidth`; perftest built with CUDA, found on PATH or --perftest-dir): the RDMA devices whose nearest GPU is at PIX or PXB, or the profile's rdma_devices — never an SR-IOV VF, a front-end or storage NIC, or an HCA whose GPU is in MIG mode or in Exclusive_Process/Prohibited compute mode (named as left out); server and client on the same HCA, `--use_cuda` on the GPU nearest to it, 8 MiB messages, `--report_gbits`, the client's BW average; or a capture's .gpudoctor/gpudirect/*.log; the port's rate from /sys/class/infiniband/*/ports/*/rate; the profile's gpudirect_fail_gbit_per_s",
-        expects: "each HCA's loopback finishes within --cuda-timeout and reaches the profile's floor (380 Gb/s on HGX H100), or 90 % of its port rate without one",
+        reads: "an `ib_write_bw` loopback per active port of each GPU rail (`--bandwidth`; perftest built with CUDA, found on PATH or --perftest-dir): the RDMA devices whose nearest GPU is at PIX or PXB, or the profile's rdma_devices — never an SR-IOV VF, a front-end or storage NIC, or an HCA whose GPU is in MIG mode or in Exclusive_Process/Prohibited compute mode (named as left out); server and client on the same HCA, `--use_cuda` on the GPU nearest to it (with `--use_cuda_dmabuf` on a node that reaches GPU memory through dma-buf, rdma.gpudirect's decision; the host driver's library directory first on perftest's LD_LIBRARY_PATH), 8 MiB messages, `--report_gbits`, the client's BW average; or a capture's .gpudoctor/gpudirect/*.log; the port's rate from /sys/class/infiniband/*/ports/*/rate; the profile's gpudirect_fail_gbit_per_s",
+        expects: "each HCA's loopback finishes within --cuda-timeout and reaches the profile's floor (380 Gb/s on HGX H100), or 90 % of its port rate without one; a perftest that cannot use GPU memory (built without CUDA or dma-buf, `Unsupported memory type`, libcuda not found: `Failed to load CUDA library dynamically` or the loader's exit 127, `Couldn't allocate MR` without nvidia_peermem) is an error naming the cause, the fix and every rail it came from, never a hardware verdict and never a pass",
         why: "GPUDirect RDMA is how every inter-node collective reaches GPU memory: one HCA whose path into its GPU is slow (a missing nvidia_peermem, ACS redirecting peer traffic through the root complex, a degraded switch port) slows every job that uses that rail, and the NCCL average over eight rails hides it",
         fix: "for the HCA named: check nvidia_peermem is loaded (`lsmod | grep peermem`), ACS on the switch between HCA and GPU (topology.acs_redirect), the HCA's and GPU's PCIe links; rerun `ib_write_bw` without --use_cuda to tell the NIC from the GPU path",
     },

@@ -17,6 +17,11 @@ pub(super) fn kernel_major_minor(release: &str) -> Option<(u32, u32)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
+/// A GPUDirect loopback below this share of the port's rate fails (AzNHC's lowest GDR floor
+/// relative to its port: 360/400 and 180/200): `rdma.gpudirect_bandwidth` (checks/active) and
+/// `rdma.perftest_log` hold perftest's figures to it.
+pub const RATE_FAIL: f64 = 0.90;
+
 /// How the node's HCAs reach GPU memory: the decision `rdma.gpudirect` judges and the
 /// GPUDirect loopbacks follow (`checks/active/plan.rs`: `--use_cuda_dmabuf` on a DMA-BUF node,
 /// as perftest's README says to register GPU memory through dma-buf).
