@@ -567,4 +567,86 @@ mod tests {
             "{no_profile}"
         );
     }
+
+    use super::{MemoryPath, NoGpuMemory, no_gpu_memory};
+    use crate::answers::gpudirect::{GdrMeta, GdrRun};
+
+    fn run(said: &str, dmabuf: bool) -> GdrRun {
+        let mut command = vec![
+            "/opt/perftest/bin/ib_write_bw".to_string(),
+            "--use_cuda=0".into(),
+        ];
+        if dmabuf {
+            command.push("--use_cuda_dmabuf".into());
+        }
+        GdrRun {
+            device: "mlx5_0".into(),
+            port: 1,
+            meta: Some(GdrMeta {
+                command,
+                ..Default::default()
+            }),
+            output: crate::answers::perftest::parse(said),
+            origin: "mlx5_0.log".into(),
+            transcript: None,
+        }
+    }
+
+    /// Each way perftest says it cannot use GPU memory, from its real words (tests/data/
+    /// perftest/: Debian's build, perftest#346) and its sources' (cuda_loader.c,
+    /// cuda_memory.c, perftest_parameters.c, glibc's loader).
+    #[test]
+    fn every_way_perftest_cannot_use_gpu_memory_is_told_apart() {
+        let cause = |said: &str, dmabuf: bool, node: Option<MemoryPath>| {
+            no_gpu_memory(&run(said, dmabuf), node).map(|(c, _)| c)
+        };
+        let debian = include_str!("../../../tests/data/perftest/debian-4.5-0.17-use-cuda.stderr");
+        let mr = include_str!("../../../tests/data/perftest/perftest-346-cuda-mr-error-14.txt");
+        let peer = Some(MemoryPath::PeerMemory);
+        assert_eq!(cause(debian, false, peer), Some(NoGpuMemory::CudaLeftOut));
+        assert_eq!(
+            cause(" Unsupported memory type\n", false, peer),
+            Some(NoGpuMemory::CudaLeftOut)
+        );
+        assert_eq!(
+            cause(" Unsupported memory type\n", true, peer),
+            Some(NoGpuMemory::DmabufLeftOut)
+        );
+        assert_eq!(
+            cause("DMA-BUF is not supported on this GPU\n", true, peer),
+            Some(NoGpuMemory::DmabufLeftOut)
+        );
+        assert_eq!(
+            cause(
+                "dlerror: libcuda.so: cannot open shared object file: No such file or directory\nFailed to load CUDA library dynamically\n",
+                false,
+                peer
+            ),
+            Some(NoGpuMemory::LibcudaNotOpened)
+        );
+        assert_eq!(
+            cause(
+                "/opt/perftest/bin/ib_write_bw: error while loading shared libraries: libcuda.so.1: cannot open shared object file: No such file or directory\n",
+                false,
+                peer
+            ),
+            Some(NoGpuMemory::LibcudaNotLoaded)
+        );
+        // Couldn't allocate MR: the setup's only without a peer-memory client and without
+        // dma-buf asked; with nvidia_peermem loaded it is the rail's (judged as a failure).
+        assert_eq!(
+            cause(mr, false, Some(MemoryPath::None)),
+            Some(NoGpuMemory::PeerMemoryAbsent)
+        );
+        assert_eq!(
+            cause(mr, false, Some(MemoryPath::DmaBuf)),
+            Some(NoGpuMemory::PeerMemoryAbsent)
+        );
+        assert_eq!(cause(mr, false, peer), None);
+        assert_eq!(cause(mr, true, Some(MemoryPath::DmaBuf)), None);
+        assert_eq!(
+            cause(" Couldn't connect to localhost:18615\n", false, None),
+            None
+        );
+    }
 }
