@@ -45,6 +45,8 @@ pub struct PathFacts {
     pub open_module: bool,
     pub driver_version: Option<String>,
     pub driver_ok: bool,
+    /// Files of the dma-buf decision that could not be read: (path, why).
+    pub unread: Vec<(&'static str, String)>,
 }
 
 impl PathFacts {
@@ -60,20 +62,39 @@ impl PathFacts {
             .copied()
             .filter(|f| ctx.source().exists(f))
             .collect();
+        let mut unread = Vec::new();
+        if !loaded.is_empty() || !peer_files.is_empty() {
+            // Peer memory decides; the dma-buf files are not read (nor needed).
+            return Some(PathFacts {
+                loaded,
+                peer_files,
+                kernel: None,
+                kernel_ok: false,
+                open_module: false,
+                driver_version: None,
+                driver_ok: false,
+                unread,
+            });
+        }
         // dma-buf: Linux ≥ 5.12 plus the open kernel module ≥ 515 (sysfs.md §10).
-        let kernel = ctx
-            .source()
-            .read_to_string("proc/sys/kernel/osrelease")
-            .ok();
+        let kernel = match ctx.source().read_to_string("proc/sys/kernel/osrelease") {
+            Ok(k) => Some(k),
+            Err(e) => {
+                unread.push(("proc/sys/kernel/osrelease", e.to_string()));
+                None
+            }
+        };
         let kernel_ok = kernel
             .as_deref()
             .and_then(kernel_major_minor)
             .is_some_and(|v| v >= (5, 12));
-        let open_module = ctx
-            .source()
-            .read_to_string(nvidia::PROC_DRIVER_VERSION)
-            .ok()
-            .is_some_and(|t| t.contains("Open Kernel Module"));
+        let open_module = match ctx.source().read_to_string(nvidia::PROC_DRIVER_VERSION) {
+            Ok(t) => t.contains("Open Kernel Module"),
+            Err(e) => {
+                unread.push((nvidia::PROC_DRIVER_VERSION, e.to_string()));
+                false
+            }
+        };
         let driver_version: Option<String> = ctx
             .module_version()
             .as_ref()
@@ -92,6 +113,7 @@ impl PathFacts {
             open_module,
             driver_version,
             driver_ok,
+            unread,
         })
     }
 
@@ -157,6 +179,18 @@ pub(super) fn gpudirect(ctx: &Context<'_>) -> Outcome {
             format!("{} loaded", loaded.join(", ")),
         ))
         .evidence_all(peer_files.iter().map(|f| Evidence::new(*f, "present")));
+    }
+    if path.path() != MemoryPath::DmaBuf && !path.unread.is_empty() {
+        // Missing is not absent: without these files the dma-buf path cannot be told.
+        let (file, why) = &path.unread[0];
+        return Outcome::error(format!(
+            "no peer-memory client, and the dma-buf path cannot be judged: {file}: {why}"
+        ))
+        .evidence_all(
+            path.unread
+                .iter()
+                .map(|(f, why)| Evidence::new(*f, why.as_str())),
+        );
     }
     let open_module = *open_module;
     let driver_version = driver_version.as_deref();
