@@ -629,9 +629,18 @@ fn in_a_pod_without_a_gpu_the_hosts_libcuda_under_the_root_is_loaded() {
     );
 
     // Nothing under the root: the container's loader is tried, and the failure says so.
+    // Hermetic: the machine may have a libcuda.so.1 of its own (a CUDA workstation, Debian's
+    // libcuda1), which the loader would find. glibc's loader takes the first file of the name on
+    // LD_LIBRARY_PATH and stops at one that is no ELF object (elf/dl-load.c `open_verify`:
+    // "file too short"), so a directory holding such a file is a loader with no usable
+    // libcuda, whatever the machine has installed.
     std::fs::remove_file(dir.join("libcuda.so.1")).unwrap();
+    let no_libcuda = live.scratch.path().join("no-libcuda");
+    std::fs::create_dir_all(&no_libcuda).unwrap();
+    std::fs::write(no_libcuda.join("libcuda.so.1"), "not a library\n").unwrap();
     let out = live
         .command_with_lib(&["--cuda", "--only", "driver"], None)
+        .env("LD_LIBRARY_PATH", &no_libcuda)
         .output()
         .unwrap();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -640,7 +649,8 @@ fn in_a_pod_without_a_gpu_the_hosts_libcuda_under_the_root_is_loaded() {
     let summary = cuda["summary"].as_str().unwrap();
     assert!(
         summary.contains(&format!("none being under {}", live.root.display()))
-            && summary.contains("/home/kubernetes/bin/nvidia/lib64"),
+            && summary.contains("/home/kubernetes/bin/nvidia/lib64")
+            && summary.contains("no-libcuda/libcuda.so.1: file too short"),
         "{summary}"
     );
     live.assert_nothing_left();

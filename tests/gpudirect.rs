@@ -296,14 +296,16 @@ fn a_perftest_without_cuda_is_not_a_hardware_verdict() {
     let summary = gdr["summary"].as_str().unwrap();
     assert!(
         summary.contains("cannot use GPU memory")
-            && summary.contains("server: ib_write_bw: unrecognized option '--use_cuda=0'"),
+            && summary.contains("perftest was built without CUDA")
+            // getopt names the program as gpudoctor started it (argv[0], a full path).
+            && summary.contains("ib_write_bw: unrecognized option '--use_cuda=0'"),
         "{summary}"
     );
     assert!(
         gdr["hint"].as_str().unwrap().contains("built without it"),
         "{gdr}"
     );
-    assert_ne!(gdr["action"], "hardware_inspection", "{gdr}");
+    assert_eq!(gdr["action"], "fix_config", "{gdr}");
     let calls = std::fs::read_to_string(live.perftest.join("calls")).unwrap();
     assert!(!calls.contains("client "), "no client starts:\n{calls}");
 
@@ -453,5 +455,168 @@ fn sriov_vfs_are_not_looped_back() {
         );
     }
     assert!(said.contains("an SR-IOV VF"), "{said}");
+    live.assert_nothing_left();
+}
+
+/// The healthy node without nvidia_peermem: its open kernel module 550 on Linux 5.15 gives the
+/// dma-buf path (`rdma.gpudirect` passes), so every loopback registers its buffer through
+/// dma-buf. A live root of its own with the module gone from proc/modules and sys/module.
+fn dmabuf_node(live: &mut common::live::Live) {
+    live.own_root();
+    let modules = live.root.join("proc/modules");
+    let kept: String = std::fs::read_to_string(&modules)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("nvidia_peermem "))
+        .map(|l| format!("{}\n", l.replace("nvidia_peermem,", "")))
+        .collect();
+    std::fs::remove_file(&modules).unwrap();
+    std::fs::write(&modules, kept).unwrap();
+    std::fs::remove_dir_all(live.root.join("sys/module/nvidia_peermem")).unwrap();
+}
+
+/// Every rail of the stand-in in `mode`.
+fn every_rail(live: &common::live::Live, mode: &str) {
+    for hca in rails(8) {
+        std::fs::write(live.perftest.join(format!("{hca}.mode")), mode).unwrap();
+    }
+}
+
+/// On a node that reaches GPU memory through dma-buf, plain `--use_cuda` cannot register the
+/// buffer (`Couldn't allocate MR`, perftest#346): the loopback passes `--use_cuda_dmabuf` after
+/// `--use_cuda=0` (the order perftest takes, perftest#336) and the rails pass. On a node with
+/// neither path the same failure is the setup's, never `hardware_inspection`.
+#[test]
+fn a_dmabuf_node_loops_back_through_dma_buf() {
+    let mut live = live_from("h100-bandwidth-healthy");
+    dmabuf_node(&mut live);
+    every_rail(&live, "peermem-absent");
+    let (out, report, _) = live.run(&["--bandwidth", "--cuda-timeout", "10", "--only", "rdma"]);
+    assert_eq!(check(&report, "rdma.gpudirect")["status"], "pass");
+    let gdr = check(&report, "rdma.gpudirect_bandwidth");
+    assert_eq!(gdr["status"], "pass", "{gdr}\n{}", stderr(&out));
+    let calls = std::fs::read_to_string(live.perftest.join("calls")).unwrap();
+    assert_eq!(
+        calls.matches("--use_cuda=0 --use_cuda_dmabuf").count(),
+        16,
+        "{calls}"
+    );
+
+    // The proprietary kernel module: no dma-buf either, so plain --use_cuda, which the HCAs
+    // cannot register: a setup finding naming the cause and the fix.
+    let version = live.root.join("proc/driver/nvidia/version");
+    std::fs::remove_file(&version).unwrap();
+    std::fs::write(
+        &version,
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:15:33 UTC 2024\n",
+    )
+    .unwrap();
+    std::fs::remove_file(live.perftest.join("calls")).unwrap();
+    let (out, report, _) = live.run(&["--bandwidth", "--cuda-timeout", "10", "--only", "rdma"]);
+    let gdr = check(&report, "rdma.gpudirect_bandwidth");
+    assert_eq!(gdr["status"], "error", "{gdr}\n{}", stderr(&out));
+    assert_ne!(gdr["action"], "hardware_inspection", "{gdr}");
+    let summary = gdr["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("no nvidia_peermem")
+            && summary.contains("Couldn't allocate MR with error=14")
+            && summary.contains("mlx5_7 port 1"),
+        "{summary}"
+    );
+    assert!(
+        gdr["hint"]
+            .as_str()
+            .unwrap()
+            .contains("modprobe nvidia_peermem")
+    );
+    let calls = std::fs::read_to_string(live.perftest.join("calls")).unwrap();
+    assert!(!calls.contains("--use_cuda_dmabuf"), "{calls}");
+    live.assert_nothing_left();
+}
+
+/// perftest must find the host driver's libcuda: ≥ 25.07 `dlopen`s `libcuda.so` once
+/// connected, older CUDA builds stop in the loader without `libcuda.so.1` (exit 127).
+/// gpudoctor puts the directory the CUDA probe loads libcuda from first on perftest's
+/// `LD_LIBRARY_PATH`; where it is not there, each way is a setup finding naming the
+/// directory, never a hardware verdict.
+#[test]
+fn perftest_that_cannot_load_libcuda_is_a_setup_finding() {
+    let mut live = live_from("h100-bandwidth-healthy");
+    // --cuda-lib names the stand-in libcuda, whose directory has no libcuda.so(.1).
+    let fake_dir = common::fake_cuda_lib()
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    for (mode, said, cause) in [
+        (
+            "dlopen",
+            "Failed to load CUDA library dynamically",
+            "could not open libcuda.so",
+        ),
+        (
+            "loader",
+            "error while loading shared libraries: libcuda.so.1",
+            "linked to libcuda.so.1",
+        ),
+    ] {
+        every_rail(&live, mode);
+        let (out, report, _) = live.run(&["--bandwidth", "--cuda-timeout", "10", "--only", "rdma"]);
+        let gdr = check(&report, "rdma.gpudirect_bandwidth");
+        assert_eq!(gdr["status"], "error", "{mode}: {gdr}\n{}", stderr(&out));
+        assert_eq!(gdr["action"], "fix_config", "{mode}: {gdr}");
+        let summary = gdr["summary"].as_str().unwrap();
+        assert!(
+            summary.contains(said) && summary.contains(cause) && summary.contains("mlx5_0 port 1"),
+            "{mode}: {summary}"
+        );
+        assert!(
+            gdr["hint"].as_str().unwrap().contains(&fake_dir),
+            "{mode}: {gdr}"
+        );
+        assert_eq!(out.status.code(), Some(3), "{mode}");
+    }
+    // The host's driver directory under the root holds libcuda.so.1 and the unversioned
+    // link: the CUDA probe loads it from there, and perftest finds it there too.
+    live.own_root();
+    let dir = live.root.join("usr/lib/x86_64-linux-gnu");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(common::fake_cuda_lib(), dir.join("libcuda.so.550.54.15")).unwrap();
+    std::os::unix::fs::symlink("libcuda.so.550.54.15", dir.join("libcuda.so.1")).unwrap();
+    std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).unwrap();
+    for mode in ["dlopen", "loader"] {
+        every_rail(&live, mode);
+        let out = live
+            .command_with_lib(
+                &["--bandwidth", "--cuda-timeout", "10", "--only", "rdma"],
+                None,
+            )
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let gdr = check(&report, "rdma.gpudirect_bandwidth");
+        assert_eq!(gdr["status"], "pass", "{mode}: {gdr}\n{}", stderr(&out));
+    }
+    live.assert_nothing_left();
+}
+
+/// One rail whose perftest says ` Unsupported memory type` among seven that measured: the
+/// check does not pass, and the rail is named with what perftest said.
+#[test]
+fn one_rail_that_could_not_use_gpu_memory_among_passing_ones_is_named() {
+    let live = live_from("h100-bandwidth-healthy");
+    std::fs::write(live.perftest.join("mlx5_5.mode"), "unsupported").unwrap();
+    let (out, report, _) = live.run(&["--bandwidth", "--cuda-timeout", "10", "--only", "rdma"]);
+    let gdr = check(&report, "rdma.gpudirect_bandwidth");
+    assert_eq!(gdr["status"], "error", "{gdr}\n{}", stderr(&out));
+    assert_ne!(gdr["action"], "hardware_inspection", "{gdr}");
+    let summary = gdr["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("Unsupported memory type")
+            && summary.contains("on mlx5_5 port 1")
+            && summary.contains("on 7 compute rail port(s)"),
+        "{summary}"
+    );
+    assert_eq!(gdr["figures"].as_array().unwrap().len(), 7, "{gdr}");
     live.assert_nothing_left();
 }

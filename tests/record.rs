@@ -80,13 +80,23 @@ fn record_from(root: &Path, answers: &Path, out: &Path, extra: &[&str]) -> Outpu
             {
                 fs::copy(entry.path(), perftest.path().join(format!("{hca}.out"))).unwrap();
             }
-            // A server that refused --use_cuda was a perftest built without CUDA: so is the
-            // stand-in that records it again.
-            if let Some(hca) = name.strip_suffix(".server.log")
-                && fs::read_to_string(entry.path())
-                    .is_ok_and(|t| t.contains("unrecognized option '--use_cuda"))
-            {
-                fs::write(perftest.path().join(format!("{hca}.mode")), "no-cuda").unwrap();
+            // A server that could not use GPU memory before it listened (a perftest built
+            // without CUDA, a memory type compiled out, one the loader stopped for want of
+            // libcuda.so.1): so is the stand-in that records it again.
+            if let Some(hca) = name.strip_suffix(".server.log") {
+                let said = fs::read_to_string(entry.path()).unwrap_or_default();
+                let mode = if said.contains("unrecognized option '--use_cuda") {
+                    Some("no-cuda")
+                } else if said.contains(" Unsupported memory type") {
+                    Some("unsupported")
+                } else if said.contains("error while loading shared libraries: libcuda.so.1") {
+                    Some("loader")
+                } else {
+                    None
+                };
+                if let Some(mode) = mode {
+                    fs::write(perftest.path().join(format!("{hca}.mode")), mode).unwrap();
+                }
             }
         }
         cmd.arg(flag)

@@ -10,6 +10,10 @@ use crate::process::{Killed, RunExit};
 
 /// The perftest binary the loopback runs.
 pub const BINARY: &str = "ib_write_bw";
+/// The option that registers the GPU buffer through dma-buf instead of peer memory; perftest
+/// takes it only after `--use_cuda` (perftest_parameters.c: "CUDA DMA-BUF cannot be used
+/// without CUDA" otherwise, linux-rdma/perftest#336).
+pub const DMABUF_OPTION: &str = "--use_cuda_dmabuf";
 /// Message size: AzNHC's (8 MiB), large enough for the plateau of a 400 Gb/s port.
 pub const MESSAGE_BYTES: u64 = 8 << 20;
 
@@ -35,6 +39,10 @@ pub struct GdrTarget {
     /// The PCIe path class between them (`PIX`, `PXB`, `NODE`, `SYS`).
     #[serde(default)]
     pub path: Option<String>,
+    /// Register the GPU buffer through dma-buf (`--use_cuda_dmabuf`): the node has no
+    /// peer-memory client but the dma-buf path (`rdma.gpudirect` decides, checks/rdma/gpudirect.rs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dmabuf: bool,
 }
 
 /// What only the runner knows, kept as `<device>.json`.
@@ -66,6 +74,10 @@ pub struct GdrMeta {
     pub message_bytes: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub killed: Vec<Killed>,
+    /// The directory put first on perftest's `LD_LIBRARY_PATH`: where the host's driver keeps
+    /// libcuda (the CUDA probe's choice, source/host_lib.rs), for perftest to load it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_path: Option<String>,
 }
 
 /// One loopback's result.

@@ -142,6 +142,16 @@ fn is_error_line(t: &str) -> bool {
         || lower.contains("unrecognized option")
         || lower.contains("doesn't allow an argument")
         || lower.contains("unsupported memory type")
+        // The dynamic loader (glibc elf/dl-load.c, via `_dl_signal_error`): `ib_write_bw: error
+        // while loading shared libraries: libcuda.so.1: cannot open shared object file: ...`,
+        // exit 127, from a perftest linked to libcuda where none is on the loader's path;
+        // perftest ≥ 25.07 `dlopen`s `libcuda.so` itself (src/cuda_loader.c) and prints
+        // `dlerror: ...` before `Failed to load CUDA library dynamically`.
+        || lower.contains("error while loading shared libraries")
+        || lower.starts_with("dlerror:")
+        // perftest_parameters.c, cuda_memory.c: dma-buf asked of a build or GPU without it.
+        || lower.contains("cannot be used without cuda")
+        || lower.contains("dma-buf is not supported")
         || lower.contains("completion with error")
         || (lower.contains("not found") && lower.contains("device"))
 }

@@ -111,6 +111,8 @@ impl ActiveArgs {
             dir: self.perftest_dir.clone(),
             timeout: Duration::from_secs(self.timeout_secs()),
             progress: true,
+            // The host driver's directory, chosen by the live source (source/mod.rs).
+            library_dir: None,
         }
     }
 

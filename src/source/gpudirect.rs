@@ -10,7 +10,16 @@
 //! - the binary is looked for in `--perftest-dir`, `PATH`, then [`COMMON_DIRS`] — paths of the
 //!   machine gpudoctor runs on, like nccl-tests (`nccl.rs`), not under `--root`;
 //! - the GPU is chosen by `CUDA_VISIBLE_DEVICES=<its NVML UUID>` and `--use_cuda=0`, so perftest's
-//!   own device order (CUDA's fastest-first) cannot pick another one;
+//!   own device order (CUDA's fastest-first) cannot pick another one; on a node whose HCAs reach
+//!   GPU memory through dma-buf (no peer-memory client, `rdma.gpudirect`'s decision) with
+//!   `--use_cuda_dmabuf` after it, as perftest's README says (plain `--use_cuda` registers
+//!   through nvidia_peermem, and without it `Couldn't allocate MR` on every healthy rail);
+//! - perftest finds the host driver's libcuda: the directory the CUDA probe would load it from
+//!   (`host_lib.rs`, e.g. `/host/usr/lib/x86_64-linux-gnu` in a Pod) goes first on its
+//!   `LD_LIBRARY_PATH`. perftest ≥ 25.07 `dlopen`s the unversioned `libcuda.so` at run time
+//!   (`src/cuda_loader.c`; `Failed to load CUDA library dynamically`, exit 1), older CUDA builds
+//!   are linked to `libcuda.so.1` and stop in the loader (exit 127): gpudoctor's own image has
+//!   neither;
 //! - the server (`ib_write_bw -d DEV -i PORT -p TCP ...`) starts first; the client (the same
 //!   plus `localhost`) starts once the server's TCP port listens ([`TCP_TABLES`]), instead of
 //!   AzNHC's fixed `sleep 5`. Not on the server's banner (`Waiting for client to connect`): perftest
@@ -35,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use super::RootedFs;
 use super::child;
 use crate::answers::gpudirect::{
-    BINARY, GdrMeta, GdrProbe, GdrRun, GdrTarget, MESSAGE_BYTES, NOT_REQUESTED,
+    BINARY, DMABUF_OPTION, GdrMeta, GdrProbe, GdrRun, GdrTarget, MESSAGE_BYTES, NOT_REQUESTED,
 };
 use crate::answers::perftest;
 use crate::process::Killed;
@@ -125,6 +134,8 @@ pub struct GdrOptions {
     /// Per loopback (server and client together).
     pub timeout: Duration,
     pub progress: bool,
+    /// Put first on perftest's `LD_LIBRARY_PATH`: the host driver's library directory.
+    pub library_dir: Option<PathBuf>,
 }
 
 impl Default for GdrOptions {
@@ -134,6 +145,7 @@ impl Default for GdrOptions {
             dir: None,
             timeout: super::cuda::DEFAULT_STEP_TIMEOUT,
             progress: true,
+            library_dir: None,
         }
     }
 }
@@ -143,8 +155,13 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Find `ib_write_bw`; `Err` lists where it was looked for.
-pub fn find_binary(dir: Option<&Path>, path_var: Option<&str>) -> Result<PathBuf, Vec<String>> {
+/// Find `ib_write_bw` in `dir`, else `path_var` then `common` (the live probe's [`COMMON_DIRS`]);
+/// `Err` lists where it was looked for.
+pub fn find_binary(
+    dir: Option<&Path>,
+    path_var: Option<&str>,
+    common: &[&str],
+) -> Result<PathBuf, Vec<String>> {
     let mut places: Vec<(String, Vec<PathBuf>)> = Vec::new();
     if let Some(d) = dir {
         places.push((
@@ -158,7 +175,7 @@ pub fn find_binary(dir: Option<&Path>, path_var: Option<&str>) -> Result<PathBuf
                 .collect();
             places.push((format!("PATH={p}"), dirs));
         }
-        for d in COMMON_DIRS {
+        for d in common {
             places.push((d.to_string(), vec![PathBuf::from(d)]));
         }
     }
@@ -175,7 +192,7 @@ pub fn find_binary(dir: Option<&Path>, path_var: Option<&str>) -> Result<PathBuf
 
 /// The arguments both sides share (AzNHC's, without its fixed port and GID index).
 pub fn common_args(target: &GdrTarget, tcp_port: u16) -> Vec<String> {
-    vec![
+    let mut args: Vec<String> = vec![
         "-d".into(),
         target.device.clone(),
         "-i".into(),
@@ -187,7 +204,12 @@ pub fn common_args(target: &GdrTarget, tcp_port: u16) -> Vec<String> {
         "-F".into(),
         "--report_gbits".into(),
         "--use_cuda=0".into(),
-    ]
+    ];
+    if target.dmabuf {
+        // After --use_cuda: perftest refuses it before (perftest#336).
+        args.push(DMABUF_OPTION.into());
+    }
+    args
 }
 
 /// `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER` that make `--use_cuda=0` the target's GPU.
@@ -201,6 +223,16 @@ pub fn cuda_env(target: &GdrTarget) -> Vec<(String, String)> {
         ("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()),
         ("CUDA_VISIBLE_DEVICES".into(), visible),
     ]
+}
+
+/// perftest's `LD_LIBRARY_PATH`: `dir` first, then what gpudoctor was given.
+pub fn library_path(dir: &Path, inherited: Option<&std::ffi::OsStr>) -> std::ffi::OsString {
+    let mut value = dir.as_os_str().to_os_string();
+    if let Some(old) = inherited.filter(|o| !o.is_empty()) {
+        value.push(":");
+        value.push(old);
+    }
+    value
 }
 
 /// Collects one side's output.
@@ -234,9 +266,20 @@ fn run_one(
     target: &GdrTarget,
     tcp_port: u16,
     timeout: Duration,
+    library_dir: Option<&Path>,
 ) -> std::io::Result<GdrRun> {
     let args = common_args(target, tcp_port);
-    let env = cuda_env(target);
+    let mut env: Vec<(String, std::ffi::OsString)> = cuda_env(target)
+        .into_iter()
+        .map(|(k, v)| (k, v.into()))
+        .collect();
+    if let Some(dir) = library_dir {
+        let inherited = std::env::var_os("LD_LIBRARY_PATH");
+        env.push((
+            "LD_LIBRARY_PATH".into(),
+            library_path(dir, inherited.as_deref()),
+        ));
+    }
     let started = Instant::now();
     let deadline = started + timeout;
     let ready = Arc::new(AtomicBool::new(false));
@@ -346,6 +389,7 @@ fn run_one(
             elapsed_ms: Some(started.elapsed().as_millis() as u64),
             message_bytes: MESSAGE_BYTES,
             killed,
+            library_path: library_dir.map(|d| d.display().to_string()),
         }),
         output,
         origin: format!("{BINARY} -d {} (client output)", target.device),
@@ -388,7 +432,7 @@ pub fn probe_live(options: &GdrOptions, targets: &[GdrTarget]) -> GdrProbe {
         return GdrProbe::NoTargets;
     }
     let path_var = std::env::var("PATH").ok();
-    let binary = match find_binary(options.dir.as_deref(), path_var.as_deref()) {
+    let binary = match find_binary(options.dir.as_deref(), path_var.as_deref(), COMMON_DIRS) {
         Ok(b) => b,
         Err(searched) => {
             say(
@@ -415,7 +459,13 @@ pub fn probe_live(options: &GdrOptions, targets: &[GdrTarget]) -> GdrProbe {
                 options.timeout.as_secs()
             ),
         );
-        match run_one(&binary, target, tcp_port, options.timeout) {
+        match run_one(
+            &binary,
+            target,
+            tcp_port,
+            options.timeout,
+            options.library_dir.as_deref(),
+        ) {
             Ok(run) => {
                 let figure = run
                     .output
@@ -599,12 +649,23 @@ mod tests {
             gpu_uuid: Some("GPU-5d".into()),
             gpu_ordinal: Some(3),
             path: Some("PIX".into()),
+            dmabuf: false,
         };
         assert_eq!(
             common_args(&target, 18620).join(" "),
             "-d mlx5_3 -i 1 -p 18620 -s 8388608 -F --report_gbits --use_cuda=0"
         );
         assert_eq!(cuda_env(&target)[1].1, "GPU-5d");
+        // A dma-buf node: the option after --use_cuda, where perftest accepts it.
+        let dmabuf = GdrTarget {
+            dmabuf: true,
+            ..target.clone()
+        };
+        assert!(
+            common_args(&dmabuf, 18620)
+                .join(" ")
+                .ends_with("--use_cuda=0 --use_cuda_dmabuf")
+        );
         let no_uuid = GdrTarget {
             gpu_uuid: None,
             ..target
@@ -614,12 +675,42 @@ mod tests {
 
     #[test]
     fn a_missing_binary_lists_where_it_was_looked_for() {
+        // Hermetic: the install locations searched are the test's own empty directories, never
+        // the machine's /usr/bin (which has ib_write_bw where perftest is installed).
         let dir = tempfile::tempdir().unwrap();
-        let err = find_binary(Some(dir.path()), Some("/nonexistent")).unwrap_err();
+        let common = tempfile::tempdir().unwrap();
+        let common_dir = common.path().to_str().unwrap();
+        let err = find_binary(Some(dir.path()), Some("/nonexistent"), &[common_dir]).unwrap_err();
         assert_eq!(err, vec![dir.path().display().to_string()]);
-        let err = find_binary(None, Some("/nonexistent-a")).unwrap_err();
-        assert_eq!(err[0], "PATH=/nonexistent-a");
-        assert!(err.contains(&"/usr/bin".to_string()));
+        let err = find_binary(None, Some("/nonexistent-a"), &[common_dir]).unwrap_err();
+        assert_eq!(
+            err,
+            vec!["PATH=/nonexistent-a".to_string(), common_dir.to_string()]
+        );
+        // Found in an install location after PATH, and in --perftest-dir's bin/.
+        let bin = common.path().join(BINARY);
+        std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(
+            find_binary(None, Some("/nonexistent-a"), &[common_dir]),
+            Ok(bin.clone())
+        );
+        assert!(COMMON_DIRS.contains(&"/usr/bin"), "the live probe's list");
+    }
+
+    #[test]
+    fn the_host_drivers_directory_goes_first_on_perftests_library_path() {
+        let dir = Path::new("/host/usr/lib/x86_64-linux-gnu");
+        assert_eq!(library_path(dir, None), "/host/usr/lib/x86_64-linux-gnu");
+        assert_eq!(
+            library_path(dir, Some(std::ffi::OsStr::new(""))),
+            "/host/usr/lib/x86_64-linux-gnu"
+        );
+        assert_eq!(
+            library_path(dir, Some(std::ffi::OsStr::new("/opt/x"))),
+            "/host/usr/lib/x86_64-linux-gnu:/opt/x"
+        );
     }
 
     #[test]

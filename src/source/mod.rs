@@ -416,7 +416,11 @@ impl Source for HostSource {
                 why: crate::answers::gpudirect::NOT_REQUESTED.to_string(),
             };
         }
-        gpudirect::probe_live(&self.options.gpudirect, &targets())
+        let mut options = self.options.gpudirect.clone();
+        if options.library_dir.is_none() {
+            options.library_dir = self.cuda_library().directory();
+        }
+        gpudirect::probe_live(&options, &targets())
     }
 }
 

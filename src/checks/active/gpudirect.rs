@@ -5,22 +5,23 @@
 //! §5, §7), else [`RATE_FAIL`] of the port's rate (those floors are 90-95 % of 400 and 200).
 
 use crate::answers::gpudirect::GdrProbe;
-use crate::answers::gpudirect::{BINARY, GdrRun, INSTALL_HINT, MESSAGE_BYTES};
+use crate::answers::gpudirect::{BINARY, DMABUF_OPTION, GdrRun, INSTALL_HINT, MESSAGE_BYTES};
 use crate::answers::perftest::BwRow;
+use crate::checks::rdma::gpudirect::{MemoryPath, memory_path};
 use crate::checks::{CheckDef, Context, Explain, Outcome};
 use crate::report::{Action, Evidence, Figure, FigureName, Layer, Status};
 
-/// Below this share of the port's rate fails (AzNHC's lowest GDR floor relative to its port:
-/// 360/400 and 180/200).
-pub const RATE_FAIL: f64 = 0.90;
+/// Below this share of the port's rate fails (kept beside `rdma.gpudirect`, which both this
+/// check and `rdma.perftest_log` read from).
+pub use crate::checks::rdma::gpudirect::RATE_FAIL;
 
 pub const DEF: CheckDef = CheckDef {
     code: "rdma.gpudirect_bandwidth",
     layer: Layer::Rdma,
     title: "GPUDirect RDMA through each HCA runs at its port rate (--bandwidth)",
     explain: Explain {
-        reads: "an `ib_write_bw` loopback per active port of each GPU rail (`--bandwidth`; perftest built with CUDA, found on PATH or --perftest-dir): the RDMA devices whose nearest GPU is at PIX or PXB, or the profile's rdma_devices — never an SR-IOV VF, a front-end or storage NIC, or an HCA whose GPU is in MIG mode or in Exclusive_Process/Prohibited compute mode (named as left out); server and client on the same HCA, `--use_cuda` on the GPU nearest to it, 8 MiB messages, `--report_gbits`, the client's BW average; or a capture's .gpudoctor/gpudirect/*.log; the port's rate from /sys/class/infiniband/*/ports/*/rate; the profile's gpudirect_fail_gbit_per_s",
-        expects: "each HCA's loopback finishes within --cuda-timeout and reaches the profile's floor (380 Gb/s on HGX H100), or 90 % of its port rate without one",
+        reads: "an `ib_write_bw` loopback per active port of each GPU rail (`--bandwidth`; perftest built with CUDA, found on PATH or --perftest-dir): the RDMA devices whose nearest GPU is at PIX or PXB, or the profile's rdma_devices — never an SR-IOV VF, a front-end or storage NIC, or an HCA whose GPU is in MIG mode or in Exclusive_Process/Prohibited compute mode (named as left out); server and client on the same HCA, `--use_cuda` on the GPU nearest to it (with `--use_cuda_dmabuf` on a node that reaches GPU memory through dma-buf, rdma.gpudirect's decision; the host driver's library directory first on perftest's LD_LIBRARY_PATH), 8 MiB messages, `--report_gbits`, the client's BW average; or a capture's .gpudoctor/gpudirect/*.log; the port's rate from /sys/class/infiniband/*/ports/*/rate; the profile's gpudirect_fail_gbit_per_s",
+        expects: "each HCA's loopback finishes within --cuda-timeout and reaches the profile's floor (380 Gb/s on HGX H100), or 90 % of its port rate without one; a perftest that cannot use GPU memory (built without CUDA or dma-buf, `Unsupported memory type`, libcuda not found: `Failed to load CUDA library dynamically` or the loader's exit 127, `Couldn't allocate MR` without nvidia_peermem) is an error naming the cause, the fix and every rail it came from, never a hardware verdict and never a pass",
         why: "GPUDirect RDMA is how every inter-node collective reaches GPU memory: one HCA whose path into its GPU is slow (a missing nvidia_peermem, ACS redirecting peer traffic through the root complex, a degraded switch port) slows every job that uses that rail, and the NCCL average over eight rails hides it",
         fix: "for the HCA named: check nvidia_peermem is loaded (`lsmod | grep peermem`), ACS on the switch between HCA and GPU (topology.acs_redirect), the HCA's and GPU's PCIe links; rerun `ib_write_bw` without --use_cuda to tell the NIC from the GPU path",
     },
@@ -114,10 +115,12 @@ fn run(ctx: &Context<'_>) -> Outcome {
         }
     };
     let mut figures = Vec::new();
-    let mut problems: Vec<(Status, String, Vec<Evidence>)> = Vec::new();
+    let mut problems: Vec<Problem> = Vec::new();
     let mut rails: Vec<f64> = Vec::new();
     let mut others: Vec<f64> = Vec::new();
-    let mut unbuilt = Vec::new();
+    // Rails whose perftest could not use GPU memory at all: the setup, never the rail.
+    let mut unbuilt: Vec<Unbuilt> = Vec::new();
+    let node_path = memory_path(ctx);
     // A capture made before the plan left these out (or by hand) may hold their loopbacks:
     // they are not judged against a rail's floor, as a live run would not have run them.
     let runs = runs
@@ -143,9 +146,14 @@ fn run(ctx: &Context<'_>) -> Outcome {
             .filter(|b| *b > 0)
             .unwrap_or(MESSAGE_BYTES);
         let Some(row) = run.output.at_size(size) else {
-            match no_row(run, &who) {
-                Ok(problem) => problems.push(problem),
-                Err(said) => unbuilt.push((format!("{} port {}", run.device, run.port), said)),
+            match no_gpu_memory(run, node_path) {
+                Some((cause, said)) => unbuilt.push(Unbuilt {
+                    port: format!("{} port {}", run.device, run.port),
+                    cause,
+                    said,
+                    library_path: run.meta.as_ref().and_then(|m| m.library_path.clone()),
+                }),
+                None => problems.push(no_row(run, &who)),
             }
             continue;
         };
@@ -172,29 +180,6 @@ fn run(ctx: &Context<'_>) -> Outcome {
         }
     }
     let measured = rails.len() + others.len();
-    if !unbuilt.is_empty() && measured == 0 && problems.is_empty() {
-        // Every port of one perftest says the same: say it once, with the ports it came from.
-        let mut by_text: Vec<(&str, Vec<&str>)> = Vec::new();
-        for (port, said) in &unbuilt {
-            match by_text.iter_mut().find(|(t, _)| *t == said.as_str()) {
-                Some((_, ports)) => ports.push(port),
-                None => by_text.push((said, vec![port])),
-            }
-        }
-        let text: Vec<String> = by_text
-            .iter()
-            .map(|(said, ports)| format!("{said} (on {})", ports.join(", ")))
-            .collect();
-        return Outcome::error(format!(
-            "{BINARY} cannot use gpu memory: {}",
-            text.join("; ")
-        ))
-        .evidence_all(unbuilt.iter().map(|(port, said)| {
-            Evidence::new(format!("{BINARY} --use_cuda on {port}"), said)
-                .expected("a perftest built with CUDA")
-        }))
-        .hint(INSTALL_HINT);
-    }
     if unbuilt.is_empty() && measured == 0 && problems.is_empty() {
         return Outcome::skip("no gpudirect loopback of a gpu rail to judge")
             .evidence_all(left_out);
@@ -204,25 +189,52 @@ fn run(ctx: &Context<'_>) -> Outcome {
         &others,
         profile.and_then(|p| p.gpudirect_fail_gbits.map(|f| (f, p.name.as_str()))),
     );
-    if problems.is_empty() {
+    // Every rail whose perftest could not use GPU memory is named, with its cause, whatever the
+    // others measured: such a rail was not measured, so the check cannot pass (issue 42).
+    let setup = (!unbuilt.is_empty()).then(|| setup_finding(&unbuilt));
+    if problems.is_empty() && unbuilt.is_empty() {
         return Outcome::pass(format!("gpudirect rdma loopbacks: {overview}"))
             .evidence(Evidence::new("gpudirect", &overview))
             .evidence_all(left_out)
             .figures(figures);
     }
+    if problems.is_empty()
+        && let Some((text, evidence, hint)) = setup
+    {
+        let summary = if measured > 0 {
+            format!("{BINARY} cannot use gpu memory: {text}; measured: {overview}")
+        } else {
+            format!("{BINARY} cannot use gpu memory: {text}")
+        };
+        return Outcome::error(summary)
+            .evidence_all(evidence)
+            .evidence_all(left_out)
+            .hint(hint)
+            .action(Action::FixConfig)
+            .figures(figures);
+    }
     problems.sort_by_key(|p| std::cmp::Reverse(p.0.severity()));
     let count = problems.len();
-    let summary = if count > 1 {
+    let mut summary = if count > 1 {
+        // Every failed rail is named, not counted (issue 42).
+        let rest: Vec<&str> = problems[1..].iter().map(|p| p.3.as_str()).collect();
         format!(
-            "{} (and {} more); all: {overview}",
+            "{} (and {} more: {}); all: {overview}",
             problems[0].1,
-            count - 1
+            count - 1,
+            rest.join(", ")
         )
     } else {
         format!("{}; all: {overview}", problems[0].1)
     };
+    let mut setup_evidence = Vec::new();
+    if let Some((text, evidence, _)) = setup {
+        summary.push_str(&format!("; {BINARY} cannot use gpu memory: {text}"));
+        setup_evidence = evidence;
+    }
     Outcome::fail(summary)
         .evidence_all(problems.into_iter().flat_map(|p| p.2))
+        .evidence_all(setup_evidence)
         .evidence_all(left_out)
         .hint("for the hca named: check nvidia_peermem is loaded (`lsmod | grep peermem`), ACS on the switch between the hca and its gpu, and both pcie links (`lspci -vv -s <bdf>`); run `ib_write_bw -d <hca> --report_gbits` without --use_cuda to tell the nic from the gpu path")
         .action(Action::HardwareInspection)
@@ -252,9 +264,11 @@ fn overview(rails: &[f64], others: &[f64], floor: Option<(f64, &str)>) -> String
     parts.join(", ")
 }
 
-/// A run without a result row: why, as a problem; `Err` with what it said when perftest lacks
-/// CUDA support.
-fn no_row(run: &GdrRun, who: &str) -> Result<(Status, String, Vec<Evidence>), String> {
+/// A problem: its status, summary line, evidence and the port it is about.
+type Problem = (Status, String, Vec<Evidence>, String);
+
+/// A run without a result row whose perftest could use GPU memory: why, as a problem.
+fn no_row(run: &GdrRun, who: &str) -> Problem {
     let meta = run.meta.as_ref();
     let detail = run
         .output
@@ -268,17 +282,6 @@ fn no_row(run: &GdrRun, who: &str) -> Result<(Status, String, Vec<Evidence>), St
                 .map(|r| format!("cut row `{r}`"))
         })
         .unwrap_or_else(|| format!("no result row in {} line(s)", run.output.lines));
-    let cuda_option = run
-        .output
-        .errors
-        .iter()
-        .chain(&run.output.malformed_rows)
-        .any(|e| {
-            e.contains("use_cuda") || e.to_ascii_lowercase().contains("unsupported memory type")
-        });
-    if cuda_option {
-        return Err(run.output.errors.join("; "));
-    }
     let what = match meta {
         Some(m) if m.timed_out && m.server_not_ready => format!(
             "the {BINARY} server on {who} never said it was listening within {} s",
@@ -306,7 +309,12 @@ fn no_row(run: &GdrRun, who: &str) -> Result<(Status, String, Vec<Evidence>), St
         let killed: Vec<String> = m.killed.iter().map(|k| k.describe()).collect();
         evidence.push(Evidence::new("killed", killed.join("; ")));
     }
-    Ok((Status::Fail, what, evidence))
+    (
+        Status::Fail,
+        what,
+        evidence,
+        format!("{} port {}", run.device, run.port),
+    )
 }
 
 fn judge_row(
@@ -315,7 +323,7 @@ fn judge_row(
     floor: Option<&(f64, String)>,
     who: &str,
     run: &GdrRun,
-) -> Option<(Status, String, Vec<Evidence>)> {
+) -> Option<Problem> {
     let g = row.average_gbits;
     let mut reasons = Vec::new();
     let expected = match (floor, rate) {
@@ -365,7 +373,177 @@ fn judge_row(
             reasons.join(", ")
         ),
         evidence,
+        format!("{} port {}", run.device, run.port),
     ))
+}
+
+/// How perftest says it cannot use GPU memory: the build, its libcuda or the node's path into
+/// GPU memory — a setup to fix, never the rail's hardware.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoGpuMemory {
+    /// Built without CUDA: getopt's `unrecognized option '--use_cuda=0'`, `option '--use_cuda'
+    /// doesn't allow an argument` (before 4.4-0.29), or ` Unsupported memory type`
+    /// (perftest_parameters.c, memory types compiled out).
+    CudaLeftOut,
+    /// Asked for dma-buf by a build or GPU without it: an unknown `--use_cuda_dmabuf`,
+    /// ` Unsupported memory type` with it (built against a cuda.h before 11.7), `DMA-BUF is not
+    /// supported on this GPU` (cuda_memory.c).
+    DmabufLeftOut,
+    /// perftest ≥ 25.07 `dlopen`s `libcuda.so` (src/cuda_loader.c): `dlerror: ...`,
+    /// `Failed to load CUDA library dynamically`, exit 1.
+    LibcudaNotOpened,
+    /// A perftest linked to `libcuda.so.1` that the loader did not find: `error while loading
+    /// shared libraries: libcuda.so.1`, exit 127.
+    LibcudaNotLoaded,
+    /// `Couldn't allocate MR` with plain `--use_cuda` on a node without a peer-memory client:
+    /// the HCA cannot register GPU memory that way (perftest README: "If GPUDirect is not
+    /// working, (e.g. you see "Couldn't allocate MR" ...)").
+    PeerMemoryAbsent,
+}
+
+impl NoGpuMemory {
+    fn cause(self) -> &'static str {
+        match self {
+            NoGpuMemory::CudaLeftOut => "perftest was built without cuda",
+            NoGpuMemory::DmabufLeftOut => {
+                "this node reaches gpu memory through dma-buf, which this perftest (or the gpu) does not support"
+            }
+            NoGpuMemory::LibcudaNotOpened => {
+                "perftest could not open libcuda.so (perftest 25.07 and later load the unversioned name at run time)"
+            }
+            NoGpuMemory::LibcudaNotLoaded => {
+                "perftest is linked to libcuda.so.1 and the loader found none"
+            }
+            NoGpuMemory::PeerMemoryAbsent => {
+                "the hca cannot register gpu memory: no nvidia_peermem on this node and the loopback did not use dma-buf"
+            }
+        }
+    }
+
+    fn fix(self, library_path: Option<&str>) -> String {
+        let dir = library_path
+            .map(|d| format!("gpudoctor put {d} first on its LD_LIBRARY_PATH"))
+            .unwrap_or_else(|| "gpudoctor found no driver directory to give it (root /)".into());
+        match self {
+            NoGpuMemory::CudaLeftOut => INSTALL_HINT.to_string(),
+            NoGpuMemory::DmabufLeftOut => format!(
+                "build perftest against cuda ≥ 11.7 (`./configure CUDA_H_PATH=/usr/local/cuda/include/cuda.h`, which enables {DMABUF_OPTION}), or load nvidia_peermem (`modprobe nvidia_peermem`) so plain --use_cuda registers gpu memory"
+            ),
+            NoGpuMemory::LibcudaNotOpened => format!(
+                "{dir}; that directory needs the unversioned link `libcuda.so -> libcuda.so.1` (the driver installer makes it; a distribution's libcuda1 package may not): create it on the host, or run where the driver's libraries are (--root /host with the host's /usr/lib mounted, or --cuda-lib PATH)"
+            ),
+            NoGpuMemory::LibcudaNotLoaded => format!(
+                "{dir}; mount the host's driver libraries into gpudoctor's pod (--root /host, or the toolkit's NVIDIA_DRIVER_CAPABILITIES=compute), or pass --cuda-lib PATH"
+            ),
+            NoGpuMemory::PeerMemoryAbsent => "load nvidia_peermem (`modprobe nvidia_peermem`; GPU Operator: driver.rdma.enabled=true) or use the dma-buf path (open kernel module ≥ 515 on linux ≥ 5.12), which gpudoctor then passes to perftest as --use_cuda_dmabuf".to_string(),
+        }
+    }
+}
+
+/// Did this run's perftest say it cannot use GPU memory, and how? With what it said.
+pub fn no_gpu_memory(run: &GdrRun, node: Option<MemoryPath>) -> Option<(NoGpuMemory, String)> {
+    let dmabuf = run
+        .meta
+        .as_ref()
+        .is_some_and(|m| m.command.iter().any(|a| a == DMABUF_OPTION));
+    let lines: Vec<&String> = run
+        .output
+        .errors
+        .iter()
+        .chain(&run.output.malformed_rows)
+        .collect();
+    let said = |needle: &str| {
+        lines
+            .iter()
+            .find(|l| l.to_ascii_lowercase().contains(needle))
+            .map(|l| l.to_string())
+    };
+    let cause = if let Some(l) =
+        said("failed to load cuda library dynamically").or_else(|| said("dlerror: libcuda"))
+    {
+        (NoGpuMemory::LibcudaNotOpened, l)
+    } else if let Some(l) = lines
+        .iter()
+        .find(|l| l.contains("error while loading shared libraries") && l.contains("libcuda"))
+    {
+        (NoGpuMemory::LibcudaNotLoaded, l.to_string())
+    } else if let Some(l) =
+        said("unrecognized option '--use_cuda_dmabuf").or_else(|| said("dma-buf is not supported"))
+    {
+        (NoGpuMemory::DmabufLeftOut, l)
+    } else if let Some(l) = said("unrecognized option '--use_cuda")
+        .or_else(|| said("option '--use_cuda' doesn't allow an argument"))
+    {
+        (NoGpuMemory::CudaLeftOut, l)
+    } else if let Some(l) = said("unsupported memory type") {
+        let cause = if dmabuf {
+            NoGpuMemory::DmabufLeftOut
+        } else {
+            NoGpuMemory::CudaLeftOut
+        };
+        (cause, l)
+    } else if let Some(l) = said("couldn't allocate mr")
+        && !dmabuf
+        && node.is_some_and(|p| p != MemoryPath::PeerMemory)
+    {
+        (NoGpuMemory::PeerMemoryAbsent, l)
+    } else {
+        return None;
+    };
+    Some(cause)
+}
+
+/// A rail whose perftest could not use GPU memory.
+struct Unbuilt {
+    port: String,
+    cause: NoGpuMemory,
+    said: String,
+    library_path: Option<String>,
+}
+
+/// The setup finding for the rails that could not use GPU memory: one line per cause with the
+/// ports it came from, evidence per port, and the fixes.
+fn setup_finding(unbuilt: &[Unbuilt]) -> (String, Vec<Evidence>, String) {
+    let mut by_cause: Vec<(&Unbuilt, Vec<&str>)> = Vec::new();
+    for u in unbuilt {
+        match by_cause
+            .iter_mut()
+            .find(|(first, _)| first.cause == u.cause)
+        {
+            Some((_, ports)) => ports.push(&u.port),
+            None => by_cause.push((u, vec![&u.port])),
+        }
+    }
+    let text: Vec<String> = by_cause
+        .iter()
+        .map(|(u, ports)| format!("{} (`{}` on {})", u.cause.cause(), u.said, ports.join(", ")))
+        .collect();
+    let evidence = unbuilt
+        .iter()
+        .map(
+            |Unbuilt {
+                 port, cause, said, ..
+             }| {
+                Evidence::new(format!("{BINARY} on {port}"), said).expected(match cause {
+                    NoGpuMemory::CudaLeftOut => "a perftest built with CUDA",
+                    NoGpuMemory::DmabufLeftOut => "a perftest and gpu with dma-buf support",
+                    NoGpuMemory::LibcudaNotOpened | NoGpuMemory::LibcudaNotLoaded => {
+                        "perftest loads the host driver's libcuda"
+                    }
+                    NoGpuMemory::PeerMemoryAbsent => "nvidia_peermem loaded, or --use_cuda_dmabuf",
+                })
+            },
+        )
+        .collect();
+    (
+        text.join("; "),
+        evidence,
+        by_cause
+            .iter()
+            .map(|(u, _)| u.cause.fix(u.library_path.as_deref()))
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
 }
 
 #[cfg(test)]
@@ -387,6 +565,88 @@ mod tests {
         assert!(
             no_profile.starts_with("190.2-391.0 Gb/s on 2 hca port(s)"),
             "{no_profile}"
+        );
+    }
+
+    use super::{MemoryPath, NoGpuMemory, no_gpu_memory};
+    use crate::answers::gpudirect::{GdrMeta, GdrRun};
+
+    fn run(said: &str, dmabuf: bool) -> GdrRun {
+        let mut command = vec![
+            "/opt/perftest/bin/ib_write_bw".to_string(),
+            "--use_cuda=0".into(),
+        ];
+        if dmabuf {
+            command.push("--use_cuda_dmabuf".into());
+        }
+        GdrRun {
+            device: "mlx5_0".into(),
+            port: 1,
+            meta: Some(GdrMeta {
+                command,
+                ..Default::default()
+            }),
+            output: crate::answers::perftest::parse(said),
+            origin: "mlx5_0.log".into(),
+            transcript: None,
+        }
+    }
+
+    /// Each way perftest says it cannot use GPU memory, from its real words (tests/data/
+    /// perftest/: Debian's build, perftest#346) and its sources' (cuda_loader.c,
+    /// cuda_memory.c, perftest_parameters.c, glibc's loader).
+    #[test]
+    fn every_way_perftest_cannot_use_gpu_memory_is_told_apart() {
+        let cause = |said: &str, dmabuf: bool, node: Option<MemoryPath>| {
+            no_gpu_memory(&run(said, dmabuf), node).map(|(c, _)| c)
+        };
+        let debian = include_str!("../../../tests/data/perftest/debian-4.5-0.17-use-cuda.stderr");
+        let mr = include_str!("../../../tests/data/perftest/perftest-346-cuda-mr-error-14.txt");
+        let peer = Some(MemoryPath::PeerMemory);
+        assert_eq!(cause(debian, false, peer), Some(NoGpuMemory::CudaLeftOut));
+        assert_eq!(
+            cause(" Unsupported memory type\n", false, peer),
+            Some(NoGpuMemory::CudaLeftOut)
+        );
+        assert_eq!(
+            cause(" Unsupported memory type\n", true, peer),
+            Some(NoGpuMemory::DmabufLeftOut)
+        );
+        assert_eq!(
+            cause("DMA-BUF is not supported on this GPU\n", true, peer),
+            Some(NoGpuMemory::DmabufLeftOut)
+        );
+        assert_eq!(
+            cause(
+                "dlerror: libcuda.so: cannot open shared object file: No such file or directory\nFailed to load CUDA library dynamically\n",
+                false,
+                peer
+            ),
+            Some(NoGpuMemory::LibcudaNotOpened)
+        );
+        assert_eq!(
+            cause(
+                "/opt/perftest/bin/ib_write_bw: error while loading shared libraries: libcuda.so.1: cannot open shared object file: No such file or directory\n",
+                false,
+                peer
+            ),
+            Some(NoGpuMemory::LibcudaNotLoaded)
+        );
+        // Couldn't allocate MR: the setup's only without a peer-memory client and without
+        // dma-buf asked; with nvidia_peermem loaded it is the rail's (judged as a failure).
+        assert_eq!(
+            cause(mr, false, Some(MemoryPath::None)),
+            Some(NoGpuMemory::PeerMemoryAbsent)
+        );
+        assert_eq!(
+            cause(mr, false, Some(MemoryPath::DmaBuf)),
+            Some(NoGpuMemory::PeerMemoryAbsent)
+        );
+        assert_eq!(cause(mr, false, peer), None);
+        assert_eq!(cause(mr, true, Some(MemoryPath::DmaBuf)), None);
+        assert_eq!(
+            cause(" Couldn't connect to localhost:18615\n", false, None),
+            None
         );
     }
 }

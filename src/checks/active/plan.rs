@@ -121,6 +121,10 @@ pub fn gdr_plan(ctx: &Context<'_>) -> GdrPlan {
         .filter_map(|d| d.pci_bus_id.clone())
         .collect();
     gpu_order.sort();
+    // The same decision `rdma.gpudirect` makes: no peer-memory client but dma-buf means the
+    // loopback registers its GPU buffer through dma-buf, as NCCL would on this node.
+    let dmabuf = crate::checks::rdma::gpudirect::memory_path(ctx)
+        == Some(crate::checks::rdma::gpudirect::MemoryPath::DmaBuf);
     for dev in &rdma.devices {
         let active: Vec<u32> = dev
             .ports
@@ -216,6 +220,7 @@ pub fn gdr_plan(ctx: &Context<'_>) -> GdrPlan {
                 gpu_uuid: uuid.clone(),
                 gpu_ordinal: ordinal,
                 path: path.clone(),
+                dmabuf,
             });
         }
     }

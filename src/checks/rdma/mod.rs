@@ -16,7 +16,7 @@ use crate::report::{Action, Evidence, Figure, FigureName, Layer};
 // GPUDirect and RoCE each read files no other check of the layer reads; the port walk and
 // the unread bookkeeping they share stay here.
 mod counters;
-mod gpudirect;
+pub(crate) mod gpudirect;
 mod nic_events;
 mod peermem_events;
 mod perftest_log;

@@ -11,9 +11,9 @@
 
 use std::path::Path;
 
+use super::gpudirect::RATE_FAIL;
 use super::*;
 use crate::answers::perftest::{self, PerftestOutput};
-use crate::checks::active::RATE_FAIL;
 use crate::report::Status;
 
 /// One output's verdict: status, a line for the summary, evidence.

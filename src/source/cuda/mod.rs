@@ -24,7 +24,7 @@ mod pattern;
 pub mod worker;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -368,6 +368,23 @@ pub enum CudaLibrary {
         relative: String,
         shown: String,
     },
+}
+
+impl CudaLibrary {
+    /// The directory that holds it, where it has one: `--cuda-lib PATH`'s, or the host driver's
+    /// under the root. `None` for the loader's own search (root `/`, nothing under the root).
+    /// perftest gets it first on its `LD_LIBRARY_PATH` (source/gpudirect.rs).
+    pub fn directory(&self) -> Option<PathBuf> {
+        match self {
+            CudaLibrary::Loader { name, .. } if name.contains('/') => {
+                Path::new(name).parent().map(Path::to_path_buf)
+            }
+            CudaLibrary::Loader { .. } => None,
+            CudaLibrary::UnderRoot { root, relative, .. } => {
+                root.join(relative).parent().map(Path::to_path_buf)
+            }
+        }
+    }
 }
 
 /// Live: run the helper (again without a GPU it stalled on) and gather what it found.
