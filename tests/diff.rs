@@ -178,6 +178,14 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
     ("h100-cuda-exclusive-busy", &[]),
     ("h100-gdr-slow-hca", &[]),
     ("h100-gdr-perftest-no-cuda", &[]),
+    ("h100-gdr-perftest-no-libcuda", &[]),
+    ("h100-gdr-perftest-libcuda-loader", &[]),
+    ("h100-gdr-one-rail-unsupported", &[]),
+    // No peer-memory client: the dma-buf path (perftest's --use_cuda_dmabuf, issue 42).
+    (
+        "h100-gdr-dmabuf-healthy",
+        &[("node/kernel modules/nvidia_peermem", 1)],
+    ),
     // The compute HCAs as RoCE rails: each port's link layer, GIDs, MTU and netdev, and the
     // profile the fabric chose.
     (
