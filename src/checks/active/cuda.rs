@@ -326,7 +326,13 @@ fn init_failure(ctx: &Context<'_>, facts: &CudaFacts, init: i32, nvml_count: usi
     };
     let out = match init {
         code::NO_DEVICE => {
-            let base = format!("cuInit: {name} although nvml lists {nvml_count} gpu(s)");
+            // "although" only where NVML saw GPUs: with none (no driver, NVML not started) both
+            // agree, and the driver layer says why.
+            let base = if nvml_count == 0 {
+                format!("cuInit: {name}, and nvml lists no gpu either")
+            } else {
+                format!("cuInit: {name} although nvml lists {nvml_count} gpu(s)")
+            };
             if let Some(v) = visible {
                 Outcome::fail(format!("{base}: CUDA_VISIBLE_DEVICES={v} hides them"))
                     .evidence(Evidence::new("env CUDA_VISIBLE_DEVICES", v).expected("unset, or the gpus to use"))
