@@ -43,6 +43,12 @@ fn args_at(root: &Path) -> Vec<String> {
     // JSON instead of the Markdown ticket, to read the verdicts.
     let f = args.iter().position(|a| a == "--format").unwrap();
     args[f + 1] = "json".into();
+    // A capture runs nothing: its .gpudoctor/cuda.json stands for the Job's live `--cuda`.
+    let cuda = args
+        .iter()
+        .position(|a| a == "--cuda")
+        .expect("the Job asks for --cuda");
+    args.remove(cuda);
     args
 }
 
@@ -111,10 +117,29 @@ fn the_job_passes_on_a_pods_view_and_names_the_node_and_bus_ids() {
     for bus in ["0000:18:00.0", "0000:2a:00.0"] {
         assert!(summary.contains(bus), "{summary}");
     }
+    assert!(summary.contains("CUDA took a context on each"), "{summary}");
+    let cgroup = report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["checks"].as_array().unwrap())
+        .find(|c| c["code"] == "toolkit.container_device_cgroup")
+        .unwrap();
+    assert_eq!(cgroup["status"], "pass", "{cgroup}");
+    assert!(
+        cgroup["summary"].as_str().unwrap().contains("cgroup v2"),
+        "{cgroup}"
+    );
 }
 
-/// A copy of the Pod view changed by `edit`, judged as the Job judges it.
+/// A copy of the Pod view changed by `edit`, judged as the Job judges it: the exit code and
+/// `toolkit.container_gpus`.
 fn judge_edited(edit: impl Fn(&Path)) -> (i32, Value) {
+    judge_edited_on("toolkit.container_gpus", edit)
+}
+
+/// As [`judge_edited`], the check `code`.
+fn judge_edited_on(code: &str, edit: impl Fn(&Path)) -> (i32, Value) {
     let tmp = common::tempdir().unwrap();
     let root = tmp.path().join("view");
     let status = std::process::Command::new("cp")
@@ -137,7 +162,7 @@ fn judge_edited(edit: impl Fn(&Path)) -> (i32, Value) {
         .unwrap()
         .iter()
         .flat_map(|l| l["checks"].as_array().unwrap().clone())
-        .find(|c| c["code"] == "toolkit.container_gpus")
+        .find(|c| c["code"] == code)
         .unwrap();
     (out.status.code().unwrap(), check)
 }
@@ -179,6 +204,103 @@ fn the_job_fails_when_the_container_lacks_what_it_was_given() {
             .as_str()
             .unwrap()
             .contains("GPU-f5d905e7-8b69-603e-7864-770be5941f7b"),
+        "{check}"
+    );
+}
+
+fn edit_json(path: &Path, edit: impl Fn(&mut Value)) {
+    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    edit(&mut value);
+    std::fs::write(path, value.to_string()).unwrap();
+}
+
+#[test]
+fn the_job_fails_when_cuda_cannot_use_a_gpu_it_was_given() {
+    let (code, check) = judge_edited(|root| {
+        edit_json(&root.join(".gpudoctor/cuda.json"), |cuda| {
+            // CUDA_ERROR_DEVICES_UNAVAILABLE at the context: the second GPU is held elsewhere.
+            cuda["devices"][1]["error"] = serde_json::json!({"step": "context", "code": 46});
+            cuda["devices"][1]
+                .as_object_mut()
+                .unwrap()
+                .remove("mismatched_bytes");
+        });
+    });
+    assert_eq!(
+        (code, check["status"].as_str()),
+        (1, Some("fail")),
+        "{check}"
+    );
+    let summary = check["summary"].as_str().unwrap();
+    assert!(summary.contains("0000:2a:00.0"), "{summary}");
+    assert!(!summary.contains("0000:18:00.0"), "{summary}");
+}
+
+/// NVIDIA/nvidia-container-toolkit#192: a Kubernetes container's `devices.list` on cgroup v1,
+/// given one GPU (`c 195:7 rw`); here the two GPUs of the view, the control node and UVM, with
+/// the UVM major of the view's /proc/devices (510; 508 on the node).
+const V1_RULES: &str = "c 136:* rwm\nc 10:200 rwm\nc 5:2 rwm\nc 5:0 rwm\nc 1:9 rwm\nc 1:8 rwm\nc 1:7 rwm\nc 1:5 rwm\nc 1:3 rwm\nc *:* m\nb *:* m\nc 195:255 rw\nc 510:0 rw\nc 510:1 rw\nc 195:0 rw\nc 195:1 rw\n";
+
+/// The view on cgroup v1 with `rules` as the container's devices.list.
+fn on_cgroup_v1(root: &Path, rules: &str) {
+    std::fs::write(
+        root.join("proc/self/cgroup"),
+        "12:devices:/kubepods/burstable/pod4a1b/cri-containerd-c703\n11:memory:/kubepods/burstable/pod4a1b/cri-containerd-c703\n0::/\n",
+    )
+    .unwrap();
+    std::fs::remove_file(root.join("sys/fs/cgroup/cgroup.controllers")).unwrap();
+    std::fs::create_dir_all(root.join("sys/fs/cgroup/devices")).unwrap();
+    std::fs::write(root.join("sys/fs/cgroup/devices/devices.list"), rules).unwrap();
+}
+
+#[test]
+fn the_device_cgroup_is_judged_on_cgroup_v1() {
+    let cgroup = "toolkit.container_device_cgroup";
+    let (code, check) = judge_edited_on(cgroup, |root| on_cgroup_v1(root, V1_RULES));
+    assert_eq!(
+        (code, check["status"].as_str()),
+        (0, Some("pass")),
+        "{check}"
+    );
+    // After `systemctl daemon-reload` (NVIDIA/nvidia-container-toolkit#251): only mknod left.
+    let (code, check) = judge_edited_on(cgroup, |root| {
+        let lost = V1_RULES
+            .replace("c 195:0 rw\n", "")
+            .replace("c 195:1 rw\n", "")
+            + "c 195:* m\n";
+        on_cgroup_v1(root, &lost)
+    });
+    assert_eq!(
+        (code, check["status"].as_str()),
+        (1, Some("fail")),
+        "{check}"
+    );
+    let summary = check["summary"].as_str().unwrap();
+    assert!(summary.contains("/dev/nvidia0 (c 195:0)"), "{summary}");
+    assert!(summary.contains("/dev/nvidia1 (c 195:1)"), "{summary}");
+    assert!(!summary.contains("nvidiactl"), "{summary}");
+    assert!(
+        check["hint"].as_str().unwrap().contains("daemon-reload"),
+        "{check}"
+    );
+}
+
+#[test]
+fn lost_device_rules_on_cgroup_v2_are_named_from_nvmls_unknown_error() {
+    let (code, check) = judge_edited_on("toolkit.container_device_cgroup", |root| {
+        edit_json(&root.join(".gpudoctor/nvml.json"), |nvml| {
+            nvml["init_error"] = serde_json::json!({"kind": "unknown", "message": "Unknown Error"});
+            nvml["devices"] = serde_json::json!([]);
+            nvml["device_count"] = 0.into();
+        });
+    });
+    assert_eq!(
+        (code, check["status"].as_str()),
+        (1, Some("fail")),
+        "{check}"
+    );
+    assert!(
+        check["summary"].as_str().unwrap().contains("dev/nvidia0"),
         "{check}"
     );
 }

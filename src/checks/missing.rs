@@ -104,6 +104,10 @@ const TABLE: &[(&str, &str)] = &[
         "no /dev/nvidia* node: skip (driver.device_nodes judges that); /proc/devices missing: error naming it (the majors come from it); a node whose driver has no major there: not judged, and named; a missing /dev/char link: fail (its absence is the fault)",
     ),
     (
+        "toolkit.container_device_cgroup",
+        "not in a Pod given GPUs: skip; no /proc/self/cgroup under the root (a capture made elsewhere): skip, not judged; a v1 devices.list that cannot be read: error naming it; /proc/devices missing: error naming it; cgroup v2 with NVML unavailable for another reason than Unknown Error: skip (driver.nvml_init says why)",
+    ),
+    (
         "device_plugin.kubelet",
         "no /var/lib/kubelet: skip (not a Kubernetes node); an unreadable kubelet config: error naming it",
     ),

@@ -7,6 +7,7 @@
 
 pub mod active;
 pub mod causes;
+pub mod container;
 pub mod dev_char;
 pub mod device_plugin;
 pub mod driver;
@@ -82,6 +83,7 @@ pub fn registry() -> Vec<CheckDef> {
     all.extend(sriov::checks());
     all.extend(toolkit::checks());
     all.extend(dev_char::checks());
+    all.extend(container::checks());
     all.extend(device_plugin::checks());
     all.extend(topology::checks());
     all.extend(nccl::checks());

@@ -74,8 +74,8 @@ pub fn checks() -> Vec<CheckDef> {
             layer: Layer::Toolkit,
             title: "inside a Pod: the container can access the GPUs it was given",
             explain: Explain {
-                reads: "KUBERNETES_SERVICE_HOST and NVIDIA_VISIBLE_DEVICES from gpudoctor's own environment (.gpudoctor/env.json in a capture), the service-account mount, /dev/nvidia<N>, NVML's device count",
-                expects: "when run in a Pod that was given GPUs: as many GPUs in NVML and /dev/nvidia<N> nodes as NVIDIA_VISIBLE_DEVICES names",
+                reads: "KUBERNETES_SERVICE_HOST and NVIDIA_VISIBLE_DEVICES from gpudoctor's own environment (.gpudoctor/env.json in a capture), the service-account mount, /dev/nvidia<N>, NVML's devices and bus ids; with --cuda the CUDA probe's answer (.gpudoctor/cuda.json in a capture)",
+                expects: "when run in a Pod that was given GPUs: as many GPUs in NVML and /dev/nvidia<N> nodes as NVIDIA_VISIBLE_DEVICES names, each GPU it names one NVML opens; with --cuda a context and a whole 1 MiB round trip on each (deploy/validate.yaml runs it so)",
                 why: "a Pod whose NVIDIA_VISIBLE_DEVICES is set but that sees no GPU was started by a runtime that ignored it (no nvidia runtime handler, wrong RuntimeClass)",
                 fix: "give the Pod `runtimeClassName: nvidia` (or make nvidia the runtime's default), and check `kubectl describe pod` for the resource request `nvidia.com/gpu`",
             },
@@ -636,22 +636,9 @@ fn operator_validations(ctx: &Context<'_>) -> Outcome {
 }
 
 fn container_gpus(ctx: &Context<'_>) -> Outcome {
-    let pod = toolkit::gather_pod_context(ctx.source(), ctx.env());
-    if !pod.in_pod() {
-        return Outcome::skip("not running inside a pod");
-    }
-    let visible = match pod.visible_devices.as_deref().map(str::trim) {
-        None => {
-            return Outcome::skip(
-                "running in a pod that was given no gpus (NVIDIA_VISIBLE_DEVICES unset)",
-            );
-        }
-        Some(v) if v.is_empty() || v == "void" || v == "none" => {
-            return Outcome::skip(format!(
-                "running in a pod that was given no gpus (NVIDIA_VISIBLE_DEVICES={v:?})"
-            ));
-        }
-        Some(v) => v.to_string(),
+    let visible = match super::container::given_gpus(ctx) {
+        Ok(visible) => visible,
+        Err(skip) => return skip,
     };
     let nvml = ctx.nvml();
     let devices: Vec<&NvmlDevice> = if nvml.init_error.is_none() {
@@ -703,8 +690,12 @@ fn container_gpus(ctx: &Context<'_>) -> Outcome {
         .collect();
     let enough = seen > 0 && nodes >= seen && wanted.is_none_or(|w| w == seen);
     if enough && unmatched.is_empty() {
+        let cuda = match super::container::cuda_on_given(ctx, &bus_ids) {
+            Ok(note) => note,
+            Err(failed) => return failed.evidence_all(evidence),
+        };
         return Outcome::pass(format!(
-            "container can access {seen} gpu(s) {}: NVIDIA_VISIBLE_DEVICES={visible}, {nodes} /dev/nvidia<N> node(s)",
+            "container can access {seen} gpu(s) {}: NVIDIA_VISIBLE_DEVICES={visible}, {nodes} /dev/nvidia<N> node(s){cuda}",
             bus_ids.join(" ")
         ))
         .evidence_all(evidence);

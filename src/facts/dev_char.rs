@@ -104,9 +104,18 @@ fn points_at(target: &str, node: &str) -> bool {
     target == format!("../{under_dev}") || target == format!("/{node}")
 }
 
-/// The NVIDIA device nodes present and their links; `Ok(None)` when there is no NVIDIA node at
-/// all (the driver layer says why) or /proc/devices cannot be read (nothing to compute from).
-pub fn gather(source: &dyn Source) -> Result<Option<Vec<NodeLink>>, FactError> {
+/// One NVIDIA device node under /dev and its numbers: `dev/nvidia0`, major (`None` when
+/// /proc/devices has none for its driver), minor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumberedNode {
+    pub node: String,
+    pub major: Option<u32>,
+    pub minor: u32,
+}
+
+/// The NVIDIA device nodes present with the numbers NVIDIA gives them (nodes no link is made
+/// for left out); `Ok(None)` when there is no NVIDIA node at all (the driver layer says why).
+pub fn numbered_nodes(source: &dyn Source) -> Result<Option<Vec<NumberedNode>>, FactError> {
     let mut names: Vec<String> = match source.read_dir("dev") {
         Ok(names) => names
             .into_iter()
@@ -123,12 +132,30 @@ pub fn gather(source: &dyn Source) -> Result<Option<Vec<NodeLink>>, FactError> {
         return Ok(None);
     }
     let majors = parse_majors(&source.read_to_string("proc/devices")?);
+    Ok(Some(
+        names
+            .iter()
+            // nvswitch, nvlink, nvidia-fs, the caps directory itself have no entry
+            .filter_map(|name| {
+                let (major, minor) = numbers(name, &majors)?;
+                Some(NumberedNode {
+                    node: format!("dev/{name}"),
+                    major,
+                    minor,
+                })
+            })
+            .collect(),
+    ))
+}
+
+/// The NVIDIA device nodes present and their links; `Ok(None)` when there is no NVIDIA node at
+/// all (the driver layer says why) or /proc/devices cannot be read (nothing to compute from).
+pub fn gather(source: &dyn Source) -> Result<Option<Vec<NodeLink>>, FactError> {
+    let Some(nodes) = numbered_nodes(source)? else {
+        return Ok(None);
+    };
     let mut out = Vec::new();
-    for name in names {
-        let Some((major, minor)) = numbers(&name, &majors) else {
-            continue; // nvswitch, nvlink, nvidia-fs, the caps directory itself
-        };
-        let node = format!("dev/{name}");
+    for NumberedNode { node, major, minor } in nodes {
         let Some(major) = major else {
             out.push(NodeLink {
                 node,

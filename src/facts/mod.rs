@@ -9,6 +9,7 @@
 
 pub mod boot;
 pub mod cdi;
+pub mod cgroup;
 pub mod cni;
 pub mod dev_char;
 pub mod fabric_manager;
