@@ -244,6 +244,14 @@ fn every_overlay_renders_and_validates_against_two_kubernetes_versions() {
         .map(|n| (n.clone(), deploy().join("overlays").join(n)))
         .collect();
     dirs.push(("deploy".into(), deploy()));
+    // node-problem-detector: its base and each platform's variant.
+    dirs.push(("npd".into(), deploy().join("npd")));
+    for platform in overlays() {
+        let npd = deploy().join("overlays").join(&platform).join("npd");
+        if npd.is_dir() {
+            dirs.push((format!("{platform}-npd"), npd));
+        }
+    }
     // The manifests applied on their own, as they are: the node Job and the validation Job.
     let files = ["job.yaml", "validate.yaml"].map(|f| (f.to_string(), deploy().join(f)));
     for (name, dir) in dirs.into_iter().chain(files) {
@@ -324,6 +332,54 @@ fn kubernetes_validate_refuses_what_the_api_refuses() {
             .output()
             .unwrap();
         assert!(!out.status.success(), "{what} passed");
+    }
+}
+
+/// node-problem-detector runs gpudoctor on the same nodes with the same host paths as the
+/// platform's gpudoctor DaemonSet: its overlay (`overlays/<platform>/npd`) selects nodes as the
+/// platform's DaemonSet does and mounts what it adds; a platform without one adds nothing NPD's
+/// base lacks (the GPU Operator's /run/nvidia/driver is under NPD's /run, propagated).
+#[test]
+fn npd_runs_where_and_with_what_each_platforms_daemonset_does() {
+    let Some(kubectl) = kubectl() else {
+        return;
+    };
+    let base = documents(&render(&kubectl, &deploy().join("base")));
+    let base_mounts = host_mounts(daemonset(&base));
+    let npd_base = documents(&render(&kubectl, &deploy().join("npd")));
+    for (name, docs) in rendered(&kubectl) {
+        let ds = daemonset(&docs);
+        let dir = deploy().join("overlays").join(&name).join("npd");
+        let npd_docs = if dir.is_dir() {
+            documents(&render(&kubectl, &dir))
+        } else {
+            npd_base.clone()
+        };
+        let npd = daemonset(&npd_docs);
+        assert_eq!(npd["metadata"]["name"], "gpudoctor-npd");
+        let (selector, affinity) = node_selection(ds);
+        let (npd_selector, npd_affinity) = node_selection(npd);
+        assert_eq!(
+            (npd_selector, npd_affinity),
+            (selector, affinity),
+            "{name}: NPD selects other nodes than the platform's DaemonSet"
+        );
+        let npd_mounts = host_mounts(npd);
+        for (host, mount, _, propagation) in host_mounts(ds) {
+            if base_mounts.iter().any(|(h, ..)| *h == host) {
+                continue;
+            }
+            let covered = npd_mounts.iter().any(|(h, m, _, p)| {
+                (*h == host && *m == mount)
+                    || (host.starts_with(&format!("{h}/"))
+                        && mount == format!("{m}{}", &host[h.len()..])
+                        && (propagation.is_empty() || *p == propagation))
+            });
+            assert!(
+                covered,
+                "{name}: NPD lacks the host mount {host} at {mount}"
+            );
+        }
     }
 }
 

@@ -676,6 +676,49 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
             ("toolkit/toolkit/binaries", 1),
         ],
     ),
+    // AKS: AgentBaker's GPU containerd config (its runtime named nvidia-container-runtime, an
+    // untrusted one beside), its kubelet config without the memory manager.
+    (
+        "aks-h100-healthy",
+        &[
+            ("toolkit/container runtime/default runtime", 1),
+            ("toolkit/container runtime/nvidia runtimes", 1),
+            ("topology/kubelet config/memory manager policy", 1),
+            ("topology/kubelet config/reserved memory", 1),
+        ],
+    ),
+    // AKS rendered as a node without GPUs: runc only, no CDI spec.
+    (
+        "aks-h100-not-gpu-pool",
+        &[
+            ("toolkit/cdi spec var/run/cdi/nvidia.yaml/-", 1),
+            ("toolkit/container runtime/default runtime", 1),
+            ("toolkit/container runtime/nvidia runtimes", 1),
+            ("topology/kubelet config/memory manager policy", 1),
+            ("topology/kubelet config/reserved memory", 1),
+        ],
+    ),
+    // The GPU Operator's driver container seen from the host: its toolkit, runtimes, markers.
+    (
+        "gpu-operator-h100-healthy",
+        &[
+            ("toolkit/container runtime/nvidia runtimes", 1),
+            ("toolkit/gpu operator/validations", 1),
+            ("toolkit/toolkit/binaries", 1),
+        ],
+    ),
+    // As above with another driver's library in the driver root: NVML refuses to start.
+    (
+        "gpu-operator-h100-library-mismatch",
+        &[
+            ("node/*", 1),
+            ("driver/driver/nvml libraries", 1),
+            ("driver/nvml/*", 1),
+            ("toolkit/container runtime/nvidia runtimes", 1),
+            ("toolkit/gpu operator/validations", 1),
+            ("toolkit/toolkit/binaries", 1),
+        ],
+    ),
     // The RoCE node with rail mlx5_3 at 200 Gb/s.
     (
         "h100-roce-rail-downtrained",

@@ -128,6 +128,45 @@ fn eks_nodeadm_config_with_drop_ins_named_on_the_kubelets_command_line() {
 }
 
 #[test]
+fn aks_kubelet_config_found_by_its_path_and_by_a_two_argument_config_flag() {
+    // AgentBaker writes /etc/default/kubeletconfig.json; a capture without the kubelet's
+    // process still finds it by AKS's path.
+    let node = Node::copy(HEALTHY);
+    let config = node.read("var/lib/kubelet/config.yaml");
+    node.remove("var/lib/kubelet/config.yaml");
+    node.write("etc/default/kubeletconfig.json", &config);
+    assert_healthy_k8s_layers(&node);
+    let report = node.run_all();
+    let kubelet = check(&report, "device_plugin.kubelet");
+    assert!(
+        kubelet
+            .summary
+            .contains("etc/default/kubeletconfig.json, found by AKS (AgentBaker)'s path"),
+        "{}",
+        kubelet.summary
+    );
+    // The kubelet unit passes `--config /etc/default/kubeletconfig.json` as two arguments
+    // (AgentBaker's 10-componentconfig.conf); the file elsewhere is found only through it.
+    node.remove("etc/default/kubeletconfig.json");
+    node.write("etc/aks/kubelet-custom.json", &config);
+    node.write("proc/2874/comm", "kubelet\n");
+    node.write(
+        "proc/2874/cmdline",
+        "/usr/local/bin/kubelet\0--enable-server\0--kubeconfig\0/var/lib/kubelet/kubeconfig\0--config\0/etc/aks/kubelet-custom.json\0",
+    );
+    assert_healthy_k8s_layers(&node);
+    let report = node.run_all();
+    let kubelet = check(&report, "device_plugin.kubelet");
+    assert!(
+        kubelet.summary.contains(
+            "etc/aks/kubelet-custom.json, found by the kubelet's command line (pid 2874)"
+        ),
+        "{}",
+        kubelet.summary
+    );
+}
+
+#[test]
 fn a_node_without_gpus_and_rdma_devices_skips_rdma_and_topology_with_a_reason() {
     let node = Node::copy("no-gpu-on-pci");
     for dev in fs::read_dir(node.path("sys/class/infiniband")).unwrap() {

@@ -16,6 +16,8 @@
 //!   `/etc/kubernetes/kubelet/kubelet-config.json`;
 //! - GKE (kubernetes cluster/gce/gci/configure-helper.sh: `KUBELET_CONFIG_FILE`,
 //!   `/home/kubernetes/kubelet-config.yaml`);
+//! - AKS (Azure/AgentBaker `cse_config.sh`: `KUBELET_CONFIG_JSON_PATH="/etc/default/kubeletconfig.json"`,
+//!   named by the kubelet unit's drop-in `10-componentconfig.conf` as `--config <path>`);
 //! - OpenShift's Machine Config Operator (`/etc/kubernetes/kubelet.conf`, the kubelet unit's
 //!   `--config=/etc/kubernetes/kubelet.conf`);
 //! - k3s and RKE2 run the kubelet with `--config-dir` pointing at
@@ -60,6 +62,11 @@ pub const KNOWN: &[Known] = &[
         file: Some("home/kubernetes/kubelet-config.yaml"),
         drop_ins: None,
         installer: "GKE",
+    },
+    Known {
+        file: Some("etc/default/kubeletconfig.json"),
+        drop_ins: None,
+        installer: "AKS (AgentBaker)",
     },
     Known {
         file: Some("etc/kubernetes/kubelet.conf"),

@@ -493,6 +493,9 @@ fn nvml_init(ctx: &Context<'_>) -> Outcome {
     }
 }
 
+/// The library under the GPU Operator's driver root differs from the loaded module.
+const OPERATOR_DRIVER_ROOT_STALE: &str = "the GPU Operator's driver container root (/run/nvidia/driver) holds another driver's user space than the loaded module: a driver upgrade is half done. Read the driver pod on this node (`kubectl -n gpu-operator get pods -l app=nvidia-driver-daemonset -o wide`, its logs) and the upgrade state (`kubectl get node <node> -o jsonpath='{.metadata.labels.nvidia\\.com/gpu-driver-upgrade-state}'`); deleting the driver pod (node drained) makes it reload the module and rewrite the root";
+
 fn driver_version_match(ctx: &Context<'_>) -> Outcome {
     let nvml: &NvmlFacts = ctx.nvml();
     let module = match ctx.module_version() {
@@ -522,12 +525,23 @@ fn driver_version_match(ctx: &Context<'_>) -> Outcome {
                     others.join(", ")
                 )
             };
-            Outcome::fail(summary)
+            let outcome = Outcome::fail(summary)
                 .evidence(
                     Evidence::new(*from, module_version.as_str())
                         .expected("the user-space library's version"),
                 )
-                .evidence_all(library_evidence())
+                .evidence_all(library_evidence());
+            // The GPU Operator's driver container owns both halves: its pod, not a reboot by
+            // hand, puts them back in step.
+            if libraries
+                .iter()
+                .any(|(v, path)| v != module_version && path.starts_with("run/nvidia/driver/"))
+            {
+                return outcome
+                    .hint(OPERATOR_DRIVER_ROOT_STALE)
+                    .action(Action::RestartComponent);
+            }
+            outcome
                 .hint(RELOAD_AFTER_UPGRADE)
                 .action(Action::RebootNode)
         }
