@@ -207,3 +207,26 @@ fn a_node_without_gpus_and_rdma_devices_skips_rdma_and_topology_with_a_reason() 
     // The kernel-log checks still ran and say what they read.
     assert_eq!(check(&report, "rdma.nic_events").status, Status::Pass);
 }
+
+#[test]
+fn crio_reads_every_drop_in_whatever_its_extension() {
+    // crio.conf.d(5): every file of the directory, in name order. A drop-in named without an
+    // extension (as `nvidia-ctk runtime configure --runtime=crio --config=...` may be told to
+    // write it) is read; a subdirectory is not a file and does not stop the reading.
+    let node = Node::healthy();
+    node.remove("etc/containerd/config.toml");
+    node.write("etc/crio/crio.conf", "[crio]\n[crio.runtime]\n");
+    node.write(
+        "etc/crio/crio.conf.d/99-nvidia",
+        "[crio]\n  [crio.runtime]\n    default_runtime = \"nvidia\"\n    [crio.runtime.runtimes]\n      [crio.runtime.runtimes.nvidia]\n        runtime_path = \"/usr/bin/nvidia-container-runtime\"\n        runtime_type = \"oci\"\n",
+    );
+    node.write("etc/crio/crio.conf.d/old/10-unused.conf", "not toml [[[");
+    let report = node.run_all();
+    let runtime = check(&report, "toolkit.container_runtime");
+    assert_eq!(runtime.status, Status::Pass, "{runtime:#?}");
+    assert!(
+        runtime.summary.contains("`nvidia`") && runtime.summary.contains("default"),
+        "{}",
+        runtime.summary
+    );
+}

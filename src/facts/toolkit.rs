@@ -452,10 +452,16 @@ pub fn gather_runtime(source: &dyn Source) -> Result<Option<RuntimeFacts>, FactE
     if source.exists(CRIO_CONFIG) {
         files.push(CRIO_CONFIG.to_string());
     }
-    if let Ok(names) = source.list_dir(CRIO_DROPINS, &|n| {
-        n.ends_with(".conf") || n.ends_with(".toml")
-    }) {
-        files.extend(names.into_iter().map(|n| format!("{CRIO_DROPINS}/{n}")));
+    // Every file of the directory in name order, whatever its extension (crio.conf.d(5):
+    // "Files in the configuration directory are sorted by name in lexical order and applied in
+    // that order"); subdirectories are not files.
+    if let Ok(names) = source.list_dir(CRIO_DROPINS, &|_| true) {
+        files.extend(
+            names
+                .into_iter()
+                .map(|n| format!("{CRIO_DROPINS}/{n}"))
+                .filter(|path| source.read_dir(path).is_err()),
+        );
     }
     if files.is_empty() {
         return Ok(None);
