@@ -573,6 +573,17 @@ fn optional_stages(
 }
 
 fn operator_validations(ctx: &Context<'_>) -> Outcome {
+    // driver-ready there but unreadable: judged as a host driver, and said.
+    let unread: Option<FactError> = ctx
+        .source()
+        .read_to_string(&format!("{VALIDATIONS_DIR}/driver-ready"))
+        .err()
+        .filter(|err| !err.is_missing())
+        .map(FactError::from);
+    operator_validations_judged(ctx).noting_unread(unread.iter())
+}
+
+fn operator_validations_judged(ctx: &Context<'_>) -> Outcome {
     if let Some(skip) = not_applicable(ctx) {
         return skip;
     }

@@ -216,8 +216,25 @@ pub fn running_kubelet(source: &dyn Source) -> (Option<(u32, KubeletCmdline)>, V
         if comm.trim_end() != "kubelet" {
             return None;
         }
-        let mut bytes = source.read_bytes(&format!("proc/{pid}/cmdline")).ok()?;
+        let path = format!("proc/{pid}/cmdline");
+        let mut bytes = match source.read_bytes(&path) {
+            Ok(bytes) => bytes,
+            Err(err) if err.is_missing() => return None,
+            Err(err) => {
+                unreadable.push(err.to_string());
+                return None;
+            }
+        };
         bytes.truncate(CMDLINE_CAP);
+        // Arguments are NUL-separated text; bytes that are not UTF-8 are a damaged read, not
+        // flags to guess at.
+        if bytes
+            .split(|b| *b == 0)
+            .any(|arg| std::str::from_utf8(arg).is_err())
+        {
+            unreadable.push(format!("{path}: not text (invalid UTF-8)"));
+            return None;
+        }
         Some((pid, parse_cmdline(&bytes)))
     });
     (found, unreadable)
@@ -228,6 +245,12 @@ pub fn running_kubelet(source: &dyn Source) -> (Option<(u32, KubeletCmdline)>, V
 fn drop_in_files(source: &dyn Source, dir: &str) -> Option<Vec<String>> {
     let names = source.list_dir(dir, &|n| n.ends_with(".conf")).ok()?;
     Some(names.into_iter().map(|n| format!("{dir}/{n}")).collect())
+}
+
+/// Whether `rel` is there to be read: present, or present but unreadable (a link loop, no
+/// permission) so that reading it names the damage; a dangling link or nothing is absent.
+fn present(source: &dyn Source, rel: &str) -> bool {
+    source.exists(rel) || matches!(source.fs().identity(rel), Err(err) if !err.is_missing())
 }
 
 /// Where the kubelet config is: the running kubelet's command line first, then [`KNOWN`].
@@ -246,7 +269,7 @@ pub fn locate(source: &dyn Source) -> Option<Located> {
     if let Some((pid, cmd)) = running
         && (cmd.config.is_some() || cmd.config_dir.is_some() || !cmd.settings.is_empty())
     {
-        let file = cmd.config.filter(|f| source.exists(f));
+        let file = cmd.config.filter(|f| present(source, f));
         let drop_ins = cmd
             .config_dir
             .as_deref()
@@ -262,7 +285,7 @@ pub fn locate(source: &dyn Source) -> Option<Located> {
         }
     }
     KNOWN.iter().find_map(|k| {
-        let file = k.file.filter(|f| source.exists(f)).map(str::to_string);
+        let file = k.file.filter(|f| present(source, f)).map(str::to_string);
         let drop_ins = k
             .drop_ins
             .and_then(|d| drop_in_files(source, d))

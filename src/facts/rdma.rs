@@ -347,12 +347,21 @@ fn read_port(
                     gid_types.push(t);
                 }
             }
+            let ndev_path = format!("{dir}/gid_attrs/ndevs/{index}");
             if roce_netdev.is_none()
-                && let Ok(nd) = source.read_to_string(&format!("{dir}/gid_attrs/ndevs/{index}"))
+                && let Ok(nd) = source.read_to_string(&ndev_path)
             {
                 let nd = trimmed(&nd).to_string();
-                if !nd.is_empty() {
+                if nd.is_empty() {
+                } else if source.exists(&format!("{CLASS_NET}/{nd}")) {
                     roce_netdev = Some(nd);
+                } else {
+                    // A name the kernel printed is a netdev that exists; one that does not is
+                    // a damaged read (or a rename in between), named where it was read.
+                    problems.push(FactError {
+                        path: ndev_path,
+                        message: format!("names netdev {nd:?}, which is not in {CLASS_NET}"),
+                    });
                 }
             }
         }

@@ -89,7 +89,10 @@ fn tray(ctx: &Context<'_>, gpu: &str) -> Outcome {
         },
     );
     match (&facts.running, &facts.unit_file) {
-        (Some(_), _) => Outcome::pass(format!("{no_fm}; nvidia-imex runs")).evidence(evidence),
+        // Found another way (the process list) when its unit's cgroup could not be read: said.
+        (Some(_), _) => Outcome::pass(format!("{no_fm}; nvidia-imex runs"))
+            .evidence(evidence)
+            .noting_unread(&facts.problems),
         (None, Some(_)) => Outcome::fail(format!(
             "nvidia-imex is installed but not running on {no_fm}: multi-node nvlink memory sharing (imex channels) fails"
         ))

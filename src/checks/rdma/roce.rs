@@ -15,7 +15,11 @@ pub(super) fn roce_config(ctx: &Context<'_>) -> Outcome {
     let mut roce = 0;
     for (d, p) in ports(facts).filter(|(_, p)| p.is_roce()) {
         roce += 1;
-        let gid_table_unread = not_read(p, "gid_attrs/types") || not_read(p, "gid_attrs/ndevs");
+        let gid_table_unread = not_read(p, "gid_attrs/types")
+            || not_read(p, "gid_attrs/ndevs")
+            || p.problems
+                .iter()
+                .any(|e| e.path.contains("/gid_attrs/ndevs/"));
         if !p.gid_types.iter().any(|t| t == "RoCE v2") && !not_read(p, "gid_attrs/types") {
             fails.push(format!("{} has no roce v2 gid", port_label(d, p)));
             evidence.push(

@@ -263,7 +263,22 @@ fn vfs_enabled(ctx: &Context<'_>, unread: &mut Vec<crate::answers::FactError>) -
                 .and_then(|p| p.rsplit('/').next().map(str::to_string));
             let why = match pf {
                 Some(pf) if facts.pfs.iter().any(|p| p.bdf == pf) => return true,
-                Some(pf) => format!("present, but its pf {pf} could not be read"),
+                Some(pf) => {
+                    // Name the PF's SR-IOV files that are not there: what made it no PF.
+                    let gone: Vec<String> = ["sriov_totalvfs", "sriov_numvfs"]
+                        .iter()
+                        .map(|f| format!("{}/{pf}/{f}", crate::facts::pci::PCI_DEVICES))
+                        .filter(|p| !ctx.source().exists(p))
+                        .collect();
+                    if gone.is_empty() {
+                        format!("present, but its pf {pf} could not be read")
+                    } else {
+                        format!(
+                            "present, but its pf {pf} could not be read ({} missing)",
+                            gone.join(", ")
+                        )
+                    }
+                }
                 None => "present, but its physfn link does not resolve".to_string(),
             };
             unread.push(crate::answers::FactError {
