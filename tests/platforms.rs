@@ -117,6 +117,19 @@ fn eks_nodeadm_config_with_drop_ins_named_on_the_kubelets_command_line() {
         "{}",
         kubelet.summary
     );
+    // Evidence names the file that set each value: the drop-in, where an engineer edits it.
+    let policy = check(&report, "topology.kubelet_topology_manager");
+    let sources: Vec<&str> = policy.evidence.iter().map(|e| e.source.as_str()).collect();
+    assert!(
+        sources.contains(
+            &"etc/kubernetes/kubelet/config.json.d/40-nodeadm.conf: topologyManagerPolicy"
+        ),
+        "{sources:?}"
+    );
+    assert!(
+        sources.contains(&"etc/kubernetes/kubelet/config.json: cpuManagerPolicy"),
+        "{sources:?}"
+    );
     // The drop-in's policy wins over the base file's default.
     node.write(
         "etc/kubernetes/kubelet/config.json.d/50-site.conf",

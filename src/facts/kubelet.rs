@@ -43,6 +43,37 @@ pub struct KubeletConfig {
     /// and the files merged, in order (`facts/kubelet_locate.rs`); empty when parsed alone.
     pub found_by: String,
     pub files: Vec<String>,
+    /// For each top-level key, where its value came from when that is not the file shown for
+    /// the config: the drop-in that set it last, or `the kubelet's command line`.
+    pub origins: BTreeMap<String, String>,
+}
+
+impl KubeletConfig {
+    /// Evidence source for `key`: `<file that set it>: key` (a drop-in wins over the main
+    /// file, a flag over both), else `<shown>: key`; an engineer edits the file named.
+    pub fn source_of(&self, key: &str, shown: &str) -> String {
+        format!("{}: {key}", self.file_of(key, shown))
+    }
+
+    /// The file (or `the kubelet's command line`) that sets `key`, `shown` by default.
+    pub fn file_of<'a>(&'a self, key: &str, shown: &'a str) -> &'a str {
+        self.origins.get(key).map_or(shown, String::as_str)
+    }
+
+    /// Where to change `keys`: the one place that sets them all, or `shown` with a pointer to
+    /// the evidence when they come from several.
+    pub fn where_to_edit(&self, keys: &[&str], shown: &str) -> String {
+        let mut places: Vec<&str> = keys.iter().map(|k| self.file_of(k, shown)).collect();
+        places.sort_unstable();
+        places.dedup();
+        match places.as_slice() {
+            [one] => (*one).to_string(),
+            _ => format!(
+                "{} (each setting where its evidence names it)",
+                places.join(", ")
+            ),
+        }
+    }
 }
 
 /// One `reservedMemory` entry: `- numaNode: 0` with `limits: {memory: 1124Mi}`.
@@ -153,6 +184,7 @@ fn from_value(value: Value) -> Result<KubeletConfig, ParseError> {
         cgroup_driver: text_of("cgroupDriver"),
         found_by: String::new(),
         files: Vec::new(),
+        origins: BTreeMap::new(),
     })
 }
 
@@ -199,10 +231,20 @@ pub fn gather(source: &dyn Source) -> Result<Option<(KubeletConfig, String)>, Fa
     };
     let mut merged = Value::Null;
     let mut files = Vec::new();
+    // Which file (or the command line) set each top-level key last.
+    let mut set_by: BTreeMap<String, String> = BTreeMap::new();
+    let mut note = |value: &Value, from: &str| {
+        if let Value::Mapping(map) = value {
+            for k in map.keys().filter_map(Value::as_str) {
+                set_by.insert(k.to_string(), from.to_string());
+            }
+        }
+    };
     for path in located.file.iter().chain(&located.drop_ins) {
         match source.read_to_string(path) {
             Ok(text) => {
                 let value = parse_value(&text).map_err(|e| FactError::parse(path, e))?;
+                note(&value, path);
                 if merged.is_null() {
                     merged = value;
                 } else {
@@ -219,6 +261,7 @@ pub fn gather(source: &dyn Source) -> Result<Option<(KubeletConfig, String)>, Fa
         for (k, v) in &located.settings {
             flags.insert(Value::String(k.clone()), Value::String(v.clone()));
         }
+        note(&Value::Mapping(flags.clone()), "the kubelet's command line");
         if merged.is_null() {
             merged = Value::Mapping(flags);
         } else {
@@ -232,6 +275,7 @@ pub fn gather(source: &dyn Source) -> Result<Option<(KubeletConfig, String)>, Fa
     let mut config = from_value(merged).map_err(|e| FactError::parse(&shown, e))?;
     config.found_by = located.found_by;
     config.files = files;
+    config.origins = set_by.into_iter().filter(|(_, f)| *f != shown).collect();
     Ok(Some((config, shown)))
 }
 

@@ -136,9 +136,9 @@ pub(super) fn kubelet_managers(ctx: &Context<'_>) -> Outcome {
     let memory = config.memory_manager_policy.as_deref().unwrap_or("None");
     let mut findings = Vec::new();
     let mut evidence = vec![
-        Evidence::new(format!("{path}: topologyManagerPolicy"), topology),
-        Evidence::new(format!("{path}: cpuManagerPolicy"), cpu),
-        Evidence::new(format!("{path}: memoryManagerPolicy"), memory),
+        Evidence::new(config.source_of("topologyManagerPolicy", path), topology),
+        Evidence::new(config.source_of("cpuManagerPolicy", path), cpu),
+        Evidence::new(config.source_of("memoryManagerPolicy", path), memory),
     ];
     let mut notes = Vec::new();
     if cpu.eq_ignore_ascii_case("static") {
@@ -152,7 +152,7 @@ pub(super) fn kubelet_managers(ctx: &Context<'_>) -> Outcome {
                     ),
                 });
                 evidence.push(
-                    Evidence::new(format!("{path}: reservedSystemCPUs"), "not set")
+                    Evidence::new(config.source_of("reservedSystemCPUs", path), "not set")
                         .expected("a cpu list, or kubeReserved/systemReserved cpu > 0"),
                 );
             }
@@ -170,7 +170,7 @@ pub(super) fn kubelet_managers(ctx: &Context<'_>) -> Outcome {
             Ok(text) => notes.push(text),
             Err(why) => {
                 evidence.push(
-                    Evidence::new(format!("{path}: reservedMemory"), why.clone()).expected(
+                    Evidence::new(config.source_of("reservedMemory", path), why.clone()).expected(
                         "per numa node, summing to kubeReserved + systemReserved + evictionHard memory.available",
                     ),
                 );
@@ -203,10 +203,19 @@ pub(super) fn kubelet_managers(ctx: &Context<'_>) -> Outcome {
     } else {
         Outcome::warn(text)
     };
+    let edit = config.where_to_edit(
+        &[
+            "cpuManagerPolicy",
+            "reservedSystemCPUs",
+            "memoryManagerPolicy",
+            "reservedMemory",
+        ],
+        path,
+    );
     outcome
         .evidence_all(evidence)
         .hint(format!(
-            "in {path}: set `cpuManagerPolicy: static` with a cpu reservation (`reservedSystemCPUs`, e.g. the first core and its sibling on each socket), and `memoryManagerPolicy: Static` a `reservedMemory` list whose total equals kubeReserved + systemReserved + evictionHard memory.available (100Mi by default); then, on a drained node, stop the kubelet, remove /var/lib/kubelet/cpu_manager_state and memory_manager_state, and start it (Kubernetes docs: Control CPU Management Policies on the Node; Utilizing the NUMA-aware Memory Manager)"
+            "in {edit}: set `cpuManagerPolicy: static` with a cpu reservation (`reservedSystemCPUs`, e.g. the first core and its sibling on each socket), and `memoryManagerPolicy: Static` a `reservedMemory` list whose total equals kubeReserved + systemReserved + evictionHard memory.available (100Mi by default); then, on a drained node, stop the kubelet, remove /var/lib/kubelet/cpu_manager_state and memory_manager_state, and start it (Kubernetes docs: Control CPU Management Policies on the Node; Utilizing the NUMA-aware Memory Manager)"
         ))
         .action(Action::FixConfig)
 }

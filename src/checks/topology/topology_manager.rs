@@ -39,20 +39,20 @@ pub(super) fn kubelet_topology_manager(ctx: &Context<'_>) -> Outcome {
     let policy = config.topology_manager_policy.as_deref().unwrap_or("none");
     let evidence = vec![
         Evidence::new(
-            format!("{path}: topologyManagerPolicy"),
+            config.source_of("topologyManagerPolicy", path),
             shown(&config.topology_manager_policy, "none"),
         )
         .expected("single-numa-node, restricted or best-effort when gpus span numa nodes"),
         Evidence::new(
-            format!("{path}: topologyManagerScope"),
+            config.source_of("topologyManagerScope", path),
             shown(&config.topology_manager_scope, "container"),
         ),
         Evidence::new(
-            format!("{path}: cpuManagerPolicy"),
+            config.source_of("cpuManagerPolicy", path),
             shown(&config.cpu_manager_policy, "none"),
         ),
         Evidence::new(
-            format!("{path}: memoryManagerPolicy"),
+            config.source_of("memoryManagerPolicy", path),
             shown(&config.memory_manager_policy, "None"),
         ),
     ];
@@ -86,7 +86,7 @@ pub(super) fn kubelet_topology_manager(ctx: &Context<'_>) -> Outcome {
             "gpus on numa nodes {node_list} but topology manager policy is {policy}: pods can get gpus from one socket and cpus and memory from the other ({managers})"
         ))
         .evidence_all(evidence)
-        .hint(topology_policy_hint(path, most_on_one, total))
+        .hint(topology_policy_hint(config.file_of("topologyManagerPolicy", path), most_on_one, total))
         .action(Action::FixConfig);
     }
     let placement = if nodes.len() > 1 && policy.eq_ignore_ascii_case("single-numa-node") {
