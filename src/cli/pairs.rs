@@ -200,6 +200,18 @@ impl PairsArgs {
             exported.push((k, v));
         }
         let mut launcher_env = child.changes.clone();
+        if kind == LauncherKind::Srun {
+            launcher_env.extend(launch::srun_env_changes());
+        }
+        // Open MPI's session directory goes under TMPDIR unless orte_tmpdir_base is set (then
+        // that one is pointed at the private directory too): `pairs::private_tmp`.
+        let mut private_tmp_vars = Vec::new();
+        if kind == LauncherKind::Mpirun {
+            private_tmp_vars.push("TMPDIR".to_string());
+            if var("OMPI_MCA_orte_tmpdir_base").is_some() {
+                private_tmp_vars.push("OMPI_MCA_orte_tmpdir_base".to_string());
+            }
+        }
         launcher_env.extend(exported.iter().map(|(k, v)| (k.clone(), Some(v.clone()))));
         let floor = match &self.profile {
             None => None,
@@ -233,6 +245,7 @@ impl PairsArgs {
             launcher_env,
             progress: true,
             notes,
+            private_tmp_vars,
         })
     }
 }

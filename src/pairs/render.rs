@@ -6,6 +6,9 @@ use super::plan::{Findings, HostId};
 use super::{PairResult, PairStatus, PairsReport, Suspect, SuspectKind};
 use crate::text::sanitize::text as safe;
 
+/// Failed runs whose launcher lines the table shows (all are in the JSON).
+const SAID_SHOWN: usize = 3;
+
 fn figure(p: &PairResult) -> String {
     match p.busbw_gbps {
         Some(bw) => format!("{bw:.1} GB/s"),
@@ -209,8 +212,24 @@ pub fn table(report: &PairsReport) -> String {
     if let Some(p) = report.pairs.first() {
         out.push_str(&format!(
             "\nfirst pair's command: {}\n",
-            safe(&p.command.join(" "))
+            safe(&super::launch::shell_quoted(&p.command))
         ));
+    }
+    // What the launcher said, for the first few failed runs that said something different.
+    let mut shown: Vec<&[String]> = Vec::new();
+    for p in report.pairs.iter().filter(|p| !p.launcher_said.is_empty()) {
+        if shown.len() == SAID_SHOWN || shown.contains(&p.launcher_said.as_slice()) {
+            continue;
+        }
+        shown.push(&p.launcher_said);
+        out.push_str(&format!(
+            "the launcher said for {} + {}:\n",
+            safe(&p.hosts[0]),
+            safe(&p.hosts[1])
+        ));
+        for line in &p.launcher_said {
+            out.push_str(&format!("  | {}\n", safe(line)));
+        }
     }
     out.push_str(&format!(
         "environment of the ranks: {}\n",
