@@ -74,7 +74,19 @@ pub struct PairsArgs {
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub max_rounds: u32,
 
-    /// A profile (name or file) whose multi-node busbw floor also makes a pair slow.
+    /// Skip round zero (each host alone on its own GPUs, and over its own NICs, before any
+    /// pair: a host slow alone is convicted from its own run and never paired).
+    #[arg(long)]
+    pub no_singles: bool,
+
+    /// Run every pair of hosts once (a round-robin tournament: n−1 waves of n/2 pairs side by
+    /// side), so a slow link between hosts round one never pairs is found. The cost is printed
+    /// before it starts.
+    #[arg(long)]
+    pub all_links: bool,
+
+    /// A profile (name or file) whose multi-node busbw floor also makes a pair slow (and its
+    /// single-node floor a host alone).
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: Option<String>,
 
@@ -213,10 +225,14 @@ impl PairsArgs {
             }
         }
         launcher_env.extend(exported.iter().map(|(k, v)| (k.clone(), Some(v.clone()))));
+        let mut single_floor = None;
         let floor = match &self.profile {
             None => None,
             Some(arg) => {
                 let profile = crate::profile::load(arg).map_err(|e| format!("--profile: {e}"))?;
+                single_floor = profile
+                    .nccl_busbw_fail_gbps
+                    .map(|f| (f, format!("profile {} single-node floor", profile.name)));
                 match crate::checks::nccl::multi_node_expectation(&profile, None) {
                     Ok((_, fail, from)) => Some((fail, from)),
                     Err(why) => {
@@ -246,6 +262,9 @@ impl PairsArgs {
             progress: true,
             notes,
             private_tmp_vars,
+            singles: !self.no_singles,
+            single_floor,
+            all_links: self.all_links,
         })
     }
 }

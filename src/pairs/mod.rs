@@ -7,6 +7,7 @@
 //! - [`plan`]: which pairs each round runs and what the results convict (pure, unit-tested);
 //! - [`verdict`]: one pair's output read by the NCCL log parser;
 //! - [`errors`]: what the launcher said when a run failed, and the fix for a shared cause;
+//! - [`scale`]: round zero, each host alone, before any pair (`--no-singles` skips it);
 //! - [`render`]: the table and the JSON.
 //!
 //! Slow means below [`SLOW_SHARE`] of the best busbw any pair reached (pairs that finished over
@@ -19,6 +20,7 @@ pub mod hosts;
 pub mod launch;
 pub mod plan;
 pub mod render;
+pub mod scale;
 pub mod verdict;
 
 use std::time::Duration;
@@ -60,6 +62,24 @@ pub struct PairsOptions {
     /// Variables pointed at a private directory per launcher, removed after it (`TMPDIR` for
     /// Open MPI; see [`private_tmp`]); empty for srun.
     pub private_tmp_vars: Vec<String>,
+    /// Round zero: each host alone first ([`scale`]).
+    pub singles: bool,
+    /// The profile's single-node busbw floor (GB/s) and where it comes from.
+    pub single_floor: Option<(f64, String)>,
+    /// Every pair of hosts once (a round-robin tournament) instead of round one's matching.
+    pub all_links: bool,
+}
+
+/// What one run covered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    /// Two hosts.
+    Pair,
+    /// One host on its own GPUs (round zero).
+    Alone,
+    /// One host with NCCL kept off NVLink and shared memory: every byte over its NICs.
+    AloneNics,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -76,7 +96,9 @@ pub enum PairStatus {
 /// One pair's run, as reported.
 #[derive(Debug, Clone, Serialize)]
 pub struct PairResult {
+    /// The two hosts; a host alone (round zero) is named twice.
     pub hosts: [String; 2],
+    pub run: RunKind,
     pub round: u32,
     pub busbw_gbps: Option<f64>,
     /// The size the busbw is for (bytes).
@@ -164,6 +186,7 @@ struct Raw {
     command: Vec<String>,
     killed: Vec<String>,
     launcher_said: Vec<String>,
+    run: RunKind,
 }
 
 /// Before any pair: for `mpirun`, that it starts and is Open MPI's (`--version`, 10 s). `Err`
@@ -198,23 +221,9 @@ pub fn check_launcher(plan: &LaunchPlan) -> Result<Option<String>, String> {
     })
 }
 
-/// Run the rounds.
+/// Run round zero (each host alone, [`scale`]) and the rounds of pairs.
 pub fn run(options: &PairsOptions) -> PairsReport {
-    let hosts = &options.hosts;
-    let mut raws: Vec<Raw> = Vec::new();
-    let mut waves = plan::first_round(hosts.len());
-    let mut round = 1;
-    let mut threshold = Threshold {
-        best_gbps: None,
-        measured_pairs: 0,
-        slow_share: SLOW_SHARE,
-        floor_gbps: options.floor.as_ref().map(|f| f.0),
-        floor_from: options.floor.as_ref().map(|f| f.1.clone()),
-        slow_below_gbps: options.floor.as_ref().map(|f| f.0),
-        all_below_floor: false,
-    };
-    let mut notes = options.notes.clone();
-    let mut shared_failure = None;
+    let mut options = options.clone();
     // Under TMPDIR as the caller has it; each launcher gets a directory of its own inside.
     let run_dir = if options.private_tmp_vars.is_empty() {
         None
@@ -225,13 +234,41 @@ pub fn run(options: &PairsOptions) -> PairsReport {
         {
             Ok(dir) => Some(dir),
             Err(e) => {
-                notes.push(format!(
+                options.notes.push(format!(
                     "no private temporary directory per launcher ({e}): launchers side by side may share Open MPI's session directory"
                 ));
                 None
             }
         }
     };
+    scale::run(&options, run_dir.as_ref())
+}
+
+/// The threshold before any run: the profile's floor alone.
+fn initial_threshold(options: &PairsOptions) -> Threshold {
+    Threshold {
+        best_gbps: None,
+        measured_pairs: 0,
+        slow_share: SLOW_SHARE,
+        floor_gbps: options.floor.as_ref().map(|f| f.0),
+        floor_from: options.floor.as_ref().map(|f| f.1.clone()),
+        slow_below_gbps: options.floor.as_ref().map(|f| f.0),
+        all_below_floor: false,
+    }
+}
+
+/// The rounds of pairs over `options.hosts`, starting with `waves`.
+fn run_pairs(
+    options: &PairsOptions,
+    run_dir: Option<&tempfile::TempDir>,
+    mut waves: Vec<Vec<(HostId, HostId)>>,
+) -> PairsReport {
+    let hosts = &options.hosts;
+    let mut raws: Vec<Raw> = Vec::new();
+    let mut round = 1;
+    let mut threshold = initial_threshold(options);
+    let mut notes = options.notes.clone();
+    let mut shared_failure = None;
     loop {
         let pairs: usize = waves.iter().map(Vec::len).sum();
         progress(
@@ -244,7 +281,7 @@ pub fn run(options: &PairsOptions) -> PairsReport {
         );
         'waves: for wave in &waves {
             for part in wave.chunks(options.parallel.max(1)) {
-                raws.extend(run_wave(options, run_dir.as_ref(), part, round));
+                raws.extend(run_wave(options, run_dir, part, round));
                 if crate::process::signals::interrupted().is_some() {
                     break 'waves;
                 }
@@ -368,32 +405,16 @@ fn verdicts(raws: &[Raw], threshold: &Threshold) -> Vec<Verdict> {
 /// fewer than two such pairs there is nothing to compare with, and only a profile floor judges.
 /// When even the best pair is below the floor, the floor would make every pair slow and hide
 /// the one far below the others: the share of the best pair judges alone, the floor is noted.
-fn judge_threshold(raws: &[Raw], mut threshold: Threshold) -> Threshold {
-    let figures: Vec<f64> = raws
+fn judge_threshold(raws: &[Raw], threshold: Threshold) -> Threshold {
+    let measured: Vec<&Measured> = raws
         .iter()
-        .filter(|r| {
-            r.measured.failure.is_none()
-                && r.measured.not_run.is_none()
-                && !r.measured.fell_back_to_sockets()
-        })
-        .filter_map(|r| r.measured.busbw)
+        .map(|r| &r.measured)
+        .filter(|m| !m.fell_back_to_sockets())
         .collect();
-    threshold.measured_pairs = figures.len();
-    threshold.best_gbps = figures.iter().copied().reduce(f64::max);
-    let relative = threshold
-        .best_gbps
-        .filter(|_| figures.len() >= 2)
-        .map(|best| best * SLOW_SHARE);
-    threshold.all_below_floor = matches!(
-        (threshold.best_gbps, threshold.floor_gbps, relative),
-        (Some(best), Some(floor), Some(_)) if best < floor
-    );
-    threshold.slow_below_gbps = match (relative, threshold.floor_gbps) {
-        (Some(r), Some(_)) if threshold.all_below_floor => Some(r),
-        (Some(r), Some(f)) => Some(r.max(f)),
-        (r, f) => r.or(f),
-    };
-    threshold
+    let floor = threshold
+        .floor_gbps
+        .map(|f| (f, threshold.floor_from.unwrap_or_default()));
+    scale::threshold(&measured, floor.as_ref())
 }
 
 /// A pair's status and why.
@@ -493,6 +514,7 @@ fn run_pair(
                 command: argv,
                 killed: out.killed.iter().map(|k| k.describe()).collect(),
                 launcher_said,
+                run: RunKind::Pair,
             }
         }
         Err(err) => Raw {
@@ -508,6 +530,7 @@ fn run_pair(
             command: argv,
             killed: Vec::new(),
             launcher_said: Vec::new(),
+            run: RunKind::Pair,
         },
     }
 }
@@ -550,6 +573,7 @@ fn report(
             let (status, detail) = status(&r.measured, &threshold);
             PairResult {
                 hosts: [hosts[r.a].clone(), hosts[r.b].clone()],
+                run: r.run,
                 round: r.round,
                 busbw_gbps: r.measured.busbw,
                 size: r.measured.size,

@@ -3,7 +3,7 @@
 //! from the cluster (`text::sanitize`: `text` for the table, `json` for the JSON).
 
 use super::plan::{Findings, HostId};
-use super::{PairResult, PairStatus, PairsReport, Suspect, SuspectKind};
+use super::{PairResult, PairStatus, PairsReport, RunKind, Suspect, SuspectKind};
 use crate::text::sanitize::text as safe;
 
 /// Failed runs whose launcher lines the table shows (all are in the JSON).
@@ -26,18 +26,26 @@ fn status_word(s: PairStatus) -> &'static str {
     }
 }
 
+/// `gpu03 + gpu01`, `gpu03 alone`, `gpu03 alone, NICs only`.
+pub fn what_ran(p: &PairResult) -> String {
+    match p.run {
+        RunKind::Pair => format!("{} + {}", p.hosts[0], p.hosts[1]),
+        RunKind::Alone => format!("{} alone", p.hosts[0]),
+        RunKind::AloneNics => format!("{} alone, NICs only", p.hosts[0]),
+    }
+}
+
 /// `round 2: gpu03 + gpu01: 12.1 GB/s, slow (27 % of the best pair's 45.0) over IB/GDRDMA`.
-fn describe(p: &PairResult) -> String {
+pub fn describe(p: &PairResult) -> String {
     let detail = p
         .detail
         .as_deref()
         .map(|d| format!(" ({d})"))
         .unwrap_or_default();
     format!(
-        "round {}: {} + {}: {}, {}{detail} over {}",
+        "round {}: {}: {}, {}{detail} over {}",
         p.round,
-        p.hosts[0],
-        p.hosts[1],
+        what_ran(p),
         figure(p),
         status_word(p.status),
         p.transport
@@ -200,7 +208,7 @@ pub fn table(report: &PairsReport) -> String {
         .map(|p| {
             vec![
                 p.round.to_string(),
-                safe(&format!("{} + {}", p.hosts[0], p.hosts[1])).to_string(),
+                safe(&what_ran(p)).to_string(),
                 figure(p),
                 safe(&p.transport).to_string(),
                 status_word(p.status).to_string(),
@@ -209,7 +217,7 @@ pub fn table(report: &PairsReport) -> String {
         })
         .collect();
     out.push_str(&crate::text::grid::text(&header, &rows));
-    if let Some(p) = report.pairs.first() {
+    if let Some(p) = report.pairs.iter().find(|p| p.run == RunKind::Pair) {
         out.push_str(&format!(
             "\nfirst pair's command: {}\n",
             safe(&super::launch::shell_quoted(&p.command))
@@ -222,11 +230,7 @@ pub fn table(report: &PairsReport) -> String {
             continue;
         }
         shown.push(&p.launcher_said);
-        out.push_str(&format!(
-            "the launcher said for {} + {}:\n",
-            safe(&p.hosts[0]),
-            safe(&p.hosts[1])
-        ));
+        out.push_str(&format!("the launcher said for {}:\n", safe(&what_ran(p))));
         for line in &p.launcher_said {
             out.push_str(&format!("  | {}\n", safe(line)));
         }
