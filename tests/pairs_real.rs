@@ -429,3 +429,70 @@ fn a_node_slow_on_its_own_is_convicted_alone_and_never_paired() {
         assert_eq!(pair["status"], "fast", "{json}");
     }
 }
+
+#[test]
+fn suspects_carry_the_kubernetes_node_each_worker_names() {
+    let Some(cluster) = Cluster::new() else {
+        return;
+    };
+    cluster.uniform(1.0);
+    // The MPI Operator's hostfile (`<job>-worker-<i>.<job>.<namespace>.svc slots=N`,
+    // mpi-operator pkg/controller/mpi_job_controller.go), one slot each here.
+    let workers: Vec<String> = (0..4)
+        .map(|i| format!("gpudoctor-pairs-worker-{i}.gpudoctor-pairs.gpudoctor.svc"))
+        .collect();
+    let hostfile = cluster.dir.path().join("hostfile");
+    std::fs::write(
+        &hostfile,
+        workers
+            .iter()
+            .map(|w| format!("{w} slots=1\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    // Open MPI hands its rsh agent the name without its domain (orte_keep_fqdn_hostnames is
+    // off by default), so the stand-in sees the Pod's short name.
+    cluster.table(&workers[1], 0.45);
+    cluster.table("gpudoctor-pairs-worker-1", 0.45);
+    // The agent gives each "Pod" the NODE_NAME the downward API would.
+    let agent = cluster.dir.path().join("kubexec-node.sh");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\nhost=$1\nshift\nexec env FAKE_HOST=\"$host\" NODE_NAME=\"node-of-${host%%.*}\" /bin/sh -c \"$*\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let launcher_args = format!(
+        "{}--mca plm_rsh_agent {}",
+        if as_root() {
+            "--allow-run-as-root "
+        } else {
+            ""
+        },
+        agent.display()
+    );
+    let hostfile = hostfile.display().to_string();
+    let (out, json) = cluster.pairs(
+        &cluster.mpirun,
+        &[
+            "--hostfile",
+            &hostfile,
+            "--node-name-env",
+            "NODE_NAME",
+            "--launcher-args",
+            &launcher_args,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let k = &json["suspects"][0]["kubernetes"][0];
+    assert_eq!(k["pod"], "gpudoctor-pairs-worker-1", "{json}");
+    assert_eq!(k["node"], "node-of-gpudoctor-pairs-worker-1", "{json}");
+    assert!(
+        json["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("on node node-of-gpudoctor-pairs-worker-1"),
+        "{json}"
+    );
+}

@@ -85,6 +85,12 @@ pub struct PairsArgs {
     #[arg(long)]
     pub all_links: bool,
 
+    /// Name suspects by Kubernetes node: the variable that holds each worker's node name
+    /// (NODE_NAME from the downward API's spec.nodeName, as deploy/mpijob-pairs.yaml sets it),
+    /// asked through mpirun on every host before the pairs run.
+    #[arg(long, value_name = "VAR")]
+    pub node_name_env: Option<String>,
+
     /// A profile (name or file) whose multi-node busbw floor also makes a pair slow (and its
     /// single-node floor a host alone).
     #[arg(long, value_name = "NAME|FILE")]
@@ -265,6 +271,16 @@ impl PairsArgs {
             singles: !self.no_singles,
             single_floor,
             all_links: self.all_links,
+            node_name_env: match &self.node_name_env {
+                Some(v)
+                    if !v.is_empty()
+                        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+                {
+                    Some(v.clone())
+                }
+                Some(v) => return Err(format!("--node-name-env {v}: not a variable name")),
+                None => None,
+            },
         })
     }
 }

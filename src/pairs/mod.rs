@@ -18,6 +18,7 @@
 pub mod errors;
 pub mod hosts;
 pub mod launch;
+pub mod names;
 pub mod plan;
 pub mod render;
 pub mod scale;
@@ -68,6 +69,9 @@ pub struct PairsOptions {
     pub single_floor: Option<(f64, String)>,
     /// Every pair of hosts once (a round-robin tournament) instead of round one's matching.
     pub all_links: bool,
+    /// `--node-name-env`: the variable each host's rank prints to name its Kubernetes node
+    /// (the downward API's `spec.nodeName`), asked through the launcher before any pair.
+    pub node_name_env: Option<String>,
 }
 
 /// What one run covered.
@@ -128,6 +132,9 @@ pub struct Suspect {
     pub kind: SuspectKind,
     pub hosts: Vec<String>,
     pub evidence: Vec<String>,
+    /// Per host, where Kubernetes runs it (with `--node-name-env`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kubernetes: Vec<names::KubeName>,
 }
 
 /// How slow was decided.
@@ -241,7 +248,10 @@ pub fn run(options: &PairsOptions) -> PairsReport {
             }
         }
     };
-    scale::run(&options, run_dir.as_ref())
+    let names = names::learn(&options, run_dir.as_ref());
+    let mut report = scale::run(&options, run_dir.as_ref());
+    names::attach(&mut report, &names);
+    report
 }
 
 /// The threshold before any run: the profile's floor alone.

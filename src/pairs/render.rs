@@ -85,6 +85,7 @@ pub fn suspects(
             kind: SuspectKind::Node,
             hosts: vec![hosts[*host].clone()],
             evidence,
+            kubernetes: Vec::new(),
         });
     }
     for (a, b) in &findings.links {
@@ -107,6 +108,7 @@ pub fn suspects(
             kind: SuspectKind::Link,
             hosts: vec![hosts[*a].clone(), hosts[*b].clone()],
             evidence,
+            kubernetes: Vec::new(),
         });
     }
     out

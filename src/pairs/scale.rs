@@ -211,6 +211,7 @@ fn round_zero(options: &PairsOptions, run_dir: Option<&tempfile::TempDir>) -> Ze
                             kind: SuspectKind::Node,
                             hosts: vec![host.clone()],
                             evidence: vec![evidence],
+                            kubernetes: Vec::new(),
                         });
                     }
                 }
