@@ -11,7 +11,11 @@
 //! here "there" is this machine with `FAKE_HOST` set to the host's name. Ranks of two "hosts"
 //! share this machine, so the test keeps Open MPI's byte transfer to TCP (`OMPI_MCA_btl=
 //! self,tcp`: its shared-memory transport between ranks it believes are on different nodes
-//! crashed here).
+//! crashed here). Each "host" has a host name of its own, as a Pod has: the agent runs the
+//! daemon in its own UTS namespace named after the host (as root; `unshare --uts`). With this
+//! machine's one name for every daemon, ORTE at times lost one of a launcher's two daemons
+//! ("ORTE does not know how to route a message to the specified daemon", about one run in
+//! three, `routed=direct` or not).
 //!
 //! `.ci/run` installs both packages; under `CI=true` a missing one fails, never skips.
 
@@ -78,7 +82,16 @@ int main(int argc, char **argv) {
 "#;
 
 /// The MPI Operator's `kubexec.sh` with `kubectl exec` replaced by a local shell for the host.
-const AGENT: &str = "#!/bin/sh\nhost=$1\nshift\nexec env FAKE_HOST=\"$host\" /bin/sh -c \"$*\"\n";
+const AGENT: &str = r#"#!/bin/sh
+host=$1
+export host
+shift
+cmd="$*"
+if unshare --uts true 2>/dev/null; then
+  exec unshare --uts /bin/sh -c 'hostname "$1" && FAKE_HOST="$1" exec /bin/sh -c "$2"' agent "$host" "$cmd"
+fi
+exec env FAKE_HOST="$host" /bin/sh -c "$cmd"
+"#;
 
 fn program(name: &str, package: &str) -> Option<PathBuf> {
     let path = PathBuf::from("/usr/bin").join(name);
@@ -458,7 +471,7 @@ fn suspects_carry_the_kubernetes_node_each_worker_names() {
     let agent = cluster.dir.path().join("kubexec-node.sh");
     std::fs::write(
         &agent,
-        "#!/bin/sh\nhost=$1\nshift\nexec env FAKE_HOST=\"$host\" NODE_NAME=\"node-of-${host%%.*}\" /bin/sh -c \"$*\"\n",
+        AGENT.replace("FAKE_HOST=", "NODE_NAME=\"node-of-${host%%.*}\" FAKE_HOST="),
     )
     .unwrap();
     std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
