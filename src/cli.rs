@@ -195,9 +195,9 @@ pub enum Command {
         "a --prometheus URL that is not one), 3 Prometheus could not be read, 4 internal error"
     ))]
     Fleet(FleetArgs),
-    /// Find the slow node or link of a multi-node job: a two-node nccl-tests run per pair of
-    /// hosts through mpirun or srun, slow pairs re-paired with fast hosts until one node or
-    /// one link is left.
+    /// Find the slow node or link of a multi-node job: each host alone first, then a two-node
+    /// nccl-tests run per pair of hosts through mpirun or srun, slow pairs re-paired with fast
+    /// hosts until one node or one link is left.
     #[command(after_help = concat!(
         "Examples:\n",
         "  gpudoctor pairs --hosts gpu01,gpu02,gpu03,gpu04          # mpirun, 8 GPUs per node\n",
@@ -205,15 +205,22 @@ pub enum Command {
         "  gpudoctor pairs --quick         # in an sbatch script: runs once, srun per pair (docs/pairs.md)\n",
         "  gpudoctor pairs --launcher mpirun --launcher-args \"--allow-run-as-root\" \\\n",
         "      --hostfile /etc/mpi/hostfile --format json           # from an MPIJob's launcher\n",
+        "  gpudoctor pairs --hosts 'gpu[01-16]' --all-links --no-singles  # every link once\n",
+        "  gpudoctor pairs --launcher /usr/bin/mpirun.openmpi --hosts a,b,c,d  # Debian's name\n",
         "\n",
-        "Round one runs disjoint pairs side by side; later rounds pair each host of a slow or\n",
-        "failed pair with hosts that were fast. A host slow with two different good partners is a\n",
-        "node suspect; a slow pair of two hosts each fast elsewhere is a link suspect. Slow: below\n",
-        "85 % of the best pair's busbw, or below --profile's multi-node floor (docs/pairs.md).\n",
+        "Round zero runs each host alone (its GPUs, then its NICs only: NCCL_P2P_DISABLE=1\n",
+        "NCCL_SHM_DISABLE=1); a host slow alone is a node suspect and is never paired.\n",
+        "Round one runs disjoint pairs side by side (--all-links: every pair, n-1 waves); later\n",
+        "rounds pair each host of a slow or failed pair with hosts that were fast. A host slow\n",
+        "with two different good partners is a node suspect; a slow pair of two hosts each fast\n",
+        "elsewhere is a link suspect. Slow: below 85 % of the best pair's busbw, or below\n",
+        "--profile's multi-node floor; with every pair below the floor, the far slower ones are\n",
+        "still named (docs/pairs.md).\n",
         "Progress goes to stderr; each pair's command is in the output.\n",
         "\n",
         "Exit codes: 0 no suspect, 1 a suspect named, 2 usage error, 3 the runs could not tell\n",
-        "(every pair slow, a host left unresolved), 4 internal error"
+        "(every pair slow, a host left unresolved, every pair of round one failing the same way:\n",
+        "the launcher's words and the fix are named), 4 internal error"
     ))]
     Pairs(PairsArgs),
     /// The CUDA probe's helper process (`--cuda`, `--bandwidth`): gpudoctor runs itself with

@@ -32,47 +32,7 @@ enum Pair {
     Orphan(f64),
 }
 
-fn data(rel: &str) -> String {
-    std::fs::read_to_string(common::repo().join("tests/data/nccl").join(rel)).unwrap()
-}
-
-/// The real two-node table with every result row's algbw and busbw scaled by `factor`.
-fn scaled_log(factor: f64) -> String {
-    let mut out = String::new();
-    for line in data("real/nccl-tests-290-slurm-label-two-node.log").lines() {
-        let (label, body) = line.split_at(line.find(':').map_or(0, |i| i + 1));
-        let fields: Vec<&str> = body.split_whitespace().collect();
-        let is_row = fields.len() == 13 && fields[0].parse::<u64>().is_ok();
-        if !is_row {
-            out.push_str(line);
-            out.push('\n');
-            continue;
-        }
-        let scale = |i: usize| {
-            fields[i]
-                .parse::<f64>()
-                .map(|x| format!("{:.2}", x * factor))
-                .unwrap_or(fields[i].to_string())
-        };
-        // The parser checks a row's arithmetic (algbw = size / time): the times grow as the
-        // bandwidths shrink.
-        let slower = |i: usize| {
-            fields[i]
-                .parse::<f64>()
-                .map(|x| format!("{:.1}", x / factor))
-                .unwrap_or(fields[i].to_string())
-        };
-        let mut cells: Vec<String> = fields.iter().map(|s| s.to_string()).collect();
-        for i in [6, 7, 10, 11] {
-            cells[i] = scale(i);
-        }
-        for i in [5, 9] {
-            cells[i] = slower(i);
-        }
-        out.push_str(&format!("{label} {}\n", cells.join("  ")));
-    }
-    out
-}
+use common::nccl_logs::{data, scaled_log};
 
 /// A directory with `mpirun` and `srun` stand-ins and the per-pair outputs of `table`.
 struct Cluster {
@@ -249,6 +209,7 @@ fn pairs(args: &[&str], env: &[(&str, &str)]) -> (Output, Value) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gpudoctor"));
     command
         .arg("pairs")
+        .arg("--no-singles")
         .args(args)
         .args(["--format", "json", "--nccl-tests-dir"])
         .arg(nccl_tests_dir())
@@ -521,7 +482,13 @@ fn all_fast_exits_zero_after_one_round_with_an_odd_host_count() {
     assert!(json["verdict"].as_str().unwrap().starts_with("no suspect"));
     // The table says the same.
     let text = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
-        .args(["pairs", "--hosts", &hosts.join(","), "--launcher"])
+        .args([
+            "pairs",
+            "--no-singles",
+            "--hosts",
+            &hosts.join(","),
+            "--launcher",
+        ])
         .arg(cluster.launcher("mpirun"))
         .arg("--nccl-tests-dir")
         .arg(nccl_tests_dir())
@@ -748,4 +715,68 @@ fn a_daemon_one_pair_left_is_killed_and_reported_with_that_pair() {
     assert!(!stderr.contains("killed before exiting"), "{stderr}");
     let left = alive_with_token(&cluster.token);
     assert!(left.is_empty(), "outlived the run: {left:?}");
+}
+
+#[test]
+fn every_pair_below_the_floor_still_names_the_one_far_below_the_others() {
+    // hgx-a100-40gb's multi-node floor is 172.8 GB/s; healthy pairs here reach about 155.
+    let cluster = Cluster::new(&EIGHT, |a, b| {
+        if a == "n6" || b == "n6" {
+            Pair::Ib(0.45)
+        } else {
+            Pair::Ib(jitter(a, b))
+        }
+    });
+    let (out, json) = cluster.mpirun(&EIGHT, &["--profile", "hgx-a100-40gb"]);
+    assert_eq!(out.status.code(), Some(1), "{json}");
+    assert_eq!(
+        suspects(&json),
+        vec![("node".to_string(), vec!["n6".to_string()])]
+    );
+    let verdict = json["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains("below the profile's floor 172.8"),
+        "{verdict}"
+    );
+    assert_eq!(json["threshold"]["all_below_floor"], true);
+    // Every pair alike below the floor: nobody is named, and it is not a pass.
+    let cluster = Cluster::uniform(1.0);
+    let (out, json) = cluster.mpirun(&EIGHT, &["--profile", "hgx-a100-40gb"]);
+    assert_eq!(out.status.code(), Some(3), "{json}");
+    assert!(
+        json["verdict"].as_str().unwrap().contains("floor 172.8"),
+        "{json}"
+    );
+}
+
+#[test]
+fn all_links_finds_a_slow_link_round_one_never_pairs() {
+    // Round one pairs n1-n5, n2-n6, n3-n7, n4-n8: n3-n4 never meets there.
+    let slow_link = |a: &str, b: &str| matches!((a, b), ("n3", "n4") | ("n4", "n3"));
+    let cluster = Cluster::new(&EIGHT, |a, b| {
+        if slow_link(a, b) {
+            Pair::Ib(0.5)
+        } else {
+            Pair::Ib(jitter(a, b))
+        }
+    });
+    let (out, json) = cluster.mpirun(&EIGHT, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "round one alone passes it: {json}"
+    );
+    let (out, json) = cluster.mpirun(&EIGHT, &["--all-links"]);
+    assert_eq!(out.status.code(), Some(1), "{json}");
+    assert_eq!(
+        suspects(&json),
+        vec![("link".to_string(), vec!["n3".to_string(), "n4".to_string()])]
+    );
+    // 28 pairs once, and the slow one again.
+    assert_eq!(json["pairs"].as_array().unwrap().len(), 29, "{json}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--all-links: 28 pair(s) in 7 wave(s)"),
+        "{stderr}"
+    );
 }

@@ -78,6 +78,7 @@ exit 1
     fn pairs_via(&self, launcher: &str, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
             .arg("pairs")
+            .arg("--no-singles")
             .arg("--launcher")
             .arg(self.bin.join(launcher))
             .arg("--nccl-tests-dir")

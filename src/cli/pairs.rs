@@ -74,7 +74,25 @@ pub struct PairsArgs {
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
     pub max_rounds: u32,
 
-    /// A profile (name or file) whose multi-node busbw floor also makes a pair slow.
+    /// Skip round zero (each host alone on its own GPUs, and over its own NICs, before any
+    /// pair: a host slow alone is convicted from its own run and never paired).
+    #[arg(long)]
+    pub no_singles: bool,
+
+    /// Run every pair of hosts once (a round-robin tournament: n−1 waves of n/2 pairs side by
+    /// side), so a slow link between hosts round one never pairs is found. The cost is printed
+    /// before it starts.
+    #[arg(long)]
+    pub all_links: bool,
+
+    /// Name suspects by Kubernetes node: the variable that holds each worker's node name
+    /// (NODE_NAME from the downward API's spec.nodeName, as deploy/mpijob-pairs.yaml sets it),
+    /// asked through mpirun on every host before the pairs run.
+    #[arg(long, value_name = "VAR")]
+    pub node_name_env: Option<String>,
+
+    /// A profile (name or file) whose multi-node busbw floor also makes a pair slow (and its
+    /// single-node floor a host alone).
     #[arg(long, value_name = "NAME|FILE")]
     pub profile: Option<String>,
 
@@ -200,11 +218,27 @@ impl PairsArgs {
             exported.push((k, v));
         }
         let mut launcher_env = child.changes.clone();
+        if kind == LauncherKind::Srun {
+            launcher_env.extend(launch::srun_env_changes());
+        }
+        // Open MPI's session directory goes under TMPDIR unless orte_tmpdir_base is set (then
+        // that one is pointed at the private directory too): `pairs::private_tmp`.
+        let mut private_tmp_vars = Vec::new();
+        if kind == LauncherKind::Mpirun {
+            private_tmp_vars.push("TMPDIR".to_string());
+            if var("OMPI_MCA_orte_tmpdir_base").is_some() {
+                private_tmp_vars.push("OMPI_MCA_orte_tmpdir_base".to_string());
+            }
+        }
         launcher_env.extend(exported.iter().map(|(k, v)| (k.clone(), Some(v.clone()))));
+        let mut single_floor = None;
         let floor = match &self.profile {
             None => None,
             Some(arg) => {
                 let profile = crate::profile::load(arg).map_err(|e| format!("--profile: {e}"))?;
+                single_floor = profile
+                    .nccl_busbw_fail_gbps
+                    .map(|f| (f, format!("profile {} single-node floor", profile.name)));
                 match crate::checks::nccl::multi_node_expectation(&profile, None) {
                     Ok((_, fail, from)) => Some((fail, from)),
                     Err(why) => {
@@ -233,6 +267,20 @@ impl PairsArgs {
             launcher_env,
             progress: true,
             notes,
+            private_tmp_vars,
+            singles: !self.no_singles,
+            single_floor,
+            all_links: self.all_links,
+            node_name_env: match &self.node_name_env {
+                Some(v)
+                    if !v.is_empty()
+                        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+                {
+                    Some(v.clone())
+                }
+                Some(v) => return Err(format!("--node-name-env {v}: not a variable name")),
+                None => None,
+            },
         })
     }
 }

@@ -5,10 +5,17 @@
 //! - Open MPI: `mpirun -np 2N --host a:N,b:N -x NCCL_DEBUG=INFO -x K=V ... <extra> <binary>
 //!   <sweep>` (`--host name:slots`, and `-x` to export a variable to the remote ranks, which
 //!   otherwise get the remote shell's environment: mpirun(1)).
-//! - Slurm: `srun --nodes=2 --nodelist=a,b --ntasks-per-node=N --export=ALL <extra> <binary>
-//!   <sweep>`, the variables set on srun's own process (srun(1): `--export=ALL` propagates
-//!   srun's environment to the tasks). Not `--export=ALL,K=V`: srun splits that list at commas,
-//!   so `NCCL_IB_HCA=mlx5_0:1,mlx5_1:1` would reach the ranks as `mlx5_0:1`.
+//! - Slurm: `srun --nodes=2 --ntasks=2N --ntasks-per-node=N --nodelist=a,b --export=ALL
+//!   <extra> <binary> <sweep>`, the variables set on srun's own process (srun(1): `--export=ALL`
+//!   propagates srun's environment to the tasks). Not `--export=ALL,K=V`: srun splits that list
+//!   at commas, so `NCCL_IB_HCA=mlx5_0:1,mlx5_1:1` would reach the ranks as `mlx5_0:1`. Inside
+//!   an allocation srun reads the allocation's task and node counts from its environment
+//!   (`SLURM_NTASKS`, `SLURM_NPROCS`, `SLURM_NNODES`, `SLURM_NTASKS_PER_NODE`: the env_vars
+//!   table of Slurm 22.05 `src/srun/libsrun/opt.c`), so a pair would ask for the whole job's
+//!   tasks on two nodes ("More processors requested than permitted"): the counts are given
+//!   explicitly and those variables removed from srun's environment ([`srun_env_changes`]).
+//!
+//! The same command runs one host (round zero) or all of them (`--full`): [`LaunchPlan::argv_on`].
 
 use std::path::Path;
 
@@ -28,8 +35,45 @@ impl LauncherKind {
     }
 }
 
+/// The names Open MPI installs its launcher under. Distributions add a suffix when several
+/// MPIs live side by side (Debian's alternatives: `/usr/bin/mpirun.openmpi`,
+/// `mpiexec.openmpi`); such a name is accepted when its `--version` says Open MPI
+/// ([`canonical`] tells which need that proof).
+const OPEN_MPI_NAMES: [&str; 4] = ["mpirun", "mpiexec", "orterun", "prterun"];
+
+/// Whether `program`'s file name is one Open MPI itself installs (`mpirun`, not
+/// `mpirun.openmpi`): a suffixed name must prove it is Open MPI's by its `--version`.
+pub fn canonical(program: &str) -> bool {
+    OPEN_MPI_NAMES.contains(&file_name(program))
+}
+
+fn file_name(arg: &str) -> &str {
+    Path::new(arg)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(arg)
+}
+
+/// srun's environment for a pair inside an allocation: the allocation's own counts removed
+/// (srun reads them as if given on its command line; Slurm 22.05 `src/srun/libsrun/opt.c`
+/// env_vars: `SLURM_NTASKS` and `SLURM_NPROCS` for `--ntasks`, `SLURM_NNODES` for `--nodes`,
+/// `SLURM_NTASKS_PER_NODE` for `--ntasks-per-node`). The command line gives them anyway.
+pub fn srun_env_changes() -> Vec<(String, Option<String>)> {
+    [
+        "SLURM_NTASKS",
+        "SLURM_NPROCS",
+        "SLURM_NNODES",
+        "SLURM_NTASKS_PER_NODE",
+    ]
+    .iter()
+    .map(|k| (k.to_string(), None))
+    .collect()
+}
+
 /// `--launcher`: `mpirun`, `srun`, or a path whose file name is one of them (`/opt/ompi/bin/
-/// mpirun`); without it, `srun` inside a Slurm allocation (`SLURM_JOB_ID` set), else `mpirun`.
+/// mpirun`), or starts `mpirun`/`mpiexec` (`/usr/bin/mpirun.openmpi`, then proven Open MPI's
+/// by its `--version`); without it, `srun` inside a Slurm allocation (`SLURM_JOB_ID` set),
+/// else `mpirun`.
 pub fn resolve(arg: Option<&str>, slurm_job: bool) -> Result<(LauncherKind, String), String> {
     let Some(arg) = arg else {
         return Ok(if slurm_job {
@@ -38,18 +82,15 @@ pub fn resolve(arg: Option<&str>, slurm_job: bool) -> Result<(LauncherKind, Stri
             (LauncherKind::Mpirun, "mpirun".to_string())
         });
     };
-    let name = Path::new(arg)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(arg);
-    let kind = match name {
-        "mpirun" | "mpiexec" | "orterun" | "prterun" => LauncherKind::Mpirun,
-        "srun" => LauncherKind::Srun,
-        _ => {
-            return Err(format!(
-                "--launcher {arg}: gpudoctor knows how to call mpirun (Open MPI) and srun (Slurm); give one of them or a path to one"
-            ));
-        }
+    let name = file_name(arg);
+    let kind = if canonical(arg) || name.starts_with("mpirun") || name.starts_with("mpiexec") {
+        LauncherKind::Mpirun
+    } else if name == "srun" {
+        LauncherKind::Srun
+    } else {
+        return Err(format!(
+            "--launcher {arg}: gpudoctor knows how to call mpirun (Open MPI) and srun (Slurm); give one of them or a path to one"
+        ));
     };
     Ok((kind, arg.to_string()))
 }
@@ -71,26 +112,36 @@ pub struct LaunchPlan {
 impl LaunchPlan {
     /// The command for hosts `a` and `b`.
     pub fn argv(&self, a: &str, b: &str) -> Vec<String> {
+        self.argv_on(&[a, b], &[])
+    }
+
+    /// The command over `hosts` (one for round zero, two for a pair, all for `--full`), with
+    /// `more_env` exported to the ranks after the plan's own (for `srun` the caller sets them
+    /// on srun's process too).
+    pub fn argv_on(&self, hosts: &[&str], more_env: &[(String, String)]) -> Vec<String> {
         let n = self.gpus_per_node;
+        let count = hosts.len() as u32;
         let mut argv = vec![self.program.clone()];
         match self.kind {
             LauncherKind::Mpirun => {
+                let list: Vec<String> = hosts.iter().map(|h| format!("{h}:{n}")).collect();
                 argv.extend([
                     "-np".to_string(),
-                    (2 * n).to_string(),
+                    (count * n).to_string(),
                     "--host".to_string(),
-                    format!("{a}:{n},{b}:{n}"),
+                    list.join(","),
                 ]);
-                for (k, v) in &self.env {
+                for (k, v) in self.env.iter().chain(more_env) {
                     argv.push("-x".to_string());
                     argv.push(format!("{k}={v}"));
                 }
             }
             LauncherKind::Srun => {
                 argv.extend([
-                    "--nodes=2".to_string(),
-                    format!("--nodelist={a},{b}"),
+                    format!("--nodes={count}"),
+                    format!("--ntasks={}", count * n),
                     format!("--ntasks-per-node={n}"),
+                    format!("--nodelist={}", hosts.join(",")),
                 ]);
                 // The values travel in srun's own environment (`PairsOptions::launcher_env`).
                 argv.push("--export=ALL".to_string());
@@ -129,6 +180,25 @@ pub fn which_mpi(version_output: &str) -> Result<Option<String>, String> {
         ));
     }
     Ok(None)
+}
+
+/// `argv` as one line a POSIX shell reads back into the same words: a word of letters,
+/// digits and `-_./:=,+@%^` as it is, any other in single quotes (a `'` inside written
+/// `'\''`), an empty word `''`.
+pub fn shell_quoted(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            let plain = !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%^".contains(c));
+            if plain {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `--env KEY=VALUE` checked: a name of letters, digits and `_` (values may hold commas:
@@ -173,8 +243,57 @@ mod tests {
         );
         assert_eq!(
             plan(LauncherKind::Srun).argv("gpu01", "gpu02").join(" "),
-            "srun --nodes=2 --nodelist=gpu01,gpu02 --ntasks-per-node=8 --export=ALL --mca btl ^openib /opt/nccl-tests/build/all_reduce_perf -b 1G -g 1"
+            "srun --nodes=2 --ntasks=16 --ntasks-per-node=8 --nodelist=gpu01,gpu02 --export=ALL --mca btl ^openib /opt/nccl-tests/build/all_reduce_perf -b 1G -g 1"
         );
+        // One host alone, with NCCL kept off NVLink and shared memory.
+        let off = [("NCCL_P2P_DISABLE".to_string(), "1".to_string())];
+        assert_eq!(
+            plan(LauncherKind::Mpirun).argv_on(&["gpu01"], &off)[..7].join(" "),
+            "mpirun -np 8 --host gpu01:8 -x NCCL_DEBUG=INFO"
+        );
+        assert!(
+            plan(LauncherKind::Mpirun)
+                .argv_on(&["gpu01"], &off)
+                .contains(&"NCCL_P2P_DISABLE=1".to_string())
+        );
+        assert_eq!(
+            plan(LauncherKind::Srun).argv_on(&["a", "b", "c"], &[])[1..5].join(" "),
+            "--nodes=3 --ntasks=24 --ntasks-per-node=8 --nodelist=a,b,c"
+        );
+    }
+
+    #[test]
+    fn a_quoted_command_reads_back_as_the_same_words() {
+        let argv: Vec<String> = [
+            "mpirun",
+            "-x",
+            "NCCL_IB_HCA=mlx5_0:1,mlx5_1:1",
+            "--mca",
+            "btl",
+            "^openib",
+            "it's",
+            "",
+            "a b",
+            "$HOME",
+            "x\"y;z`w`",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let line = shell_quoted(&argv);
+        let out = std::process::Command::new("sh")
+            .args(["-c", &format!("printf '%s\\0' {line}")])
+            .output()
+            .unwrap();
+        let words: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .split_terminator('\0')
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(words, argv, "{line}");
+        assert!(line.starts_with(
+            "mpirun -x NCCL_IB_HCA=mlx5_0:1,mlx5_1:1 --mca btl ^openib 'it'\\''s' ''"
+        ));
     }
 
     #[test]
@@ -200,6 +319,13 @@ mod tests {
             (LauncherKind::Mpirun, "/usr/mpi/bin/mpirun".to_string())
         );
         assert!(resolve(Some("torchrun"), false).is_err());
+        // Debian's alternatives name: accepted, and proven Open MPI's by `--version`.
+        assert_eq!(
+            resolve(Some("/usr/bin/mpirun.openmpi"), false).unwrap().0,
+            LauncherKind::Mpirun
+        );
+        assert!(!canonical("/usr/bin/mpirun.openmpi") && canonical("/opt/ompi/bin/mpiexec"));
+        assert_eq!(srun_env_changes()[0], ("SLURM_NTASKS".to_string(), None));
         assert_eq!(
             parse_env("NCCL_IB_HCA=mlx5_0:1,mlx5_1:1").unwrap().1,
             "mlx5_0:1,mlx5_1:1"

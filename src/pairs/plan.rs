@@ -44,6 +44,31 @@ pub fn first_round(hosts: usize) -> Vec<Vec<(HostId, HostId)>> {
     waves
 }
 
+/// `--all-links`: every pair of hosts once, as a round-robin tournament by the circle method:
+/// host 0 stays, the others turn one place a wave, and in each wave position i meets position
+/// n−1−i — n−1 waves of n/2 disjoint pairs (an odd count adds a bye: whoever meets it sits
+/// the wave out).
+pub fn tournament(hosts: usize) -> Vec<Vec<(HostId, HostId)>> {
+    let bye = hosts % 2 == 1;
+    let n = hosts + usize::from(bye);
+    if hosts < 2 {
+        return Vec::new();
+    }
+    let mut ring: Vec<HostId> = (0..n).collect();
+    let mut waves = Vec::new();
+    for _ in 0..n - 1 {
+        let wave: Vec<(HostId, HostId)> = (0..n / 2)
+            .map(|i| (ring[i], ring[n - 1 - i]))
+            .filter(|&(a, b)| a < hosts && b < hosts)
+            .map(|(a, b)| (a.min(b), a.max(b)))
+            .collect();
+        waves.push(wave);
+        let last = ring.pop().unwrap_or_default();
+        ring.insert(1, last);
+    }
+    waves
+}
+
 /// What the results so far say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Findings {
@@ -313,6 +338,53 @@ mod tests {
         // untried pair of the other two clears them, and the first is convicted.
         let (f, _) = simulate(3, 4, |a, b| a == 0 || b == 0);
         assert_eq!(f.nodes.iter().map(|n| n.0).collect::<Vec<_>>(), vec![0]);
+    }
+
+    #[test]
+    fn the_tournament_meets_every_pair_once_in_disjoint_waves() {
+        for hosts in 2..12 {
+            let waves = tournament(hosts);
+            let even = hosts + hosts % 2;
+            assert_eq!(waves.len(), even - 1, "{hosts}");
+            let mut met = BTreeSet::new();
+            for wave in &waves {
+                let busy: BTreeSet<HostId> = wave.iter().flat_map(|(a, b)| [*a, *b]).collect();
+                assert_eq!(busy.len(), wave.len() * 2, "a host twice in one wave");
+                for &(a, b) in wave {
+                    assert!(met.insert(key(a, b)), "{a}-{b} twice");
+                }
+            }
+            assert_eq!(met.len(), hosts * (hosts - 1) / 2, "{hosts}");
+        }
+        assert!(tournament(1).is_empty());
+    }
+
+    #[test]
+    fn every_link_run_finds_the_link_round_one_never_pairs() {
+        // 2 with 3 never meets in round one (it pairs across the halves): the tournament
+        // runs it, once bad it is run again, and bad again it is a link.
+        let bad = |a: HostId, b: HostId| key(a, b) == (2, 3);
+        let mut verdicts: Vec<Verdict> = tournament(8)
+            .into_iter()
+            .flatten()
+            .map(|(a, b)| Verdict {
+                a,
+                b,
+                bad: bad(a, b),
+            })
+            .collect();
+        let f = findings(&verdicts);
+        assert_eq!(f.retry, vec![(2, 3)]);
+        for wave in next_round(&verdicts, &f) {
+            for (a, b) in wave {
+                verdicts.push(Verdict {
+                    a,
+                    b,
+                    bad: bad(a, b),
+                });
+            }
+        }
+        assert_eq!(findings(&verdicts).links, vec![(2, 3)]);
     }
 
     #[test]

@@ -3,8 +3,11 @@
 //! from the cluster (`text::sanitize`: `text` for the table, `json` for the JSON).
 
 use super::plan::{Findings, HostId};
-use super::{PairResult, PairStatus, PairsReport, Suspect, SuspectKind};
+use super::{PairResult, PairStatus, PairsReport, RunKind, Suspect, SuspectKind};
 use crate::text::sanitize::text as safe;
+
+/// Failed runs whose launcher lines the table shows (all are in the JSON).
+const SAID_SHOWN: usize = 3;
 
 fn figure(p: &PairResult) -> String {
     match p.busbw_gbps {
@@ -23,18 +26,26 @@ fn status_word(s: PairStatus) -> &'static str {
     }
 }
 
+/// `gpu03 + gpu01`, `gpu03 alone`, `gpu03 alone, NICs only`.
+pub fn what_ran(p: &PairResult) -> String {
+    match p.run {
+        RunKind::Pair => format!("{} + {}", p.hosts[0], p.hosts[1]),
+        RunKind::Alone => format!("{} alone", p.hosts[0]),
+        RunKind::AloneNics => format!("{} alone, NICs only", p.hosts[0]),
+    }
+}
+
 /// `round 2: gpu03 + gpu01: 12.1 GB/s, slow (27 % of the best pair's 45.0) over IB/GDRDMA`.
-fn describe(p: &PairResult) -> String {
+pub fn describe(p: &PairResult) -> String {
     let detail = p
         .detail
         .as_deref()
         .map(|d| format!(" ({d})"))
         .unwrap_or_default();
     format!(
-        "round {}: {} + {}: {}, {}{detail} over {}",
+        "round {}: {}: {}, {}{detail} over {}",
         p.round,
-        p.hosts[0],
-        p.hosts[1],
+        what_ran(p),
         figure(p),
         status_word(p.status),
         p.transport
@@ -74,6 +85,7 @@ pub fn suspects(
             kind: SuspectKind::Node,
             hosts: vec![hosts[*host].clone()],
             evidence,
+            kubernetes: Vec::new(),
         });
     }
     for (a, b) in &findings.links {
@@ -96,6 +108,7 @@ pub fn suspects(
             kind: SuspectKind::Link,
             hosts: vec![hosts[*a].clone(), hosts[*b].clone()],
             evidence,
+            kubernetes: Vec::new(),
         });
     }
     out
@@ -197,7 +210,7 @@ pub fn table(report: &PairsReport) -> String {
         .map(|p| {
             vec![
                 p.round.to_string(),
-                safe(&format!("{} + {}", p.hosts[0], p.hosts[1])).to_string(),
+                safe(&what_ran(p)).to_string(),
                 figure(p),
                 safe(&p.transport).to_string(),
                 status_word(p.status).to_string(),
@@ -206,11 +219,23 @@ pub fn table(report: &PairsReport) -> String {
         })
         .collect();
     out.push_str(&crate::text::grid::text(&header, &rows));
-    if let Some(p) = report.pairs.first() {
+    if let Some(p) = report.pairs.iter().find(|p| p.run == RunKind::Pair) {
         out.push_str(&format!(
             "\nfirst pair's command: {}\n",
-            safe(&p.command.join(" "))
+            safe(&super::launch::shell_quoted(&p.command))
         ));
+    }
+    // What the launcher said, for the first few failed runs that said something different.
+    let mut shown: Vec<&[String]> = Vec::new();
+    for p in report.pairs.iter().filter(|p| !p.launcher_said.is_empty()) {
+        if shown.len() == SAID_SHOWN || shown.contains(&p.launcher_said.as_slice()) {
+            continue;
+        }
+        shown.push(&p.launcher_said);
+        out.push_str(&format!("the launcher said for {}:\n", safe(&what_ran(p))));
+        for line in &p.launcher_said {
+            out.push_str(&format!("  | {}\n", safe(line)));
+        }
     }
     out.push_str(&format!(
         "environment of the ranks: {}\n",

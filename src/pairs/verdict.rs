@@ -79,14 +79,18 @@ pub fn measure(out: &RunOutput) -> Measured {
             Some(RunExit::Code(c)) => format!("the launcher exited {c}"),
             None => "the launcher did not exit".to_string(),
         };
-        Some(match &warning {
-            Some(w) => format!("{status}; {w}"),
-            None => status,
+        // Else the launcher's own words (`mpirun has detected an attempt to run as root.`).
+        let said = super::errors::headline(&out.stderr_tail);
+        Some(match (&warning, said) {
+            (Some(w), _) => format!("{status}; {w}"),
+            (None, Some(said)) => format!("{status}: {said}"),
+            (None, None) => status,
         })
     } else if busbw.is_none() {
         Some(
             warning
                 .clone()
+                .or_else(|| super::errors::headline(&out.stderr_tail))
                 .unwrap_or_else(|| "no result row".to_string()),
         )
     } else if !log.has_footer() {
@@ -143,6 +147,7 @@ mod tests {
             elapsed: std::time::Duration::from_secs(40),
             log: parse_log(&(text + extra)),
             transcript: String::new(),
+            stderr_tail: Vec::new(),
         }
     }
 

@@ -3,7 +3,7 @@
 //!
 //! - **PID namespace** (preferred; needs `CAP_SYS_ADMIN`, which gpudoctor has as root in its
 //!   privileged DaemonSet Pod): the child gpudoctor forks (here called the *keeper*) calls
-//!   `unshare(CLONE_NEWPID)` and forks the namespace's *init*, which forks the benchmark (pid 2
+//!   `unshare(CLONE_NEWPID)` and forks the namespace's *init*, which forks the benchmark (pid N+1
 //!   in the namespace) and then only reaps. Every process the benchmark starts, however it
 //!   forks, double-forks or `setsid`s, is in the namespace, below the init. When the init dies
 //!   the kernel SIGKILLs everything in the namespace and waits for it (pid_namespaces(7),
@@ -125,6 +125,25 @@ pub fn spawn(command: &mut Command) -> io::Result<Started> {
     started
 }
 
+/// Launches so far, for the first pid of the next namespace ([`first_pid_text`]).
+static LAUNCHES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// What the next namespace's init writes to its `ns_last_pid` (pid_namespaces(7),
+/// `/proc/sys/kernel/ns_last_pid`: the last pid allocated in the namespace of the process that
+/// writes it; needs CAP_SYS_ADMIN, which creating the namespace needed too): the benchmark is
+/// then pid `N+1`, not 2 in every namespace. Open MPI derives its job family from a hash of the
+/// host name and the launcher's pid (orte/mca/plm/base/plm_base_jobid.c), so launchers that are
+/// all pid 2 beside each other share one job id and their daemons misroute ("ORTE does not
+/// know how to route a message to the specified daemon"). Formatted before the fork: the init
+/// may not allocate.
+fn first_pid_text() -> ([u8; 16], usize) {
+    let n = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 30_000;
+    let text = format!("{}", 1000 + n);
+    let mut buf = [0u8; 16];
+    buf[..text.len()].copy_from_slice(text.as_bytes());
+    (buf, text.len())
+}
+
 fn want_namespace() -> bool {
     std::env::var(CONTAINMENT_ENV).map_or(true, |v| v != "group")
 }
@@ -142,10 +161,11 @@ fn spawn_here(command: &mut Command) -> io::Result<Started> {
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
     let namespace = want_namespace();
+    let first_pid = first_pid_text();
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
     // on values captured by copy (see `in_child`).
     unsafe {
-        command.pre_exec(move || in_child(write_raw, parent, namespace));
+        command.pre_exec(move || in_child(write_raw, parent, namespace, first_pid));
     }
     let spawned = command.spawn();
     drop(write_end);
@@ -221,7 +241,12 @@ pub fn poll_exit(fd: &OwnedFd, buf: &mut Vec<u8>) -> Option<libc::c_int> {
 }
 
 /// Runs in the forked child before exec. Async-signal-safe only (signal-safety(7)).
-fn in_child(status: RawFd, parent: libc::pid_t, namespace: bool) -> io::Result<()> {
+fn in_child(
+    status: RawFd,
+    parent: libc::pid_t,
+    namespace: bool,
+    first_pid: ([u8; 16], usize),
+) -> io::Result<()> {
     // SAFETY (whole function): raw system calls on integers and static C strings.
     unsafe {
         // Die with gpudoctor: the spawner thread lives as long as the process.
@@ -244,7 +269,7 @@ fn in_child(status: RawFd, parent: libc::pid_t, namespace: bool) -> io::Result<(
             return Err(io::Error::last_os_error());
         }
         if init == 0 {
-            return be_init(status);
+            return be_init(status, first_pid);
         }
         // The keeper: say where the init is, then wait for it and end with it.
         let mut hello = [0u8; 5];
@@ -267,7 +292,7 @@ fn in_child(status: RawFd, parent: libc::pid_t, namespace: bool) -> io::Result<(
 }
 
 /// The namespace's init (pid 1): fork the benchmark, then reap until nothing is left.
-unsafe fn be_init(status: RawFd) -> io::Result<()> {
+unsafe fn be_init(status: RawFd, first_pid: ([u8; 16], usize)) -> io::Result<()> {
     // SAFETY (whole function): as in `in_child`.
     unsafe {
         // Die with the keeper (single-threaded, so its one thread is the process).
@@ -278,12 +303,22 @@ unsafe fn be_init(status: RawFd) -> io::Result<()> {
             0,
             0,
         );
+        // The benchmark's pid differs from other launchers' ([`first_pid_text`]); refused,
+        // it is pid 2 as before.
+        let fd = libc::open(
+            c"/proc/sys/kernel/ns_last_pid".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::write(fd, first_pid.0.as_ptr().cast(), first_pid.1);
+            libc::close(fd);
+        }
         let bench = libc::fork();
         if bench < 0 {
             return Err(io::Error::last_os_error());
         }
         if bench == 0 {
-            return Ok(()); // exec the benchmark, pid 2 in the namespace
+            return Ok(()); // exec the benchmark: pid 2, or N+1 after `ns_last_pid`
         }
         // Keep only the status pipe: std's exec-error pipe must close when the benchmark
         // execs, and the benchmark's stdout/stderr must reach EOF when its processes end.
@@ -404,7 +439,7 @@ mod tests {
     }
 
     #[test]
-    fn the_benchmark_is_pid_2_of_its_own_namespace_where_that_is_allowed() {
+    fn the_benchmark_has_its_own_namespace_and_a_pid_no_other_launch_shares() {
         let allowed = Command::new("unshare")
             .args(["-p", "-f", "true"])
             .stderr(Stdio::null())
@@ -417,27 +452,41 @@ mod tests {
                 "CI: PID namespaces must be allowed (run as root)"
             );
         }
-        let mut command = Command::new("sh");
-        command
-            .args(["-c", "echo $$; exit 5"])
-            .stdout(Stdio::piped());
-        let mut spawned = Group::spawn(&mut command).unwrap();
-        let mut out = String::new();
-        spawned
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        let containment = spawned.group.containment();
-        let done = run_to_end(spawned.group);
-        assert_eq!(done.exit, Some(Exit::Code(5)), "the benchmark's own exit");
+        // Two launches side by side: each in its own namespace, and (Open MPI's job id is a
+        // hash of host name and launcher pid) never the same pid there.
+        let launch = || {
+            let mut command = Command::new("sh");
+            command
+                .args(["-c", "echo $$; exit 5"])
+                .stdout(Stdio::piped());
+            Group::spawn(&mut command).unwrap()
+        };
+        let (mut first, mut second) = (launch(), launch());
+        let mut pids = Vec::new();
+        for spawned in [&mut first, &mut second] {
+            let mut out = String::new();
+            spawned
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
+            pids.push(out.trim().parse::<u32>().unwrap());
+        }
+        for spawned in [first, second] {
+            let containment = spawned.group.containment();
+            let done = run_to_end(spawned.group);
+            assert_eq!(done.exit, Some(Exit::Code(5)), "the benchmark's own exit");
+            if allowed {
+                assert_eq!(containment, Containment::PidNamespace);
+                assert_eq!(done.containment, Containment::PidNamespace);
+            } else {
+                assert_eq!(containment, Containment::ProcessGroup);
+            }
+        }
         if allowed {
-            assert_eq!(containment, Containment::PidNamespace);
-            assert_eq!(done.containment, Containment::PidNamespace);
-            assert_eq!(out.trim(), "2", "pid 1 is the namespace's init");
-        } else {
-            assert_eq!(containment, Containment::ProcessGroup);
+            assert!(pids.iter().all(|p| *p > 1000), "past the init's: {pids:?}");
+            assert_ne!(pids[0], pids[1], "each launch its own pid");
         }
     }
 

@@ -5,6 +5,7 @@ pub mod before_main;
 mod kept;
 pub mod kubelet;
 pub mod live;
+pub mod nccl_logs;
 pub mod node;
 pub mod parallel;
 pub mod scratch;

@@ -50,7 +50,9 @@ use crate::process::{Containment, Killed};
 
 // The child process and its streams live apart from choosing what to run and reading logs.
 mod run;
-pub use run::{Progress, RunOutput, run_command, run_command_keeping};
+pub use run::{
+    Progress, RunOutput, STDERR_LINE_CUT, STDERR_TAIL_LINES, run_command, run_command_keeping,
+};
 
 /// Where a capture keeps NCCL logs.
 pub const NCCL_DIR: &str = ".gpudoctor/nccl";

@@ -43,7 +43,16 @@ pub struct RunOutput {
     pub elapsed: Duration,
     pub log: NcclLog,
     pub transcript: String,
+    /// The last [`STDERR_TAIL_LINES`] non-empty lines of stderr, each cut at
+    /// [`STDERR_LINE_CUT`] bytes: where a launcher says why it could not start the ranks
+    /// (Open MPI's root refusal, `srun: error: ...`, ssh's `Host key verification failed`).
+    pub stderr_tail: Vec<String>,
 }
+
+/// Lines of stderr kept in [`RunOutput::stderr_tail`].
+pub const STDERR_TAIL_LINES: usize = 12;
+/// Bytes of one stderr line kept.
+pub const STDERR_LINE_CUT: usize = 300;
 
 /// Keeps the first and the last [`TRANSCRIPT_PART`] bytes of a stream of lines.
 #[derive(Debug, Default)]
@@ -123,6 +132,7 @@ struct Sink<'a> {
     parser: NcclLogParser,
     transcript: Transcript,
     splitters: [LineSplitter; 2],
+    stderr_tail: std::collections::VecDeque<String>,
     started: Instant,
     timeout: Duration,
     timed_out: bool,
@@ -131,38 +141,56 @@ struct Sink<'a> {
 }
 
 impl Sink<'_> {
-    fn splitter(
-        &mut self,
-        stream: Stream,
-    ) -> (&mut LineSplitter, &mut NcclLogParser, &mut Transcript) {
+    fn splitter(&mut self, stream: Stream) -> (&mut LineSplitter, Lines<'_>) {
         let i = match stream {
             Stream::Stdout => 0,
             Stream::Stderr => 1,
         };
         (
             &mut self.splitters[i],
-            &mut self.parser,
-            &mut self.transcript,
+            Lines {
+                parser: &mut self.parser,
+                transcript: &mut self.transcript,
+                stderr_tail: (i == 1).then_some(&mut self.stderr_tail),
+            },
         )
     }
 }
 
-fn take_line(parser: &mut NcclLogParser, transcript: &mut Transcript, line: &[u8], cut: bool) {
-    parser.feed_raw_line(line, cut);
-    transcript.push(line);
+/// Where a whole line goes: the parser, the transcript, and for stderr its tail.
+struct Lines<'a> {
+    parser: &'a mut NcclLogParser,
+    transcript: &'a mut Transcript,
+    stderr_tail: Option<&'a mut std::collections::VecDeque<String>>,
+}
+
+impl Lines<'_> {
+    fn take(&mut self, line: &[u8], cut: bool) {
+        self.parser.feed_raw_line(line, cut);
+        self.transcript.push(line);
+        if let Some(tail) = self.stderr_tail.as_deref_mut() {
+            let kept = &line[..line.len().min(STDERR_LINE_CUT)];
+            let text = String::from_utf8_lossy(kept);
+            let text = text.trim_end();
+            if !text.trim().is_empty() {
+                if tail.len() == STDERR_TAIL_LINES {
+                    tail.pop_front();
+                }
+                tail.push_back(text.to_string());
+            }
+        }
+    }
 }
 
 impl Output for Sink<'_> {
     fn data(&mut self, stream: Stream, bytes: &[u8]) {
-        let (splitter, parser, transcript) = self.splitter(stream);
-        splitter.push(bytes, &mut |line, cut| {
-            take_line(parser, transcript, line, cut)
-        });
+        let (splitter, mut lines) = self.splitter(stream);
+        splitter.push(bytes, &mut |line, cut| lines.take(line, cut));
     }
 
     fn eof(&mut self, stream: Stream) {
-        let (splitter, parser, transcript) = self.splitter(stream);
-        splitter.finish(&mut |line, cut| take_line(parser, transcript, line, cut));
+        let (splitter, mut lines) = self.splitter(stream);
+        splitter.finish(&mut |line, cut| lines.take(line, cut));
     }
 
     /// Past the timeout; a progress line about every [`PROGRESS_EVERY`] until then.
@@ -224,6 +252,7 @@ pub fn run_command_keeping(
         parser: NcclLogParser::new(),
         transcript: Transcript::new(transcript_part),
         splitters: [LineSplitter::new(), LineSplitter::new()],
+        stderr_tail: std::collections::VecDeque::new(),
         started: Instant::now(),
         timeout,
         timed_out: false,
@@ -246,5 +275,6 @@ pub fn run_command_keeping(
         elapsed: ended.elapsed,
         log: sink.parser.finish(),
         transcript: sink.transcript.finish(),
+        stderr_tail: sink.stderr_tail.into(),
     })
 }
