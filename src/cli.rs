@@ -642,6 +642,11 @@ pub struct TopoArgs {
     #[arg(long)]
     pub no_nvml: bool,
 
+    /// Also print a pasted `nvidia-smi topo -m` as read, below this node's matrix (`-` reads
+    /// standard input): what `gpudoctor judge` reads from it. The table only.
+    #[arg(long, value_name = "FILE", conflicts_with = "format")]
+    pub matrix: Option<PathBuf>,
+
     /// Load this NVML library instead of libnvidia-ml.so.1 (live nodes only).
     #[arg(long, value_name = "PATH")]
     pub nvml_lib: Option<PathBuf>,

@@ -725,7 +725,14 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
             )
         }
     };
-    emit(&text).context("writing the topology")?;
+    let pasted = match &args.matrix {
+        Some(file) => match gpudoctor::cli::judge::read_matrix(file) {
+            Ok(text) => format!("\n{text}"),
+            Err(code) => return Ok(code),
+        },
+        None => String::new(),
+    };
+    emit(&format!("{text}{pasted}")).context("writing the topology")?;
     Ok(exit::HEALTHY)
 }
 

@@ -368,3 +368,107 @@ fn topology_matrices_judged_right() {
         "{fabric}"
     );
 }
+
+#[test]
+fn topo_prints_a_pasted_matrix_beside_its_own() {
+    let path = format!("{TOPO}/old-format-mlx5-cols-v100-4gpu-nv3-jdh4-della.txt");
+    let out = gpudoctor(&[
+        "topo",
+        "--root",
+        "fixtures/hgx-h100-healthy",
+        "--matrix",
+        &path,
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (own, pasted) = text
+        .split_once(&format!("read from {path}:"))
+        .expect("both matrices");
+    assert!(own.contains("GPU7"), "{own}");
+    let row = pasted.lines().find(|l| l.starts_with("GPU2")).unwrap();
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>(),
+        [
+            "GPU2", "SYS", "SYS", "X", "NV3", "SYS", "SYS", "NODE", "NODE", "64-127", "8"
+        ]
+    );
+    // Not a matrix, or with --format: usage errors.
+    let bad = gpudoctor(&[
+        "topo",
+        "--root",
+        "fixtures/hgx-h100-healthy",
+        "--matrix",
+        "LICENSE",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    let json = gpudoctor(&[
+        "topo",
+        "--root",
+        "fixtures/hgx-h100-healthy",
+        "--format",
+        "json",
+        "--matrix",
+        &path,
+    ]);
+    assert_eq!(json.status.code(), Some(2));
+}
+
+#[test]
+fn configs_as_people_have_them() {
+    // The kubelet's /configz answer and OpenShift's KubeletConfig: their policies are read.
+    for (file, cpu) in [
+        (
+            "kubelet_configz_jq_eks-1.30_cpumanager-static_topology-single-numa-node.json",
+            "static",
+        ),
+        (
+            "openshift_kubeletconfig_oc-get-yaml_cpumanager-static_andreaskaris-blog.yaml",
+            "static",
+        ),
+        (
+            "openshift_node_kubelet.conf_json_cpumanager-static_andreaskaris-blog.json",
+            "static",
+        ),
+    ] {
+        let path = format!("{DATA}/{file}");
+        let (report, _) = judge_json(&[&path]);
+        assert!(
+            report["source"]["root"]
+                .as_str()
+                .unwrap()
+                .ends_with("(kubelet-config)")
+        );
+        let managers = status_of(&report, "topology.kubelet_managers")[0];
+        let summary = managers["summary"].as_str().unwrap();
+        assert!(
+            summary.contains(&format!("CPU manager {cpu}")),
+            "{file}: {summary}"
+        );
+        // Evidence names the pasted file, not where judge placed it.
+        for e in managers["evidence"].as_array().unwrap() {
+            assert!(e["source"].as_str().unwrap().starts_with(&path), "{e}");
+        }
+    }
+    // A containerd config without the NVIDIA runtime or CDI: the toolkit layer fails.
+    let path = "fixtures/h100-toolkit-fault-nvlinks-down/etc/containerd/config.toml";
+    let (report, exit) = judge_json(&[path]);
+    assert_eq!(exit, 1);
+    assert!(
+        report["source"]["root"]
+            .as_str()
+            .unwrap()
+            .ends_with("(runtime-config)")
+    );
+    assert_eq!(
+        status_of(&report, "toolkit.container_runtime")[0]["status"],
+        "fail"
+    );
+    // A CDI spec is told apart.
+    let (report, _) = judge_json(&["fixtures/hgx-h100-healthy/var/run/cdi/nvidia.yaml"]);
+    assert!(
+        report["source"]["root"]
+            .as_str()
+            .unwrap()
+            .ends_with("(cdi-spec)")
+    );
+}

@@ -94,3 +94,20 @@ pub fn run(args: &JudgeArgs) -> Result<(String, i32), i32> {
         Err(Unjudgeable(why)) => Err(usage(&why)),
     }
 }
+
+/// `topo --matrix FILE`: the pasted matrix read and rendered, or the exit code of a usage
+/// error said on stderr (unreadable, or no matrix in it).
+pub fn read_matrix(path: &std::path::Path) -> Result<String, i32> {
+    let usage = |why: &str| {
+        eprintln!(
+            "gpudoctor: topo --matrix {}",
+            crate::text::sanitize::text(why)
+        );
+        exit::USAGE
+    };
+    let file = read(path, Duration::from_secs(60)).map_err(|why| usage(&why))?;
+    match crate::facts::smi_topo::parse(&file.text) {
+        Ok(m) => Ok(render::topo::render_pasted(&m, &file.name)),
+        Err(err) => Err(usage(&format!("{}: {err}", file.name))),
+    }
+}
