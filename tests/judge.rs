@@ -472,3 +472,118 @@ fn configs_as_people_have_them() {
             .ends_with("(cdi-spec)")
     );
 }
+
+/// Write `text` to a scratch file named `name`; judge it.
+fn judge_text(name: &str, text: &str) -> (Value, i32) {
+    let dir = common::scratch::tempdir().unwrap();
+    let file = dir.path().join(name);
+    std::fs::write(&file, text).unwrap();
+    judge_json(&[file.to_str().unwrap()])
+}
+
+#[test]
+fn launcher_and_collector_prefixes_on_a_healthy_nccl_tests_log() {
+    // A real healthy run (tests/data/nccl/README.md), every line given each prefix as the
+    // launcher or collector writes it. No public NCCL log with these prefixes was found
+    // (tests/data/judge/SOURCES.md, "Not found"), so the prefixes are put on here: torchrun's
+    // `--tee` role and rank (torch/distributed/elastic/multiprocessing/api.py), and the
+    // kubelet's CRI container log line, in the shape CRI-O wrote it in cri-o#3181
+    // (tests/data/judge/cri-o_container-log-file_CRI-format_offset-timezone_stderr-F_cri-o-3181.log).
+    let log = std::fs::read_to_string(
+        common::repo().join("tests/data/nccl/real/nccl-tests-290-h100-single-node.log"),
+    )
+    .unwrap();
+    let (plain, exit) = judge_text("plain.log", &log);
+    assert_eq!(exit, 0, "{plain}");
+    for (name, prefix) in [
+        ("torchrun.log", "[default0]:"),
+        ("cri.log", "2026-01-06T10:00:00.123456789Z stdout F "),
+        (
+            "cri-offset.log",
+            "2020-01-26T03:17:29.346494690+00:00 stdout F ",
+        ),
+    ] {
+        let text: String = log.lines().map(|l| format!("{prefix}{l}\n")).collect();
+        let (report, exit) = judge_text(name, &text);
+        assert_eq!(exit, 0, "{name}: {report}");
+        assert_eq!(statuses(&report), statuses(&plain), "{name}");
+    }
+}
+
+#[test]
+fn socket_fallback_after_the_plugin_and_no_hca() {
+    for file in [
+        "nccl_socket-fallback_no-plugin_ib-no-device_using-network-Socket_trailing-space-padded_nccl-1126.log",
+        "nccl-tests_socket-fallback_lo_nccl-2.4.8_no-plugin_ib-no-device_nccl-352.log",
+    ] {
+        let (report, _) = judge_json(&[&format!("{DATA}/{file}")]);
+        let c = status_of(&report, "nccl.socket_fallback")[0];
+        assert_eq!(c["status"], "warn", "{file}: {c}");
+        let summary = c["summary"].as_str().unwrap();
+        assert!(summary.starts_with("socket fallback:"), "{summary}");
+        assert!(
+            summary.contains("no net plugin (libnccl-net.so), then NCCL found no usable HCA"),
+            "{summary}"
+        );
+    }
+    // The other causes are named too; a run over RDMA stays silent.
+    let (report, _) = judge_json(&[&format!(
+        "{DATA}/nccl_socket-fallback_eth0_libibverbs-missing_using-network-Socket_nccl-2.10.3_nccl-857.log"
+    )]);
+    let c = status_of(&report, "nccl.socket_fallback")[0];
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("libibverbs is missing"),
+        "{c}"
+    );
+    let (report, _) = judge_json(&["tests/data/nccl/real/aws-ofi-nccl-65-p4d-dip.log"]);
+    for c in status_of(&report, "nccl.socket_fallback") {
+        assert_ne!(c["status"], "warn", "{c}");
+    }
+}
+
+#[test]
+fn perftest_behind_a_harness_tag_and_a_cut_sweep() {
+    // avocado-misc-tests#1196: every line behind `… DEBUG| [stdout] `: a result, not "no table".
+    let (report, exit) = judge_json(&[&format!(
+        "{DATA}/perftest_ib_send_bw_avocado-harness-prefix-every-line_multicast_avocado-misc-tests-1196.log"
+    )]);
+    assert_eq!(exit, 0, "{report}");
+    let c = status_of(&report, "rdma.perftest_log")[0];
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("finished at 12.4 Gb/s"),
+        "{c}"
+    );
+    // The healthy sweep is read to its 8 MiB row (no node: the port rate is not known).
+    let sweep = format!("{DATA}/perftest_ib_write_bw_a_sweep_healthy_cloud-native-stack.txt");
+    let (report, exit) = judge_json(&[&sweep]);
+    assert_eq!(exit, 0);
+    let c = status_of(&report, "rdma.perftest_log")[0];
+    assert_eq!(c["status"], "pass");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("finished at 52.5 Gb/s"),
+        "{c}"
+    );
+    // The same sweep cut after its first rows (a paste cut short): not judged slow on 64 B.
+    let text = std::fs::read_to_string(common::repo().join(&sweep)).unwrap();
+    let cut: String = text.lines().take(28).map(|l| format!("{l}\n")).collect();
+    let (report, exit) = judge_text("cut.txt", &cut);
+    assert_eq!(exit, 0, "{report}");
+    let c = status_of(&report, "rdma.perftest_log")[0];
+    assert_eq!(c["status"], "warn");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("sweep cut after 6 row(s), at 64 bytes"),
+        "{c}"
+    );
+}
