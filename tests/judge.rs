@@ -587,3 +587,36 @@ fn perftest_behind_a_harness_tag_and_a_cut_sweep() {
         "{c}"
     );
 }
+
+#[test]
+fn mlx5_command_timeouts_are_a_device_fault_and_refused_commands_are_not() {
+    // ucx#7738: `pdsh`-style host prefix, CREATE_DCT timeouts (`No done completion`, `timeout.
+    // Will cause a leak of a command resource`): the firmware stopped answering.
+    let (report, exit) = judge_json(&[&format!(
+        "{DATA}/dmesg_mlx5_cmd-timeout_CREATE_DCT_no-done-completion_leak_host-prefixed_ucx-7738.log"
+    )]);
+    assert_eq!(exit, 1);
+    let c = status_of(&report, "rdma.nic_events")[0];
+    assert_eq!(c["status"], "fail");
+    assert!(
+        c["summary"].as_str().unwrap().starts_with(
+            "NIC 0000:61:00.0: firmware command timeouts (CREATE_DCT command timed out) ×8"
+        ),
+        "{c}"
+    );
+    // A command the firmware answered with an error for a user process (bad parameter, limits
+    // exceeded) is the caller's request refused: silent.
+    for file in [
+        "dmesg_mlx5_cmd_check_RTR2RTS_QP_bad-parameter_user-process_charm-2532.log",
+        "dmesg_mlx5_cmd_check_create_mkey_bad-parameter_nvme-rdma_ucx-9488.log",
+        "dmesg_mlx5_cmd_out_err_CREATE_MKEY_limits-exceeded_callbacks-suppressed_ucx-6264.log",
+    ] {
+        let (report, exit) = judge_json(&[&format!("{DATA}/{file}")]);
+        assert_eq!(exit, 0, "{file}: {report}");
+        assert_eq!(
+            status_of(&report, "rdma.nic_events")[0]["status"],
+            "pass",
+            "{file}"
+        );
+    }
+}
