@@ -620,3 +620,42 @@ fn mlx5_command_timeouts_are_a_device_fault_and_refused_commands_are_not() {
         );
     }
 }
+
+#[test]
+fn a_peer_memory_module_that_failed_to_load_turns_gpudirect_rdma_off() {
+    for file in [
+        "dmesg-T_nv_peer_mem_unknown-symbol-err0_rhel7_nv_peer_memory-84.log",
+        "dmesg-T_nvidia_peermem_disagrees-about-version_gb300_gpu-operator-2868.log",
+        "dmesg_nv_peer_mem_disagrees_nvidia_p2p-and-ib-symbols_interleaved_nv_peer_memory-8.log",
+        "dmesg_nv_peer_mem_disagrees_ubuntu14.04-kernel-upgrade_nv_peer_memory-39.log",
+    ] {
+        let (report, _) = judge_json(&[&format!("{DATA}/{file}")]);
+        let c = status_of(&report, "rdma.peermem_events")[0];
+        assert_eq!(c["status"], "warn", "{file}: {c}");
+        assert!(
+            c["summary"].as_str().unwrap().contains("failed to load"),
+            "{c}"
+        );
+        assert!(
+            c["summary"]
+                .as_str()
+                .unwrap()
+                .contains("GPUDirect RDMA is off"),
+            "{c}"
+        );
+        assert!(
+            c["evidence"][0]["source"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("{file}:")),
+            "{c}"
+        );
+    }
+    // A healthy counterpart: the mitigation's print of an old driver is noted, not a finding.
+    let (report, _) =
+        judge_json(&["tests/data/kernel/peermem-invalid-context-nv-peer-memory-120.txt"]);
+    assert_eq!(
+        status_of(&report, "rdma.peermem_events")[0]["status"],
+        "pass"
+    );
+}

@@ -168,7 +168,7 @@ fn is_nccl_line(l: &str) -> bool {
 
 fn is_kernel_line(l: &str) -> bool {
     let t = l.trim_start();
-    const MARKS: [&str; 10] = [
+    const MARKS: [&str; 11] = [
         "NVRM:",
         "mlx5_core",
         "[Hardware Error]",
@@ -179,6 +179,7 @@ fn is_kernel_line(l: &str) -> bool {
         "nvidia_peermem",
         "nvidia-peermem",
         "Linux version",
+        "nv_get_p2p_free_callback",
     ];
     printk_stamp(t) || kmsg_record(t) || MARKS.iter().any(|m| l.contains(m))
 }
