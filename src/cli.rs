@@ -13,8 +13,10 @@ use crate::source::{CudaOptions, GdrOptions, NcclOptions, SourceOptions};
 
 // The probe options `check` and `record` share live in cli/probes.rs (this file stays cli.rs:
 // tests/deploy.rs reads it by path); their public paths stay `cli::*`.
+pub mod judge;
 mod pairs;
 mod probes;
+pub use judge::JudgeArgs;
 pub use pairs::{DEFAULT_GPUS_PER_NODE, DEFAULT_PAIR_TIMEOUT_SECS, PairsArgs};
 pub use probes::{
     ActiveArgs, DEFAULT_CUDA_TIMEOUT_SECS, DEFAULT_NCCL_TIMEOUT_SECS, Inapplicable, NcclArgs,
@@ -83,6 +85,22 @@ pub enum Command {
         "line of at most 80 bytes on stdout naming the failing layer and check."
     ))]
     Check(CheckArgs),
+    /// Judge files pasted into a ticket, without the node: kernel logs, NCCL logs, perftest
+    /// outputs, `nvidia-smi topo -m`, kubelet/containerd/CRI-O/CDI configs.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  gpudoctor judge dmesg.txt                      # a kernel log (dmesg, -T, journalctl -k)\n",
+        "  gpudoctor judge dmesg.txt job.log bw.txt topo.txt   # a ticket's attachments, one report\n",
+        "  nvidia-smi topo -m | gpudoctor judge -         # standard input\n",
+        "  kubectl logs job/nccl-test | gpudoctor judge - --format markdown\n",
+        "\n",
+        "Each file's kind is told from its content; a file of no known kind is a usage error.\n",
+        "The checks are `check`'s; layers no file speaks to are skip (\"needs the node\").\n",
+        "\n",
+        "Exit codes: as `check`: 0 healthy, 1 a layer failed (or warned, with --strict),\n",
+        "2 usage error (a file unreadable or of no known kind), 3 inconclusive, 4 internal error"
+    ))]
+    Judge(JudgeArgs),
     /// Re-render a saved JSON report (`check --format json`, `--save-report`) in another format.
     #[command(after_help = concat!(
         "Examples:\n",
@@ -630,6 +648,11 @@ pub struct TopoArgs {
     /// Do not ask NVML for NVLinks: PCIe classes only (nothing loads the driver's library).
     #[arg(long)]
     pub no_nvml: bool,
+
+    /// Also print a pasted `nvidia-smi topo -m` as read, below this node's matrix (`-` reads
+    /// standard input): what `gpudoctor judge` reads from it. The table only.
+    #[arg(long, value_name = "FILE", conflicts_with = "format")]
+    pub matrix: Option<PathBuf>,
 
     /// Load this NVML library instead of libnvidia-ml.so.1 (live nodes only).
     #[arg(long, value_name = "PATH")]

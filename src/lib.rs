@@ -12,6 +12,7 @@ pub mod engine;
 pub mod explain;
 pub mod facts;
 pub mod fleet;
+pub mod judge;
 pub mod output;
 pub mod pairs;
 pub mod process;

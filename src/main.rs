@@ -62,6 +62,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Check(args) => check(&args),
         Command::Topo(args) => topo(&args),
+        Command::Judge(args) => match gpudoctor::cli::judge::run(&args) {
+            Ok((text, code)) => emit(&text).context("writing the report").map(|()| code),
+            Err(code) => Ok(code),
+        },
         Command::Record(args) => record(&args),
         Command::ListChecks { format } => {
             let text = match format {
@@ -477,17 +481,7 @@ fn check_outputs(
 
 /// The report in one of the `--format`s.
 fn render_as(report: &gpudoctor::report::Report, format: ReportFormat) -> String {
-    match format {
-        ReportFormat::Json => render::json::render(report),
-        ReportFormat::Markdown => render::markdown::render(report),
-        ReportFormat::Prometheus => render::prometheus::render(report),
-        ReportFormat::Table => {
-            let terminal = io::stdout().is_terminal();
-            let style = Style::for_stdout(terminal, std::env::var_os("NO_COLOR").as_deref())
-                .with_width(gpudoctor::text::wrap::stdout_width(terminal));
-            render::table::render(report, style)
-        }
-    }
+    gpudoctor::cli::judge::render_as(report, format)
 }
 
 /// Write the files asked for (Prometheus textfile, saved JSON report), then print the report —
@@ -731,7 +725,14 @@ fn topo(args: &TopoArgs) -> anyhow::Result<i32> {
             )
         }
     };
-    emit(&text).context("writing the topology")?;
+    let pasted = match &args.matrix {
+        Some(file) => match gpudoctor::cli::judge::read_matrix(file) {
+            Ok(text) => format!("\n{text}"),
+            Err(code) => return Ok(code),
+        },
+        None => String::new(),
+    };
+    emit(&format!("{text}{pasted}")).context("writing the topology")?;
     Ok(exit::HEALTHY)
 }
 

@@ -191,12 +191,32 @@ fn param<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     (!value.is_empty()).then_some(value)
 }
 
+/// The tag a test harness puts before every line of perftest's output, ending where perftest's
+/// own text begins: the last word before the result header's `#bytes` (avocado-misc-tests'
+/// `2019-07-16 03:43:24,134 process L0458 DEBUG| [stdout]  #bytes …` gives `[stdout]`). `None`
+/// when the header starts its line (after blanks), or there is no header.
+fn harness_tag(text: &str) -> Option<&str> {
+    let header = text.lines().find(|l| l.contains("#bytes"))?;
+    let before = header[..header.find("#bytes")?].trim_end();
+    let tag = before.rsplit([' ', '\t']).next()?;
+    (!tag.is_empty()).then_some(tag)
+}
+
 /// Parse perftest output (stdout and stderr interleaved is fine).
 pub fn parse(text: &str) -> PerftestOutput {
     let mut out = PerftestOutput::default();
     let mut table: Option<(BwUnit, bool)> = None;
+    let tag = harness_tag(text);
     for raw in text.lines() {
         out.lines += 1;
+        let raw = match tag {
+            // The harness's own lines (no tag) are not perftest's.
+            Some(tag) => match raw.find(tag) {
+                Some(at) => &raw[at + tag.len()..],
+                None => continue,
+            },
+            None => raw,
+        };
         let t = raw.trim().trim_end_matches('\r');
         if t.is_empty() {
             continue;
@@ -293,6 +313,22 @@ mod tests {
             " local address: LID 0000 QPN 0x00e2 PSN 0x7f3b1d\n GID: <gid>\n #bytes\n"
         );
         assert_eq!(mask_gids("no gid here"), "no gid here");
+    }
+
+    /// avocado-misc-tests#1196: every line behind the harness's `… DEBUG| [stdout] ` tag
+    /// (tests/data/judge/SOURCES.md).
+    #[test]
+    fn a_harness_tag_before_every_line() {
+        let text = include_str!(
+            "../../tests/data/judge/perftest_ib_send_bw_avocado-harness-prefix-every-line_multicast_avocado-misc-tests-1196.log"
+        );
+        let out = parse(text);
+        assert_eq!(out.unit, Some(BwUnit::MebibytesPerSec));
+        assert_eq!(out.rows.len(), 1);
+        assert_eq!(out.rows[0].bytes, 1024);
+        // Lines of the harness without the tag are left as they are, and judged as before.
+        assert_eq!(harness_tag(" #bytes     #iterations\n"), None);
+        assert_eq!(harness_tag("no header\n"), None);
     }
 
     #[test]

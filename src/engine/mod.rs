@@ -141,6 +141,14 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
     }
 }
 
+/// What a report made of layers run elsewhere concludes (`gpudoctor judge` joins one run per
+/// pasted file): causes attributed across them, the first failure and the exit code, as
+/// [`run_in`] concludes its own walk.
+pub fn conclude(layers: &mut [LayerReport], strict: bool) -> (Option<FirstFailure>, i32) {
+    attribute_causes(layers);
+    (first_failure(layers), exit_code(layers, strict))
+}
+
 /// Marks every finding a warned or failed cause explains ([`checks::causes`]) `explained_by`
 /// the root of its chain: nouveau explains the missing `nvidia` module, which explains NVML's
 /// failure, so NVML's failure is explained by nouveau. A chain that loops is left unexplained.
@@ -242,7 +250,7 @@ fn first_failure(layers: &[LayerReport]) -> Option<FirstFailure> {
     let (layer, cause) = layers
         .iter()
         .flat_map(|l| l.checks.iter().map(move |c| (l.id, c)))
-        .find(|(_, c)| c.code == cause_code)?;
+        .find(|(_, c)| c.code == cause_code && c.status.is_finding())?;
     Some(FirstFailure {
         layer,
         code: cause.code.clone(),

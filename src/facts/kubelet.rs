@@ -119,11 +119,37 @@ fn parse_value(text: &str) -> Result<Value, ParseError> {
     let text = text.trim_start_matches('\u{feff}');
     let value = super::yaml::parse_guarded(text, "kubelet config")?;
     match value {
-        Value::Null | Value::Mapping(_) => Ok(value),
+        Value::Mapping(_) => Ok(unwrap_config(value)),
+        Value::Null => Ok(value),
         _ => Err(ParseError::new(
             "not a kubelet config: not a `key: value` mapping",
         )),
     }
+}
+
+/// The `KubeletConfiguration` inside the two wrappers people copy it in: the kubelet's
+/// `/configz` answer, `{"kubeletconfig": {…}}` (kubernetes pkg/kubelet/server/server.go,
+/// `configz.InstallHandler`; the key is the component name registered in
+/// cmd/kubelet/app/server.go, `configz.New("kubeletconfig")`), and OpenShift's `KubeletConfig`
+/// resource, whose `spec.kubeletConfig` is merged into the node's config by the Machine Config
+/// Operator (openshift/api machineconfiguration/v1 `KubeletConfigSpec.KubeletConfig`). A
+/// config that is neither is itself.
+fn unwrap_config(value: Value) -> Value {
+    let Value::Mapping(map) = &value else {
+        return value;
+    };
+    if map.len() == 1
+        && let Some(inner @ Value::Mapping(_)) = map.get("kubeletconfig")
+    {
+        return inner.clone();
+    }
+    if map.get("kind").and_then(scalar).as_deref() == Some("KubeletConfig")
+        && let Some(Value::Mapping(spec)) = map.get("spec")
+        && let Some(inner @ Value::Mapping(_)) = spec.get("kubeletConfig")
+    {
+        return inner.clone();
+    }
+    value
 }
 
 /// A drop-in over what came before, as the kubelet merges them: maps merge key by key, anything
@@ -282,6 +308,29 @@ pub fn gather(source: &dyn Source) -> Result<Option<(KubeletConfig, String)>, Fa
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kubelet's `/configz` answer (EKS 1.30, `kubectl get --raw …/configz | jq`) and an
+    /// OpenShift `KubeletConfig` (`oc get kubeletconfig -o yaml`): tests/data/judge/SOURCES.md.
+    #[test]
+    fn configz_and_openshift_kubeletconfig_are_unwrapped() {
+        let configz = include_str!(
+            "../../tests/data/judge/kubelet_configz_jq_eks-1.30_cpumanager-static_topology-single-numa-node.json"
+        );
+        let c = parse_kubelet_config(configz).unwrap();
+        assert_eq!(c.cpu_manager_policy.as_deref(), Some("static"));
+        assert_eq!(
+            c.topology_manager_policy.as_deref(),
+            Some("single-numa-node")
+        );
+        let cr = include_str!(
+            "../../tests/data/judge/openshift_kubeletconfig_oc-get-yaml_cpumanager-static_andreaskaris-blog.yaml"
+        );
+        let c = parse_kubelet_config(cr).unwrap();
+        assert_eq!(c.cpu_manager_policy.as_deref(), Some("static"));
+        // A plain config with a key named like the wrapper's is itself.
+        let plain = parse_kubelet_config("cpuManagerPolicy: none\nkubeletconfig: {}\n").unwrap();
+        assert_eq!(plain.cpu_manager_policy.as_deref(), Some("none"));
+    }
 
     #[test]
     fn reads_kubeadm_yaml() {

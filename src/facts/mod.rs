@@ -24,6 +24,7 @@ pub mod nvidia;
 pub mod pci;
 pub mod pcicfg;
 pub mod rdma;
+pub mod smi_topo;
 pub mod sriov;
 pub mod toolkit;
 pub mod topology;

@@ -219,6 +219,7 @@ pub fn render(report: &Report) -> String {
     let source = match report.source.kind {
         SourceKind::Live => format!("live, root {}", code(&report.source.root)),
         SourceKind::Replay => format!("replay of {}", code(&report.source.root)),
+        SourceKind::Files => format!("files {} (no node)", code(&report.source.root)),
     };
     // A replay's ticket is about the node when it was recorded: the capture's time leads, the
     // replay's follows (issue 19: a replayed ticket showed only when it was replayed).
@@ -228,7 +229,7 @@ pub fn render(report: &Report) -> String {
         .map(code)
         .unwrap_or_else(|| "not recorded".to_string());
     let time = match (report.source.kind, &report.source.captured_at) {
-        (SourceKind::Live, _) => run_time,
+        (SourceKind::Live | SourceKind::Files, _) => run_time,
         (SourceKind::Replay, Some(captured)) => {
             format!("{} (recorded; replayed {run_time})", code(captured))
         }

@@ -163,6 +163,7 @@ pub fn render(report: &Report) -> String {
     let source = match report.source.kind {
         SourceKind::Live => "live",
         SourceKind::Replay => "replay",
+        SourceKind::Files => "files",
     };
     Family::gauge(
         &mut out,

@@ -97,6 +97,7 @@ pub fn render(report: &Report, style: Style) -> String {
         match report.source.kind {
             crate::report::SourceKind::Live => "live",
             crate::report::SourceKind::Replay => "replay of",
+            crate::report::SourceKind::Files => "files",
         },
         report.source.root,
         // When the replayed node was recorded: the verdict is about the node then, not now.

@@ -411,6 +411,50 @@ fn write_problems(out: &mut String, topo: &Topology, width: Option<usize>) {
     }
 }
 
+/// A pasted `nvidia-smi topo -m` (`topo --matrix FILE`) as it was read: its devices and cells
+/// in nvidia-smi's layout, NICs with their RDMA device, under a line naming the file, to set
+/// beside the node's own matrix. Cells the paste lacked are `?`.
+pub fn render_pasted(m: &crate::facts::smi_topo::SmiMatrix, name: &str) -> String {
+    let clean = |t: &str| crate::text::sanitize::text(t).into_owned();
+    let mut header: Vec<String> = vec![String::new()];
+    header.extend(m.devices.iter().map(|d| clean(&d.name)));
+    header.push("CPU Affinity".into());
+    header.push("NUMA Affinity".into());
+    let rows: Vec<Vec<String>> = (0..m.devices.len())
+        .map(|r| {
+            let d = &m.devices[r];
+            let mut row = vec![clean(&d.name)];
+            row.extend(
+                (0..m.devices.len())
+                    .map(|c| m.link(r, c).map_or("?".to_string(), |l| l.to_string())),
+            );
+            row.push(d.cpu_affinity.as_deref().map_or(String::new(), clean));
+            row.push(d.numa.as_deref().map_or(String::new(), clean));
+            row
+        })
+        .collect();
+    let mut out = format!("read from {}:\n", clean(name));
+    out.push_str(&crate::text::grid::text(&header, &rows));
+    let legend: Vec<String> = m
+        .devices
+        .iter()
+        .filter(|d| d.rdma.as_ref().is_some_and(|r| *r != d.name))
+        .map(|d| {
+            format!(
+                "  {}: {}",
+                clean(&d.name),
+                clean(d.rdma.as_deref().unwrap_or_default())
+            )
+        })
+        .collect();
+    if !legend.is_empty() {
+        out.push_str("\nNIC Legend:\n");
+        out.push_str(&legend.join("\n"));
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

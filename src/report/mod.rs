@@ -475,13 +475,15 @@ pub struct FirstFailure {
     pub action: Option<Action>,
 }
 
-// Where a run's facts came from: the node itself, or a recorded capture replayed. (A plain
+// Where a run's facts came from: the node itself, a recorded capture replayed, or files pasted
+// into a ticket judged without a node (`gpudoctor judge`). (A plain
 // comment: a doc comment would change the published schema, docs/report.schema.json.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceKind {
     Live,
     Replay,
+    Files,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -183,6 +183,11 @@ pub trait Source: Send + Sync {
         Vec::new()
     }
 
+    /// A pasted `nvidia-smi topo -m` matrix and its name (`gpudoctor judge`); no node has one.
+    fn smi_topo(&self) -> Option<(String, String)> {
+        None
+    }
+
     /// The history `--state-dir` keeps (or a capture recorded): where it is, whether this run
     /// adds to it, and what it holds. `None` without one.
     fn history(&self) -> Option<crate::answers::history::HistoryAnswer> {

@@ -73,6 +73,19 @@ fn bracket(s: &str) -> Option<&str> {
     if inside.starts_with("pod/") && (after.is_empty() || after.starts_with(' ')) {
         return Some(after);
     }
+    // torchrun's `--tee` prefix `[default0]:`: the worker role and its local rank
+    // (torch/distributed/elastic/multiprocessing/api.py, `f"[{role}{local_rank}]:"`).
+    let digits = inside.len() - inside.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let role = &inside[..inside.len() - digits];
+    if digits > 0
+        && !role.is_empty()
+        && role
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && let Some(t) = after.strip_prefix(':')
+    {
+        return Some(t);
+    }
     ansi_remnant(s)
 }
 
@@ -121,7 +134,21 @@ fn timestamp(s: &str) -> Option<&str> {
     let end = s.find(' ').unwrap_or(s.len());
     let zone = s.get(19..end)?;
     let zone_ok = zone.ends_with('Z') || zone.contains('+') || zone.rfind('-').is_some();
-    zone_ok.then(|| &s[end..])
+    if !zone_ok {
+        return None;
+    }
+    // The kubelet's container log (CRI format): `<time> <stream> <tag> <log>`, the tag `F` for
+    // a full line and `P` for a part of a longer one (kubernetes
+    // pkg/kubelet/kuberuntime/logs/logs.go, `parseCRILog`).
+    let rest = &s[end..];
+    for stream in [" stdout ", " stderr "] {
+        if let Some(t) = rest.strip_prefix(stream)
+            && let Some(t) = t.strip_prefix("F ").or_else(|| t.strip_prefix("P "))
+        {
+            return Some(t);
+        }
+    }
+    Some(rest)
 }
 
 /// `pdsh`'s `node01: ` in front of each line. Not nccl-tests' `host: Test NCCL failure …`: there
@@ -184,6 +211,30 @@ mod tests {
         assert_eq!(strip("gpu-node-07:"), "");
         assert_eq!(strip("2025-03-04T09:13:02Z"), "");
         assert_eq!(strip("[pod/nccl-launcher-x/launcher]"), "");
+    }
+
+    #[test]
+    fn torchrun_roles_and_cri_log_lines() {
+        // torchrun --tee 3: `[default0]:` before every line of local rank 0.
+        assert_eq!(
+            strip("[default0]:#  Rank  0 Group  0 Pid  12 on node1 device  0 [0x18] NVIDIA H100"),
+            "#  Rank  0 Group  0 Pid  12 on node1 device  0 [0x18] NVIDIA H100"
+        );
+        assert_eq!(strip("[trainer12]: 8 2 float"), "8 2 float");
+        // A container log file as the kubelet keeps it (CRI-O's own, cri-o#3181, shape).
+        assert_eq!(
+            strip(
+                "2020-01-26T03:17:29.346494690+00:00 stderr F 2020/01/26 03:17:29 provider.go:117: x"
+            ),
+            "2020/01/26 03:17:29 provider.go:117: x"
+        );
+        assert_eq!(
+            strip("2026-01-06T10:00:00.123456789Z stdout F #  Rank  0 Group  0"),
+            "#  Rank  0 Group  0"
+        );
+        // Not a role: no digits, or no colon after it.
+        assert_eq!(strip("[default]: x"), "[default]: x");
+        assert_eq!(strip("[abc1] x"), "[abc1] x");
     }
 
     #[test]

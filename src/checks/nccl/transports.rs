@@ -71,8 +71,15 @@ fn socket_cause(run: &NcclRun) -> (String, String, Vec<Evidence>) {
         );
     }
     if let Some(q) = &t.ib_no_device {
+        // NCCL tries the net plugin, then NET/IB, then sockets (src/net.cc `ncclNetInit`): a
+        // plugin that was not found or refused, then no HCA, leaves TCP.
+        let plugin = if t.plugin_absent {
+            "no net plugin (libnccl-net.so), then "
+        } else {
+            ""
+        };
         return (
-            "nccl found no usable hca".to_string(),
+            format!("{plugin}nccl found no usable hca"),
             "mount /dev/infiniband into the container (rdma device plugin, or privileged) and check `ibstat` for an ACTIVE port; check NCCL_IB_HCA names a real device".to_string(),
             vec![quote(run, q)],
         );
@@ -99,7 +106,11 @@ pub(super) fn socket_fallback(ctx: &Context<'_>) -> Outcome {
             None => "internal net".to_string(),
         };
         let chosen = t.network.as_ref().map(|(n, _)| n.as_str());
-        if socket > 0 || (total == 0 && chosen == Some("Socket")) {
+        // NCCL before 2.6 prints no `Using network` line: `NET/IB : No device found.` and then
+        // `NET/Socket : Using …` (the socket transport initialised) say the same.
+        let socket_chosen = chosen == Some("Socket")
+            || (chosen.is_none() && t.ib_no_device.is_some() && t.socket_interfaces.is_some());
+        if socket > 0 || (total == 0 && socket_chosen) {
             let (cause, hint, mut evidence) = socket_cause(run);
             if let Some(q) = t.net.get("Socket").and_then(|n| n.example.as_ref()) {
                 evidence.insert(0, quote(run, q));
@@ -108,6 +119,17 @@ pub(super) fn socket_fallback(ctx: &Context<'_>) -> Outcome {
             }
             if let Some(q) = &t.socket_interfaces {
                 evidence.push(quote(run, q));
+            }
+            if ctx.source().kind() == crate::report::SourceKind::Files {
+                // `gpudoctor judge`: no node to say whether RDMA was there to use. NCCL fell
+                // back to sockets (the plugin refused or found no device, then NET/IB found no
+                // HCA): on a GPU cluster that is the fallback to act on, said as such.
+                return Outcome::warn(format!(
+                    "socket fallback: network traffic over tcp (NET/Socket) because {cause}; the pasted files do not say whether the node has rdma devices"
+                ))
+                .evidence_all(evidence)
+                .hint(hint)
+                .action(Action::FixConfig);
             }
             if !rdma {
                 return Outcome::pass(format!(

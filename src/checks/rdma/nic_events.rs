@@ -2,7 +2,7 @@
 //! that failed to probe (`mlx5_load_one failed with error code -22`, `probe of ... failed`) is
 //! invisible to every sysfs check, since it never registered an RDMA device; firmware that
 //! stopped answering (`device's health compromised`), a transceiver running hot, a slot without
-//! the card's power, and a port that keeps going down. Judged by time as XIDs are
+//! the card's power, a firmware that lets commands time out, and a port that keeps going down. Judged by time as XIDs are
 //! (checks/history.rs): an event before a reboot, or before the function was enumerated again, is
 //! history.
 
@@ -23,6 +23,7 @@ fn what(kind: NicEventKind) -> &'static str {
         NicEventKind::HealthCompromised => "firmware health compromised",
         NicEventKind::ModuleHot => "cable module at high temperature",
         NicEventKind::SlotPower => "insufficient slot power",
+        NicEventKind::CommandTimeout => "firmware command timeouts",
         NicEventKind::LinkDown | NicEventKind::LinkUp => "link state changes",
     }
 }
@@ -91,7 +92,13 @@ pub(super) fn nic_events(ctx: &Context<'_>) -> Outcome {
         );
         let live = group.live > 0;
         match kind {
-            NicEventKind::ProbeFailed | NicEventKind::HealthCompromised if live => fails.push(line),
+            NicEventKind::ProbeFailed
+            | NicEventKind::HealthCompromised
+            | NicEventKind::CommandTimeout
+                if live =>
+            {
+                fails.push(line)
+            }
             _ if live => warns.push(line),
             _ => warns.push(line),
         }

@@ -39,7 +39,9 @@ pub(super) fn peermem_events(ctx: &Context<'_>) -> Outcome {
     for e in log.software_events.iter().filter(|e| {
         matches!(
             e.kind,
-            SoftwareEventKind::PeermemInvalidContext | SoftwareEventKind::PeermemInvalidMapping
+            SoftwareEventKind::PeermemInvalidContext
+                | SoftwareEventKind::PeermemInvalidMapping
+                | SoftwareEventKind::PeermemLoadFailed
         )
     }) {
         let since = timeline.history(e.line_number, e.stamp.as_ref(), e.boot, |m| {
@@ -53,6 +55,7 @@ pub(super) fn peermem_events(ctx: &Context<'_>) -> Outcome {
     };
     let fixed = driver.and_then(branch).map(|b| b >= CONTEXT_FIXED_BRANCH);
     let mut warns = Vec::new();
+    let mut load_failed = Vec::new();
     let mut notes = Vec::new();
     let mut evidence = Vec::new();
     for ((module, kind), group) in &groups {
@@ -63,6 +66,9 @@ pub(super) fn peermem_events(ctx: &Context<'_>) -> Outcome {
         };
         let what = match kind {
             SoftwareEventKind::PeermemInvalidContext => "`detected invalid context`",
+            SoftwareEventKind::PeermemLoadFailed => {
+                "failed to load (`Unknown symbol`, `disagrees about version of symbol`)"
+            }
             _ => "`invalid page_table`/`invalid dma_mapping`",
         };
         let line = format!(
@@ -73,6 +79,9 @@ pub(super) fn peermem_events(ctx: &Context<'_>) -> Outcome {
         evidence.push(Evidence::quoting(from.as_str(), group.last.message.clone()));
         let live = group.live > 0;
         match (kind, fixed) {
+            (SoftwareEventKind::PeermemLoadFailed, _) if live => load_failed.push(format!(
+                "{line}: GPUDirect RDMA is off (NCCL stages inter-node traffic through host memory)"
+            )),
             (SoftwareEventKind::PeermemInvalidMapping, _) if live => warns.push(format!(
                 "{line}: a known peer-memory bug of the driver (fixed in R510) or of memory-region clean-up"
             )),
@@ -100,6 +109,13 @@ pub(super) fn peermem_events(ctx: &Context<'_>) -> Outcome {
         ));
     }
     let noted = parenthesised(&noted);
+    if !load_failed.is_empty() {
+        load_failed.extend(warns);
+        return Outcome::warn(format!("{}{noted}", load_failed.join("; ")))
+            .evidence_all(evidence)
+            .hint("the peer memory module was built for another kernel, ib_core (MLNX_OFED/DOCA or inbox) or NVIDIA driver than the ones loaded: rebuild or reinstall it against them (the GPU Operator's driver container with the matching OFED, `dkms autoinstall`, or the nvidia-peermem of the installed driver), then `modprobe nvidia-peermem` and check `lsmod | grep peermem`")
+            .action(Action::FixConfig);
+    }
     if !warns.is_empty() {
         return Outcome::warn(format!("{}{noted}", warns.join("; ")))
             .evidence_all(evidence)

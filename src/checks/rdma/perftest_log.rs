@@ -108,6 +108,24 @@ fn judge(ctx: &Context<'_>, path: &Path, out: &PerftestOutput) -> Verdict {
     };
     let g = row.average_gbits;
     let measured = format!("BW average {g:.2} Gb/s at {} bytes", row.bytes);
+    // A sweep (`-a`: 2 B to 8 MiB) cut after its first rows ends on messages too small to fill
+    // a link: their bandwidth is bound by the message rate, and says nothing of the port.
+    if out.rows.len() > 1 && row.bytes < SWEEP_JUDGED_FROM {
+        return Verdict {
+            status: Status::Warn,
+            line: format!(
+                "{file}: {test} sweep cut after {} row(s), at {} bytes ({g:.2} Gb/s): messages below {} KiB are bound by the message rate, so bandwidth is not judged",
+                out.rows.len(),
+                row.bytes,
+                SWEEP_JUDGED_FROM / 1024
+            ),
+            evidence: vec![
+                Evidence::new(&file, measured)
+                    .expected("the sweep's rows up to 8 MiB (perftest -a), or one large -s"),
+            ],
+        };
+    }
+    let no_node = ctx.source().kind() == crate::report::SourceKind::Files;
     match out.device.as_deref().and_then(|d| port_rate(ctx, d)) {
         Some((port, rate)) if g < RATE_FAIL * rate => Verdict {
             status: Status::Fail,
@@ -129,6 +147,13 @@ fn judge(ctx: &Context<'_>, path: &Path, out: &PerftestOutput) -> Verdict {
             ),
             evidence: vec![Evidence::new(&file, measured)],
         },
+        None if no_node => Verdict {
+            status: Status::Pass,
+            line: format!(
+                "{file}: {test} finished at {g:.1} Gb/s; the pasted files do not say {device}'s port rate, so bandwidth is not judged (`gpudoctor check --perftest-log` on the node that ran the client judges it)"
+            ),
+            evidence: vec![Evidence::new(&file, measured)],
+        },
         None => Verdict {
             status: Status::Warn,
             line: format!(
@@ -141,6 +166,11 @@ fn judge(ctx: &Context<'_>, path: &Path, out: &PerftestOutput) -> Verdict {
         },
     }
 }
+
+/// Smallest message whose bandwidth a cut sweep is judged on: below 64 KiB a ConnectX port is
+/// bound by its message rate, not its link (perftest's own default size for a bandwidth test,
+/// `DEF_SIZE_BW` 65536, perftest_parameters.h).
+const SWEEP_JUDGED_FROM: u64 = 65536;
 
 pub(super) fn perftest_log(ctx: &Context<'_>) -> Outcome {
     let logs = ctx.source().perftest_logs();

@@ -85,8 +85,12 @@ fn burst_named<'l>(log: &'l KernelLog, e: &AerEvent) -> Vec<&'l str> {
 }
 
 pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
+    // `gpudoctor judge` has a kernel log and no sysfs: the log's reports are judged alone, on
+    // the devices their own drivers' lines name.
+    let no_node = crate::facts::topology::Topology::default();
     let t = match topo(ctx) {
         Ok(t) => t,
+        Err(_) if ctx.source().kind() == crate::report::SourceKind::Files => &no_node,
         Err(o) => return o,
     };
     let (window, broken) = window(ctx);

@@ -25,6 +25,7 @@ mod acs;
 mod aer;
 mod iommu_mode;
 mod kubelet_managers;
+pub mod smi_matrix;
 mod topology_manager;
 use acs::acs;
 use iommu_mode::iommu_mode;

@@ -209,6 +209,21 @@ pub(super) fn split_prefix(line: &str) -> (Option<&str>, &str) {
     if let Some(stamped) = bracket(text) {
         return stamped;
     }
+    // `pdsh -w nodes dmesg` / `clush`: `b1360: [14280.445220] mlx5_core …`, the host's name
+    // before each line of its kernel log (the stamp must follow, or it is a message).
+    if let Some((host, _)) = text.split_once(": [")
+        && !host.is_empty()
+        && host.len() <= 64
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+        && let Some(stamped) = bracket(&text[host.len() + 2..])
+        && stamped
+            .0
+            .is_some_and(|st| st[1..st.len() - 1].trim().parse::<f64>().is_ok())
+    {
+        return stamped;
+    }
     // Syslog / journal: the head before ` kernel: ` is short and starts with a date.
     if let Some(at) = text
         .get(..text.len().min(96))

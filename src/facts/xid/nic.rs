@@ -24,6 +24,13 @@ pub enum NicEventKind {
     ModuleHot,
     /// `Detected insufficient power on the PCIe slot (27W).`
     SlotPower,
+    /// `wait_func:1132:(pid 141181): CREATE_DCT(0x710) timeout. Will cause a leak of a command
+    /// resource`, `… No done completion`: the firmware did not answer a command (cmd.c
+    /// `wait_func`, `wait_func_handle_exec_timeout`), a device fault whichever process sent it.
+    /// Not a command the firmware answered with an error (`mlx5_cmd_check … status bad
+    /// parameter`, `mlx5_cmd_out_err … limits exceeded`): that is the caller's request refused,
+    /// not the device failing, and is not read.
+    CommandTimeout,
     /// `mlx5_core <bdf> <netdev>: Link down` / `Link up`.
     LinkDown,
     LinkUp,
@@ -99,7 +106,32 @@ pub(super) fn nic_event(message: &str) -> Option<(NicEventKind, String, String)>
     {
         return Some((NicEventKind::HealthCompromised, bdf, body.to_string()));
     }
+    if let Some(command) = command_timeout(body) {
+        return Some((NicEventKind::CommandTimeout, bdf, command));
+    }
     module_or_power(body).map(|(kind, detail)| (kind, bdf, detail))
+}
+
+/// The command of a firmware command timeout: `CREATE_DCT(0x710) timeout. Will cause a leak of a
+/// command resource` (cmd.c `wait_func`), `cmd[22]: CREATE_DCT(0x710) No done completion`
+/// (`wait_func_handle_exec_timeout`), `cmd[0]: TEARDOWN_HCA(0x103) Async, timeout …`.
+fn command_timeout(body: &str) -> Option<String> {
+    let timed_out = body.contains(" timeout. Will cause a leak of a command resource")
+        || body.ends_with(" No done completion")
+        || (body.starts_with("cmd[") && body.contains("timeout"));
+    if !timed_out {
+        return None;
+    }
+    let body = match body.split_once("]: ") {
+        Some((cmd, rest)) if cmd.starts_with("cmd[") => rest,
+        _ => body,
+    };
+    let command = body.split(['(', ' ']).next().filter(|c| {
+        !c.is_empty()
+            && c.bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    })?;
+    Some(format!("{command} command timed out"))
 }
 
 /// A hot module or a slot without the card's power, from the message after its call site.

@@ -26,6 +26,12 @@ pub enum SoftwareEventKind {
     PeermemInvalidContext,
     /// The peer memory client's `invalid page_table` / `invalid dma_mapping`.
     PeermemInvalidMapping,
+    /// The module loader refused the peer memory module: `nv_peer_mem: Unknown symbol
+    /// ib_register_peer_memory_client (err -22)`, `nvidia_peermem: disagrees about version of
+    /// symbol …` (kernel/module/main.c, `resolve_symbol_wait`, `check_version`): it was built
+    /// against another kernel, ib_core (MLNX_OFED or inbox) or NVIDIA driver than the ones
+    /// loaded, and GPUDirect RDMA is off.
+    PeermemLoadFailed,
     /// A process killed by a fault whose instruction was inside an NCCL library.
     NcclCrash,
 }
@@ -178,6 +184,14 @@ pub(super) fn is_software_line(message: &str) -> bool {
 /// A peer-memory line: its kind and module.
 pub(super) fn peermem_event(message: &str) -> Option<(SoftwareEventKind, String)> {
     let t = message.trim();
+    for module in ["nvidia_peermem", "nv_peer_mem"] {
+        if let Some(rest) = t.strip_prefix(module).and_then(|r| r.strip_prefix(": "))
+            && (rest.starts_with("Unknown symbol ")
+                || rest.starts_with("disagrees about version of symbol "))
+        {
+            return Some((SoftwareEventKind::PeermemLoadFailed, module.to_string()));
+        }
+    }
     if !t.contains("nv_get_p2p_free_callback") {
         return None;
     }

@@ -321,6 +321,26 @@ pub fn read_log(file: &mut File, name: &str, origin: &str) -> Result<NcclRun, St
     })
 }
 
+/// A log already in memory (`gpudoctor judge`: a pasted file or standard input), read as
+/// [`read_log`] reads a file; `name` is both the run's name and where its lines come from.
+pub fn read_text(text: &str, name: &str) -> NcclProbe {
+    let mut reader = std::io::Cursor::new(text.as_bytes());
+    match super::nccl_log::read_stream(&mut reader, TRANSCRIPT_PART) {
+        Ok((log, transcript)) => NcclProbe::Runs(vec![NcclRun {
+            name: name.to_string(),
+            origin: name.to_string(),
+            meta: None,
+            log,
+            transcript: Some(transcript),
+        }]),
+        Err(err) => NcclProbe::Unavailable {
+            origin: name.to_string(),
+            message: err.to_string(),
+            requested: true,
+        },
+    }
+}
+
 fn stem(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
