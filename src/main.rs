@@ -481,6 +481,7 @@ fn render_as(report: &gpudoctor::report::Report, format: ReportFormat) -> String
         ReportFormat::Json => render::json::render(report),
         ReportFormat::Markdown => render::markdown::render(report),
         ReportFormat::Prometheus => render::prometheus::render(report),
+        ReportFormat::Junit => render::junit::render(report),
         ReportFormat::Table => {
             let terminal = io::stdout().is_terminal();
             let style = Style::for_stdout(terminal, std::env::var_os("NO_COLOR").as_deref())
