@@ -28,7 +28,7 @@ impl Report {
         ))
     }
 
-    /// `gpu 0000:ab:00.0: serial 1654922007890, part 692-2G520-0200-000, module 6` for each GPU
+    /// `GPU 0000:ab:00.0: serial 1654922007890, part 692-2G520-0200-000, module 6` for each GPU
     /// a hardware-inspection finding names, with what NVML said of it.
     pub fn rma_lines(&self, check: &CheckResult) -> Vec<String> {
         if check.action != Action::HardwareInspection {
@@ -49,7 +49,7 @@ impl Report {
                 if let Some(module) = gpu.module_id {
                     parts.push(format!("module {module}"));
                 }
-                (!parts.is_empty()).then(|| format!("gpu {bus}: {}", parts.join(", ")))
+                (!parts.is_empty()).then(|| format!("GPU {bus}: {}", parts.join(", ")))
             })
             .collect()
     }
@@ -89,7 +89,7 @@ mod tests {
         );
         assert_eq!(
             report.rma_lines(&check),
-            ["gpu 0000:ab:00.0: serial 1654922007890, part 692-2G520-0200-000, module 6"]
+            ["GPU 0000:ab:00.0: serial 1654922007890, part 692-2G520-0200-000, module 6"]
         );
         check.action = Action::FixConfig;
         assert!(report.drain_line(&check).is_none() && report.rma_lines(&check).is_empty());
