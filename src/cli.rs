@@ -373,6 +373,9 @@ pub enum ReportFormat {
     /// Prometheus text exposition: per-layer and per-check status gauges, run time, XID counts
     /// and other measured figures (docs/formats.md).
     Prometheus,
+    /// JUnit XML for CI systems: one testcase per check, a failure with its summary, evidence
+    /// and hint (docs/ci.md).
+    Junit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

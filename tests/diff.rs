@@ -56,6 +56,21 @@ fn glob(pattern: &str, text: &str) -> bool {
 /// `(pattern, how many facts match it)`. Every counted fact must match one pattern.
 const INJECTED: &[(&str, &[(&str, usize)])] = &[
     (
+        "h100-ecc-off",
+        &[
+            ("driver/nvml gpu 0000:5d:00.0/ecc mode", 1),
+            ("driver/nvml gpu 0000:5d:00.0/uncorrected ecc", 1),
+        ],
+    ),
+    (
+        "h100-vbios-mismatch",
+        &[("driver/nvml gpu 0000:ab:00.0/vbios", 1)],
+    ),
+    (
+        "h100-app-clocks-low",
+        &[("driver/nvml gpu 0000:2a:00.0/application clocks", 1)],
+    ),
+    (
         "h100-acs-redirect",
         &[("topology/gpu 0000:9a:00.0/acs on path", 1)],
     ),
@@ -443,6 +458,9 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
             ("node/node/profile", 1),
             ("driver/gpu 0000:*/pci id", 8),
             ("driver/driver gpu 0000:*/vbios", 8),
+            ("driver/nvml gpu 0000:*/vbios", 8),
+            ("driver/nvml gpu 0000:*/inforom image", 8),
+            ("driver/nvml gpu 0000:*/application clocks", 8),
             ("driver/nvml gpu 0000:*/model", 8),
             ("driver/nvml gpu 0000:*/power limit", 8),
             ("driver/nvswitch 0000:*/pci id", 4),
@@ -520,6 +538,10 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         "b200-nvlink-errors",
         &[
             ("driver/gpu 0000:*/pci id", 8),
+            // No public Blackwell capture gives its firmware or clocks: not recorded.
+            ("driver/nvml gpu 0000:*/vbios", 8),
+            ("driver/nvml gpu 0000:*/inforom image", 8),
+            ("driver/nvml gpu 0000:*/application clocks", 8),
             ("driver/nvml gpu 0000:*/model", 8),
             ("driver/nvml gpu 0000:*/power limit", 8),
             ("driver/nvswitch 0000:*/-", 4),
@@ -534,6 +556,10 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         "b200-xid154-drain-reset",
         &[
             ("driver/gpu 0000:*/pci id", 8),
+            // No public Blackwell capture gives its firmware or clocks: not recorded.
+            ("driver/nvml gpu 0000:*/vbios", 8),
+            ("driver/nvml gpu 0000:*/inforom image", 8),
+            ("driver/nvml gpu 0000:*/application clocks", 8),
             ("driver/nvml gpu 0000:*/model", 8),
             ("driver/nvml gpu 0000:*/power limit", 8),
             ("driver/nvswitch 0000:*/-", 4),
@@ -551,6 +577,10 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         "gb200-tray-healthy",
         &[
             ("driver/gpu 0000:*/pci id", 8),
+            // No public Blackwell capture gives its firmware or clocks: not recorded.
+            ("driver/nvml gpu 0000:*/vbios", 8),
+            ("driver/nvml gpu 0000:*/inforom image", 8),
+            ("driver/nvml gpu 0000:*/application clocks", 8),
             ("driver/nvml gpu 0000:*/model", 8),
             ("driver/nvml gpu 0000:*/power limit", 8),
             ("driver/nvswitch 0000:*/-", 4),

@@ -440,6 +440,41 @@ fn queries_a_gpu_does_not_support_stay_not_supported() {
     );
 }
 
+/// The firmware, part number, module and clock readings (issue 46): a corrupted InfoROM is the
+/// answer `false` (NVML_ERROR_CORRUPTED_INFOROM), not a failed reading; an odd VBIOS and lowered
+/// application clocks come back as recorded; a GPU that answers none of them stays "not
+/// supported"; an error kind stays that kind.
+#[test]
+fn firmware_and_clock_readings_round_trip() {
+    let mut facts = healthy_json();
+    facts["devices"][2]["inforom_valid"] = json!({"value": false});
+    facts["devices"][3]["vbios_version"] = json!({"value": "96.00.89.00.01"});
+    facts["devices"][4]["applications_clocks"] =
+        json!({"value": {"graphics_mhz": 1410, "memory_mhz": 1593}});
+    for field in [
+        "vbios_version",
+        "inforom_image_version",
+        "inforom_valid",
+        "applications_clocks",
+        "default_applications_clocks",
+        "board_part_number",
+        "module_id",
+    ] {
+        facts["devices"][5][field] = json!("not_supported");
+        facts["devices"][6][field] = json!({"error": {"kind": "no_permission", "message": "x"}});
+    }
+    let live = probe_injected("firmware and clocks", &facts);
+    assert_eq!(live.devices[2].inforom_valid.value(), Some(&false));
+    assert_eq!(live.devices[7].module_id.value(), Some(&8));
+    assert_eq!(
+        live.devices[0]
+            .board_part_number
+            .value()
+            .map(String::as_str),
+        Some("692-2G520-0200-000")
+    );
+}
+
 /// Every reading with a value, so each fake entry point and each live mapping is crossed even
 /// while the fixtures carry fewer fields.
 #[test]

@@ -47,6 +47,17 @@ impl<'a> Timeline<'a> {
         stamp::when(stamp, boot, self.log.boots, &self.clock)
     }
 
+    /// When a line was written, RFC 3339 UTC, where its stamp and the node's clock say.
+    pub fn seen_at(&self, stamp: Option<&Stamp>, boot: u32) -> Option<String> {
+        match self.when(stamp, boot) {
+            // A node clock past year 9999 is no time to show (`When::text` does the same).
+            When::Ago { at: Some(t), .. } if t <= 253_402_300_799 => Some(crate::time::rfc3339(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(t),
+            )),
+            _ => None,
+        }
+    }
+
     /// Whether an event at `line` of boot `boot` is history: earlier boot, or the first marker
     /// after it for which `applies` holds.
     pub fn history(
@@ -118,6 +129,8 @@ impl<'a> Timeline<'a> {
 pub(crate) struct Tally<'e, E> {
     pub live: usize,
     pub history: usize,
+    /// The earliest event of the group.
+    pub first: &'e E,
     /// The latest event, and why it is history (`None`: live).
     pub last: &'e E,
     pub last_since: Option<Since>,
@@ -131,6 +144,7 @@ impl<'e, E> Tally<'e, E> {
         Tally {
             live: usize::from(live),
             history: usize::from(!live),
+            first: event,
             last: event,
             last_since: since,
             last_live: live.then_some(event),

@@ -73,6 +73,15 @@ const TABLE: &[(&str, &str)] = &[
         "driver.power",
         "no NVML answer: skip, see driver.nvml_init; a GPU's draw or enforced limit not answered: that GPU not judged on it; the default limit not answered (or a capture made before it was read): the cap not judged, and the summary says so",
     ),
+    ("driver.ecc_mode", NVML_RECORDED),
+    (
+        "driver.gpu_firmware",
+        "no NVML answer: skip, see driver.nvml_init; a GPU's VBIOS, InfoROM version or InfoROM validity not answered (or a capture made before gpudoctor read them): that GPU not compared on it; none answered: skip",
+    ),
+    (
+        "driver.app_clocks",
+        "no NVML answer: skip, see driver.nvml_init; a GPU's application or default clocks not answered (or a capture made before gpudoctor read them): that GPU not judged; none answered: skip",
+    ),
     ("driver.pcie_link", NVML_RECORDED),
     ("driver.mig_pending", NVML_RECORDED),
     (

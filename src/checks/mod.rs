@@ -525,6 +525,12 @@ impl<'a> Context<'a> {
         self.nvml.get_or_init(|| self.source.nvml())
     }
 
+    /// NVML's answer if a check asked for it this run, without asking (a run limited to layers
+    /// that never read NVML must not start the probe for the report's GPU identities).
+    pub fn nvml_if_read(&self) -> Option<&NvmlFacts> {
+        self.nvml.get()
+    }
+
     /// Each NVML device's first reading that answered `GPU_IS_LOST` or `RESET_REQUIRED`
     /// ([`NvmlDevice::lost_at`](crate::answers::nvml::NvmlDevice::lost_at)), in the order of
     /// `nvml().devices`. Worked out once per run: it goes through every reading of every link

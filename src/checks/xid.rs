@@ -319,6 +319,9 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
     let mut figures = Vec::new();
     for ((bus, number), group) in &groups {
         let info = group.last.info();
+        // When this XID was first and last written on this GPU, for a ticket to sort on.
+        let first_seen = timeline.seen_at(group.first.stamp.as_ref(), group.first.boot);
+        let last_seen = timeline.seen_at(group.last.stamp.as_ref(), group.last.boot);
         for (state, n) in [("live", group.live), ("history", group.history)] {
             if n > 0 {
                 figures.push(
@@ -326,7 +329,8 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
                         .label("gpu", bus.unwrap_or("unknown"))
                         .label("xid", number.to_string())
                         .label("severity", severity_label(info.severity))
-                        .label("state", state),
+                        .label("state", state)
+                        .seen(first_seen.clone(), last_seen.clone()),
                 );
             }
         }

@@ -40,6 +40,7 @@ pub fn render_as(report: &Report, format: ReportFormat) -> String {
         ReportFormat::Json => render::json::render(report),
         ReportFormat::Markdown => render::markdown::render(report),
         ReportFormat::Prometheus => render::prometheus::render(report),
+        ReportFormat::Junit => render::junit::render(report),
         ReportFormat::Table => {
             let terminal = std::io::stdout().is_terminal();
             let style = Style::for_stdout(terminal, std::env::var_os("NO_COLOR").as_deref())

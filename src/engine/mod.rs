@@ -126,6 +126,7 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
             pod: identity.pod,
             kernel: identity.kernel,
             driver_version,
+            gpus: gpu_identities(ctx),
         },
         profile: if layers.iter().any(|l| !l.checks.is_empty()) {
             ctx.profile().map(|p| p.name.clone())
@@ -147,6 +148,27 @@ pub fn run_in(ctx: &Context<'_>, registry: &[CheckDef], options: &RunOptions) ->
 pub fn conclude(layers: &mut [LayerReport], strict: bool) -> (Option<FirstFailure>, i32) {
     attribute_causes(layers);
     (first_failure(layers), exit_code(layers, strict))
+}
+
+/// What NVML said of each GPU an RMA form asks for, when it was asked (NVML is read once per run
+/// and memoised: a run whose layers never asked NVML does not ask it for this).
+fn gpu_identities(ctx: &Context<'_>) -> Vec<crate::report::GpuIdentity> {
+    let Some(nvml) = ctx.nvml_if_read() else {
+        return Vec::new();
+    };
+    nvml.devices
+        .iter()
+        .filter_map(|d| {
+            let gpu = crate::report::GpuIdentity {
+                pci_bus_id: d.pci_bus_id.clone()?,
+                serial: d.serial.value().cloned(),
+                board_part_number: d.board_part_number.value().cloned(),
+                module_id: d.module_id.value().copied(),
+            };
+            (gpu.serial.is_some() || gpu.board_part_number.is_some() || gpu.module_id.is_some())
+                .then_some(gpu)
+        })
+        .collect()
 }
 
 /// Marks every finding a warned or failed cause explains ([`checks::causes`]) `explained_by`

@@ -39,6 +39,7 @@ fn hgx_a100(name: &str, gpu_names: &[&str], memory: &str) -> Profile {
         gpudirect_rdma: Some(true),
         // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
         sriov_vfs: None,
+        vbios_version: None,
         // Expected 235: superbench baseline (`microsoft/superbench-results` v0.4.0; NCCL
         // maintainers ~230, `NVIDIA/nccl-tests#149`); fail < 228: AzNHC conf/nd96asr_v4.conf
         // (`Azure/azurehpc-health-checks`). §3 profile suggestion, §11.
@@ -112,6 +113,7 @@ pub fn builtins() -> Vec<Profile> {
             gpudirect_rdma: Some(true),
             // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
             sriov_vfs: None,
+            vbios_version: None,
             // fail < 431: AzNHC conf/nd96isr_h200_v5.conf (16 GiB; README says 480); warn < 460:
             // H100's AzNHC floor. §5 profile suggestion, §11.
             nccl_busbw_warn_gbps: Some(460.0),
@@ -169,6 +171,7 @@ pub fn builtins() -> Vec<Profile> {
             gpudirect_rdma: Some(true),
             // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
             sriov_vfs: None,
+            vbios_version: None,
             // Only user-reported busbw (830+, `NVIDIA/nccl#1807`): thresholds disabled until a
             // maintainer figure exists (§6 profile suggestion).
             nccl_busbw_warn_gbps: None,
@@ -223,6 +226,7 @@ pub fn builtins() -> Vec<Profile> {
             gpudirect_rdma: None,
             // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
             sriov_vfs: None,
+            vbios_version: None,
             // No published NCCL figure for bridged H100 NVL pairs in the reference.
             nccl_busbw_warn_gbps: None,
             nccl_busbw_fail_gbps: None,
@@ -269,6 +273,7 @@ pub fn builtins() -> Vec<Profile> {
             gpudirect_rdma: None,
             // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
             sriov_vfs: None,
+            vbios_version: None,
             nccl_busbw_warn_gbps: None,
             nccl_busbw_fail_gbps: None,
             nccl_nvls: None,
@@ -317,6 +322,7 @@ fn hgx_h100() -> Profile {
         gpudirect_rdma: Some(true),
         // SR-IOV VFs are a deployment choice (SriovNetworkNodePolicy), not the platform's.
         sriov_vfs: None,
+        vbios_version: None,
         // With NVLS: warn < 465, fail < 460 (AzNHC conf/nd96isr_h100_v5.conf, 16 GiB). NVLS
         // peaks near 480 (`NVIDIA/nccl-tests#212`), but healthy nodes reach it only at the
         // largest sizes: ten HGX H100 nodes (xxrjun/nccl-tests-cluster, nccl-tests 2.17.8,

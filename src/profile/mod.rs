@@ -81,6 +81,12 @@ pub struct Profile {
     /// expectation: judged only by what the kubelet advertises.
     #[serde(default)]
     pub sriov_vfs: Option<u32>,
+    /// The VBIOS every GPU should run (`96.00.74.00.01`, as `nvidia-smi -q` prints "VBIOS
+    /// Version"): a GPU on another warns `driver.gpu_firmware`, naming it. Unset: the
+    /// GPUs are only compared with each other. No built-in sets it: the firmware a fleet runs
+    /// is its operator's choice (NVIDIA's firmware update packages bring their own).
+    #[serde(default)]
+    pub vbios_version: Option<String>,
     /// Single-node all_reduce bus bandwidth at large sizes, GB/s: below `warn` warns, below
     /// `fail` fails.
     #[serde(default, rename = "nccl_busbw_warn_gbyte_per_s")]
@@ -168,6 +174,7 @@ pub const FILE_KEYS: &[&str] = &[
     "rdma_devices",
     "gpudirect_rdma",
     "sriov_vfs",
+    "vbios_version",
     "nccl_busbw_warn_gbyte_per_s",
     "nccl_busbw_fail_gbyte_per_s",
     "nccl_nvls",

@@ -145,6 +145,7 @@ fn file_keys_are_the_profile_fields_plus_base() {
         rdma_devices: vec![String::new()],
         gpudirect_rdma: Some(false),
         sriov_vfs: Some(0),
+        vbios_version: Some(String::new()),
         nccl_busbw_warn_gbps: Some(0.0),
         nccl_busbw_fail_gbps: Some(0.0),
         nccl_nvls: Some(false),

@@ -34,6 +34,12 @@ pub(super) fn plan(known: &Known<'_>) -> Redactor {
         if let Some(serial) = device.serial.value() {
             redactor.add_literal(Kind::Serial, serial);
         }
+        // The board part number goes with the serial on an RMA form, so it is redacted as the
+        // serial is, with placeholders of its own (issue 46). The module id is the GPU's slot on
+        // its baseboard (1..8), the same on every node of a model: kept, as a PCI bus id is.
+        if let Some(part) = device.board_part_number.value() {
+            redactor.add_literal(Kind::PartNumber, part);
+        }
     }
     for text in known
         .trace

@@ -234,6 +234,7 @@ impl Redactor {
         let placeholder = match kind {
             Kind::Hostname => format!("node-{n:04}"),
             Kind::PodName => format!("pod-{n:04}"),
+            Kind::PartNumber => format!("PART{n:06}"),
             // Keep digits-only serials digits-only and the same length, for parsers that care.
             Kind::Serial if value.chars().all(|c| c.is_ascii_digit()) => {
                 format!("{n:0width$}", width = value.len().max(4))
@@ -299,6 +300,20 @@ mod tests {
         r.add_literal(Kind::Hostname, "x"); // too short: ignored
         let out = r.redact("hgx-h100-01 mlx5_0 serial 1654922007835 x");
         assert_eq!(out, "node-0001 mlx5_0 serial 0000000000001 x");
+    }
+
+    #[test]
+    fn board_part_numbers_have_placeholders_of_their_own() {
+        // Their own numbering: redacting a capture again gives the same placeholders whatever
+        // order the literals are applied in (tests/record.rs, a capture of a capture).
+        let mut r = Redactor::new();
+        r.add_literal(Kind::Serial, "1654922007835");
+        r.add_literal(Kind::PartNumber, "692-2G520-0200-000");
+        let out = r.redact("serial 1654922007835 part 692-2G520-0200-000");
+        assert_eq!(out, "serial 0000000000001 part PART000001");
+        let mut again = Redactor::new();
+        again.add_literal(Kind::PartNumber, "PART000001");
+        assert_eq!(again.redact(&out), out);
     }
 
     #[test]

@@ -31,6 +31,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 pub enum Kind {
     Hostname,
     Serial,
+    /// A GPU's board part number (`692-2G520-0200-000`): it goes on an RMA form with the serial.
+    PartNumber,
     GpuUuid,
     MigUuid,
     /// A Pod's UID (the kubelet checkpoint's `PodUID`, cgroup paths).
@@ -53,6 +55,7 @@ impl Kind {
         match self {
             Kind::Hostname => "hostname",
             Kind::Serial => "serial_number",
+            Kind::PartNumber => "board_part_number",
             Kind::GpuUuid => "gpu_uuid",
             Kind::MigUuid => "mig_uuid",
             Kind::PodUid => "pod_uid",

@@ -33,6 +33,7 @@ pub(super) fn is_placeholder(kind: Kind, value: &str) -> bool {
     match kind {
         Kind::Hostname => numbered("node-"),
         Kind::PodName => numbered("pod-"),
+        Kind::PartNumber => numbered("PART"),
         Kind::Serial => {
             numbered("SERIAL")
                 || (value.len() >= 4

@@ -339,6 +339,12 @@ pub fn render(report: &Report) -> String {
             code(action_id(check)),
             prose(check.action.describe_for(layer.id))
         );
+        for rma in report.rma_lines(check) {
+            let _ = writeln!(out, "- rma: {}", code(&rma));
+        }
+        if let Some(drain) = report.drain_line(check) {
+            let _ = writeln!(out, "- cordon: {}", code(&drain));
+        }
         let _ = writeln!(
             out,
             "- more: `gpudoctor explain {}`",

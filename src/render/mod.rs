@@ -4,6 +4,7 @@
 //! and Prometheus keep their own escaping.
 
 pub mod json;
+pub mod junit;
 pub mod markdown;
 pub mod npd;
 pub mod npd_conditions;

@@ -43,7 +43,11 @@ pub fn message(report: &Report) -> String {
             }
         }
         exit::FAILED => match &report.first_failure {
-            Some(first) => format!("{}: {} {}", first.layer, first.code, first.summary),
+            // What happened must survive the cut: the summary is made shorter first.
+            Some(first) => compact(&format!(
+                "{}: {} {}",
+                first.layer, first.code, first.summary
+            )),
             // --strict made a warning fatal: name the first one.
             None => match report.findings().find(|(_, c)| c.status == Status::Warn) {
                 Some((layer, check)) => {
@@ -66,6 +70,63 @@ pub fn message(report: &Report) -> String {
     fit(&line, MAX_MESSAGE_BYTES)
 }
 
+/// A finding's line made shorter, one step at a time until it fits, so that the words saying
+/// what happened ("GPU has fallen off the bus", "double-bit ECC error") survive NPD's cut:
+/// `GPU 6 (0000:ba:00.0)` becomes `GPU ba:00.0` (the bus id is what stays true when indexes
+/// shift), other bus ids lose their `0000:` domain, and a count of one (`×1`) goes.
+pub(crate) fn compact(line: &str) -> String {
+    let steps: [fn(&str) -> String; 3] = [gpu_by_bus, without_domain, |s| s.replace(" ×1 ", " ")];
+    let mut text = line.to_string();
+    for step in steps {
+        if text.len() <= MAX_MESSAGE_BYTES {
+            break;
+        }
+        text = step(&text);
+    }
+    text
+}
+
+/// `GPU 6 (0000:ba:00.0)` → `GPU 0000:ba:00.0`.
+fn gpu_by_bus(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("GPU ") {
+        out.push_str(&rest[..at + 4]);
+        rest = &rest[at + 4..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0
+            && let Some(inner) = rest[digits..].strip_prefix(" (")
+            && let Some(close) = inner.find(')')
+            && inner[..close].contains(':')
+            && !inner[..close].contains(' ')
+        {
+            out.push_str(&inner[..close]);
+            rest = &inner[close + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `0000:ba:00.0` → `ba:00.0` (PCI domain 0, the only one on most nodes), as whole tokens.
+fn without_domain(text: &str) -> String {
+    text.split(' ')
+        .map(|word| {
+            let (lead, body) = match word.strip_prefix('(') {
+                Some(body) => ("(", body),
+                None => ("", word),
+            };
+            match body.strip_prefix("0000:") {
+                Some(short) if short.len() >= 7 && short.as_bytes()[2] == b':' => {
+                    format!("{lead}{short}")
+                }
+                _ => word.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// One line of at most `max` bytes: newlines become spaces, and a cut lands on a character
 /// boundary and ends in `...`.
 pub fn fit(text: &str, max: usize) -> String {
@@ -84,6 +145,32 @@ pub fn fit(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_finding_keeps_what_happened() {
+        let line = "driver: driver.xid_events GPU 6 (0000:ba:00.0) XID 79 ×1 (GPU has fallen off the bus) last 2 min ago (2026-01-01T00:00:00Z): live";
+        let short = fit(&compact(line), MAX_MESSAGE_BYTES);
+        assert!(short.len() <= MAX_MESSAGE_BYTES, "{short}");
+        assert!(
+            short.starts_with(
+                "driver: driver.xid_events GPU ba:00.0 XID 79 (GPU has fallen off the bus)"
+            ),
+            "{short}"
+        );
+        // What fits is left alone.
+        assert_eq!(
+            compact("driver.x GPU 1 (0000:18:00.0) ok"),
+            "driver.x GPU 1 (0000:18:00.0) ok"
+        );
+        assert_eq!(
+            gpu_by_bus("GPU 12 (0000:3a:00.0) and GPU 3 (x y)"),
+            "GPU 0000:3a:00.0 and GPU 3 (x y)"
+        );
+        assert_eq!(
+            without_domain("at 0000:3a:00.0 (0000:18:00.0) 0000:1"),
+            "at 3a:00.0 (18:00.0) 0000:1"
+        );
+    }
 
     #[test]
     fn fits_in_bytes_on_a_char_boundary() {

@@ -12,7 +12,7 @@
 //! [`Action::RebootNode`]) whichever layer found it, but for the checks whose action mends a
 //! rollout or the node's design ([`NOT_A_BROKEN_PART`]); else its layer's class.
 
-use super::npd::{MAX_MESSAGE_BYTES, fit, message};
+use super::npd::{MAX_MESSAGE_BYTES, compact, fit, message};
 use crate::report::{Action, CheckResult, Layer, LayerReport, Report, Status, exit};
 
 /// A node condition gpudoctor sets through NPD; `--npd-condition` names one.
@@ -195,7 +195,7 @@ pub fn answer(report: &Report, condition: Condition) -> (i32, String) {
                     message(report)
                 } else {
                     fit(
-                        &format!("{}: {} {}", layer.id, check.code, check.summary),
+                        &compact(&format!("{}: {} {}", layer.id, check.code, check.summary)),
                         MAX_MESSAGE_BYTES,
                     )
                 };

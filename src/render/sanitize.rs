@@ -29,6 +29,11 @@ pub fn report(report: &Report) -> Cow<'_, Report> {
     in_place_opt(&mut clean.node.pod);
     in_place_opt(&mut clean.node.kernel);
     in_place_opt(&mut clean.node.driver_version);
+    for gpu in &mut clean.node.gpus {
+        in_place(&mut gpu.pci_bus_id);
+        in_place_opt(&mut gpu.serial);
+        in_place_opt(&mut gpu.board_part_number);
+    }
     in_place_opt(&mut clean.profile);
     in_place_opt(&mut clean.generated_at);
     in_place_opt(&mut clean.source.captured_at);
@@ -50,6 +55,8 @@ pub fn report(report: &Report) -> Cow<'_, Report> {
                 in_place_opt(&mut e.expected);
             }
             for figure in &mut check.figures {
+                in_place_opt(&mut figure.first_seen);
+                in_place_opt(&mut figure.last_seen);
                 let labels = std::mem::take(&mut figure.labels);
                 figure.labels = labels
                     .into_iter()
@@ -109,7 +116,11 @@ mod tests {
             evidence: vec![Evidence::new("src", "obs").expected("exp")],
             hint: Some("h".into()),
             action: Action::None,
-            figures: vec![Figure::new(FigureName::ALL[0], 1.0).label("gpu", "0")],
+            figures: vec![
+                Figure::new(FigureName::ALL[0], 1.0)
+                    .label("gpu", "0")
+                    .seen(Some("f".into()), Some("l".into())),
+            ],
             gpus: vec!["0000:3a:00.0".into()],
             explained_by: Some("e".into()),
         };
@@ -126,6 +137,12 @@ mod tests {
                 pod: Some("p".into()),
                 kernel: Some("k".into()),
                 driver_version: Some("d".into()),
+                gpus: vec![GpuIdentity {
+                    pci_bus_id: "b".into(),
+                    serial: Some("s".into()),
+                    board_part_number: Some("p".into()),
+                    module_id: Some(1),
+                }],
             },
             profile: Some("p".into()),
             generated_at: Some("g".into()),

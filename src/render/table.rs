@@ -158,6 +158,14 @@ pub fn render(report: &Report, style: Style) -> String {
                 let line = format!("              hint: {hint}");
                 wrap::push(&mut out, &line, w, DETAIL_INDENT);
             }
+            for rma in report.rma_lines(check) {
+                let line = format!("              rma: {rma}");
+                wrap::push(&mut out, &line, w, DETAIL_INDENT);
+            }
+            if let Some(drain) = report.drain_line(check) {
+                let line = format!("              cordon: {drain}");
+                wrap::push(&mut out, &line, w, DETAIL_INDENT);
+            }
             for consequence in report.consequences(&check.code) {
                 let line = format!(
                     "              consequence: {} {}  {}",

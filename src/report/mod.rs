@@ -4,6 +4,7 @@
 //! current. Fields added later carry `#[serde(default)]` so older reports still load.
 
 pub mod facts;
+mod ticket;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -273,6 +274,16 @@ pub struct Figure {
     /// an XID number, a device and port), never free text.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// For a count of events (XIDs, SXids, AER errors): when the first and the last of them
+    /// were written, RFC 3339 UTC, where the log's stamps and the node's clock say (a ticket
+    /// system sorts on them; the summary says the same in words). Absent when not known, on
+    /// figures that are not event counts, and in reports before issue 46.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub first_seen: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub last_seen: Option<String>,
 }
 
 /// Counts and rates print as integers when they are whole; f64 holds integers exactly up to 2^53.
@@ -294,7 +305,16 @@ impl Figure {
             name,
             value: if value.is_finite() { value } else { 0.0 },
             labels: BTreeMap::new(),
+            first_seen: None,
+            last_seen: None,
         }
+    }
+
+    /// When the first and last of the events counted were written (see `first_seen`).
+    pub fn seen(mut self, first: Option<String>, last: Option<String>) -> Self {
+        self.first_seen = first;
+        self.last_seen = last;
+        self
     }
 
     pub fn label(mut self, name: &str, value: impl Into<String>) -> Self {
@@ -508,6 +528,23 @@ pub struct NodeInfo {
     pub pod: Option<String>,
     pub kernel: Option<String>,
     pub driver_version: Option<String>,
+    /// What an RMA form asks for of each GPU NVML named (serial, board part number, module
+    /// id), for the findings that send a GPU to hardware inspection (`ticket.rs`). Absent when
+    /// NVML named none, and in reports before issue 46.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuIdentity>,
+}
+
+/// One GPU's identifiers, by PCI bus id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct GpuIdentity {
+    pub pci_bus_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board_part_number: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module_id: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

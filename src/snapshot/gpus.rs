@@ -173,6 +173,31 @@ fn nvml_device(facts: &mut Facts, d: &NvmlDevice) {
         }
     };
     facts.put(s, &subject, "ecc mode", reading(&d.ecc_mode, mode));
+    // Firmware and application clocks: what drifts between GPUs and nodes (driver.gpu_firmware,
+    // driver.app_clocks). "not supported" in captures made before gpudoctor read them.
+    facts.put(
+        s,
+        &subject,
+        "vbios",
+        reading(&d.vbios_version, String::clone),
+    );
+    facts.put(
+        s,
+        &subject,
+        "inforom image",
+        reading(&d.inforom_image_version, String::clone),
+    );
+    facts.put(
+        s,
+        &subject,
+        "application clocks",
+        reading(&d.applications_clocks, |c| {
+            format!(
+                "graphics {} MHz, memory {} MHz",
+                c.graphics_mhz, c.memory_mhz
+            )
+        }),
+    );
     facts.put(s, &subject, "mig mode", reading(&d.mig_mode, mode));
     if let Some(migs) = d.mig_list() {
         facts.put(

@@ -201,6 +201,35 @@ pub struct NvmlDevice {
     #[serde(default)]
     pub compute_processes: Reading<Vec<GpuProcess>>,
 
+    // --- firmware and clocks: what drifts between a node's GPUs (Azure NHC
+    // `azure_gpu_vbios.nhc`, `azure_gpu_app_clocks.nhc`; DCGM's software plugin validates the
+    // InfoROM). Absent in captures made before gpudoctor read them: `NotSupported`, not judged.
+    /// `nvmlDeviceGetVbiosVersion` (`96.00.74.00.01`, as `nvidia-smi -q` prints "VBIOS Version").
+    #[serde(default)]
+    pub vbios_version: Reading<String>,
+    /// `nvmlDeviceGetInforomImageVersion` (`G520.0200.00.05`, "Inforom Version / Image Version").
+    #[serde(default)]
+    pub inforom_image_version: Reading<String>,
+    /// `nvmlDeviceValidateInforom`: `true` when the InfoROM checksum holds, `false` when NVML
+    /// answers `NVML_ERROR_CORRUPTED_INFOROM` (nvml.h: "the device's infoROM is corrupted").
+    #[serde(default)]
+    pub inforom_valid: Reading<bool>,
+    /// `nvmlDeviceGetApplicationsClock(NVML_CLOCK_GRAPHICS, NVML_CLOCK_MEM)`, MHz: the clocks a
+    /// kernel runs at unless boost lifts them (`nvidia-smi -ac` sets them).
+    #[serde(default)]
+    pub applications_clocks: Reading<Clocks>,
+    /// `nvmlDeviceGetDefaultApplicationsClock(NVML_CLOCK_GRAPHICS, NVML_CLOCK_MEM)`, MHz.
+    #[serde(default)]
+    pub default_applications_clocks: Reading<Clocks>,
+    /// `nvmlDeviceGetBoardPartNumber` (`692-2G520-0200-000`): what an RMA asks for, with the
+    /// serial. Redacted by `record` as the serial is.
+    #[serde(default)]
+    pub board_part_number: Reading<String>,
+    /// `nvmlDeviceGetModuleId`: the GPU's slot on an HGX baseboard (1..8), as `nvidia-smi -q`
+    /// prints "Module ID"; how a technician finds the board to pull.
+    #[serde(default)]
+    pub module_id: Reading<u32>,
+
     // --- NVLink and fabric (§6, §7)
     /// One entry per link that answered `nvmlDeviceGetNvLinkState`; `NotSupported` when the GPU
     /// has no NVLink at all.
@@ -306,6 +335,16 @@ impl NvmlDevice {
         add("mig_devices", self.mig_devices.error());
         add("compute_mode", self.compute_mode.error());
         add("compute_processes", self.compute_processes.error());
+        add("vbios_version", self.vbios_version.error());
+        add("inforom_image_version", self.inforom_image_version.error());
+        add("inforom_valid", self.inforom_valid.error());
+        add("applications_clocks", self.applications_clocks.error());
+        add(
+            "default_applications_clocks",
+            self.default_applications_clocks.error(),
+        );
+        add("board_part_number", self.board_part_number.error());
+        add("module_id", self.module_id.error());
         add("nvlinks", self.nvlinks.error());
         add("fabric", self.fabric.error());
         if let Reading::Value(links) = &self.nvlinks {
@@ -413,6 +452,13 @@ impl GpuProcess {
             None => format!("pid {}", self.pid),
         }
     }
+}
+
+/// A pair of clocks, MHz: graphics (`NVML_CLOCK_GRAPHICS`) and memory (`NVML_CLOCK_MEM`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Clocks {
+    pub graphics_mhz: u32,
+    pub memory_mhz: u32,
 }
 
 /// A mode with a current and a pending value (ECC, MIG): pending ≠ current needs a GPU reset.

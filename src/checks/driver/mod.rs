@@ -596,10 +596,6 @@ fn live_timing(nvml: &crate::answers::nvml::NvmlFacts) -> Option<String> {
 }
 
 /// Consumer boards do not support persistence the same way; only server GPUs are judged.
-fn is_server_gpu(name: Option<&str>) -> bool {
-    !name.is_some_and(|n| n.contains("GeForce") || n.contains("TITAN"))
-}
-
 fn persistence_mode(ctx: &Context<'_>) -> Outcome {
     let nvml = ctx.nvml();
     if nvml.init_error.is_some() {
@@ -610,7 +606,7 @@ fn persistence_mode(ctx: &Context<'_>) -> Outcome {
     for device in nvml
         .devices
         .iter()
-        .filter(|d| d.error.is_none() && is_server_gpu(d.name.as_deref()))
+        .filter(|d| d.error.is_none() && gpu_health::is_server_gpu(d.name.as_deref()))
     {
         match device.persistence_mode.value() {
             Some(true) => on += 1,

@@ -17,6 +17,8 @@ mod memory;
 use memory::{ecc_errors, retired_pages, row_remap};
 mod power;
 pub use power::OVER_LIMIT_MARGIN as POWER_OVER_LIMIT_MARGIN;
+mod config;
+pub(crate) use config::is_server_gpu;
 
 /// Clock-event reason bits (nvml.h `nvmlClocksEventReason*`, gpu-health.md §3).
 pub mod clock_event {
@@ -103,6 +105,42 @@ pub fn checks() -> Vec<CheckDef> {
                 fix: "`nvidia-smi -q -d POWER -i <pci bus id>`: a requested limit below the default was set on the node (`nvidia-smi -i <bus id> -pl <default W>` restores it); a lower enforced limit with the default requested is an out-of-band cap from the bmc or the rack budget; a draw that stays over the limit needs hardware inspection",
             },
             run: power::power,
+        },
+        CheckDef {
+            code: "driver.ecc_mode",
+            layer: Layer::Driver,
+            title: "ECC on for every data-centre GPU",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGetEccMode (current, pending) and the GPU's name",
+                expects: "current mode enabled on every GPU that is not a GeForce or TITAN board (warn, naming each GPU with ECC off)",
+                why: "with ECC off a flipped bit in GPU memory is neither corrected nor counted: a job computes on corrupted data without a sign, and driver.ecc_errors has nothing to judge; data-centre GPUs ship with it on, so off is a leftover `nvidia-smi -e 0`",
+                fix: "`nvidia-smi -i <pci bus id> -e 1`, then drain the node and reset the gpu (or reboot) for the mode to take effect",
+            },
+            run: config::ecc_mode,
+        },
+        CheckDef {
+            code: "driver.gpu_firmware",
+            layer: Layer::Driver,
+            title: "every GPU runs the same VBIOS and InfoROM, and each InfoROM is valid",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGetVbiosVersion, nvmlDeviceGetInforomImageVersion and nvmlDeviceValidateInforom; the profile's vbios_version",
+                expects: "GPUs of one model on one version of each (warn, naming the GPUs unlike the most common version), the profile's VBIOS when it names one (warn), every InfoROM valid (fail on NVML_ERROR_CORRUPTED_INFOROM)",
+                why: "a GPU on other firmware (a replacement board that missed the fleet's update) behaves differently from its siblings, and Azure NHC fails the node on it; a corrupted InfoROM loses the ECC and page-retirement records the driver relies on (DCGM's software plugin fails on it)",
+                fix: "update the odd GPU with the platform's firmware package on a drained node; a corrupted InfoROM: drain the node and have the GPU replaced",
+            },
+            run: config::gpu_firmware,
+        },
+        CheckDef {
+            code: "driver.app_clocks",
+            layer: Layer::Driver,
+            title: "application clocks at their default",
+            explain: Explain {
+                reads: "NVML nvmlDeviceGetApplicationsClock and nvmlDeviceGetDefaultApplicationsClock (graphics and memory)",
+                expects: "each GPU's application clocks ≥ 99% of its default ones (warn, naming the GPU and both clocks)",
+                why: "application clocks set below the default (`nvidia-smi -ac` in a benchmark or tuning script) slow every kernel on that GPU the way a power cap does, and the slowest GPU sets a data-parallel job's pace; Azure NHC checks them too",
+                fix: "`nvidia-smi -i <pci bus id> -rac` restores the defaults; find what set them (a tuning script, a DCGM config group) or it sets them again",
+            },
+            run: config::app_clocks,
         },
         CheckDef {
             code: "driver.pcie_link",

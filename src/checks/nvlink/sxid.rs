@@ -70,6 +70,8 @@ pub(super) fn sxid_events(ctx: &Context<'_>) -> Outcome {
         let info = sxid_info(*number);
         let fatal = group.last.is_fatal();
         let severity = if fatal { "fatal" } else { "non-fatal" };
+        let first_seen = timeline.seen_at(group.first.stamp.as_ref(), group.first.boot);
+        let last_seen = timeline.seen_at(group.last.stamp.as_ref(), group.last.boot);
         for (state, n) in [("live", group.live), ("history", group.history)] {
             if n > 0 {
                 figures.push(
@@ -77,7 +79,8 @@ pub(super) fn sxid_events(ctx: &Context<'_>) -> Outcome {
                         .label("switch", bus.unwrap_or("unknown"))
                         .label("sxid", number.to_string())
                         .label("severity", severity)
-                        .label("state", state),
+                        .label("state", state)
+                        .seen(first_seen.clone(), last_seen.clone()),
                 );
             }
         }

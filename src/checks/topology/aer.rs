@@ -315,13 +315,16 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
             }
         }
         for ((bdf, severity), group) in &groups {
+            let first_seen = timeline.seen_at(group.first.stamp.as_ref(), group.first.boot);
+            let last_seen = timeline.seen_at(group.last.stamp.as_ref(), group.last.boot);
             for (state, n) in [("live", group.live), ("history", group.history)] {
                 if n > 0 {
                     figures.push(
                         Figure::new(FigureName::PcieAerEvents, n as f64)
                             .label("device", *bdf)
                             .label("severity", severity.name())
-                            .label("state", state),
+                            .label("state", state)
+                            .seen(first_seen.clone(), last_seen.clone()),
                     );
                 }
             }

@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 
 use nvml_wrapper::enum_wrappers::device::{
-    EccCounter, MemoryError, RetirementCause, TemperatureThreshold,
+    Clock, EccCounter, MemoryError, RetirementCause, TemperatureThreshold,
 };
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError as WrapperError;
@@ -14,8 +14,8 @@ use nvml_wrapper::{Device, Nvml};
 
 use super::{raw, reading, to_error};
 use crate::answers::nvml::{
-    ComputeMode, CurrentPending, EccCounts, GpuProcess, MigDevice, NvLink, NvmlDevice, NvmlError,
-    NvmlErrorKind, Reading, RetiredPages, normalize_bus_id,
+    Clocks, ComputeMode, CurrentPending, EccCounts, GpuProcess, MigDevice, NvLink, NvmlDevice,
+    NvmlError, NvmlErrorKind, Reading, RetiredPages, normalize_bus_id,
 };
 
 /// Most processes listed per GPU (the name lookup is a call each).
@@ -204,7 +204,33 @@ pub fn describe(nvml: &Nvml, index: u32, progress: &dyn Progress) -> NvmlDevice 
     let nvlink5 = out.nvlink5();
     out.nvlinks = lost.read_with("nvlinks", || nvlinks(d, nvlink5));
     out.fabric = lost.read_with("fabric", || raw::fabric_info(d));
+    out.vbios_version = lost.read("vbios_version", || d.vbios_version());
+    out.inforom_image_version = lost.read("inforom_image_version", || d.info_rom_image_version());
+    out.inforom_valid = lost.read("inforom_valid", || match d.validate_info_rom() {
+        Ok(()) => Ok(true),
+        // nvml.h nvmlDeviceValidateInforom: NVML_ERROR_CORRUPTED_INFOROM "if the device's
+        // infoROM is corrupted, the checksum failed": the answer, not a failed call.
+        Err(WrapperError::CorruptedInfoROM) => Ok(false),
+        Err(err) => Err(err),
+    });
+    out.applications_clocks = lost.read("applications_clocks", || {
+        clocks(|c| d.applications_clock(c))
+    });
+    out.default_applications_clocks = lost.read("default_applications_clocks", || {
+        clocks(|c| d.default_applications_clock(c))
+    });
+    out.board_part_number = lost.read("board_part_number", || d.board_part_number());
+    out.module_id = lost.read_with("module_id", || raw::module_id(d));
     out
+}
+
+/// Graphics and memory clocks from one getter (`nvmlDeviceGet[Default]ApplicationsClock` with
+/// `NVML_CLOCK_GRAPHICS` and `NVML_CLOCK_MEM`); either failing fails the pair.
+fn clocks(get: impl Fn(Clock) -> Result<u32, WrapperError>) -> Result<Clocks, WrapperError> {
+    Ok(Clocks {
+        graphics_mhz: get(Clock::Graphics)?,
+        memory_mhz: get(Clock::Memory)?,
+    })
 }
 
 /// NVML's process list with names, at most [`MAX_PROCESSES`].

@@ -203,6 +203,20 @@ pub fn instance_id(mig: &Device<'_>, which: Instance) -> Reading<u32> {
     reading(result)
 }
 
+/// `nvmlDeviceGetModuleId` (nvml-wrapper 0.13 does not wrap it): the GPU's module on its
+/// baseboard, as `nvidia-smi -q` prints "Module ID". In Debian's libnvidia-ml 535
+/// (tests/real_tools.rs); an older library without it reads as not supported.
+pub fn module_id(device: &Device<'_>) -> Reading<u32> {
+    let result = (|| {
+        let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetModuleId.as_ref())?;
+        let mut id = 0u32;
+        // SAFETY: a live handle and a valid out-pointer.
+        nvml_try(unsafe { sym(device.handle(), &mut id) })?;
+        Ok::<_, WrapperError>(id)
+    })();
+    reading(result)
+}
+
 /// `nvmlDeviceGetCurrentClocksEventReasons`, falling back to the older
 /// `...ClocksThrottleReasons` name (same bits) on drivers before 535.
 pub fn clock_event_reasons(device: &Device<'_>) -> Reading<u64> {

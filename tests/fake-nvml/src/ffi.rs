@@ -49,6 +49,11 @@ pub const TEMPERATURE_GPU: c_uint = 0;
 pub const TEMPERATURE_THRESHOLD_SHUTDOWN: c_uint = 0;
 pub const TEMPERATURE_THRESHOLD_SLOWDOWN: c_uint = 1;
 
+/// `nvmlClockType_t`.
+pub const CLOCK_GRAPHICS: c_uint = 0;
+pub const CLOCK_SM: c_uint = 1;
+pub const CLOCK_MEM: c_uint = 2;
+
 /// `nvmlMemoryErrorType_t`.
 pub const MEMORY_ERROR_TYPE_CORRECTED: c_uint = 0;
 pub const MEMORY_ERROR_TYPE_UNCORRECTED: c_uint = 1;

@@ -58,7 +58,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
 
 use ffi::*;
-use model::{Device, FabricInfo, FabricState, Facts, MigDevice, NvLink, Reading, RemoteType};
+use model::{
+    Clocks, Device, FabricInfo, FabricState, Facts, MigDevice, NvLink, Reading, RemoteType,
+};
 
 /// `nvmlProcessInfo_t` (v2 layout, what `nvmlDeviceGetComputeRunningProcesses_v3` fills).
 #[repr(C)]
@@ -515,6 +517,63 @@ macro_rules! device_string {
 }
 
 device_string!(nvmlDeviceGetSerial, |d: &Device| read(&d.serial));
+device_string!(nvmlDeviceGetVbiosVersion, |d: &Device| read(
+    &d.vbios_version
+));
+device_string!(nvmlDeviceGetInforomImageVersion, |d: &Device| read(
+    &d.inforom_image_version
+));
+device_string!(nvmlDeviceGetBoardPartNumber, |d: &Device| read(
+    &d.board_part_number
+));
+
+/// nvml.h: `NVML_SUCCESS` when the InfoROM checksum holds, `NVML_ERROR_CORRUPTED_INFOROM` when
+/// it does not.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceValidateInforom(device: Handle) -> NvmlReturn {
+    guard(|| {
+        with_device(device, |d| match read(&d.inforom_valid)? {
+            true => Ok(()),
+            false => Err(ERROR_CORRUPTED_INFOROM),
+        })
+    })
+}
+
+/// One clock of a recorded pair: `NVML_CLOCK_GRAPHICS` and `NVML_CLOCK_MEM` as recorded; the
+/// SM clock follows the graphics clock on the GPUs NVML sets application clocks for (nvidia-smi
+/// prints no SM application clock); any other type `INVALID_ARGUMENT`.
+fn clock_of(clocks: Clocks, clock_type: c_uint) -> Result<c_uint, NvmlReturn> {
+    match clock_type {
+        CLOCK_GRAPHICS | CLOCK_SM => Ok(clocks.graphics_mhz),
+        CLOCK_MEM => Ok(clocks.memory_mhz),
+        _ => Err(ERROR_INVALID_ARGUMENT),
+    }
+}
+
+macro_rules! device_clock {
+    ($name:ident, $field:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(
+            device: Handle,
+            clock_type: c_uint,
+            mhz: *mut c_uint,
+        ) -> NvmlReturn {
+            guard(|| {
+                with_device(device, |d| {
+                    let value = clock_of(read(&d.$field)?, clock_type)?;
+                    // SAFETY: `mhz` is an out-pointer for one unsigned int.
+                    unsafe { put(mhz, value) }
+                })
+            })
+        }
+    };
+}
+
+device_clock!(nvmlDeviceGetApplicationsClock, applications_clocks);
+device_clock!(
+    nvmlDeviceGetDefaultApplicationsClock,
+    default_applications_clocks
+);
 
 /// A string getter NVML answers for GPU and MIG handles alike.
 macro_rules! device_or_mig_string {
@@ -569,6 +628,7 @@ macro_rules! device_u32 {
 }
 
 device_u32!(nvmlDeviceGetMinorNumber, |d: &Device| read(&d.minor_number));
+device_u32!(nvmlDeviceGetModuleId, |d: &Device| read(&d.module_id));
 device_u32!(nvmlDeviceGetArchitecture, |d: &Device| read(
     &d.architecture
 ));

@@ -128,6 +128,28 @@ pub struct Device {
     pub compute_mode: Reading<String>,
     #[serde(default)]
     pub compute_processes: Reading<Vec<GpuProcess>>,
+    #[serde(default)]
+    pub vbios_version: Reading<String>,
+    #[serde(default)]
+    pub inforom_image_version: Reading<String>,
+    /// `false`: `nvmlDeviceValidateInforom` answers `NVML_ERROR_CORRUPTED_INFOROM`.
+    #[serde(default)]
+    pub inforom_valid: Reading<bool>,
+    #[serde(default)]
+    pub applications_clocks: Reading<Clocks>,
+    #[serde(default)]
+    pub default_applications_clocks: Reading<Clocks>,
+    #[serde(default)]
+    pub board_part_number: Reading<String>,
+    #[serde(default)]
+    pub module_id: Reading<u32>,
+}
+
+/// Graphics and memory clocks, MHz.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct Clocks {
+    pub graphics_mhz: u32,
+    pub memory_mhz: u32,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
