@@ -94,20 +94,7 @@ exec env FAKE_HOST="$host" /bin/sh -c "$cmd"
 "#;
 
 fn program(name: &str, package: &str) -> Option<PathBuf> {
-    let path = PathBuf::from("/usr/bin").join(name);
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        !common::on_ci(),
-        "{} not found: .ci/run installs Debian's {package}",
-        path.display()
-    );
-    eprintln!(
-        "{} not found: `apt-get install {package}` to run this test; skipped",
-        path.display()
-    );
-    None
+    common::debian_tool(&format!("/usr/bin/{name}"), package)
 }
 
 /// A cluster of "hosts" on this machine: the compiled stand-in, the agent and the table.

@@ -27,20 +27,7 @@ use serde_json::Value;
 const NODES: [&str; 4] = ["sn1", "sn2", "sn3", "sn4"];
 
 fn tool(path: &str, package: &str) -> Option<PathBuf> {
-    let path = PathBuf::from(path);
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        !common::on_ci(),
-        "{} not found: .ci/run installs Debian's {package}",
-        path.display()
-    );
-    eprintln!(
-        "{} not found: `apt-get install {package}` to run this test; skipped",
-        path.display()
-    );
-    None
+    common::debian_tool(path, package)
 }
 
 /// The daemons of one test cluster, stopped (by their pids) when dropped.

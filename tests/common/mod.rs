@@ -397,3 +397,22 @@ pub fn tool_on_path(name: &str) -> Option<PathBuf> {
     }
     found
 }
+
+/// A Debian package's program at `path` (absolute): `None` with a note when it is missing,
+/// a failure under `CI=true` (where `.ci/run` installs `package`) — never a silent skip there.
+pub fn debian_tool(path: &str, package: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(path);
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        !on_ci(),
+        "{} not found: .ci/run installs Debian's {package}",
+        path.display()
+    );
+    eprintln!(
+        "{} not found: `apt-get install {package}` to run this test; skipped",
+        path.display()
+    );
+    None
+}
