@@ -429,6 +429,9 @@ fn read_function(source: &dyn Source, dir: &str, bdf: &str) -> Result<Read, Fact
             class,
         }));
     }
+    // A judged function's attributes are read next, here and by the topology facts: a dozen
+    // files of one directory, listed once (issue 41).
+    source.will_read_in(dir);
     let vendor = parse_hex_u16(&read("vendor")?)
         .map_err(|e| FactError::parse(&format!("{dir}/vendor"), e))?;
     let device = parse_hex_u16(&read("device")?)

@@ -31,6 +31,10 @@ use std::borrow::Cow;
 
 /// Should `c` be shown escaped?
 fn unsafe_char(c: char) -> bool {
+    // Printable ASCII and tab, nearly every character: answered before the tables (issue 41).
+    if matches!(c, ' '..='~' | '\t') {
+        return false;
+    }
     matches!(c,
         '\u{0}'..='\u{8}' | '\u{a}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
         | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}'

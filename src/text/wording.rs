@@ -99,8 +99,10 @@ pub fn proper(text: &str) -> Cow<'_, str> {
     if !text.bytes().any(|b| b.is_ascii_lowercase()) {
         return Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len() + 8);
-    let mut changed = false;
+    // Text is copied in runs, from the last word rewritten to the next; built only once a
+    // word is (issue 41: most text has none).
+    let mut out: Option<String> = None;
+    let mut copied = 0;
     let mut in_code = false;
     let mut prev: Option<char> = None;
     let mut i = 0;
@@ -115,29 +117,35 @@ pub fn proper(text: &str) -> Cow<'_, str> {
             && !prev.is_some_and(joins_before)
             && let Some((word, written)) = word_at(rest)
         {
+            let out = out.get_or_insert_with(|| String::with_capacity(text.len() + 8));
+            out.push_str(&text[copied..i]);
             out.push_str(written);
-            changed = true;
             i += word.len();
+            copied = i;
             prev = word.chars().last();
             continue;
         }
-        out.push(c);
         prev = Some(c);
         i += c.len_utf8();
     }
-    if changed {
-        Cow::Owned(out)
-    } else {
-        Cow::Borrowed(text)
+    match out {
+        Some(mut out) => {
+            out.push_str(&text[copied..]);
+            Cow::Owned(out)
+        }
+        None => Cow::Borrowed(text),
     }
 }
 
 /// The longest listed word `rest` starts with that ends as a word: not followed by a letter,
 /// digit, `_`, `/` or `=`, nor by `.`, `-` or `:` joined to more of an identifier.
 fn word_at(rest: &str) -> Option<(&'static str, &'static str)> {
+    let first = *rest.as_bytes().first()?;
     WORDS
         .iter()
-        .filter(|(word, _)| rest.starts_with(word))
+        // The first byte first: most words of prose start like no listed one (issue 41: this
+        // ran for every word of every summary).
+        .filter(|(word, _)| word.as_bytes()[0] == first && rest.starts_with(word))
         .filter(|(word, _)| {
             let mut after = rest[word.len()..].chars();
             match after.next() {

@@ -544,6 +544,11 @@ fn read_device(
     // drive, the uncore's hundreds of system functions): its placement, links and counters are
     // not read. On a 2000-function node that is most of the tree (docs/performance.md).
     let judged = kind != DeviceKind::Other;
+    if judged {
+        // A dozen attributes of one directory: listed once (issue 41; the PCI facts asked
+        // already when they ran first).
+        source.will_read_in(&path);
+    }
     let numa_text = if judged {
         required("numa_node", &mut *problems)
     } else {

@@ -17,7 +17,7 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -223,65 +223,6 @@ pub fn reopen(path: BorrowedFd<'_>, flags: libc::c_int) -> Option<io::Result<Own
     }
 }
 
-/// Set in a child forked after [`proc_fd_dir`] opened `/proc/self/fd` (`pthread_atfork`): the
-/// descriptor there names the parent's descriptor table, not the child's.
-static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn forked() {
-    FORKED.store(true, Ordering::Relaxed);
-}
-
-/// This process's `/proc/self/fd`, opened once and known to be procfs (`fstatfs`:
-/// `PROC_SUPER_MAGIC`); `None` without a real `/proc`, or in a child forked since (every child
-/// gpudoctor starts `exec`s at once, so none reads files, but a forked reader must not read
-/// its parent's descriptors).
-fn proc_fd_dir() -> Option<BorrowedFd<'static>> {
-    use std::sync::OnceLock;
-    static DIR: OnceLock<Option<OwnedFd>> = OnceLock::new();
-    let dir = DIR
-        .get_or_init(|| {
-            let path = cstring(b"/proc/self/fd").ok()?;
-            // SAFETY: a NUL-terminated path; the result is checked by `owned`.
-            let dir = owned(unsafe {
-                libc::open(
-                    path.as_ptr(),
-                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-                )
-            })
-            .ok()?;
-            // SAFETY: an all-zero `statfs` is a valid value for the kernel to overwrite.
-            let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-            // SAFETY: `dir` is open and `fs` a valid out pointer.
-            if unsafe { libc::fstatfs(dir.as_raw_fd(), &mut fs) } != 0
-                || fs.f_type != libc::PROC_SUPER_MAGIC
-            {
-                return None;
-            }
-            // SAFETY: registers a plain function that only stores to an atomic (async-signal
-            // safe, as a child handler must be); nothing is unregistered later.
-            if unsafe { libc::pthread_atfork(None, None, Some(forked)) } != 0 {
-                return None;
-            }
-            Some(dir)
-        })
-        .as_ref()?;
-    (!FORKED.load(Ordering::Relaxed)).then(|| dir.as_fd())
-}
-
-/// [`reopen`] through the `/proc/self/fd` directory opened once ([`proc_fd_dir`]): one
-/// component for the kernel to look up, not four and a link. `None` without a real `/proc`
-/// (then [`reopen`]). What it opens is the inode `path` refers to, by the kernel's own
-/// guarantee for procfs' descriptor links, so the caller need not look at it again.
-pub fn reopen_verified(path: BorrowedFd<'_>, flags: libc::c_int) -> Option<io::Result<OwnedFd>> {
-    let dir = proc_fd_dir()?;
-    let name = cstring(path.as_raw_fd().to_string().as_bytes()).ok()?;
-    // SAFETY: `dir` is open; `name` is NUL-terminated; the result is checked by `owned`. No
-    // `O_NOFOLLOW`: the magic link is what is followed.
-    Some(owned(unsafe {
-        libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC)
-    }))
-}
-
 /// The target of the symlink `name` in `dir` (an empty `name`: the link `dir` itself refers
 /// to, opened `O_PATH|O_NOFOLLOW`).
 pub fn read_link(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OsString> {
@@ -312,18 +253,24 @@ pub fn read_link(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OsString> {
     }
 }
 
-/// The entry names of an open directory, without `.` and `..`, in directory order.
-pub fn list(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
-    let mut names = Vec::new();
-    let mut buf = vec![0u8; 32 * 1024];
+/// An open directory's entries, `.` and `..` left out, each as `[d_type, name length, name…]`
+/// in directory order (`getdents64` gives `u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type;
+/// char d_name[]`, include/linux/dirent.h; a name is at most 255 bytes, NAME_MAX): what
+/// [`names`] and [`entry_type`] read without a string made per entry.
+pub fn list_typed(dir: &OwnedFd) -> io::Result<Box<[u8]>> {
+    let mut typed = Vec::new();
+    // Most directories read here (a PCI function's, a port's) fit in one answer of 8 KiB;
+    // the buffer is not zeroed: the kernel writes what it answers.
+    let mut buf: Vec<u8> = Vec::with_capacity(8 * 1024);
     loop {
-        // SAFETY: getdents64 writes at most `buf.len()` bytes into `buf` for an open directory.
+        // SAFETY: getdents64 writes at most `capacity` bytes into the buffer of an open
+        // directory and says how many; only those are read below.
         let n = unsafe {
             libc::syscall(
                 libc::SYS_getdents64,
                 dir.as_raw_fd(),
                 buf.as_mut_ptr(),
-                buf.len(),
+                buf.capacity(),
             )
         };
         if n < 0 {
@@ -334,22 +281,69 @@ pub fn list(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
             return Err(err);
         }
         if n == 0 {
-            return Ok(names);
+            return Ok(typed.into_boxed_slice());
         }
-        // struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+        // SAFETY: the kernel wrote `n` (≤ capacity) bytes.
+        unsafe { buf.set_len(n as usize) };
         let mut at = 0usize;
-        let end = n as usize;
-        while at + 19 <= end {
-            let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
-            if reclen == 0 || at + reclen > end {
-                return Err(io::Error::from_raw_os_error(libc::EIO));
-            }
-            let raw = &buf[at + 19..at + reclen];
+        while at < buf.len() {
+            // A record that does not fit is the kernel's error, not ours.
+            let bad = || io::Error::from_raw_os_error(libc::EIO);
+            let head = buf.get(at..at + 19).ok_or_else(bad)?;
+            let reclen = u16::from_ne_bytes([head[16], head[17]]) as usize;
+            let record = buf
+                .get(at..at + reclen)
+                .filter(|_| reclen > 19)
+                .ok_or_else(bad)?;
+            let raw = &record[19..];
             let name = &raw[..raw.iter().position(|b| *b == 0).unwrap_or(raw.len())];
             if name != b"." && name != b".." {
-                names.push(OsString::from_vec(name.to_vec()));
+                let len = u8::try_from(name.len()).map_err(|_| bad())?;
+                typed.extend_from_slice(&[head[18], len]);
+                typed.extend_from_slice(name);
             }
             at += reclen;
         }
+        buf.clear();
     }
+}
+
+/// The entry names of an open directory, without `.` and `..`, in directory order.
+pub fn list(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
+    list_typed(dir).map(|typed| names(&typed))
+}
+
+/// The `(d_type, name)` entries of [`list_typed`]'s bytes.
+fn entries(typed: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
+    let mut rest = typed;
+    std::iter::from_fn(move || {
+        let [kind, len, tail @ ..] = rest else {
+            return None;
+        };
+        let (name, after) = tail.split_at_checked(usize::from(*len))?;
+        rest = after;
+        Some((*kind, name))
+    })
+}
+
+/// The entry names of [`list_typed`]'s bytes, in directory order.
+pub fn names(typed: &[u8]) -> Vec<OsString> {
+    entries(typed)
+        .map(|(_, name)| OsString::from_vec(name.to_vec()))
+        .collect()
+}
+
+/// The `d_type` the listing gave `name` (`libc::DT_REG`, `DT_LNK`, … or `DT_UNKNOWN` where the
+/// filesystem does not say); `None` when the listing has no such entry.
+pub fn entry_type(typed: &[u8], name: &[u8]) -> Option<u8> {
+    let mut rest = typed;
+    while let [kind, len, tail @ ..] = rest {
+        let len = usize::from(*len);
+        let (entry, after) = tail.split_at_checked(len)?;
+        if entry == name {
+            return Some(*kind);
+        }
+        rest = after;
+    }
+    None
 }

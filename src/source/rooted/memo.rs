@@ -25,6 +25,7 @@
 use std::collections::BTreeMap;
 
 use foldhash::HashMap;
+use std::os::fd::AsFd as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{Dir, FsError, RootedFs, clean};
@@ -42,6 +43,9 @@ pub(super) struct Memo {
     links: Remembered<Box<str>>,
     /// Every entry name, unsorted and unfiltered (callers filter and sort).
     listings: Remembered<Arc<[String]>>,
+    /// Each listed directory's raw `getdents64` records by resolved path: what type each entry
+    /// is, so that a file the listing calls regular is opened for reading at once (`read.rs`).
+    typed: HashMap<Box<str>, Arc<[u8]>>,
 }
 
 /// What a run read of one kind, by location.
@@ -253,20 +257,87 @@ impl RootedFs {
     }
 
     /// Every entry of the directory `rel`, unsorted and unfiltered: `list` lists it unless this
-    /// run did.
+    /// run did (by [`RootedFs::will_read_in`] too). `list` answers the typed entries
+    /// (`fd::list_typed`), kept for reads in the directory (`read.rs`, `open_listed`).
     pub(super) fn remembered_listing(
         &self,
         rel: &str,
-        list: impl FnOnce() -> Result<Vec<String>, FsError>,
+        list: impl FnOnce() -> Result<Box<[u8]>, FsError>,
     ) -> Result<Arc<[String]>, FsError> {
+        let names_of = |typed: &[u8]| -> Arc<[String]> {
+            super::fd::names(typed)
+                .into_iter()
+                .map(|n| n.to_string_lossy().into_owned())
+                .collect()
+        };
         if self.memo().is_none() {
-            return list().map(Arc::from);
+            return list().map(|typed| names_of(&typed));
         }
         // The directory itself resolved, when it does (`sys/class/infiniband/mlx5_0/ports`).
         let dir = (self.trace.is_none())
             .then(|| clean(rel).and_then(|c| self.dir_of(c)))
             .flatten();
         let key: Box<str> = dir.map_or_else(|| rel.into(), |d| d.path.as_str().into());
-        self.remembered(rel, key, |m| &mut m.listings, || list().map(Arc::from))
+        let typed_key = key.clone();
+        self.remembered(
+            rel,
+            key,
+            |m| &mut m.listings,
+            || {
+                let known = self.memo().and_then(|m| m.typed.get(&typed_key).cloned());
+                let typed: Arc<[u8]> = match known {
+                    Some(typed) => typed,
+                    None => list()?.into(),
+                };
+                if let Some(mut memo) = self.memo() {
+                    memo.typed.insert(typed_key, typed.clone());
+                }
+                Ok(names_of(&typed))
+            },
+        )
+    }
+
+    /// The raw listing this run made of the resolved directory `dir`, when it made one
+    /// ([`RootedFs::will_read_in`], or a [`RootedFs::list_dir`] of it).
+    pub(super) fn typed_listing(&self, dir: &Dir) -> Option<Arc<[u8]>> {
+        if self.trace.is_some() {
+            return None;
+        }
+        self.memo()?.typed.get(dir.path.as_str()).cloned()
+    }
+
+    /// Many files of the directory `rel` are about to be read (a PCI function's attributes):
+    /// list it once for this run, so each file its listing calls regular is opened at once and
+    /// a name it lacks is known absent (`read.rs`, `open_listed`) — fewer system calls than
+    /// looking at each file first, where a directory has more than a few to read (issue 41).
+    /// A [`RootedFs::list_dir`] of it later answers from this listing: it is listed once. Nothing
+    /// outside a run or while recording; never an error: reads then look at each file.
+    pub fn will_read_in(&self, rel: &str) {
+        if self.trace.is_some() || self.memo().is_none() {
+            return;
+        }
+        let Some(dir) = clean(rel).and_then(|c| self.dir_of(c)) else {
+            return;
+        };
+        if self.typed_listing(&dir).is_some() {
+            return;
+        }
+        let Ok(dfd) = self.dir_fd(std::ffi::OsStr::new(&dir.path)) else {
+            return;
+        };
+        let Ok(opened) = super::fd::open_one(
+            dfd.as_fd(),
+            std::ffi::OsStr::new("."),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK,
+        ) else {
+            return;
+        };
+        self.note_open("list", || dir.path.clone());
+        let Ok(raw) = super::fd::list_typed(&opened) else {
+            return;
+        };
+        if let Some(mut memo) = self.memo() {
+            memo.typed.insert(dir.path.as_str().into(), raw.into());
+        }
     }
 }

@@ -392,8 +392,9 @@ impl RootedFs {
         Ok(names)
     }
 
-    /// Every entry name of the directory `rel`, in directory order.
-    fn list_all(&self, rel: &str) -> Result<Vec<String>, FsError> {
+    /// Every entry of the directory `rel`, in directory order, as `getdents64`'s raw records
+    /// (`fd::list_typed`).
+    fn list_all(&self, rel: &str) -> Result<Box<[u8]>, FsError> {
         let not_listed = |e: io::Error| match e.raw_os_error() {
             Some(libc::ENOTDIR) => FsError::NotADirectory { path: rel.into() },
             _ => FsError::from_io(rel, &e),
@@ -406,11 +407,7 @@ impl RootedFs {
                 libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK,
             )
             .map_err(not_listed)?;
-        Ok(fd::list(&dir)
-            .map_err(not_listed)?
-            .into_iter()
-            .map(|n| n.to_string_lossy().into_owned())
-            .collect())
+        fd::list_typed(&dir).map_err(not_listed)
     }
 
     /// The target text of a symlink, not followed (a `driver` link's target often does not exist

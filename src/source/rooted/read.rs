@@ -1,18 +1,22 @@
 //! Opening files under the root for reading, and reading them within their caps.
 //!
-//! A file's type is looked at **before** it is opened for reading: its name is opened
-//! `O_PATH | O_NOFOLLOW` (which runs no driver's `open`, takes no FIFO end and follows no link:
-//! open(2), `O_PATH`), judged with `fstat` on that descriptor, and only a regular file (or, for
-//! the kernel log, the `/dev/kmsg` device itself) is then opened for reading — by reopening that
-//! same descriptor through `/proc/self/fd/N`, which reopens the inode that was judged, not
-//! whatever the name points at by then (proc(5)). A device node planted in a tree
-//! (`/dev/watchdog` arms the watchdog when opened, watchdog-api.rst) is refused by name without
-//! its driver ever being asked; a FIFO's waiting writer is never woken.
+//! A file's type is looked at **before** it is opened for reading, so that a device node
+//! planted in a tree (`/dev/watchdog` arms the watchdog when opened, watchdog-api.rst) is
+//! refused by name without its driver ever being asked, and a FIFO's waiting writer is never
+//! woken: a regular file's name is looked at with `fstatat(AT_SYMLINK_NOFOLLOW)`
+//! ([`open_regular_at`]) or, in a directory this run listed, by the type its listing gave
+//! ([`open_listed`]); only a regular file is then opened, and the descriptor looked at again
+//! (`fstat`: the same inode, still a regular file). docs/security.md names the one window this
+//! leaves (a device node made between the look and the open, which takes the host's root).
 //!
-//! The read itself is `O_NONBLOCK | O_NOCTTY` all the same (a FIFO never blocks it, a terminal
-//! never becomes ours), and what was opened is looked at again (`fstat`: same device and inode,
-//! still a regular file). Without `/proc` the name is opened again with those flags and the
-//! inode compared: a swap in that window is refused, though the open has then happened.
+//! The kernel log (`/dev/kmsg`, a device) is judged the stricter way ([`open_at`]): its name is
+//! opened `O_PATH | O_NOFOLLOW` (no driver's `open`, no FIFO end, no link: open(2), `O_PATH`),
+//! judged with `fstat` on that descriptor, and that same descriptor reopened through
+//! `/proc/self/fd/N`, which reopens the inode that was judged (proc(5)). Without `/proc` the
+//! name is opened again and the inode compared.
+//!
+//! Every read is `O_NONBLOCK | O_NOCTTY` all the same (a FIFO never blocks it, a terminal
+//! never becomes ours).
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -109,27 +113,77 @@ fn open_at(
     }))
 }
 
-/// [`open_at`] for a regular file alone (every read but the kernel log's): reopened through
-/// the `/proc/self/fd` directory known to be procfs (`fd::reopen_verified`), which reopens the
-/// very inode judged, so its size is the one the first look saw and it is not looked at again
-/// — two system calls of seven per file (issue 41). Without a real `/proc`, [`open_at`].
+/// [`open_at`] for a regular file alone (every read but the kernel log's): the name looked at
+/// first without being opened (`fstatat`, a link not followed), opened for reading only when
+/// that says "regular file", and the descriptor looked at again (`fstat`): the same device and
+/// inode, still a regular file. Five system calls and two lookups where reopening an `O_PATH`
+/// descriptor through `/proc/self/fd` took six and a `/proc` lookup (issue 41). What this gives
+/// up: a device node made at that name in the moment between the look and the open — which
+/// takes `CAP_MKNOD`, the host's root, as unprivileged mounts are `nodev` — would be opened
+/// (and then refused unread); a FIFO made then is opened `O_NONBLOCK`, which runs no driver
+/// and waits for no writer, and refused.
 fn open_regular_at(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Result<Opened, String>> {
-    let path = fd::open_one(dir, name, libc::O_PATH)?;
-    let checked = fd::fstat(path.as_fd())?;
-    if fd::is_link(&checked) {
+    let looked = fd::stat_one(dir, name)?;
+    if fd::is_link(&looked) {
         return Err(io::Error::from_raw_os_error(libc::ELOOP));
     }
-    if let Some(kind) = Accept::Regular.refusal(&checked) {
+    if let Some(kind) = Accept::Regular.refusal(&looked) {
         return Ok(Err(kind));
     }
-    let Some(opened) = fd::reopen_verified(path.as_fd(), READ_FLAGS) else {
-        drop(path);
-        return open_at(dir, name, Accept::Regular);
-    };
-    Ok(Ok(Opened {
-        file: File::from(opened?),
-        len: u64::try_from(checked.st_size).unwrap_or(0),
-    }))
+    let opened = fd::open_one(dir, name, READ_FLAGS)?;
+    opened_as_looked(opened, &looked)
+}
+
+/// `opened`, the name `looked` at: refused when it is another inode by now or no longer a
+/// regular file.
+fn opened_as_looked(opened: OwnedFd, looked: &libc::stat) -> io::Result<Result<Opened, String>> {
+    let now = fd::fstat(opened.as_fd())?;
+    if (now.st_dev, now.st_ino) != (looked.st_dev, looked.st_ino) {
+        return Err(io::Error::other(
+            "replaced while it was being opened (the tree is changing); run again",
+        ));
+    }
+    Ok(regular(opened, &now))
+}
+
+/// `opened`, whose `fstat` is `now`, when it is a regular file; else what it is (closed
+/// unread).
+fn regular(opened: OwnedFd, now: &libc::stat) -> Result<Opened, String> {
+    if let Some(kind) = Accept::Regular.refusal(now) {
+        return Err(kind);
+    }
+    Ok(Opened {
+        file: File::from(opened),
+        len: u64::try_from(now.st_size).unwrap_or(0),
+    })
+}
+
+/// A regular file told by its directory's listing (`fd::list_typed`): what `getdents64`
+/// says an entry is comes from its inode's type on every filesystem that fills `d_type`
+/// (sysfs, procfs, ext4, xfs, btrfs, tmpfs, overlayfs). An entry listed as a regular file is
+/// opened for reading at once and looked at through that descriptor (`fstat`: still a regular
+/// file, or refused unread); anything else — a device, a FIFO, a link, `DT_UNKNOWN` — is
+/// looked at first as [`open_regular_at`] does, so a device planted in a tree is still never
+/// opened. A name the listing lacks is not there, without asking again. Two system calls of
+/// six per file, and no `/proc` lookup (issue 41). Only a device node made in the moment
+/// between the listing and the open (which takes `CAP_MKNOD`, the host's root) could be opened;
+/// a FIFO made then is opened `O_NONBLOCK`, which runs no driver and waits for no writer, and
+/// refused.
+fn open_listed(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    raw: &[u8],
+) -> io::Result<Result<Opened, String>> {
+    use std::os::unix::ffi::OsStrExt as _;
+    match fd::entry_type(raw, name.as_bytes()) {
+        None => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+        Some(libc::DT_REG) => {
+            let opened = fd::open_one(dir, name, READ_FLAGS)?;
+            let now = fd::fstat(opened.as_fd())?;
+            Ok(regular(opened, &now))
+        }
+        Some(_) => open_regular_at(dir, name),
+    }
 }
 
 /// [`open_regular_at`] for a regular file, [`open_at`] for anything else `accept` allows.
@@ -166,7 +220,7 @@ impl RootedFs {
         place: Option<(&Dir, &str)>,
     ) -> Result<Opened, FsError> {
         let quick = match place {
-            Some((dir, name)) => self.open_in_dir(rel, dir, name, accept),
+            Some((dir, name)) => self.open_in_dir(rel, dir, name, accept, true),
             None => self.open_in_known_dir(rel, accept),
         };
         if let Some(opened) = quick {
@@ -200,20 +254,29 @@ impl RootedFs {
         }
         let (dir, name) = clean(rel)?.rsplit_once('/')?;
         let dir = self.dir_of(dir)?;
-        self.open_in_dir(rel, &dir, name, accept)
+        self.open_in_dir(rel, &dir, name, accept, false)
     }
 
-    /// [`RootedFs::open_in_known_dir`] for `name` in the resolved directory `dir`.
+    /// [`RootedFs::open_in_known_dir`] for `name` in the resolved directory `dir`. With
+    /// `by_listing` (a run's remembered read), in a directory this run listed, a regular file
+    /// is told by the listing ([`open_listed`]).
     fn open_in_dir(
         &self,
         rel: &str,
         dir: &Dir,
         name: &str,
         accept: Accept,
+        by_listing: bool,
     ) -> Option<Result<Opened, FsError>> {
-        let opened = self
-            .dir_fd(OsStr::new(&dir.path))
-            .and_then(|d| open_accepted(d.as_fd(), OsStr::new(name), accept));
+        let opened = self.dir_fd(OsStr::new(&dir.path)).and_then(|d| {
+            let listed = (by_listing && accept == Accept::Regular)
+                .then(|| self.typed_listing(dir))
+                .flatten();
+            match listed {
+                Some(raw) => open_listed(d.as_fd(), OsStr::new(name), &raw),
+                None => open_accepted(d.as_fd(), OsStr::new(name), accept),
+            }
+        });
         // Counted when this answers; otherwise the walk that follows opens and counts it.
         if opened.is_ok()
             || opened

@@ -270,3 +270,106 @@ fn read_tail_keeps_the_newest_whole_lines_and_traces_them() {
     fs::write(dir.path().join("var/log/long.log"), "x".repeat(100)).unwrap();
     assert_eq!(fs.read_tail("var/log/long.log", 10).unwrap(), "");
 }
+
+/// `will_read_in` lists a directory once for the run; reads in it then answer as before: a
+/// regular file read, a name the listing lacks missing (named), a link followed, a FIFO the
+/// listing shows never opened, and a regular file swapped for a FIFO after the listing refused
+/// unread and without blocking (issue 41: two system calls fewer per file).
+#[test]
+fn a_listed_directory_answers_as_a_looked_at_one() {
+    let (dir, fs) = tree();
+    let device = dir.path().join("sys/devices/pci0000:00/0000:00:01.0");
+    fs::write(device.join("class"), "0x030200\n").unwrap();
+    fs::write(device.join("later"), "0\n").unwrap();
+    symlink("class", device.join("alias")).unwrap();
+    let fifo = |path: &std::path::Path| {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    };
+    fifo(&device.join("planted"));
+    let counts = fs.count_opens();
+    let run = fs.remember_reads();
+    let rel = "sys/bus/pci/devices/0000:00:01.0";
+    fs.will_read_in(rel);
+    fs.will_read_in(rel);
+    // Swapped after the listing: the listing still says "regular file".
+    fs::remove_file(device.join("later")).unwrap();
+    fifo(&device.join("later"));
+
+    assert_eq!(
+        fs.read_to_string(&format!("{rel}/vendor")).unwrap(),
+        "0x10de\n"
+    );
+    assert_eq!(
+        fs.read_to_string(&format!("{rel}/class")).unwrap(),
+        "0x030200\n"
+    );
+    let missing = fs.read_to_string(&format!("{rel}/numa_node")).unwrap_err();
+    assert!(missing.is_missing(), "{missing}");
+    assert!(missing.to_string().contains("numa_node"), "{missing}");
+    for name in ["planted", "later"] {
+        let refused = fs.read_bytes(&format!("{rel}/{name}")).unwrap_err();
+        assert!(
+            refused.to_string().contains("not a regular file (a FIFO)"),
+            "{name}: {refused}"
+        );
+    }
+    // The listing is the run's: `list_dir` answers from it, listing nothing again.
+    let names = fs.read_dir(rel).unwrap();
+    assert!(names.contains(&"planted".to_string()) && names.contains(&"vendor".to_string()));
+    assert_eq!(counts.repeated(), Vec::<(String, u32)>::new());
+    assert!(
+        counts
+            .locations()
+            .contains(&"list sys/devices/pci0000:00/0000:00:01.0".to_string()),
+        "{:?}",
+        counts.locations()
+    );
+    // A link in a listed directory is followed as before.
+    assert_eq!(
+        fs.read_to_string(&format!("{rel}/alias")).unwrap(),
+        "0x030200\n"
+    );
+    drop(run);
+    // Outside a run the hint does nothing and reads look at each file.
+    fs.will_read_in(rel);
+    assert_eq!(
+        fs.read_to_string(&format!("{rel}/vendor")).unwrap(),
+        "0x10de\n"
+    );
+}
+
+#[test]
+fn typed_listings_read_back_every_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "n".repeat(255);
+    for name in ["a", "bb", long.as_str(), "ü"] {
+        fs::write(dir.path().join(name), "x").unwrap();
+    }
+    fs::create_dir(dir.path().join("sub")).unwrap();
+    let opened = fd::open_root(dir.path()).unwrap();
+    let listed = fd::open_one(
+        opened.as_fd(),
+        std::ffi::OsStr::new("."),
+        libc::O_RDONLY | libc::O_DIRECTORY,
+    )
+    .unwrap();
+    let typed = fd::list_typed(&listed).unwrap();
+    let mut names: Vec<String> = fd::names(&typed)
+        .into_iter()
+        .map(|n| n.into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "bb", long.as_str(), "sub", "ü"]);
+    assert_eq!(fd::entry_type(&typed, b"bb"), Some(libc::DT_REG));
+    assert_eq!(fd::entry_type(&typed, b"sub"), Some(libc::DT_DIR));
+    assert_eq!(fd::entry_type(&typed, long.as_bytes()), Some(libc::DT_REG));
+    assert_eq!(fd::entry_type(&typed, b"b"), None);
+    assert_eq!(fd::entry_type(&typed, b"."), None);
+    // Truncated bytes end the walk; they never panic.
+    for cut in 0..typed.len() {
+        let _ = fd::entry_type(&typed[..cut], b"zz");
+        let _ = fd::names(&typed[..cut]);
+    }
+}
