@@ -273,6 +273,20 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[("node/kernel modules/nvidia_uvm", 1)],
     ),
     (
+        "h100-sriov-multus-cluster-network-missing",
+        &[
+            ("device-plugin/checkpoint/nvidia.com/rdma_vf registered", 1),
+            (
+                "device-plugin/pod-resources allocatable/nvidia.com/rdma_vf",
+                1,
+            ),
+            ("topology/rdma nic 0000:*.1/-", 8),
+            ("rdma/hca mlx5_1*/-", 8),
+            ("rdma/port mlx5_1*/1/-", 8),
+            ("sriov/pf 0000:*/-", 8),
+        ],
+    ),
+    (
         "h100-sriov-vf-unbound",
         &[
             ("device-plugin/checkpoint/nvidia.com/rdma_vf registered", 1),
