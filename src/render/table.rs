@@ -337,11 +337,32 @@ mod tests {
             Style {
                 color: true,
                 width: None,
+                verbose: false,
             },
         );
         assert!(coloured.contains("\x1b[32m[ ok ]\x1b[0m"), "{coloured}");
         let plain = render(&report, Style::PLAIN);
         assert!(plain.contains("[ ok ]"), "{plain}");
         assert!(!plain.contains('\x1b'), "{plain}");
+    }
+
+    #[test]
+    fn figures_read_in_the_units_people_use() {
+        use crate::report::FigureName;
+        let peak = Figure::new(FigureName::NcclBusbwPeakBytesPerSecond, 482.6e9)
+            .label("test", "all_reduce");
+        assert_eq!(
+            figure_text(&peak),
+            "nccl_busbw_peak_bytes_per_second 482.6 GB/s (test all_reduce)"
+        );
+        let size = Figure::new(
+            FigureName::NcclBusbwPeakSizeBytes,
+            8.0 * 1024.0 * 1024.0 * 1024.0,
+        );
+        assert_eq!(figure_text(&size), "nccl_busbw_peak_size_bytes 8192.0 MiB");
+        let probe = Figure::new(FigureName::NvmlProbeSeconds, 0.25);
+        assert_eq!(figure_text(&probe), "nvml_probe_seconds 0.250 s");
+        let xids = Figure::new(FigureName::XidEvents, 3.0);
+        assert_eq!(figure_text(&xids), "xid_events 3");
     }
 }
