@@ -445,6 +445,12 @@ pub struct CheckArgs {
     #[arg(long)]
     pub strict: bool,
 
+    /// The table also lists the checks that passed with what they measured (peak bus
+    /// bandwidth, copy and GPUDirect bandwidths, port rates, NVML probe times): the figures the
+    /// JSON and Prometheus outputs carry. Other formats carry them already.
+    #[arg(long)]
+    pub verbose: bool,
+
     /// Judge the node against this profile instead of the one chosen from its GPU model and
     /// count: a built-in name (`gpudoctor profiles` lists them) or a TOML profile file, which
     /// may start from a built-in with `base = "hgx-h100"` (docs/profiles.md).
@@ -583,6 +589,11 @@ pub struct RenderArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
+
+    /// The table also lists the checks that passed with what they measured (as `check
+    /// --verbose`).
+    #[arg(long)]
+    pub verbose: bool,
 
     /// Also write the Prometheus text to DIR/gpudoctor.prom, atomically.
     #[arg(long, value_name = "DIR")]

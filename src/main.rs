@@ -479,9 +479,9 @@ fn check_outputs(
     None
 }
 
-/// The report in one of the `--format`s.
-fn render_as(report: &gpudoctor::report::Report, format: ReportFormat) -> String {
-    gpudoctor::cli::judge::render_as(report, format)
+/// The report in one of the `--format`s (`verbose`: the table's `--verbose`).
+fn render_as(report: &gpudoctor::report::Report, format: ReportFormat, verbose: bool) -> String {
+    gpudoctor::cli::judge::render_verbose(report, format, verbose)
 }
 
 /// Write the files asked for (Prometheus textfile, saved JSON report), then print the report —
@@ -504,7 +504,7 @@ fn deliver(mut report: gpudoctor::report::Report, args: &CheckArgs) -> anyhow::R
     let text = if args.npd {
         format!("{}\n", render::npd::message(&report))
     } else {
-        render_as(&report, args.format)
+        render_as(&report, args.format, args.verbose)
     };
     emit(&text).context("writing the report")?;
     Ok(report.exit_code)
@@ -639,7 +639,7 @@ fn render_saved(args: &gpudoctor::cli::RenderArgs) -> anyhow::Result<i32> {
         emit(&format!("{line}\n")).context("writing the report")?;
         return Ok(if written { code } else { exit::INTERNAL });
     }
-    emit(&render_as(&report, args.format)).context("writing the report")?;
+    emit(&render_as(&report, args.format, args.verbose)).context("writing the report")?;
     Ok(if written {
         exit::HEALTHY
     } else {

@@ -157,6 +157,36 @@ fn table_output_is_plain_when_piped() {
     );
 }
 
+/// `--verbose` (issue 46): the table lists passing checks with what they measured, the numbers
+/// the JSON carries; without it a healthy run prints no passing check.
+#[test]
+fn verbose_table_shows_passing_figures() {
+    let root = common::repo().join("fixtures/h100-nccl-healthy");
+    let root = root.to_str().unwrap();
+    let plain = gpudoctor(&["check", "--root", root]);
+    let plain = String::from_utf8(plain.stdout).unwrap();
+    assert!(!plain.contains("measured:"), "{plain}");
+    let verbose = gpudoctor(&["check", "--root", root, "--verbose"]);
+    assert_eq!(verbose.status.code(), Some(0));
+    let text = String::from_utf8(verbose.stdout).unwrap();
+    let json = json(&gpudoctor(&["check", "--root", root, "--format", "json"]));
+    let peak = json["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["checks"].as_array().unwrap())
+        .flat_map(|c| c["figures"].as_array().cloned().unwrap_or_default())
+        .find(|f| f["name"] == "nccl_busbw_peak_bytes_per_second")
+        .expect("the healthy NCCL fixture measures a peak");
+    let gbs = format!("{:.1} GB/s", peak["value"].as_f64().unwrap() / 1e9);
+    let line = text
+        .lines()
+        .find(|l| l.contains("measured: nccl_busbw_peak_bytes_per_second"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains(&gbs), "{line} lacks {gbs}");
+    assert!(text.contains("[ ok ] nccl.bus_bandwidth"), "{text}");
+}
+
 #[test]
 fn list_checks_and_explain_cover_every_check() {
     let out = gpudoctor(&["list-checks", "--format", "json"]);

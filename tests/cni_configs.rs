@@ -164,8 +164,39 @@ fn the_thick_shim_must_name_a_network_that_exists() {
     assert_check(
         &node.run_all(),
         "sriov.multus",
-        Status::Warn,
+        Status::Fail,
         &["hands pods to /host/etc/cni/net.d/10-flannel.conflist, which does not exist"],
+    );
+    // A directory: Multus loads its first .conf/.conflist (getNetDelegate, option 3).
+    node.write(&format!("{DIR}/default/README"), "not a config\n");
+    node.write(&format!("{DIR}/00-multus.conf"), &shim("default"));
+    assert_check(
+        &node.run_all(),
+        "sriov.multus",
+        Status::Fail,
+        &["is a directory without a .conf or .conflist file"],
+    );
+    node.write(
+        &format!("{DIR}/default/10-calico.conflist"),
+        &std::fs::read_to_string(common::repo().join("tests/data/cni/calico-10-calico.conflist"))
+            .unwrap(),
+    );
+    assert_check(
+        &node.run_all(),
+        "sriov.multus",
+        Status::Pass,
+        &["`multus-shim`"],
+    );
+    // A network name is a NetworkAttachmentDefinition the node cannot see: not judged.
+    node.write(
+        &format!("{DIR}/00-multus.conf"),
+        "{\"cniVersion\":\"0.3.1\",\"name\":\"multus-cni-network\",\"type\":\"multus-shim\",\"clusterNetwork\":\"k8s-pod-network\"}",
+    );
+    assert_check(
+        &node.run_all(),
+        "sriov.multus",
+        Status::Pass,
+        &["`multus-shim`"],
     );
 }
 

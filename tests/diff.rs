@@ -265,6 +265,42 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
         &[("topology/rdma nic 0000:3b:00.0/aer errors", 1)],
     ),
     (
+        "h100-nic-probe-failed",
+        &[("rdma/hca mlx5_3/-", 1), ("rdma/port mlx5_3/1/-", 1)],
+    ),
+    (
+        "h100-uvm-not-loaded",
+        &[("node/kernel modules/nvidia_uvm", 1)],
+    ),
+    (
+        "h100-sriov-multus-cluster-network-missing",
+        &[
+            ("device-plugin/checkpoint/nvidia.com/rdma_vf registered", 1),
+            (
+                "device-plugin/pod-resources allocatable/nvidia.com/rdma_vf",
+                1,
+            ),
+            ("topology/rdma nic 0000:*.1/-", 8),
+            ("rdma/hca mlx5_1*/-", 8),
+            ("rdma/port mlx5_1*/1/-", 8),
+            ("sriov/pf 0000:*/-", 8),
+        ],
+    ),
+    (
+        "h100-sriov-vf-unbound",
+        &[
+            ("device-plugin/checkpoint/nvidia.com/rdma_vf registered", 1),
+            (
+                "device-plugin/pod-resources allocatable/nvidia.com/rdma_vf",
+                1,
+            ),
+            ("topology/rdma nic 0000:*.1/-", 8),
+            ("rdma/hca mlx5_1*/-", 7),
+            ("rdma/port mlx5_1*/1/-", 7),
+            ("sriov/pf 0000:*/-", 8),
+        ],
+    ),
+    (
         "h100-nouveau-loaded",
         &[
             ("node/kernel modules/nvidia*", 5),

@@ -199,6 +199,60 @@ fn layers_not_built_yet_say_so_and_never_pass() {
     );
 }
 
+/// A consequence names its cause instead of a fix of its own (issue 46, "Why" 3): a lost GPU's
+/// CDI names and allocatable id, the UVM node of a module never loaded, the RDMA device of a
+/// NIC whose probe failed; and an unbound VF is one finding, not two.
+#[test]
+fn consequences_name_their_cause() {
+    let keep_going = |name: &str| {
+        replay(
+            &common::repo().join("fixtures").join(name),
+            &RunOptions {
+                keep_going: true,
+                ..Default::default()
+            },
+        )
+    };
+    let by = |report: &gpudoctor::report::Report, code: &str| {
+        common::node::check(report, code).explained_by.clone()
+    };
+    let lost = keep_going("h100-gpu-missing-from-nvml");
+    for code in ["toolkit.cdi_specs", "device_plugin.allocatable"] {
+        let check = common::node::check(&lost, code);
+        assert!(check.status.is_finding(), "{code}: {}", check.summary);
+        assert_eq!(
+            by(&lost, code).as_deref(),
+            Some("driver.xid_events"),
+            "{code}"
+        );
+        assert_eq!(check.gpus, ["0000:ba:00.0"], "{code}");
+        let hint = check.hint.as_deref().unwrap_or_default();
+        assert!(!hint.starts_with("regenerate"), "{code}: {hint}");
+        assert!(hint.contains("0000:ba:00.0"), "{code}: {hint}");
+    }
+    let uvm = keep_going("h100-uvm-not-loaded");
+    assert_eq!(
+        by(&uvm, "driver.device_nodes").as_deref(),
+        Some("driver.nvidia_uvm_module")
+    );
+    let nic = keep_going("h100-nic-probe-failed");
+    let devices = common::node::check(&nic, "rdma.devices");
+    assert_eq!(devices.explained_by.as_deref(), Some("rdma.nic_events"));
+    assert!(
+        devices
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("not a missing mlx5_ib"),
+        "{:?}",
+        devices.hint
+    );
+    assert_eq!(nic.first_failure.as_ref().unwrap().code, "rdma.nic_events");
+    let vf = keep_going("h100-sriov-vf-unbound");
+    let findings: Vec<&str> = vf.findings().map(|(_, c)| c.code.as_str()).collect();
+    assert_eq!(findings, ["sriov.vf_binding"]);
+}
+
 /// One GPU fault is one cause with one action: the XID the driver logged explains what NVML
 /// shows of the same fault on the same GPU (issue 27).
 #[test]

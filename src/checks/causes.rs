@@ -26,6 +26,21 @@
 //!   lost (NVIDIA XID catalogue, XID 79). Only for a finding wholly about GPUs whose XID is live
 //!   (nothing since brought the GPU back, checks/history.rs): a DBE on GPU 2 explains nothing
 //!   about GPU 5.
+//! - a GPU NVML lost while it stays on PCI (fallen off the bus) is still named by the CDI spec
+//!   `nvidia-ctk cdi generate` wrote while NVML listed it, and still advertised by a device plugin
+//!   that has not re-registered: the spec is right about the node's hardware, and regenerating
+//!   it would hide the loss (nvidia-container-toolkit `pkg/nvcdi`: the spec's devices are those
+//!   NVML enumerates at generation time). The CDI and allocatable checks say when their unknown
+//!   names are exactly the lost GPUs.
+//! - no `nvidia_uvm` module: nothing creates `/dev/nvidia-uvm` (nvidia-modprobe
+//!   `modprobe-utils/nvidia-modprobe-utils.c`: `nvidia_uvm_modprobe` loads the module, then
+//!   `nvidia_uvm_mknod` makes the node from its major), so a missing UVM node is the module's
+//!   absence; the device-node check says when the UVM nodes are all it misses.
+//! - a ConnectX function that `mlx5_core` failed to probe has no driver, no netdev and no RDMA
+//!   device: `mlx5_ib` binds the `mlx5_core.rdma` auxiliary device a probed function creates
+//!   (Linux drivers/net/ethernet/mellanox/mlx5/core/dev.c), so loading it changes nothing. The
+//!   RDMA device check says when its functions without RDMA device are those the kernel log
+//!   shows failing to probe.
 //! - an NCCL run that fell back to sockets, staged through host memory (no GPUDirect RDMA),
 //!   used shared memory instead of P2P/NVLink, or collapsed after its peak: the bus bandwidth
 //!   below the floor is that, measured (NCCL environment variables documentation: NCCL_NET,
@@ -34,7 +49,7 @@
 use crate::report::Layer;
 
 /// What a cause explains.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Explains {
     /// These check codes.
     Codes(&'static [&'static str]),
@@ -50,11 +65,17 @@ pub enum When {
     /// When the finding names GPUs (its `gpus`) and every one of them has one of these XIDs live
     /// (the cause's `xid_events` figures, `state="live"`).
     SameGpuXid(&'static [u32]),
+    /// When the finding's own check says it follows from this cause ([`Outcome::follows_from`]):
+    /// only that check reads the facts that tie the two (which GPU a CDI name is, which NIC
+    /// has no RDMA device).
+    ///
+    /// [`Outcome::follows_from`]: crate::checks::Outcome::follows_from
+    Declared,
 }
 
 /// One declared cause: when `cause` warns or fails, the findings it `explains` follow from it
 /// (`when` says whether a given finding does).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cause {
     pub cause: &'static str,
     pub explains: Explains,
@@ -110,6 +131,23 @@ pub const CAUSES: &[Cause] = &[
         explains: Explains::Codes(&["driver.gpu_count"]),
         when: When::SameGpuXid(&[XID_FALLEN_OFF_BUS]),
     },
+    // The rows below are `Declared`: the consequence's check decides, since only it knows
+    // whether its finding is wholly the cause's (issue 46, "Why" 3).
+    Cause {
+        cause: "driver.gpu_count",
+        explains: Explains::Codes(&["toolkit.cdi_specs", "device_plugin.allocatable"]),
+        when: When::Declared,
+    },
+    Cause {
+        cause: "driver.nvidia_uvm_module",
+        explains: Explains::Codes(&["driver.device_nodes"]),
+        when: When::Declared,
+    },
+    Cause {
+        cause: "rdma.nic_events",
+        explains: Explains::Codes(&["rdma.devices"]),
+        when: When::Declared,
+    },
     Cause {
         cause: "nvlink.fabric_manager",
         explains: Explains::Codes(&["nvlink.fabric_state"]),
@@ -142,6 +180,7 @@ impl When {
     fn said(self) -> String {
         match self {
             When::Always => String::new(),
+            When::Declared => " (where the finding names it as its cause)".to_string(),
             When::SameGpuXid(xids) => {
                 let list: Vec<String> = xids.iter().map(|x| format!("XID {x}")).collect();
                 format!(" (on GPUs that logged {})", list.join(" or "))
@@ -224,6 +263,24 @@ mod tests {
             "{text}"
         );
         assert_eq!(describe("toolkit.installed", Layer::Toolkit), None);
+    }
+
+    #[test]
+    fn a_check_names_only_a_declared_cause() {
+        use crate::checks::Outcome;
+        for code in [
+            "driver.gpu_count",
+            "driver.nvidia_uvm_module",
+            "rdma.nic_events",
+        ] {
+            let named = Outcome::fail("x").follows_from(code).ties.unwrap();
+            assert_eq!(named.follows_from.map(|c| c.cause), Some(code));
+        }
+        // A cause declared only with a condition of its own, or none at all, is not taken.
+        for code in ["driver.nouveau_absent", "no.such"] {
+            let named = Outcome::fail("x").follows_from(code).ties.unwrap();
+            assert!(named.follows_from.is_none(), "{code}");
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod missing;
 pub mod nccl;
 pub mod nvlink;
 pub mod nvml_errors;
+pub mod off_nvml;
 pub(crate) mod rates;
 pub mod rdma;
 pub mod recurring;
@@ -108,12 +109,22 @@ pub struct Outcome {
     pub action: Action,
     /// Numbers measured on the way (XID counts, bus bandwidth, port rates), exported as metrics.
     pub figures: Vec<Figure>,
-    /// The GPUs (PCI bus ids) a finding is wholly about (`CheckResult::gpus`); boxed, as few
-    /// outcomes have any, to keep `Outcome` (the error of many helpers) small.
-    pub gpus: Box<[String]>,
+    /// What ties a finding to others: its GPUs and the cause its check named. Boxed and absent
+    /// on most outcomes, to keep `Outcome` (the error of many helpers) small.
+    pub ties: Option<Box<Ties>>,
     /// A pass that judged nothing but the kernel log and found nothing in it: a layer whose
     /// other checks all skip is `skip`, not `pass`, on such checks alone (the engine decides).
     pub log_only: bool,
+}
+
+/// What ties a finding to others ([`Outcome::ties`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ties {
+    /// The GPUs (PCI bus ids) a finding is wholly about (`CheckResult::gpus`).
+    pub gpus: Vec<String>,
+    /// The cause the check named, as its declared row in [`causes::CAUSES`] (the engine confirms
+    /// that this cause warned or failed before it marks the finding `explained_by` it).
+    pub follows_from: Option<&'static causes::Cause>,
 }
 
 impl Outcome {
@@ -125,7 +136,7 @@ impl Outcome {
             hint: None,
             action: Action::None,
             figures: Vec::new(),
-            gpus: Box::default(),
+            ties: None,
             log_only: false,
         }
     }
@@ -272,14 +283,23 @@ impl Outcome {
     }
     /// The GPUs (PCI bus ids) the finding is wholly about: only when every part of it names one.
     pub fn about_gpus<S: Into<String>>(mut self, gpus: impl IntoIterator<Item = S>) -> Self {
-        let mut all = std::mem::take(&mut self.gpus).into_vec();
+        let all = &mut self.ties.get_or_insert_default().gpus;
         for gpu in gpus {
             let gpu = gpu.into();
             if !all.contains(&gpu) {
                 all.push(gpu);
             }
         }
-        self.gpus = all.into_boxed_slice();
+        self
+    }
+    /// This finding follows from the finding of check `cause` (a declared
+    /// [`causes::When::Declared`] pair): the engine marks it `explained_by` that cause's root
+    /// when the cause warned or failed, and leaves it a finding of its own otherwise. A code no
+    /// `Declared` row names as a cause is ignored (a unit test holds every call).
+    pub fn follows_from(mut self, cause: &str) -> Self {
+        self.ties.get_or_insert_default().follows_from = causes::CAUSES
+            .iter()
+            .find(|c| c.cause == cause && c.when == causes::When::Declared);
         self
     }
     /// Attach measured figures (any status: a passing check's numbers are worth graphing too).

@@ -36,6 +36,11 @@ pub struct JudgeArgs {
 
 /// The report in one of the `--format`s (the table coloured on a terminal unless `NO_COLOR`).
 pub fn render_as(report: &Report, format: ReportFormat) -> String {
+    render_verbose(report, format, false)
+}
+
+/// [`render_as`], the table with `--verbose`: passing checks and their figures too.
+pub fn render_verbose(report: &Report, format: ReportFormat, verbose: bool) -> String {
     match format {
         ReportFormat::Json => render::json::render(report),
         ReportFormat::Markdown => render::markdown::render(report),
@@ -44,7 +49,8 @@ pub fn render_as(report: &Report, format: ReportFormat) -> String {
         ReportFormat::Table => {
             let terminal = std::io::stdout().is_terminal();
             let style = Style::for_stdout(terminal, std::env::var_os("NO_COLOR").as_deref())
-                .with_width(crate::text::wrap::stdout_width(terminal));
+                .with_width(crate::text::wrap::stdout_width(terminal))
+                .verbose(verbose);
             render::table::render(report, style)
         }
     }

@@ -240,6 +240,7 @@ fn attribute_causes(layers: &mut [LayerReport]) {
 fn holds(when: When, cause: &CheckResult, finding: &CheckResult) -> bool {
     match when {
         When::Always => true,
+        When::Declared => finding.follows_from.as_deref() == Some(cause.code.as_str()),
         When::SameGpuXid(xids) => {
             let bus = |b: &str| crate::answers::nvml::normalize_bus_id(b).unwrap_or(b.to_string());
             let logged: Vec<String> = cause
@@ -335,8 +336,16 @@ fn run_check(def: &CheckDef, ctx: &Context<'_>) -> (CheckResult, bool) {
         hint: outcome.hint.map(proper),
         action: outcome.action,
         figures: outcome.figures,
-        gpus: outcome.gpus.into_vec(),
+        gpus: outcome
+            .ties
+            .as_ref()
+            .map(|t| t.gpus.clone())
+            .unwrap_or_default(),
         explained_by: None,
+        follows_from: outcome
+            .ties
+            .and_then(|t| t.follows_from)
+            .map(|c| c.cause.to_string()),
     };
     (result, log_only)
 }
@@ -442,6 +451,7 @@ mod tests {
             figures: Default::default(),
             gpus: Vec::new(),
             explained_by: None,
+            follows_from: None,
         };
         let a = "no sr-iov capable functions";
         let b = "not running inside a pod";

@@ -271,5 +271,10 @@ mod tests {
             Some("etc/cni/net.d/10-calico.conflist")
         );
         assert_eq!(cluster_network_path("k8s-pod-network"), None);
+        // The same shape as a node wrote it (tests/data/cni/README.md).
+        let real = parse_network_config(&data("multus-thick-00-multus.conf"), false).unwrap();
+        assert!(real.is_multus());
+        assert_eq!(real.types, vec!["multus-shim"]);
+        assert_eq!(real.delegates, thick.delegates);
     }
 }

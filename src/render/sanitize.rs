@@ -123,6 +123,7 @@ mod tests {
             ],
             gpus: vec!["0000:3a:00.0".into()],
             explained_by: Some("e".into()),
+            follows_from: None,
         };
         let report = Report {
             schema_version: SCHEMA_VERSION,

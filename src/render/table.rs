@@ -7,9 +7,10 @@
 //! or pad the evidence that operators paste into tickets. Lines longer than [`Style::width`]
 //! (the terminal's, else `COLUMNS`; none into a pipe) wrap at spaces (`wrap.rs`), each
 //! continuation under the text it continues: a layer's title, a finding's summary, or two
-//! columns in from `evidence:`/`hint:`.
+//! columns in from `evidence:`/`hint:`. With `--verbose` the checks that passed with figures are
+//! listed too, each figure on a `measured:` line in the units people read (GB/s, MiB, s).
 
-use crate::report::{CheckResult, Report, Status};
+use crate::report::{CheckResult, Figure, Report, Status};
 
 use crate::text::wrap;
 
@@ -25,17 +26,26 @@ pub struct Style {
     pub color: bool,
     /// Wrap lines at this many columns (`wrap::stdout_width`); `None`: one line per item.
     pub width: Option<usize>,
+    /// `--verbose`: every check with figures is listed, passing ones too, each figure on a
+    /// `measured:` line (the numbers the JSON carries).
+    pub verbose: bool,
 }
 
 impl Style {
     pub const PLAIN: Style = Style {
         color: false,
         width: None,
+        verbose: false,
     };
 
     /// The same style wrapping at `width`.
     pub fn with_width(self, width: Option<usize>) -> Style {
         Style { width, ..self }
+    }
+
+    /// The same style with `--verbose` on or off.
+    pub fn verbose(self, verbose: bool) -> Style {
+        Style { verbose, ..self }
     }
 
     /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty (https://no-color.org:
@@ -44,6 +54,7 @@ impl Style {
         Style {
             color: terminal && no_color.is_none_or(|v| v.is_empty()),
             width: None,
+            verbose: false,
         }
     }
 
@@ -133,7 +144,11 @@ pub fn render(report: &Report, style: Style) -> String {
         );
         wrap::push(&mut out, &line, w, LAYER_INDENT);
         // A consequence is shown under its cause (below), not in its own place.
-        let shown = |c: &&CheckResult| c.status.is_finding() && c.explained_by.is_none();
+        // Under --verbose a check that passed with figures is listed too, with them.
+        let shown = |c: &&CheckResult| {
+            (c.status.is_finding() && c.explained_by.is_none())
+                || (style.verbose && !c.status.is_finding() && !c.figures.is_empty())
+        };
         for check in layer.checks.iter().filter(shown) {
             let line = format!(
                 "       {} {}  {}",
@@ -142,6 +157,15 @@ pub fn render(report: &Report, style: Style) -> String {
                 check.summary
             );
             wrap::push(&mut out, &line, w, FINDING_INDENT);
+            if style.verbose {
+                for f in &check.figures {
+                    let line = format!("              measured: {}", figure_text(f));
+                    wrap::push(&mut out, &line, w, DETAIL_INDENT);
+                }
+            }
+            if !check.status.is_finding() {
+                continue;
+            }
             for e in &check.evidence {
                 let expected = e
                     .expected
@@ -234,6 +258,35 @@ pub fn render(report: &Report, style: Style) -> String {
     out
 }
 
+/// One figure as people read it: `nccl_busbw_peak_bytes_per_second 361.2 GB/s (collective
+/// all_reduce)`; bandwidths in GB/s (10^9 bytes, as nccl-tests and perftest print them), sizes
+/// in MiB, seconds and counts as they are.
+fn figure_text(f: &Figure) -> String {
+    let name = f.name.id();
+    let number = |v: f64| {
+        if v.fract() == 0.0 && v.abs() < 1e15 {
+            format!("{}", v as i64)
+        } else {
+            format!("{v:.3}")
+        }
+    };
+    let value = if name.ends_with("_bytes_per_second") {
+        format!("{:.1} GB/s", f.value / 1e9)
+    } else if name.ends_with("_bytes") {
+        format!("{:.1} MiB", f.value / (1024.0 * 1024.0))
+    } else if name.ends_with("_seconds") {
+        format!("{} s", number(f.value))
+    } else {
+        number(f.value)
+    };
+    let labels: Vec<String> = f.labels.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    if labels.is_empty() {
+        format!("{name} {value}")
+    } else {
+        format!("{name} {value} ({})", labels.join(", "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,11 +337,32 @@ mod tests {
             Style {
                 color: true,
                 width: None,
+                verbose: false,
             },
         );
         assert!(coloured.contains("\x1b[32m[ ok ]\x1b[0m"), "{coloured}");
         let plain = render(&report, Style::PLAIN);
         assert!(plain.contains("[ ok ]"), "{plain}");
         assert!(!plain.contains('\x1b'), "{plain}");
+    }
+
+    #[test]
+    fn figures_read_in_the_units_people_use() {
+        use crate::report::FigureName;
+        let peak = Figure::new(FigureName::NcclBusbwPeakBytesPerSecond, 482.6e9)
+            .label("test", "all_reduce");
+        assert_eq!(
+            figure_text(&peak),
+            "nccl_busbw_peak_bytes_per_second 482.6 GB/s (test all_reduce)"
+        );
+        let size = Figure::new(
+            FigureName::NcclBusbwPeakSizeBytes,
+            8.0 * 1024.0 * 1024.0 * 1024.0,
+        );
+        assert_eq!(figure_text(&size), "nccl_busbw_peak_size_bytes 8192.0 MiB");
+        let probe = Figure::new(FigureName::NvmlProbeSeconds, 0.25);
+        assert_eq!(figure_text(&probe), "nvml_probe_seconds 0.250 s");
+        let xids = Figure::new(FigureName::XidEvents, 3.0);
+        assert_eq!(figure_text(&xids), "xid_events 3");
     }
 }

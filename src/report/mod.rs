@@ -259,6 +259,12 @@ pub struct CheckResult {
     /// findings, and in schema-1 reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explained_by: Option<String>,
+    /// The cause the check itself named (`checks::Outcome::follows_from`), kept for the engine
+    /// to confirm against the other results; never serialised: `explained_by` is what a report
+    /// says.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub follows_from: Option<String>,
 }
 
 /// A number a check measured, with its stable name and labels. The Prometheus renderer exports

@@ -80,6 +80,7 @@ mod tests {
             figures: Vec::new(),
             gpus: vec!["0000:ab:00.0".into(), "0000:18:00.0".into()],
             explained_by: None,
+            follows_from: None,
         };
         assert_eq!(
             report.drain_line(&check).as_deref(),

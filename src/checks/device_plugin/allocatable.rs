@@ -4,6 +4,7 @@
 //! matching it shares with the other checks (`resolve`, labels, holders) stays in the parent.
 
 use super::*;
+use crate::checks::off_nvml;
 
 /// The answer when allocatable lacks a GPU or MIG device NVML has.
 const GPU_UNHEALTHY_HINT: &str = "read the xid for that gpu (`dmesg | grep -i xid`) and follow driver.xid_events; once the gpu is healthy again, restart the device plugin pod on this node: its unhealthy mark is sticky until it restarts";
@@ -404,6 +405,33 @@ pub(super) fn allocatable(ctx: &Context<'_>) -> Outcome {
             unknown_mig.join(", ")
         ));
         hints.push("the device plugin advertises mig devices that no longer exist (the mig layout changed after it started): restart the device plugin pod; `nvidia-smi -L` lists the current ones");
+    }
+    // Ids only the GPUs NVML lost while they stay on PCI can account for: the plugin is right
+    // about the node's hardware until the lost GPU is dealt with (checks/causes.rs).
+    let off = off_nvml::off_nvml(ctx);
+    let nvml_count = ctx.nvml().devices.len();
+    if !off.is_empty()
+        && !unknown.is_empty()
+        && unknown_mig.is_empty()
+        && unknown
+            .iter()
+            .all(|id| off_nvml::accounts_for(&off, nvml_count, id))
+    {
+        let lost: Vec<String> = off.iter().map(|g| g.bdf.clone()).collect();
+        return Outcome::warn(format!(
+            "{summary}; {} allocatable id(s) of gpu {}, which nvml lost (on pci, gone from nvml): {}",
+            unknown.len(),
+            lost.join(", "),
+            unknown.join(", ")
+        ))
+        .evidence(evidence)
+        .hint(format!(
+            "a consequence of the lost gpu {}: deal with it first (driver.gpu_count), then restart the device plugin pod if it still advertises the id",
+            lost.join(", ")
+        ))
+        .action(Action::RebootNode)
+        .about_gpus(lost)
+        .follows_from("driver.gpu_count");
     }
     if !stale.is_empty() {
         return Outcome::warn(format!("{summary}; {}", stale.join("; ")))

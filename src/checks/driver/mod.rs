@@ -414,6 +414,18 @@ fn device_nodes_judged(ctx: &Context<'_>, unread: &mut Vec<FactError>) -> Outcom
             .evidence(Evidence::new("dev", wanted.join(" ")));
     }
     let names: Vec<String> = missing.iter().map(|p| format!("/{p}")).collect();
+    // Only the UVM node, and no live nvidia_uvm: nothing made the node (nvidia-modprobe's
+    // `nvidia_uvm_mknod` runs after it loads the module), one cause with
+    // driver.nvidia_uvm_module (checks/causes.rs).
+    let uvm_down =
+        matches!(loaded(ctx, "nvidia_uvm"), Ok((m, _)) if !m.is_some_and(|m| m.is_live()));
+    if uvm_down && missing.iter().all(|p| p.as_str() == "dev/nvidia-uvm") {
+        return Outcome::fail("/dev/nvidia-uvm missing: the nvidia_uvm module that creates it is not loaded")
+            .evidence(Evidence::new("dev/nvidia-uvm", "missing").expected("present once nvidia_uvm is loaded"))
+            .hint("load nvidia_uvm with `nvidia-modprobe -u -c=0`, which creates the node too (driver.nvidia_uvm_module)")
+            .action(Action::ReloadDriver)
+            .follows_from("driver.nvidia_uvm_module");
+    }
     Outcome::fail(format!("{} of {} nvidia device nodes missing: {}", missing.len(), wanted.len(), names.join(" ")))
         .evidence(Evidence::new("dev", format!("missing {}", names.join(" "))).expected(format!("present (gpu minors from {minors_from})")))
         .hint("load the driver, then `nvidia-modprobe -u -c=<minor>` for each missing node; nvidia-persistenced keeps them; on GPU Operator nodes the driver container creates them")

@@ -32,9 +32,9 @@ pub fn checks() -> Vec<CheckDef> {
             title: "the expected RDMA devices are present",
             explain: Explain {
                 reads: "/sys/class/infiniband/*, Mellanox/NVIDIA network functions in /sys/bus/pci/devices; the profile's RDMA port count and link layer",
-                expects: "at least the profile's number of ports with its link layer (HGX H100: 8 InfiniBand), and an RDMA device for every ConnectX network function",
+                expects: "at least the profile's number of ports with its link layer (HGX H100: 8 InfiniBand), and an RDMA device for every ConnectX network function (VFs are sriov.vf_binding's, counted there once)",
                 why: "a missing HCA, or one flipped to Ethernet mode, leaves a GPU without its NIC: multi-node collectives fall back to slower paths or fail to start",
-                fix: "`ibdev2netdev` / `ibstat` to compare; an HCA without an RDMA device needs mlx5_ib loaded; a port in the wrong link layer is set with `mlxconfig -d <dev> set LINK_TYPE_P1=1` (IB) and a reboot",
+                fix: "`ibdev2netdev` / `ibstat` to compare; an HCA bound to mlx5_core without an RDMA device needs mlx5_ib loaded, one without a driver whose probe failed in the kernel log follows rdma.nic_events; a port in the wrong link layer is set with `mlxconfig -d <dev> set LINK_TYPE_P1=1` (IB) and a reboot",
             },
             run: |ctx| devices(ctx).with_unread(unread(ctx, OWN_FILES[0])),
         },
@@ -290,12 +290,16 @@ fn devices(ctx: &Context<'_>) -> Outcome {
         .filter_map(|d| d.pci.as_deref())
         .map(pci_slot)
         .collect();
+    // VFs are sriov.vf_binding's (bound, with their RDMA device): an unbound VF counted once.
+    let vfs: Vec<&str> = ctx.sriov().vfs().map(|(_, vf)| vf.bdf.as_str()).collect();
     let orphans: Vec<String> = mellanox_nics(ctx)
         .into_iter()
         .filter(|b| !with_rdma.contains(&b.as_str()) && !bonded_slots.contains(&pci_slot(b)))
+        .filter(|b| !vfs.contains(&b.as_str()))
         .collect();
     let mut fails = Vec::new();
     let mut evidence = Vec::new();
+    let mut shortfall = 0;
     if !orphans.is_empty() {
         fails.push(format!(
             "{} connectx function(s) without an rdma device: {}",
@@ -344,6 +348,7 @@ fn devices(ctx: &Context<'_>) -> Outcome {
             .count() as u32;
         let unlisted = facts.problems.iter().any(|p| p.path.ends_with("/ports"));
         if have < *want && !unlisted && have + unread_ports < *want {
+            shortfall = (want - have) as usize;
             let what = layer.as_deref().unwrap_or("rdma");
             // Ports of the same link layer the profile's device list leaves out: on a RoCE node
             // a rail that trained down is among them (it no longer runs at the rails' rate, so
@@ -390,6 +395,29 @@ fn devices(ctx: &Context<'_>) -> Outcome {
                 )
             })
             .unwrap_or_default();
+        // Every function without RDMA device has no driver and failed to probe, and they
+        // account for any missing ports (one port per ConnectX function): the kernel log's
+        // probe failure is the cause, and mlx5_ib has nothing to bind (checks/causes.rs).
+        let unbound = |b: &String| {
+            ctx.pci().as_ref().is_ok_and(|p| {
+                p.functions
+                    .iter()
+                    .any(|f| &f.bdf == b && f.driver.is_none())
+            })
+        };
+        let failed: Vec<&str> = orphans
+            .iter()
+            .filter(|b| unbound(b) && nic_events::probe_failed(ctx, b))
+            .map(String::as_str)
+            .collect();
+        if !orphans.is_empty() && failed.len() == orphans.len() && shortfall <= failed.len() {
+            let list = failed.join(" ");
+            return Outcome::fail(format!("{}; mlx5_core failed to probe {list}, which has no driver", fails.join("; ")))
+                .evidence_all(evidence)
+                .hint(format!("not a missing mlx5_ib: {list} has no driver because mlx5_core failed to probe it (rdma.nic_events): read `dmesg | grep mlx5` for the first error, check the firmware (`flint -d {} q`) and the card's seating, then reload mlx5_core or reboot", failed[0]))
+                .action(Action::HardwareInspection)
+                .follows_from("rdma.nic_events");
+        }
         return Outcome::fail(fails.join("; "))
             .evidence_all(evidence)
             .hint(format!("compare `ibdev2netdev` and `lspci -d 15b3:`; load mlx5_ib for an hca without rdma device; a port in the wrong link layer: `mlxconfig -d <dev> query | grep LINK_TYPE`{profile_hint}"))

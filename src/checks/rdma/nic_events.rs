@@ -135,3 +135,14 @@ pub(super) fn nic_events(ctx: &Context<'_>) -> Outcome {
     ))
     .log_only()
 }
+
+/// Does the kernel log show `bdf` failing to probe (`mlx5_load_one failed`, `probe of <bdf>
+/// failed`), at any time? For rdma.devices: a function without driver whose probe failed is
+/// this check's finding, not a module to load (checks/causes.rs).
+pub(super) fn probe_failed(ctx: &Context<'_>, bdf: &str) -> bool {
+    ctx.kernel_events().is_some_and(|log| {
+        log.nic_events
+            .iter()
+            .any(|e| e.kind == NicEventKind::ProbeFailed && e.device == bdf)
+    })
+}

@@ -83,7 +83,7 @@ pub fn checks() -> Vec<CheckDef> {
             title: "Multus is configured for secondary networks",
             explain: Explain {
                 reads: "/etc/cni/net.d/*.{conf,conflist,json} in the order containerd reads them (sorted by name; the first that loads is the default network)",
-                expects: "when the node has SR-IOV VFs or VF resources: the default network (the first config file by name) loads and is Multus (`multus` or `multus-shim`), and the file its `clusterNetwork` names exists; a Multus config that sorts after another network's (shadowed) or is not valid JSON fails",
+                expects: "when the node has SR-IOV VFs or VF resources: the default network (the first config file by name) loads and is Multus (`multus` or `multus-shim`), and a `clusterNetwork` path resolves (a file, or a directory with a .conf/.conflist; a network name is a NetworkAttachmentDefinition the node cannot see); a Multus config that sorts after another network's (shadowed), is not valid JSON, or names a clusterNetwork path that does not resolve fails",
                 why: "without Multus the Pod gets only its primary interface: the VF resource is allocated but never attached; the runtime uses only the first config by name, so a Multus file behind `00-calico.conflist` is never called, and a file that does not load before the first good one stops containerd from setting up any pod network",
                 fix: "install Multus (the thick-plugin DaemonSet writes 00-multus.conf into /etc/cni/net.d) and create the NetworkAttachmentDefinition the Pods reference",
             },

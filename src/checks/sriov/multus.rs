@@ -89,23 +89,23 @@ fn judge_default(
         } else {
             format!("default network {}", config.delegates.join(", "))
         };
-        // The thick shim names the default network's file; a name that no longer exists
-        // leaves every pod without its primary interface.
+        // Multus resolves `clusterNetwork` in `getNetDelegate` (multus-cni
+        // pkg/k8sclient/k8sclient.go): a value with a `/` is a path, loaded as a .conflist or
+        // .conf file, or a directory whose first .conf/.conflist it loads; any other value is a
+        // NetworkAttachmentDefinition in Multus's namespace or a config of that `name` in its
+        // confDir, which the node does not show, so only paths are judged here. A path that
+        // does not resolve fails `GetDefaultNetworks` ("failed to get clusterNetwork"): every
+        // pod ADD fails, so no pod gets even its primary interface.
         for d in &config.delegates {
-            if let Some(path) = cni::cluster_network_path(d)
-                && path.starts_with(CNI_CONF_DIR)
-                && ctx
-                    .source()
-                    .read_to_string(&path)
-                    .is_err_and(|e| e.is_missing())
-            {
-                return Outcome::warn(format!(
-                    "multus ({CNI_CONF_DIR}/{}) hands pods to {d}, which does not exist on the node: pods get no primary network",
+            if let Some(problem) = cluster_network_problem(ctx, d) {
+                let (path, observed) = problem;
+                return Outcome::fail(format!(
+                    "multus ({CNI_CONF_DIR}/{}) hands pods to {d}, which {observed}: multus fails every pod's network setup, so pods get no primary network",
                     first.name
                 ))
                 .evidence(shown)
-                .evidence(Evidence::new(path, "missing").expected("the default network's config"))
-                .hint("restart the multus daemonset pod so it regenerates 00-multus.conf from the default network's current config file")
+                .evidence(Evidence::new(path, observed).expected("the default network's config"))
+                .hint("restart the multus daemonset pod so it regenerates 00-multus.conf from the default network's current config file (or set clusterNetwork to the file that exists)")
                 .action(Action::FixConfig);
             }
         }
@@ -140,4 +140,28 @@ fn judge_default(
     .evidence(shown.expected("a multus config (00-multus.conf) sorting first"))
     .hint(install_hint())
     .action(Action::FixConfig)
+}
+
+/// What is wrong with a `clusterNetwork` path on this node: (root-relative path, what it is),
+/// or `None` when it resolves or cannot be judged from the node. Judged: paths the thick plugin
+/// sees under `/host` (the host's root) and host paths under /etc/cni (the thin plugin runs on
+/// the host). A directory resolves when it holds a .conf or .conflist file (`libcni.ConfFiles`,
+/// which `getNetDelegate` asks for those two extensions).
+fn cluster_network_problem(ctx: &Context<'_>, delegate: &str) -> Option<(String, &'static str)> {
+    let path = cni::cluster_network_path(delegate)?;
+    if !(delegate.starts_with("/host/") || path.starts_with("etc/cni/")) {
+        return None;
+    }
+    match ctx.source().read_to_string(&path) {
+        Ok(_) => None,
+        Err(e) if e.is_missing() => Some((path, "does not exist on the node")),
+        Err(_) => match ctx.source().read_dir(&path) {
+            Ok(names) => (!names
+                .iter()
+                .any(|n| n.ends_with(".conf") || n.ends_with(".conflist")))
+            .then_some((path, "is a directory without a .conf or .conflist file")),
+            // Unreadable: not judged here (the runtime's own read would say).
+            Err(_) => None,
+        },
+    }
 }
