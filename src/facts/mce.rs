@@ -200,12 +200,13 @@ pub struct MemoryController {
 /// Where the kernel lists memory controllers.
 pub const EDAC_MC: &str = "sys/devices/system/edac/mc";
 
+/// The memory controllers read, and the counters that could not be.
+pub type Edac = (Vec<MemoryController>, Vec<FactError>);
+
 /// The EDAC memory controllers: `Ok(None)` when the node has no EDAC driver loaded (no
 /// `mc<N>` there: a VM, or no driver for this memory controller); unreadable counters are
 /// the second list.
-pub fn gather_edac(
-    source: &dyn Source,
-) -> Result<Option<(Vec<MemoryController>, Vec<FactError>)>, FactError> {
+pub fn gather_edac(source: &dyn Source) -> Result<Option<Edac>, FactError> {
     let names = match source.list_dir(EDAC_MC, &|n| {
         n.strip_prefix("mc")
             .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
