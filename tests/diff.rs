@@ -76,6 +76,25 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
     ),
     // The stale UUID is an identifier: shown with --all, not counted (the verdict counts).
     ("h100-cdi-spec-stale", &[]),
+    // statvfs figures are judged, not compared as facts: only the verdicts differ.
+    ("h100-disk-full", &[]),
+    ("h100-inodes-low", &[]),
+    // EDAC counters are judged, not compared as facts.
+    // The corrected-error rate is a figure (error_rate_per_second).
+    (
+        "h100-edac-uncorrected",
+        &[(
+            "driver/error_rate_per_second{check=driver.machine_checks,*device=mc5,*}/-",
+            1,
+        )],
+    ),
+    (
+        "h100-edac-corrected-rising",
+        &[(
+            "driver/error_rate_per_second{check=driver.machine_checks,*device=mc2,*}/-",
+            1,
+        )],
+    ),
     (
         "h100-containerd-no-nvidia-runtime",
         &[

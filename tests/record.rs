@@ -163,13 +163,22 @@ fn replay(root: &Path) -> Value {
     })
 }
 
-/// (code, status, summary) of every check that is not a pass or skip.
+/// (code, status, summary) of every check. The disk checks are left out: a fixture is recorded
+/// from a copy of its tree, and a copy's directories sit on this machine's disk, so the live
+/// source gives no statvfs figures there (source/node_root.rs) and the recording has none, where
+/// the fixture kept its node's (tests of the disk checks: checks/disk/tests.rs).
 fn findings(report: &Value, with_summary: bool) -> BTreeSet<(String, String, String)> {
     report["layers"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|l| l["checks"].as_array().unwrap().iter())
+        .filter(|c| {
+            !c["code"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("toolkit.disk_")
+        })
         .map(|c| {
             (
                 c["code"].as_str().unwrap().to_string(),
@@ -200,6 +209,11 @@ fn every_fixture_round_trips_through_record() {
     let fixtures: Vec<_> = common::fixtures()
         .into_iter()
         .filter(|f| !common::has_sample_window(f))
+        // A fixture whose verdict is its statvfs figures (h100-disk-full) cannot keep it
+        // through a copy of its tree: see `findings`.
+        .filter(|f| {
+            !f.join(".gpudoctor/statvfs.json").is_file() || common::name_of(f) == "hgx-h100-healthy"
+        })
         .collect();
     // Unredacted, a capture must replay word for word: once per kind of capture (the redacted
     // leg below, on every fixture, holds each fixture's verdict).

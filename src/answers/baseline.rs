@@ -23,4 +23,7 @@ pub struct Baseline {
     /// `clock_event_reasons`, `nvlink<N>/<counter>`.
     #[serde(default)]
     pub gpus: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Per EDAC memory controller (`mc0`): `ce_count`, `ue_count` (`facts/mce.rs`).
+    #[serde(default)]
+    pub edac: BTreeMap<String, BTreeMap<String, u64>>,
 }

@@ -8,6 +8,7 @@
 
 pub mod baseline;
 pub mod cuda;
+pub mod fs_stat;
 pub mod gpudirect;
 pub mod history;
 pub mod nccl;

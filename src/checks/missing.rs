@@ -75,6 +75,10 @@ const TABLE: &[(&str, &str)] = &[
     ),
     ("driver.ecc_mode", NVML_RECORDED),
     (
+        "driver.machine_checks",
+        "no /sys/devices/system/edac/mc/mc* (no EDAC driver for this memory, a VM): judged from the kernel log alone and said so; no kernel log either: skip; an unreadable log and no EDAC: error naming it; a ce_count/ue_count that cannot be read or is not a number: error naming the file; no /proc/uptime or --sample baseline: corrected counts not turned into a rate",
+    ),
+    (
         "driver.gpu_firmware",
         "no NVML answer: skip, see driver.nvml_init; a GPU's VBIOS, InfoROM version or InfoROM validity not answered (or a capture made before gpudoctor read them): that GPU not compared on it; none answered: skip",
     ),
@@ -107,6 +111,14 @@ const TABLE: &[(&str, &str)] = &[
     (
         "toolkit.container_gpus",
         "no .gpudoctor/env.json: skip (not recorded in a Pod); missing device nodes in a Pod: fail (absence of the device node is the fault)",
+    ),
+    (
+        "toolkit.disk_space",
+        "no container runtime, kubelet or toolkit: skip; a directory the node lacks (no CRI-O root on a containerd node): not judged; no statvfs figures (a capture made before gpudoctor kept .gpudoctor/statvfs.json, or a live root that is neither / nor a mount point): skip; statvfs refused: error naming the directory",
+    ),
+    (
+        "toolkit.disk_inodes",
+        "as toolkit.disk_space; a filesystem that reports no inode count (btrfs: f_files 0): not judged, and named",
     ),
     (
         "toolkit.dev_char_links",

@@ -10,10 +10,12 @@ pub mod causes;
 pub mod container;
 pub mod dev_char;
 pub mod device_plugin;
+pub mod disk;
 pub mod driver;
 pub mod gpu_counters;
 pub mod gpu_health;
 pub(crate) mod history;
+pub mod machine_checks;
 pub mod missing;
 pub mod nccl;
 pub mod nvlink;
@@ -79,11 +81,13 @@ pub fn registry() -> Vec<CheckDef> {
     all.extend(gpu_health::checks());
     all.extend(gpu_counters::checks());
     all.extend(recurring::checks());
+    all.extend(machine_checks::checks());
     all.extend(nvlink::checks());
     all.extend(rdma::checks());
     all.extend(sriov::checks());
     all.extend(toolkit::checks());
     all.extend(dev_char::checks());
+    all.extend(disk::checks());
     all.extend(container::checks());
     all.extend(device_plugin::checks());
     all.extend(topology::checks());
@@ -339,6 +343,7 @@ pub struct Context<'a> {
     cdi: OnceCell<CdiFacts>,
     validations: OnceCell<Result<Option<Vec<String>>, FactError>>,
     env: OnceCell<BTreeMap<String, String>>,
+    disk: OnceCell<crate::facts::disk::DiskFacts>,
     // The topology layer.
     topology: OnceCell<Result<crate::facts::topology::Topology, FactError>>,
     kubelet_config:
@@ -380,6 +385,7 @@ impl<'a> Context<'a> {
             cdi: OnceCell::new(),
             validations: OnceCell::new(),
             env: OnceCell::new(),
+            disk: OnceCell::new(),
             topology: OnceCell::new(),
             kubelet_config: OnceCell::new(),
         }
@@ -674,6 +680,16 @@ impl<'a> Context<'a> {
     pub fn validations(&self) -> &Result<Option<Vec<String>>, FactError> {
         self.validations
             .get_or_init(|| toolkit_facts::gather_validations(self.source))
+    }
+
+    /// The filesystems under the runtime's root, the kubelet's root and /var/log.
+    pub fn disk(&self) -> &crate::facts::disk::DiskFacts {
+        self.disk.get_or_init(|| {
+            crate::facts::disk::gather(
+                self.source,
+                self.runtime().as_ref().ok().and_then(Option::as_ref),
+            )
+        })
     }
 
     /// The environment variables checks may read (see `source::ENV_VARS`).

@@ -107,6 +107,9 @@ pub struct KubeletCmdline {
     pub config: Option<String>,
     /// `--config-dir`, root-relative.
     pub config_dir: Option<String>,
+    /// `--root-dir` (the kubelet's own files and Pods' volumes; default `/var/lib/kubelet`,
+    /// kubelet `options.go` `defaultRootDir`), root-relative.
+    pub root_dir: Option<String>,
     /// Flags of [`FLAG_KEYS`]: config key -> value.
     pub settings: BTreeMap<String, String>,
 }
@@ -153,8 +156,10 @@ pub fn parse_cmdline(bytes: &[u8]) -> KubeletCmdline {
             Some((n, v)) => (n, Some(v.to_string())),
             None => (flag, None),
         };
-        let wants_value =
-            name == "config" || name == "config-dir" || FLAG_KEYS.iter().any(|(f, _)| *f == name);
+        let wants_value = name == "config"
+            || name == "config-dir"
+            || name == "root-dir"
+            || FLAG_KEYS.iter().any(|(f, _)| *f == name);
         if !wants_value {
             continue;
         }
@@ -173,6 +178,7 @@ pub fn parse_cmdline(bytes: &[u8]) -> KubeletCmdline {
         match name {
             "config" => out.config = Some(root_relative(&value)),
             "config-dir" => out.config_dir = Some(root_relative(&value)),
+            "root-dir" => out.root_dir = Some(root_relative(&value)),
             _ => {
                 if let Some((_, key)) = FLAG_KEYS.iter().find(|(f, _)| *f == name) {
                     out.settings.insert((*key).to_string(), value);

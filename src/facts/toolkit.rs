@@ -245,6 +245,10 @@ pub struct RuntimeSettings {
     pub cdi_spec_dirs: Vec<String>,
     /// containerd `imports` patterns, as written.
     pub imports: Vec<String>,
+    /// Where the runtime keeps images and containers: containerd's top-level `root`
+    /// (containerd `cmd/containerd/server/config`, default `/var/lib/containerd`), CRI-O's
+    /// `[crio] root` (crio.conf(5), default `/var/lib/containers/storage`); as written.
+    pub root: Option<String>,
 }
 
 fn is_nvidia_handler(name: &str, binary: Option<&str>) -> bool {
@@ -268,6 +272,10 @@ pub fn parse_containerd(text: &str, file: &str) -> Result<RuntimeSettings, Parse
     let mut settings = RuntimeSettings {
         version,
         imports: strings(table.get("imports")),
+        root: table
+            .get("root")
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
         ..Default::default()
     };
     if let Some(cri) = cri {
@@ -301,7 +309,12 @@ pub fn parse_containerd(text: &str, file: &str) -> Result<RuntimeSettings, Parse
 /// One CRI-O config file or drop-in.
 pub fn parse_crio(text: &str, file: &str) -> Result<RuntimeSettings, ParseError> {
     let table = parse_table(text)?;
-    let mut settings = RuntimeSettings::default();
+    let mut settings = RuntimeSettings {
+        root: lookup(&table, &["crio", "root"])
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
+        ..Default::default()
+    };
     if let Some(runtime) = lookup(&table, &["crio", "runtime"]).and_then(|v| v.as_table()) {
         settings.default_runtime = runtime
             .get("default_runtime")
@@ -345,6 +358,9 @@ impl RuntimeSettings {
         }
         if later.cdi_enabled.is_some() {
             self.cdi_enabled = later.cdi_enabled;
+        }
+        if later.root.is_some() {
+            self.root = later.root;
         }
         if !later.cdi_spec_dirs.is_empty() {
             self.cdi_spec_dirs = later.cdi_spec_dirs;

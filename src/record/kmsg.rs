@@ -29,7 +29,8 @@ pub fn nvidia_kernel_lines(text: &str) -> String {
         ]
         .iter()
         .any(|k| line.contains(k))
-            || aer_detail_or_enumeration(line);
+            || aer_detail_or_enumeration(line)
+            || crate::facts::mce::is_mce_line(crate::facts::xid::split_line(line).1.trim_end());
         let continuation = line.starts_with(' ') || line.starts_with('\t');
         if relevant || (keeping && continuation) {
             out.push_str(line);

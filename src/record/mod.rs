@@ -229,6 +229,7 @@ fn record_into(
         env_vars: OnceLock::new(),
         nccl: OnceLock::new(),
         baseline,
+        fs_stats: std::sync::Mutex::default(),
         cuda: OnceLock::new(),
         gpudirect: OnceLock::new(),
     };
@@ -400,6 +401,22 @@ fn record_into(
             &capture,
             ENV_JSON,
             &env_text,
+            &mut counts,
+            options.redact.then_some(&mut redactor),
+        )?;
+    }
+    // What statvfs said of the directories the disk checks looked at (answers/fs_stat.rs).
+    let stats = recording
+        .fs_stats
+        .lock()
+        .map(|kept| kept.clone())
+        .unwrap_or_default();
+    if !stats.is_empty() {
+        let text = serde_json::to_string_pretty(&stats).unwrap_or_else(|_| "{}".into());
+        write_text(
+            &capture,
+            crate::answers::fs_stat::STATVFS_JSON,
+            &text,
             &mut counts,
             options.redact.then_some(&mut redactor),
         )?;

@@ -22,6 +22,8 @@ pub(super) struct RecordingSource {
     /// The first reading of a `--sample` window.
     pub baseline: Option<crate::answers::baseline::Baseline>,
     pub cuda: OnceLock<crate::answers::cuda::CudaProbe>,
+    /// Each directory's `statvfs` answer, as the disk checks asked it.
+    pub fs_stats: std::sync::Mutex<BTreeMap<String, crate::answers::fs_stat::StatAnswer>>,
     pub gpudirect: OnceLock<crate::answers::gpudirect::GdrProbe>,
 }
 
@@ -50,6 +52,14 @@ impl Source for RecordingSource {
     }
     fn env_vars(&self) -> BTreeMap<String, String> {
         self.env_vars.get_or_init(|| self.inner.env_vars()).clone()
+    }
+    fn fs_stat(&self, rel: &str) -> Option<crate::answers::fs_stat::StatAnswer> {
+        let answer = self.inner.fs_stat(rel)?;
+        if let Ok(mut kept) = self.fs_stats.lock() {
+            kept.entry(rel.to_string())
+                .or_insert_with(|| answer.clone());
+        }
+        Some(answer)
     }
     fn node_changed(&self) -> Option<String> {
         self.inner.node_changed()

@@ -9,7 +9,7 @@
 //! Counters read: InfiniBand PMA `counters/` and driver `hw_counters/` per port, the AER totals
 //! (`aer_dev_{fatal,nonfatal,correctable}`) of the GPUs, NICs and ports above them, and per GPU
 //! NVML's PCIe replay counter, volatile ECC counts, clock-event reasons and NVLink error
-//! counters. A counter can rise, stay, go back (cleared during the window), vanish (its device
+//! counters, and the EDAC memory controllers' `ce_count`/`ue_count`. A counter can rise, stay, go back (cleared during the window), vanish (its device
 //! went away), appear, or sit at its maximum (IB PMA counters saturate): each says so, and no
 //! rate is ever negative.
 
@@ -108,6 +108,17 @@ pub fn take(source: &dyn Source) -> Baseline {
         }
     }
     add_gpus(&mut b, &source.nvml());
+    if let Ok(Some((controllers, _))) = crate::facts::mce::gather_edac(source) {
+        for mc in controllers {
+            b.edac.insert(
+                mc.name,
+                BTreeMap::from([
+                    ("ce_count".to_string(), mc.ce_count),
+                    ("ue_count".to_string(), mc.ue_count),
+                ]),
+            );
+        }
+    }
     b
 }
 

@@ -15,6 +15,7 @@ pub mod kernel_log;
 pub mod ld_cache;
 pub mod nccl;
 mod nccl_log;
+pub mod node_root;
 pub mod nvml_live;
 pub mod overlay;
 mod own_memory;
@@ -144,6 +145,13 @@ pub trait Source: Send + Sync {
     /// the process's own, replay reads `.gpudoctor/env.json`.
     fn env_vars(&self) -> BTreeMap<String, String> {
         BTreeMap::new()
+    }
+    /// `statvfs(3)` of the filesystem the root-relative directory `rel` sits on (the disk
+    /// checks), or that there is no such directory, or why it could not be asked; `None` when
+    /// this source has no answer for it (a capture recorded before it kept
+    /// `.gpudoctor/statvfs.json`, or one that did not look at that directory).
+    fn fs_stat(&self, _rel: &str) -> Option<crate::answers::fs_stat::StatAnswer> {
+        None
     }
     /// The first reading of a `--sample` window, when this source has one: a capture made with
     /// `record --sample` stores it (`.gpudoctor/sample.json`); a live source has none of its
@@ -381,6 +389,21 @@ impl Source for HostSource {
             .iter()
             .filter_map(|name| std::env::var(name).ok().map(|v| (name.to_string(), v)))
             .collect()
+    }
+    /// Only under a node's own root (`node_root.rs`): a copy's directories sit on another
+    /// machine's disk.
+    fn fs_stat(&self, rel: &str) -> Option<crate::answers::fs_stat::StatAnswer> {
+        use crate::answers::fs_stat::StatAnswer;
+        if !node_root::is_node_root(self.fs.root()) {
+            return None;
+        }
+        Some(match self.fs.statvfs(rel) {
+            Ok(stat) => StatAnswer::Stat(stat),
+            Err(err) if err.is_missing() => StatAnswer::Missing { missing: true },
+            Err(err) => StatAnswer::Failed {
+                error: err.to_string(),
+            },
+        })
     }
     fn host_nodename(&self) -> Option<String> {
         let ns = self.fs.host_path("proc/1/ns").ok()?;

@@ -189,6 +189,21 @@ impl Source for ReplaySource {
             .filter(|(k, _)| ENV_VARS.contains(&k.as_str()))
             .collect()
     }
+    /// The figures `record` kept in `.gpudoctor/statvfs.json`; none for a directory it did
+    /// not look at or a capture without the file.
+    fn fs_stat(&self, rel: &str) -> Option<crate::answers::fs_stat::StatAnswer> {
+        use crate::answers::fs_stat::{STATVFS_JSON, StatAnswer, parse_statvfs_json};
+        let failed = |error: String| Some(StatAnswer::Failed { error });
+        let text = match self.fs.read_to_string(STATVFS_JSON) {
+            Ok(text) => text,
+            Err(err) if err.is_missing() => return None,
+            Err(err) => return failed(err.to_string()),
+        };
+        match parse_statvfs_json(&text) {
+            Ok(mut map) => map.remove(rel),
+            Err(err) => failed(format!("{STATVFS_JSON}: {err}")),
+        }
+    }
     fn baseline(
         &self,
     ) -> Result<Option<crate::answers::baseline::Baseline>, crate::answers::FactError> {

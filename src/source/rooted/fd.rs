@@ -154,6 +154,17 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     Ok(st)
 }
 
+/// `fstatvfs` of an open descriptor (an `O_PATH` one included).
+pub fn fstatvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
+    // SAFETY: an all-zero `statvfs` is a valid value for the kernel to overwrite.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open for the call and `st` is a valid out pointer.
+    if unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut st) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`: one component, a link not followed.
 pub fn stat_one(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<libc::stat> {
     let name = cstring(name.as_bytes())?;

@@ -361,6 +361,26 @@ impl RootedFs {
         Ok((st.st_dev, st.st_ino))
     }
 
+    /// `statvfs(3)` of the filesystem `rel` sits on, all links followed inside the root, and
+    /// the directory's `st_dev`: asked through an `O_PATH` descriptor opened beneath the root
+    /// (`fstatvfs` on an `O_PATH` descriptor works since Linux 3.12, open(2)), never by name.
+    pub fn statvfs(&self, rel: &str) -> Result<crate::answers::fs_stat::FsStat, FsError> {
+        let components = self.resolve(rel, true)?;
+        let entry = self
+            .open_resolved(&components, libc::O_PATH)
+            .map_err(|e| FsError::from_io(rel, &e))?;
+        let st = fd::fstat(entry.as_fd()).map_err(|e| FsError::from_io(rel, &e))?;
+        let vfs = fd::fstatvfs(entry.as_fd()).map_err(|e| FsError::from_io(rel, &e))?;
+        Ok(crate::answers::fs_stat::FsStat {
+            dev: st.st_dev,
+            fragment_size: vfs.f_frsize,
+            blocks: vfs.f_blocks,
+            blocks_available: vfs.f_bavail,
+            files: vfs.f_files,
+            files_free: vfs.f_ffree,
+        })
+    }
+
     /// Entry names of a directory, sorted (sysfs order is not stable across kernels).
     pub fn read_dir(&self, rel: &str) -> Result<Vec<String>, FsError> {
         self.list_dir(rel, &|_| true)
