@@ -659,3 +659,109 @@ fn a_peer_memory_module_that_failed_to_load_turns_gpudirect_rdma_off() {
         "pass"
     );
 }
+
+/// Every check's code, status and summary: what a reader of the report is told.
+fn verdicts(report: &Value) -> Vec<(String, String, String)> {
+    checks(report)
+        .into_iter()
+        .map(|(_, c)| {
+            (
+                c["code"].as_str().unwrap().to_string(),
+                c["status"].as_str().unwrap().to_string(),
+                c["summary"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A line as Docker's json-file driver writes it (moby daemon/logger/jsonfilelog/jsonlog/
+/// jsonlogbytes.go, `MarshalJSONBuf` and `ffjsonWriteJSONBytesAsString`: `\\`, `"`, `\n`, `\r`
+/// escaped by letter, other bytes below 0x20 and `<`, `>`, `&` as `\u00XX`).
+fn docker_entry(log: &str, stream: &str) -> String {
+    let mut s = String::from("{\"log\":\"");
+    for c in log.chars() {
+        match c {
+            '\\' | '"' => {
+                s.push('\\');
+                s.push(c);
+            }
+            '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\r"),
+            c if (c as u32) < 0x20 || matches!(c, '<' | '>' | '&') => {
+                s.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => s.push(c),
+        }
+    }
+    s.push_str(&format!(
+        "\",\"stream\":\"{stream}\",\"time\":\"2026-01-06T10:00:00.123456789Z\"}}\n"
+    ));
+    s
+}
+
+#[test]
+fn docker_json_file_lines_and_open_mpi_timestamps_read_healthy() {
+    // Real healthy runs (tests/data/nccl/real/), with NCCL INFO lines and without.
+    for real in [
+        "gcp-h200-two-node-all-gather",
+        "nccl-tests-290-h100-single-node",
+        "eks-efa-t4-two-node-tag-output",
+    ] {
+        let log = std::fs::read_to_string(
+            common::repo().join(format!("tests/data/nccl/real/{real}.log")),
+        )
+        .unwrap();
+        let (plain, exit) = judge_text("plain.log", &log);
+        assert_eq!(exit, 0, "{real}: {plain}");
+        assert_eq!(
+            status_of(&plain, "nccl.run_completed")[0]["status"],
+            "pass",
+            "{real}"
+        );
+        // Every line a json-file entry; a long line cut into two entries, the first without
+        // its newline (moby daemon/logger/copier.go: a message over the 16 KiB buffer is
+        // written in parts, joined again by `docker logs`; parts of two streams interleaved
+        // are json_file_log.rs's unit test).
+        let mut json = String::new();
+        for line in log.lines() {
+            let stream = if line.contains("NCCL INFO") {
+                "stderr"
+            } else {
+                "stdout"
+            };
+            if line.starts_with("# nThread") {
+                let cut = line.len() / 2;
+                json.push_str(&docker_entry(&line[..cut], stream));
+                json.push_str(&docker_entry(&format!("{}\n", &line[cut..]), stream));
+            } else {
+                json.push_str(&docker_entry(&format!("{line}\n"), stream));
+            }
+        }
+        let (report, exit) = judge_text("container-json.log", &json);
+        assert_eq!(exit, 0, "{real} json-file: {report}");
+        assert!(
+            report["source"]["root"]
+                .as_str()
+                .unwrap()
+                .ends_with("(nccl)")
+        );
+        assert_eq!(verdicts(&report), verdicts(&plain), "{real} json-file");
+        if real.starts_with("eks-efa") {
+            // Already behind `--tag-output`: not run through `--timestamp-output` too.
+            continue;
+        }
+        // Open MPI 4.1.4 `mpirun --timestamp-output --tag-output` around the same log, as
+        // the real mpirun wrote it (tests/data/judge/SOURCES.md).
+        let path = format!("{DATA}/ompi-4.1.4_timestamp-output_tag-output_{real}.log");
+        let (report, exit) = judge_json(&[&path]);
+        assert_eq!(exit, 0, "{path}: {report}");
+        assert_eq!(verdicts(&report), verdicts(&plain), "{path}");
+        // Without --tag-output the stamp comes before a bare `<stdout>:`.
+        let untagged = std::fs::read_to_string(common::repo().join(&path))
+            .unwrap()
+            .replace("[1,0]<stdout>:", "<stdout>:");
+        let (report, exit) = judge_text("stamped.log", &untagged);
+        assert_eq!(exit, 0, "{real} untagged: {report}");
+        assert_eq!(verdicts(&report), verdicts(&plain), "{real} untagged");
+    }
+}
