@@ -765,3 +765,87 @@ fn docker_json_file_lines_and_open_mpi_timestamps_read_healthy() {
         assert_eq!(verdicts(&report), verdicts(&plain), "{real} untagged");
     }
 }
+
+#[test]
+fn gsp_timeouts_without_an_xid_line_are_xid_119() {
+    // open-gpu-kernel-modules#1230 (a heartbeat timeout, then the `GSP Timeout` banner; and a
+    // later fragment holding only the RPC history tables) and bazzite#4449 (journalctl -k,
+    // indented): no `Xid` line in any of them.
+    for (file, gpu) in [
+        (
+            "dmesg_nvrm_gh100_gpu6_gsp-heartbeat-then-kgspLogRpcTimeout_595.71_open-gpu-kernel-modules-1230.log",
+            "GPU6",
+        ),
+        (
+            "dmesg_nvrm_gpu6_rpc-history-tables_no-xid-token_open-gpu-kernel-modules-1230.log",
+            "GPU6",
+        ),
+        (
+            "journalctl-k_nvrm_gsp_heartbeat-timed-out_no-xid_indented_bazzite-4449.log",
+            "GPU0",
+        ),
+    ] {
+        let path = format!("{DATA}/{file}");
+        let (report, exit) = judge_json(&[&path]);
+        assert_eq!(exit, 1, "{file}: {report}");
+        let c = status_of(&report, "driver.xid_events")[0];
+        assert_eq!(c["status"], "fail", "{file}: {c}");
+        let summary = c["summary"].as_str().unwrap();
+        assert!(
+            summary.contains("XID 119 ×1 (GSP rpc timeout)"),
+            "{file}: {summary}"
+        );
+        let e = &c["evidence"][0];
+        assert!(
+            e["observed"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("NVRM: {gpu} ")),
+            "{file}: {e}"
+        );
+        // The line it quotes, by number.
+        let source = e["source"].as_str().unwrap();
+        let n: usize = source
+            .strip_prefix(&format!("{path}:"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{file}: {source}"));
+        let text = std::fs::read_to_string(common::repo().join(&path)).unwrap();
+        assert!(
+            text.lines().nth(n - 1).unwrap().contains(gpu),
+            "{file}: line {n}"
+        );
+    }
+    // The healthy counterpart: the same boot's other GSP lines (bazzite#4449: an RPC event
+    // during bootup, an assertion) without the heartbeat lines, and the driver's load line.
+    let text = std::fs::read_to_string(common::repo().join(format!(
+        "{DATA}/journalctl-k_nvrm_gsp_heartbeat-timed-out_no-xid_indented_bazzite-4449.log"
+    )))
+    .unwrap();
+    let calm: String = text
+        .lines()
+        .filter(|l| !l.contains("eartbeat"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(calm.contains("_kgspProcessRpcEvent"));
+    let (report, exit) = judge_text("calm.log", &calm);
+    assert_eq!(exit, 0, "{report}");
+    assert_eq!(status_of(&report, "driver.xid_events")[0]["status"], "pass");
+    // An explicit Xid 119 for the GPU is reported once, by its bus id, with or without the
+    // heartbeat lines before it.
+    let xid = "[   84.300500] NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of waiting for RPC response from GPU6 GSP! Expected function 103 (GSP_RM_ALLOC) (0x2081 0x4).\n";
+    let before = std::fs::read_to_string(common::repo().join(format!(
+        "{DATA}/dmesg_nvrm_gh100_gpu6_gsp-heartbeat-then-kgspLogRpcTimeout_595.71_open-gpu-kernel-modules-1230.log"
+    )))
+    .unwrap();
+    let (report, _) = judge_text("with-xid.log", &format!("{before}{xid}"));
+    let summary = status_of(&report, "driver.xid_events")[0]["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        summary.starts_with("GPU 0000:9b:00.0 XID 119 ×1 (GSP rpc timeout)"),
+        "{summary}"
+    );
+    assert_eq!(summary.matches("XID 119").count(), 1, "{summary}");
+    assert!(!summary.contains("unknown gpu"), "{summary}");
+}
