@@ -849,3 +849,35 @@ fn gsp_timeouts_without_an_xid_line_are_xid_119() {
     assert_eq!(summary.matches("XID 119").count(), 1, "{summary}");
     assert!(!summary.contains("unknown gpu"), "{summary}");
 }
+
+#[test]
+fn ghes_records_say_their_aer_status_bits() {
+    // netdev, tg3 at reboot (Dell R640, 2025): a fatal firmware-first record whose
+    // `aer_uncor_status: 0x00100000` (mask 0x00010000) is Unsupported Request; its correctable
+    // register is not read for a fatal record (the kernel's cper_print_aer).
+    let (report, _) = judge_json(&[&format!(
+        "{DATA}/dmesg_ghes_pcie-error_fatal_aer_cor_status+aer_uncor_status_tg3_dell-r640_lore-tg3-aer.log"
+    )]);
+    let c = status_of(&report, "topology.aer_errors")[0];
+    let summary = c["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("0000:01:00.1 uncorrected fatal: UnsupReq"),
+        "{summary}"
+    );
+    assert!(!summary.contains("no detail"), "{summary}");
+    // Records cut before their registers say so; a corrected record of a root port on an AMD
+    // desktop stays silent.
+    for file in [
+        "dmesg_ghes_pcie-error_recoverable_interleaved-mce-edac_nvme_ovro-lwa-117.log",
+        "syslog-kernel-prefix_ghes_pcie-error_corrected_root-port_ghes-seq-359_rocm-2927.log",
+    ] {
+        let (report, exit) = judge_json(&[&format!("{DATA}/{file}")]);
+        assert_eq!(exit, 0, "{file}");
+        let c = status_of(&report, "topology.aer_errors")[0];
+        assert_eq!(c["status"], "skip", "{file}: {c}");
+        assert!(
+            c["summary"].as_str().unwrap().contains(": no detail)"),
+            "{c}"
+        );
+    }
+}
