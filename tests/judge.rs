@@ -881,3 +881,62 @@ fn ghes_records_say_their_aer_status_bits() {
         );
     }
 }
+
+#[test]
+fn sweep_peak_beside_the_verdict_and_old_error_columns_judged_by_their_footer() {
+    // eks-blueprints (EFA, p3dn): the peak, 3.15 GB/s, is below 1 GiB and ties between the
+    // in-place 128 MiB and out-of-place 256 MiB figures; the verdict's 1 GiB figure is lower.
+    let (report, _) = judge_json(&[&format!(
+        "{DATA}/nccl-tests_ompi-tag-output_efa-p3dn_peak-busbw-below-1GiB_eks-blueprints.log"
+    )]);
+    let c = status_of(&report, "nccl.bus_bandwidth")[0];
+    let summary = c["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with(
+            "peak busbw 3.12 GB/s at 1 GiB (sweep peak 3.15 GB/s at 128 MiB, in-place)"
+        ),
+        "{summary}"
+    );
+    // aws-efa-eks: an old build's `error` column (2e-07, 5e-07) under its own footer `Out of
+    // bounds values : 0 OK`: no wrong results.
+    let path = format!("{DATA}/nccl-tests_ompi-tag-output_old-error-column_aws-efa-eks.log");
+    let (report, _) = judge_json(&[&path]);
+    assert_eq!(
+        status_of(&report, "nccl.wrong_results")[0]["status"],
+        "pass"
+    );
+    // The same run with deviations past the float tolerance gpudoctor knows (1e-05), which
+    // that build allowed on 16 ranks (`DeltaMaxValue(type)*(nranks - 1)`, nccl-tests before
+    // 2022-08): its footer still says 0 OK, so it is the test's verdict that counts.
+    let text = std::fs::read_to_string(common::repo().join(&path)).unwrap();
+    let deviated = text.replace("  5e-07", "  3e-05");
+    assert_ne!(deviated, text);
+    let (report, exit) = judge_text("deviated.log", &deviated);
+    let c = status_of(&report, "nccl.wrong_results")[0];
+    assert_eq!(c["status"], "pass", "{c}");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("deviations (up to 3e-05) are within the test's own bounds"),
+        "{c}"
+    );
+    assert_ne!(exit, 3);
+    // Where the footer counted values out of bounds, the rows are wrong results.
+    let failed = deviated.replace(
+        "Out of bounds values : 0 OK",
+        "Out of bounds values : 4 FAILED",
+    );
+    assert_ne!(failed, deviated);
+    let (report, exit) = judge_text("failed.log", &failed);
+    assert_eq!(exit, 1);
+    let c = status_of(&report, "nccl.wrong_results")[0];
+    assert_eq!(c["status"], "fail", "{c}");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("wrong results at"),
+        "{c}"
+    );
+}
