@@ -497,11 +497,9 @@ impl Parser {
             }
             return true;
         }
+        let at = (line_number, self.boot, stamp);
         let open = self.open_aer.and_then(|i| self.log.aer.get_mut(i));
-        if let Some(found) = self
-            .ghes
-            .line(message, (line_number, self.boot, stamp), open)
-        {
+        if let Some(found) = self.ghes.line(message, at, open) {
             if let Some(event) = found {
                 self.flush_received();
                 self.log.aer.push(event);
