@@ -659,3 +659,347 @@ fn a_peer_memory_module_that_failed_to_load_turns_gpudirect_rdma_off() {
         "pass"
     );
 }
+
+/// Every check's code, status and summary: what a reader of the report is told.
+fn verdicts(report: &Value) -> Vec<(String, String, String)> {
+    checks(report)
+        .into_iter()
+        .map(|(_, c)| {
+            (
+                c["code"].as_str().unwrap().to_string(),
+                c["status"].as_str().unwrap().to_string(),
+                c["summary"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A line as Docker's json-file driver writes it (moby daemon/logger/jsonfilelog/jsonlog/
+/// jsonlogbytes.go, `MarshalJSONBuf` and `ffjsonWriteJSONBytesAsString`: `\\`, `"`, `\n`, `\r`
+/// escaped by letter, other bytes below 0x20 and `<`, `>`, `&` as `\u00XX`).
+fn docker_entry(log: &str, stream: &str) -> String {
+    let mut s = String::from("{\"log\":\"");
+    for c in log.chars() {
+        match c {
+            '\\' | '"' => {
+                s.push('\\');
+                s.push(c);
+            }
+            '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\r"),
+            c if (c as u32) < 0x20 || matches!(c, '<' | '>' | '&') => {
+                s.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => s.push(c),
+        }
+    }
+    s.push_str(&format!(
+        "\",\"stream\":\"{stream}\",\"time\":\"2026-01-06T10:00:00.123456789Z\"}}\n"
+    ));
+    s
+}
+
+#[test]
+fn docker_json_file_lines_and_open_mpi_timestamps_read_healthy() {
+    // Real healthy runs (tests/data/nccl/real/), with NCCL INFO lines and without.
+    for real in [
+        "gcp-h200-two-node-all-gather",
+        "nccl-tests-290-h100-single-node",
+        "eks-efa-t4-two-node-tag-output",
+    ] {
+        let log = std::fs::read_to_string(
+            common::repo().join(format!("tests/data/nccl/real/{real}.log")),
+        )
+        .unwrap();
+        let (plain, exit) = judge_text("plain.log", &log);
+        assert_eq!(exit, 0, "{real}: {plain}");
+        assert_eq!(
+            status_of(&plain, "nccl.run_completed")[0]["status"],
+            "pass",
+            "{real}"
+        );
+        // Every line a json-file entry; a long line cut into two entries, the first without
+        // its newline (moby daemon/logger/copier.go: a message over the 16 KiB buffer is
+        // written in parts, joined again by `docker logs`; parts of two streams interleaved
+        // are json_file_log.rs's unit test).
+        let mut json = String::new();
+        for line in log.lines() {
+            let stream = if line.contains("NCCL INFO") {
+                "stderr"
+            } else {
+                "stdout"
+            };
+            if line.starts_with("# nThread") {
+                let cut = line.len() / 2;
+                json.push_str(&docker_entry(&line[..cut], stream));
+                json.push_str(&docker_entry(&format!("{}\n", &line[cut..]), stream));
+            } else {
+                json.push_str(&docker_entry(&format!("{line}\n"), stream));
+            }
+        }
+        let (report, exit) = judge_text("container-json.log", &json);
+        assert_eq!(exit, 0, "{real} json-file: {report}");
+        assert!(
+            report["source"]["root"]
+                .as_str()
+                .unwrap()
+                .ends_with("(nccl)")
+        );
+        assert_eq!(verdicts(&report), verdicts(&plain), "{real} json-file");
+        if real.starts_with("eks-efa") {
+            // Already behind `--tag-output`: not run through `--timestamp-output` too.
+            continue;
+        }
+        // Open MPI 4.1.4 `mpirun --timestamp-output --tag-output` around the same log, as
+        // the real mpirun wrote it (tests/data/judge/SOURCES.md).
+        let path = format!("{DATA}/ompi-4.1.4_timestamp-output_tag-output_{real}.log");
+        let (report, exit) = judge_json(&[&path]);
+        assert_eq!(exit, 0, "{path}: {report}");
+        assert_eq!(verdicts(&report), verdicts(&plain), "{path}");
+        // Without --tag-output the stamp comes before a bare `<stdout>:`.
+        let untagged = std::fs::read_to_string(common::repo().join(&path))
+            .unwrap()
+            .replace("[1,0]<stdout>:", "<stdout>:");
+        let (report, exit) = judge_text("stamped.log", &untagged);
+        assert_eq!(exit, 0, "{real} untagged: {report}");
+        assert_eq!(verdicts(&report), verdicts(&plain), "{real} untagged");
+    }
+}
+
+#[test]
+fn gsp_timeouts_without_an_xid_line_are_xid_119() {
+    // open-gpu-kernel-modules#1230 (a heartbeat timeout, then the `GSP Timeout` banner; and a
+    // later fragment holding only the RPC history tables) and bazzite#4449 (journalctl -k,
+    // indented): no `Xid` line in any of them.
+    for (file, gpu) in [
+        (
+            "dmesg_nvrm_gh100_gpu6_gsp-heartbeat-then-kgspLogRpcTimeout_595.71_open-gpu-kernel-modules-1230.log",
+            "GPU6",
+        ),
+        (
+            "dmesg_nvrm_gpu6_rpc-history-tables_no-xid-token_open-gpu-kernel-modules-1230.log",
+            "GPU6",
+        ),
+        (
+            "journalctl-k_nvrm_gsp_heartbeat-timed-out_no-xid_indented_bazzite-4449.log",
+            "GPU0",
+        ),
+    ] {
+        let path = format!("{DATA}/{file}");
+        let (report, exit) = judge_json(&[&path]);
+        assert_eq!(exit, 1, "{file}: {report}");
+        let c = status_of(&report, "driver.xid_events")[0];
+        assert_eq!(c["status"], "fail", "{file}: {c}");
+        let summary = c["summary"].as_str().unwrap();
+        assert!(
+            summary.contains("XID 119 ×1 (GSP rpc timeout)"),
+            "{file}: {summary}"
+        );
+        let e = &c["evidence"][0];
+        assert!(
+            e["observed"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("NVRM: {gpu} ")),
+            "{file}: {e}"
+        );
+        // The line it quotes, by number.
+        let source = e["source"].as_str().unwrap();
+        let n: usize = source
+            .strip_prefix(&format!("{path}:"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{file}: {source}"));
+        let text = std::fs::read_to_string(common::repo().join(&path)).unwrap();
+        assert!(
+            text.lines().nth(n - 1).unwrap().contains(gpu),
+            "{file}: line {n}"
+        );
+    }
+    // The healthy counterpart: the same boot's other GSP lines (bazzite#4449: an RPC event
+    // during bootup, an assertion) without the heartbeat lines, and the driver's load line.
+    let text = std::fs::read_to_string(common::repo().join(format!(
+        "{DATA}/journalctl-k_nvrm_gsp_heartbeat-timed-out_no-xid_indented_bazzite-4449.log"
+    )))
+    .unwrap();
+    let calm: String = text
+        .lines()
+        .filter(|l| !l.contains("eartbeat"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(calm.contains("_kgspProcessRpcEvent"));
+    let (report, exit) = judge_text("calm.log", &calm);
+    assert_eq!(exit, 0, "{report}");
+    assert_eq!(status_of(&report, "driver.xid_events")[0]["status"], "pass");
+    // An explicit Xid 119 for the GPU is reported once, by its bus id, with or without the
+    // heartbeat lines before it.
+    let xid = "[   84.300500] NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of waiting for RPC response from GPU6 GSP! Expected function 103 (GSP_RM_ALLOC) (0x2081 0x4).\n";
+    let before = std::fs::read_to_string(common::repo().join(format!(
+        "{DATA}/dmesg_nvrm_gh100_gpu6_gsp-heartbeat-then-kgspLogRpcTimeout_595.71_open-gpu-kernel-modules-1230.log"
+    )))
+    .unwrap();
+    let (report, _) = judge_text("with-xid.log", &format!("{before}{xid}"));
+    let summary = status_of(&report, "driver.xid_events")[0]["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        summary.starts_with("GPU 0000:9b:00.0 XID 119 ×1 (GSP rpc timeout)"),
+        "{summary}"
+    );
+    assert_eq!(summary.matches("XID 119").count(), 1, "{summary}");
+    assert!(!summary.contains("unknown gpu"), "{summary}");
+}
+
+#[test]
+fn ghes_records_say_their_aer_status_bits() {
+    // netdev, tg3 at reboot (Dell R640, 2025): a fatal firmware-first record whose
+    // `aer_uncor_status: 0x00100000` (mask 0x00010000) is Unsupported Request; its correctable
+    // register is not read for a fatal record (the kernel's cper_print_aer).
+    let (report, _) = judge_json(&[&format!(
+        "{DATA}/dmesg_ghes_pcie-error_fatal_aer_cor_status+aer_uncor_status_tg3_dell-r640_lore-tg3-aer.log"
+    )]);
+    let c = status_of(&report, "topology.aer_errors")[0];
+    let summary = c["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("0000:01:00.1 uncorrected fatal: UnsupReq"),
+        "{summary}"
+    );
+    assert!(!summary.contains("no detail"), "{summary}");
+    // Records cut before their registers say so; a corrected record of a root port on an AMD
+    // desktop stays silent.
+    for file in [
+        "dmesg_ghes_pcie-error_recoverable_interleaved-mce-edac_nvme_ovro-lwa-117.log",
+        "syslog-kernel-prefix_ghes_pcie-error_corrected_root-port_ghes-seq-359_rocm-2927.log",
+    ] {
+        let (report, exit) = judge_json(&[&format!("{DATA}/{file}")]);
+        assert_eq!(exit, 0, "{file}");
+        let c = status_of(&report, "topology.aer_errors")[0];
+        assert_eq!(c["status"], "skip", "{file}: {c}");
+        assert!(
+            c["summary"].as_str().unwrap().contains(": no detail)"),
+            "{c}"
+        );
+    }
+}
+
+#[test]
+fn sweep_peak_beside_the_verdict_and_old_error_columns_judged_by_their_footer() {
+    // eks-blueprints (EFA, p3dn): the peak, 3.15 GB/s, is below 1 GiB and ties between the
+    // in-place 128 MiB and out-of-place 256 MiB figures; the verdict's 1 GiB figure is lower.
+    let (report, _) = judge_json(&[&format!(
+        "{DATA}/nccl-tests_ompi-tag-output_efa-p3dn_peak-busbw-below-1GiB_eks-blueprints.log"
+    )]);
+    let c = status_of(&report, "nccl.bus_bandwidth")[0];
+    let summary = c["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with(
+            "peak busbw 3.12 GB/s at 1 GiB (sweep peak 3.15 GB/s at 128 MiB, in-place)"
+        ),
+        "{summary}"
+    );
+    // aws-efa-eks: an old build's `error` column (2e-07, 5e-07) under its own footer `Out of
+    // bounds values : 0 OK`: no wrong results.
+    let path = format!("{DATA}/nccl-tests_ompi-tag-output_old-error-column_aws-efa-eks.log");
+    let (report, _) = judge_json(&[&path]);
+    assert_eq!(
+        status_of(&report, "nccl.wrong_results")[0]["status"],
+        "pass"
+    );
+    // The same run with deviations past the float tolerance gpudoctor knows (1e-05), which
+    // that build allowed on 16 ranks (`DeltaMaxValue(type)*(nranks - 1)`, nccl-tests before
+    // 2022-08): its footer still says 0 OK, so it is the test's verdict that counts.
+    let text = std::fs::read_to_string(common::repo().join(&path)).unwrap();
+    let deviated = text.replace("  5e-07", "  3e-05");
+    assert_ne!(deviated, text);
+    let (report, exit) = judge_text("deviated.log", &deviated);
+    let c = status_of(&report, "nccl.wrong_results")[0];
+    assert_eq!(c["status"], "pass", "{c}");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("deviations (up to 3e-05) are within the test's own bounds"),
+        "{c}"
+    );
+    assert_ne!(exit, 3);
+    // Where the footer counted values out of bounds, the rows are wrong results.
+    let failed = deviated.replace(
+        "Out of bounds values : 0 OK",
+        "Out of bounds values : 4 FAILED",
+    );
+    assert_ne!(failed, deviated);
+    let (report, exit) = judge_text("failed.log", &failed);
+    assert_eq!(exit, 1);
+    let c = status_of(&report, "nccl.wrong_results")[0];
+    assert_eq!(c["status"], "fail", "{c}");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("wrong results at"),
+        "{c}"
+    );
+}
+
+#[test]
+fn a_cdi_spec_is_judged_on_what_it_alone_shows() {
+    // The healthy H100 fixture's spec (nvidia-ctk's shape, cdiVersion 0.5.0, devices `0`..`7`,
+    // their UUIDs and `all`): valid; its device nodes are the node's to check.
+    let path = "fixtures/hgx-h100-healthy/var/run/cdi/nvidia.yaml";
+    let (report, exit) = judge_json(&[path]);
+    assert_eq!(exit, 0, "{report}");
+    let c = status_of(&report, "toolkit.cdi_specs")[0];
+    assert_eq!(c["status"], "pass", "{c}");
+    let summary = c["summary"].as_str().unwrap();
+    assert!(summary.contains("cdiVersion 0.5.0"), "{summary}");
+    assert!(summary.contains("needs the node"), "{summary}");
+    // What the CDI library refuses (container-device-interface specs-go/version.go,
+    // pkg/parser/parser.go): each a failure naming why.
+    let text = std::fs::read_to_string(common::repo().join(path)).unwrap();
+    for (edit, why) in [
+        (
+            text.replace("cdiVersion: 0.5.0", "cdiVersion: 0.3.0"),
+            "cdiVersion 0.3.0 is below 0.5.0, which a device name starting with a digit needs",
+        ),
+        (
+            text.replace("cdiVersion: 0.5.0", "cdiVersion: 9.9.9"),
+            "cdiVersion \"9.9.9\" is not one the CDI library knows",
+        ),
+        (
+            text.replace("name: \"1\"", "name: \"0\"")
+                .replace("name: '1'", "name: '0'"),
+            "device \"0\" is defined twice",
+        ),
+        (
+            text.replacen("kind: nvidia.com/gpu", "kind: nvidia", 1),
+            "kind \"nvidia\" is not `vendor/class`",
+        ),
+    ] {
+        assert_ne!(edit, text, "{why}");
+        let (report, exit) = judge_text("spec.yaml", &edit);
+        assert_eq!(exit, 1, "{why}: {report}");
+        let c = status_of(&report, "toolkit.cdi_specs")[0];
+        assert!(c["summary"].as_str().unwrap().contains(why), "{why}: {c}");
+        assert!(
+            c["evidence"][0]["source"]
+                .as_str()
+                .unwrap()
+                .ends_with("spec.yaml"),
+            "{c}"
+        );
+    }
+    // A spec that does not parse.
+    let (report, exit) = judge_text(
+        "broken.yaml",
+        "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: [\n",
+    );
+    assert_eq!(exit, 1, "{report}");
+    let c = status_of(&report, "toolkit.cdi_specs")[0];
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("CDI spec does not parse"),
+        "{c}"
+    );
+}

@@ -7,6 +7,7 @@
 
 pub mod active;
 pub mod causes;
+pub mod cdi_spec;
 pub mod container;
 pub mod dev_char;
 pub mod device_plugin;

@@ -26,6 +26,8 @@ pub struct CdiSpec {
     /// Root-relative file.
     pub path: String,
     pub kind: String,
+    /// `cdiVersion` as written (empty when absent).
+    pub cdi_version: String,
     /// `devices[].name`, in file order.
     pub devices: Vec<String>,
     /// Driver versions found in library file names (`libcuda.so.550.54.15`).
@@ -36,6 +38,8 @@ pub struct CdiSpec {
 struct RawSpec {
     #[serde(default)]
     kind: String,
+    #[serde(default, rename = "cdiVersion")]
+    cdi_version: String,
     #[serde(default)]
     devices: Vec<RawDevice>,
 }
@@ -59,6 +63,7 @@ pub fn parse_cdi_spec(text: &str, path: &str) -> Result<CdiSpec, ParseError> {
     Ok(CdiSpec {
         path: path.to_string(),
         kind: raw.kind,
+        cdi_version: raw.cdi_version,
         devices: raw.devices.into_iter().map(|d| d.name).collect(),
         driver_versions,
     })

@@ -56,13 +56,30 @@ fn line_of(evidence: &Evidence, text: &str) -> Option<usize> {
         })
 }
 
-/// The quoted line without gpudoctor's words after it: `… (history: …)`.
+/// The quoted line without gpudoctor's words after it: `… (history: …)`, `… (live, last at
+/// an unknown time (no /proc/uptime …))` — the parenthesis that closes the line, matched.
 fn quoted_part(observed: &str) -> &str {
     let first = observed.lines().next().unwrap_or_default().trim_end();
-    match first.rfind(" (") {
-        Some(i) if first.ends_with(')') => first[..i].trim_end(),
-        _ => first,
+    if !first.ends_with(')') {
+        return first;
     }
+    let mut depth = 0usize;
+    for (i, b) in first.bytes().enumerate().rev() {
+        match b {
+            b')' => depth += 1,
+            b'(' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return match first[..i].strip_suffix(' ') {
+                        Some(head) => head.trim_end(),
+                        None => first,
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    first
 }
 
 #[cfg(test)]
@@ -79,6 +96,19 @@ mod tests {
         assert_eq!(line_of(&e, text), Some(4));
         let unquoted = Evidence::new("f", "NVRM: Xid (PCI:0000:01:00): 79");
         assert_eq!(line_of(&unquoted, text), None);
+    }
+
+    #[test]
+    fn gpudoctors_words_after_the_quote_are_dropped_nested_or_not() {
+        assert_eq!(
+            quoted_part(
+                "NVRM: Xid (PCI:0000:9b:00): 119, x (0x2081 0x4). (live, last at an unknown time (no /proc/uptime to measure it against))"
+            ),
+            "NVRM: Xid (PCI:0000:9b:00): 119, x (0x2081 0x4)."
+        );
+        assert_eq!(quoted_part("line (history: reset)"), "line");
+        assert_eq!(quoted_part("f(x)"), "f(x)");
+        assert_eq!(quoted_part("no words"), "no words");
     }
 
     #[test]

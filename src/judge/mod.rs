@@ -66,15 +66,19 @@ fn codes(kind: Kind) -> &'static [&'static str] {
             "topology.kubelet_managers",
         ],
         Kind::RuntimeConfig => &["toolkit.container_runtime"],
-        Kind::CdiSpec => &["toolkit.cdi_specs"],
+        Kind::CdiSpec => &[],
     }
 }
 
-/// The checks for `kind`: `check`'s own, plus, for a topology matrix, the checks that judge
-/// nvidia-smi's matrix under the topology and NVLink layers' codes.
+/// The checks for `kind`: `check`'s own; for a topology matrix, the checks that judge
+/// nvidia-smi's matrix under the topology and NVLink layers' codes; for a CDI spec, what the
+/// spec alone shows under `toolkit.cdi_specs`.
 fn registry(kind: Kind) -> Vec<CheckDef> {
     if kind == Kind::SmiTopo {
         return checks::topology::smi_matrix::checks();
+    }
+    if kind == Kind::CdiSpec {
+        return checks::cdi_spec::checks();
     }
     let wanted = codes(kind);
     checks::registry()

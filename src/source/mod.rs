@@ -11,6 +11,7 @@ pub mod child;
 pub mod cuda;
 pub mod gpudirect;
 pub mod host_lib;
+mod json_file_log;
 pub mod kernel_log;
 pub mod ld_cache;
 pub mod nccl;

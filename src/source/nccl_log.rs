@@ -136,10 +136,24 @@ const AHEAD: usize = 2;
 /// lines end and their content and NCCL marker start ([`Prepared`]) — while the calling thread
 /// interprets the lines read before. The pieces are cut at line ends and go to the parser in
 /// order; it gets the same facts as from one thread (`threads_give_the_facts_of_one`).
+///
+/// A Docker `json-file` container log is read as the text its entries hold
+/// ([`super::json_file_log`]); the transcript is then that text.
 pub fn read_stream(
     reader: &mut (dyn Read + Send),
     part: usize,
 ) -> std::io::Result<(NcclLog, String)> {
+    use std::io::BufRead as _;
+    let mut buffered = std::io::BufReader::with_capacity(CHUNK, reader);
+    if super::json_file_log::looks_like(buffered.fill_buf()?) {
+        let mut decoded = super::json_file_log::JsonFileLog::new(buffered);
+        return read_plain(&mut decoded, part);
+    }
+    read_plain(&mut buffered, part)
+}
+
+/// [`read_stream`] of a log that is its own text.
+fn read_plain(reader: &mut (dyn Read + Send), part: usize) -> std::io::Result<(NcclLog, String)> {
     let (pieces, received) = std::sync::mpsc::sync_channel::<std::io::Result<Piece>>(AHEAD);
     let (give_back, spares) = std::sync::mpsc::channel::<(Option<Vec<u8>>, Option<Prepared>)>();
     let mut parser = NcclLogParser::new();

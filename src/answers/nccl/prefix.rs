@@ -1,6 +1,8 @@
 //! Launcher decorations in front of a line's content (reference/nccl.md §7, issue 15), peeled off
 //! in any order and any number, whatever the leading whitespace and padding:
-//! - Open MPI `--tag-output`: `[1,0]<stdout>:`, `[1,10]<stderr>:` (two-digit ranks);
+//! - Open MPI `--tag-output`: `[1,0]<stdout>:`, `[1,10]<stderr>:` (two-digit ranks), and
+//!   `--timestamp-output`'s `ctime()` stamp glued before it or before a bare `<stdout>:`
+//!   (`Sun Dec  6 16:08:51 2026[1,0]<stdout>:`);
 //! - Slurm `srun --label`: the task number padded to the widest (` 0: `, `12: `), and ` 0:` alone
 //!   on an empty line;
 //! - per-rank markers `[0]` (Intel MPI/MPICH `-prepend-rank`, and nccl-tests' own output merged
@@ -27,7 +29,9 @@ pub fn strip(line: &str) -> &str {
             Some(b'[') => bracket(trimmed),
             Some(b'(') => parenthesised(trimmed),
             Some(b'0'..=b'9') => slurm_label(trimmed).or_else(|| timestamp(trimmed)),
-            Some(b) if b.is_ascii_alphabetic() => host_label(trimmed),
+            Some(b) if b.is_ascii_alphabetic() => {
+                ompi_timestamp(trimmed).or_else(|| host_label(trimmed))
+            }
             _ => None,
         };
         match next {
@@ -151,6 +155,97 @@ fn timestamp(s: &str) -> Option<&str> {
     Some(rest)
 }
 
+/// Open MPI's `--timestamp-output` stamp: `ctime()` without its newline, glued to the tag
+/// that follows it — `[jobid,vpid]<stdout>:` with `--tag-output` (left to [`bracket`]), else a
+/// bare `<stdout>:`/`<stderr>:`/`<stddiag>:` (Open MPI 4.1 orte/mca/iof/base/iof_base_output.c,
+/// `orte_iof_base_write_output`: `"%s[%s,%s]<%s>:"` and `"%s<%s>:"` with `cptr = ctime(&mytime)`).
+/// `ctime` writes `Www Mmm dd hh:mm:ss yyyy`, the day padded with a space (C11 7.27.3.1,
+/// `asctime`'s `"%.3s %.3s%3d %.2d:%.2d:%.2d %d"`).
+fn ompi_timestamp(s: &str) -> Option<&str> {
+    let b = s.as_bytes();
+    if b.len() < 25 || b[3] != b' ' || b[7] != b' ' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let day_ok = matches!(b[8], b' ' | b'0'..=b'3') && b[9].is_ascii_digit() && b[10] == b' ';
+    let clock_ok = [11, 12, 14, 15, 17, 18]
+        .iter()
+        .all(|&i| b[i].is_ascii_digit());
+    let weekday = &s[..3];
+    let month = &s[4..7];
+    const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    if !day_ok || !clock_ok || b[19] != b' ' || !WEEKDAYS.contains(&weekday) {
+        return None;
+    }
+    if !MONTHS.contains(&month) {
+        return None;
+    }
+    let year = b[20..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if year < 4 {
+        return None;
+    }
+    let after = &s[20 + year..];
+    if after.starts_with('[') {
+        // `--tag-output` too: its tag is peeled next.
+        return Some(after);
+    }
+    ["<stdout>:", "<stderr>:", "<stddiag>:"]
+        .iter()
+        .find_map(|tag| after.strip_prefix(tag))
+}
+
+/// `line` without the Open MPI tags glued inside it (`[1,0]<stdout>:`, with or without
+/// `--timestamp-output`'s stamp before it), or `None` when it holds none. The tag is written
+/// at the start of every chunk mpirun reads from a rank's pipe, and a chunk may end mid-line
+/// (orte_iof_base_write_output: the start tag, then the chunk's bytes, the tag again after
+/// each newline): a row printed in two writes comes out as `  4294967296  67108864  float  Sun
+/// Dec  6 16:28:29 2026[1,0]<stdout>:  none  -1 …` (tests/data/judge/ompi-4.1.4_*).
+pub fn without_glued_tags(line: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut from = 0;
+    let mut found = false;
+    let b = line.as_bytes();
+    let mut i = 0;
+    while let Some(at) = memchr::memchr(b'<', &b[i..]).map(|p| p + i) {
+        let rest = &line[at..];
+        let Some(tag) = ["<stdout>:", "<stderr>:", "<stddiag>:"]
+            .iter()
+            .find(|t| rest.starts_with(**t))
+        else {
+            i = at + 1;
+            continue;
+        };
+        let mut start = at;
+        // `[jobid,vpid]` before the stream.
+        if line[..start].ends_with(']')
+            && let Some(open) = line[..start].rfind('[')
+            && bracket(&line[open..]).is_some()
+        {
+            start = open;
+        }
+        // The stamp before that: `Www Mmm dd hh:mm:ss yyyy` (a four-digit year).
+        if start >= 24 && line.is_char_boundary(start - 24) {
+            let stamp = &line[start - 24..];
+            if ompi_timestamp(stamp).is_some() {
+                start -= 24;
+            }
+        }
+        if start < from {
+            start = from;
+        }
+        out.push_str(&line[from..start]);
+        from = at + tag.len();
+        i = from;
+        found = true;
+    }
+    found.then(|| {
+        out.push_str(&line[from..]);
+        out
+    })
+}
+
 /// `pdsh`'s `node01: ` in front of each line. Not nccl-tests' `host: Test NCCL failure …`: there
 /// the host is content.
 fn host_label(s: &str) -> Option<&str> {
@@ -232,9 +327,60 @@ mod tests {
             strip("2026-01-06T10:00:00.123456789Z stdout F #  Rank  0 Group  0"),
             "#  Rank  0 Group  0"
         );
+        // Open MPI 4.1.4's `mpirun --timestamp-output` (tests/data/judge/SOURCES.md).
+        let real = std::fs::read_to_string(format!(
+            "{}/tests/data/judge/ompi-4.1.4_timestamp-output_echo-hi_debian.txt",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        assert_eq!(strip(real.trim_end()), "hi");
+        assert_eq!(strip("Sun Dec  6 16:08:51 2026<stdout>:hi"), "hi");
+        assert_eq!(
+            strip("Sun Dec  6 16:08:51 2026[1,0]<stderr>:#  Rank  0 Group  0"),
+            "#  Rank  0 Group  0"
+        );
+        assert_eq!(
+            strip("Tue Nov 18 09:05:07 2025[1,12]<stdout>:node1:12:12 [4] NCCL INFO x"),
+            "node1:12:12 [4] NCCL INFO x"
+        );
+        // A date that is content, or a stamp without Open MPI's tag, stays.
+        assert_eq!(
+            strip("Sun Dec  6 16:08:51 2026 hi"),
+            "Sun Dec  6 16:08:51 2026 hi"
+        );
+        assert_eq!(
+            strip("Sun Dex  6 16:08:51 2026<stdout>:hi"),
+            "Sun Dex  6 16:08:51 2026<stdout>:hi"
+        );
         // Not a role: no digits, or no colon after it.
         assert_eq!(strip("[default]: x"), "[default]: x");
         assert_eq!(strip("[abc1] x"), "[abc1] x");
+    }
+
+    #[test]
+    fn tags_glued_inside_a_line_are_cut_out() {
+        // Open MPI 4.1.4, a row split across two reads of the rank's pipe (tests/data/judge/
+        // ompi-4.1.4_timestamp-output_tag-output_gcp-h200-two-node-all-gather.log, line 51).
+        assert_eq!(
+            without_glued_tags(
+                "  4294967296      67108864     float  Sun Dec  6 16:28:29 2026[1,0]<stdout>:  none      -1    12400"
+            )
+            .as_deref(),
+            Some("  4294967296      67108864     float    none      -1    12400")
+        );
+        assert_eq!(
+            without_glued_tags("abc[1,12]<stderr>:def").as_deref(),
+            Some("abcdef")
+        );
+        assert_eq!(
+            without_glued_tags("abcSun Dec  6 16:09:10 2026<stdout>:def").as_deref(),
+            Some("abcdef")
+        );
+        assert_eq!(
+            without_glued_tags("NET/Socket : Using [0]eth0:10.0.0.1<0>"),
+            None
+        );
+        assert_eq!(without_glued_tags("plain"), None);
     }
 
     #[test]

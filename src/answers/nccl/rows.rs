@@ -177,6 +177,13 @@ impl NcclLogParser {
     /// A line that starts like a result row (a digit first), or the part of a line before
     /// another process's output cut into it.
     pub(super) fn row_line(&mut self, text: &str) {
+        // Open MPI's tag glued inside a row that reached mpirun in two reads.
+        if memchr::memchr(b'<', text.as_bytes()).is_some()
+            && let Some(clean) = super::prefix::without_glued_tags(text)
+        {
+            self.row_line(&clean);
+            return;
+        }
         // Most rows hold no per-rank marker and have few fields: read in place, nothing copied.
         if bytemask::first_position(text.as_bytes(), b"[", b'x').is_none()
             && let Some(spans) = Spans::of(text)

@@ -229,6 +229,21 @@ fn sweep_figures(run: &NcclRun) -> Vec<Figure> {
     figures
 }
 
+/// Which timed block of its row a sweep point's busbw was printed in: nccl-tests prints an
+/// out-of-place and an in-place figure per size, and the peak is the higher of the two.
+fn column(log: &crate::answers::nccl::NcclLog, p: crate::answers::nccl::Point) -> &'static str {
+    let out_of_place = log
+        .rows
+        .get(p.row)
+        .and_then(|r| r.out_of_place.as_ref())
+        .is_some_and(|m| m.busbw >= p.busbw);
+    if out_of_place {
+        "out-of-place"
+    } else {
+        "in-place"
+    }
+}
+
 /// `peak busbw 29.5 GB/s at 32 MiB, sweep average 13.7 GB/s` (nccl-tests' own when it printed
 /// one).
 fn sweep_numbers(sweep: &Sweep) -> String {
@@ -317,9 +332,10 @@ fn bandwidth_verdict(ctx: &Context<'_>, run: &NcclRun) -> Outcome {
     // The sweep's own peak below 1 GiB, when higher: said, not judged.
     let earlier = match sweep.peak() {
         Some(p) if p.busbw > busbw => format!(
-            " (sweep peak {} GB/s at {})",
+            " (sweep peak {} GB/s at {}, {})",
             gbps(p.busbw),
-            format_size(p.size)
+            format_size(p.size),
+            column(log, p)
         ),
         _ => String::new(),
     };

@@ -246,6 +246,9 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
     // 2. The kernel log's reports, attributed and aged.
     let mut log_events = 0usize;
     let mut other = 0usize;
+    // The first reports about other devices, named with what they say (`0000:01:00.1 fatal:
+    // UnsupReq`): a pasted log's only reports may be about them.
+    let mut others: Vec<String> = Vec::new();
     if let Some(log) = ctx.kernel_events() {
         let timeline = Timeline::new(log, ctx.clock());
         let from = ctx.kernel_log_origin();
@@ -289,6 +292,10 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
             }
             if targets.is_empty() {
                 other += 1;
+                let said = format!("{} {}: {}", e.device, e.severity.name(), names(e));
+                if others.len() < 3 && !others.contains(&said) {
+                    others.push(said);
+                }
                 continue;
             }
             log_events += 1;
@@ -415,7 +422,10 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
             why.push_str(" and no aer report about them in the kernel log");
         }
         if other > 0 {
-            why.push_str(&format!(" ({other} report(s) about other devices)"));
+            why.push_str(&format!(
+                " ({other} report(s) about other devices: {})",
+                others.join("; ")
+            ));
         }
         let outcome = Outcome::skip(why);
         return match broken {
@@ -429,7 +439,8 @@ pub(super) fn aer_errors(ctx: &Context<'_>) -> Outcome {
     }
     if other > 0 {
         tail.push(format!(
-            "{other} aer report(s) about other devices not judged"
+            "{other} aer report(s) about other devices not judged ({})",
+            others.join("; ")
         ));
     }
     if totals_judged {

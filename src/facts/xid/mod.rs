@@ -36,6 +36,7 @@
 //!   `NVRM: The NVIDIA GPU <bdf>` ... `fallen off the bus and is not responding to commands.`)
 //!   become XID 79 only when the log holds no explicit `Xid ...: 79` for that bus id, and at
 //!   most once per bus id, so one fall is never counted twice.
+//! - **GSP timeouts without an Xid** are XID 119 where no explicit 119/120 names them (`gsp.rs`).
 //! - **Unreadable bus id.** An Xid line whose bus-id field is present but not an address
 //!   (`NVRM: Xid (PCI:...): 145, ...`) is kept with `pci_bus_id: None`: the XID number is what
 //!   matters. The field must be short and free of spaces and parentheses, or the line is junk.
@@ -56,6 +57,7 @@
 mod catalogue;
 pub mod events;
 mod ghes;
+mod gsp;
 mod lines;
 mod nic;
 mod software;
@@ -236,6 +238,8 @@ struct Parser {
     log: KernelLog,
     /// Fallen-off-the-bus events, merged (deduplicated) in `finish`.
     companions: Vec<XidEvent>,
+    /// GSP timeouts without an Xid line and their GPU instance (`gsp.rs`), merged in `finish`.
+    gsp_timeouts: Vec<(String, XidEvent)>,
     /// Index into `log.xids` of the record continuation lines attach to.
     open_xid: Option<usize>,
     /// Index into `log.sxids` of the record `Severity`/`Data` lines attach to.
@@ -383,6 +387,12 @@ impl Parser {
             return;
         }
         self.open_xid = None;
+        if let Some(instance) = gsp::timeout_instance(text) {
+            let at = (timestamp(&body[..nvrm]), line_number, stamp, self.boot);
+            let event = gsp::event(text, message, at);
+            self.gsp_timeouts.push((instance.to_string(), event));
+            return;
+        }
         self.skip_if_mentions_xid(body);
     }
 
@@ -487,7 +497,9 @@ impl Parser {
             }
             return true;
         }
-        if let Some(found) = self.ghes.line(message, line_number, self.boot, stamp) {
+        let at = (line_number, self.boot, stamp);
+        let open = self.open_aer.and_then(|i| self.log.aer.get_mut(i));
+        if let Some(found) = self.ghes.line(message, at, open) {
             if let Some(event) = found {
                 self.flush_received();
                 self.log.aer.push(event);
@@ -675,14 +687,11 @@ impl Parser {
     }
 
     fn close(&mut self) {
-        self.open_xid = None;
-        self.pending_fallen = None;
+        (self.open_xid, self.pending_fallen) = (None, None);
     }
 
     fn skip_if_mentions_xid(&mut self, text: &str) {
-        if mentions_xid(text) {
-            self.log.skipped_lines += 1;
-        }
+        self.log.skipped_lines += usize::from(mentions_xid(text));
     }
 
     fn finish(mut self) -> KernelLog {
@@ -690,23 +699,20 @@ impl Parser {
         self.log.boots = self.boot + 1;
         // Prefer the explicit `Xid ...: 79` line; keep one companion-derived event per bus id
         // only where the log has none.
-        let explicit: BTreeSet<String> = self
-            .log
-            .xids
-            .iter()
+        let explicit: BTreeSet<String> = (self.log.xids.iter())
             .filter(|e| e.xid == 79)
             .filter_map(|e| e.pci_bus_id.clone())
             .collect();
         let mut seen: BTreeSet<String> = BTreeSet::new();
         for event in self.companions {
-            let Some(bus_id) = event.pci_bus_id.clone() else {
-                continue;
-            };
-            if explicit.contains(&bus_id) || !seen.insert(bus_id) {
-                continue;
+            if let Some(bus_id) = event.pci_bus_id.clone()
+                && !explicit.contains(&bus_id)
+                && seen.insert(bus_id)
+            {
+                self.log.xids.push(event);
             }
-            self.log.xids.push(event);
         }
+        gsp::merge(&mut self.log.xids, self.gsp_timeouts);
         self.log.xids.sort_by_key(|e| e.line_number);
         self.log.software_events = self.software.events;
         self.log.software_dropped = self.software.dropped;

@@ -450,9 +450,21 @@ fn garbage_truncated_and_binary_lines_are_skipped() {
         assert!(log.sxids.is_empty(), "{line}");
         assert_eq!(log.skipped_lines, 1, "{line}");
     }
-    let not_counted = [
+    // A GSP timeout's banner or RPC table with no Xid line in the log is the timeout itself
+    // (gsp.rs): XID 119 without a bus id, never a skipped line.
+    for line in [
         "NVRM: _kgspLogXid119: ********************************* GSP Timeout ****",
         "NVRM: GPU4 RPC history (CPU -> GSP):",
+    ] {
+        let log = parse_kernel_log(line);
+        assert_eq!(log.xids.len(), 1, "{line}");
+        assert_eq!(
+            (log.xids[0].xid, log.xids[0].pci_bus_id.as_deref()),
+            (119, None)
+        );
+        assert_eq!(log.skipped_lines, 0);
+    }
+    let not_counted = [
         "NVRM:      0    103 GSP_RM_ALLOC",
         "NVRM: GPU 0000:2b:00.0: GPU serial number is 0.",
         "NVRM: GPU at PCI:0000:9b:00 (printing 1 of every 30).",
