@@ -208,8 +208,8 @@ fn replace_texts(value: &mut Value, pairs: &[(String, String)]) {
 }
 
 /// A report as JSON, minus what legitimately differs between a live run and a replay: the
-/// source, durations, the kernel-log path, NVML's error texts (`nvml.init` evidence), the
-/// live probe's own timings and the disk checks (this machine's disk live).
+/// source, durations, the kernel-log path, NVML's error texts (`nvml.init` evidence) and the
+/// live probe's own timings (the disk checks: `common::without_disk_checks`).
 fn comparable(report: &Report, kernel_log: Option<&Path>) -> Value {
     let mut value = serde_json::to_value(report).unwrap();
     value["source"] = Value::Null;
@@ -217,19 +217,6 @@ fn comparable(report: &Report, kernel_log: Option<&Path>) -> Value {
     value["duration_ms"] = json!(0);
     for layer in value["layers"].as_array_mut().unwrap() {
         layer["duration_ms"] = json!(0);
-        // The disk checks ask statvfs of the live root's directories: the figures are this
-        // test machine's disk, the capture's `statvfs.json` another's (tests/record.rs compares
-        // a live recording with its replay instead).
-        let checks = layer["checks"].as_array_mut().unwrap();
-        checks.retain(|c| {
-            !c["code"]
-                .as_str()
-                .unwrap_or("")
-                .starts_with("toolkit.disk_")
-        });
-        if layer["id"] == "toolkit" {
-            layer["status"] = Value::Null;
-        }
         for check in layer["checks"].as_array_mut().unwrap() {
             // NVML time per GPU is measured live only.
             if let Some(figures) = check.get_mut("figures").and_then(Value::as_array_mut) {
@@ -248,9 +235,6 @@ fn comparable(report: &Report, kernel_log: Option<&Path>) -> Value {
             }
         }
     }
-    // So may the exit code and the first failure; they follow from the checks compared here.
-    value["exit_code"] = Value::Null;
-    value["first_failure"] = Value::Null;
     // A live run names the kernel log by the path it was given (in evidence and summaries),
     // replay by its place in the capture.
     if let Some(path) = kernel_log {
@@ -338,9 +322,13 @@ fn every_fixture_reads_the_same_live_as_in_replay() {
             })
             .collect();
         replace_texts(&mut got, &nccl_pairs);
+        let mut expected = comparable(&replay_report, None);
+        // The disk checks: this machine's disk live, the capture's `statvfs.json` in replay
+        // (tests/record.rs compares a live recording with its replay instead).
+        common::without_disk_checks(&mut expected, &mut got);
         assert_same(
             &format!("{name}: live report vs replay report"),
-            &comparable(&replay_report, None),
+            &expected,
             &got,
         );
     }

@@ -175,11 +175,13 @@ const EXPECT: &[Expect] = &[
         None,
     ),
     // alltoall rows with their `redop` blank under a header that names one (2021 layout): read,
-    // not dropped; the in-place `error` of 1 is a wrong result; no nThread line: an excerpt.
+    // not dropped; the in-place `error` of 1 is within that old build's own tolerance, as its
+    // footer says (`Out of bounds values : 0 OK`): not a wrong result (issue 45); no nThread
+    // line: an excerpt.
     e(
         "nccl-tests-78-alltoall-blank-redop-excerpt.log",
-        1,
-        &[("run_completed", "error"), ("wrong_results", "fail")],
+        3,
+        &[("run_completed", "error")],
         Some((0.51, 256 * MIB)),
     ),
     e(

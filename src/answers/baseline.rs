@@ -23,7 +23,8 @@ pub struct Baseline {
     /// `clock_event_reasons`, `nvlink<N>/<counter>`.
     #[serde(default)]
     pub gpus: BTreeMap<String, BTreeMap<String, u64>>,
-    /// Per EDAC memory controller (`mc0`): `ce_count`, `ue_count` (`facts/mce.rs`).
-    #[serde(default)]
+    /// Per EDAC memory controller (`mc0`): `ce_count`, `ue_count` (`facts/mce.rs`). Left out
+    /// when empty, so a capture recorded before it re-records byte for byte.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub edac: BTreeMap<String, BTreeMap<String, u64>>,
 }

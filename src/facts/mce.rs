@@ -229,13 +229,18 @@ pub fn gather_edac(source: &dyn Source) -> Result<Option<Edac>, FactError> {
                 message: format!("not a count: {:?}", text.trim()),
             })
         };
+        // `mc_name` only labels the controller: absent is nothing to say, unreadable is named.
+        let model = match source.read_to_string(&format!("{EDAC_MC}/{name}/mc_name")) {
+            Ok(text) => Some(text.trim().to_string()).filter(|s| !s.is_empty()),
+            Err(err) if err.is_missing() => None,
+            Err(err) => {
+                problems.push(FactError::from(err));
+                None
+            }
+        };
         match (read("ce_count"), read("ue_count")) {
             (Ok(ce_count), Ok(ue_count)) => out.push(MemoryController {
-                model: source
-                    .read_to_string(&format!("{EDAC_MC}/{name}/mc_name"))
-                    .ok()
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty()),
+                model,
                 name,
                 ce_count,
                 ue_count,

@@ -9,9 +9,8 @@
 //! `None`, a dangling or looping link is a noted problem, and a relationship that cannot be
 //! computed is [`Link::Unknown`] (`?` in the matrix).
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::numa::{self, CpuSet, NumaFacts, noted, parse_cpulist, parse_cpumask};
 use super::pci::{
@@ -544,12 +543,8 @@ fn read_device(
     // drive, the uncore's hundreds of system functions): its placement, links and counters are
     // not read. On a 2000-function node that is most of the tree (docs/performance.md).
     let judged = kind != DeviceKind::Other;
-    if judged {
-        // A dozen attributes of one directory: listed once (issue 41; the PCI facts asked
-        // already when they ran first).
-        source.will_read_in(&path);
-    }
     let numa_text = if judged {
+        source.will_read_in(&path); // a dozen attributes: one listing (issue 41)
         required("numa_node", &mut *problems)
     } else {
         None
