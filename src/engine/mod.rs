@@ -389,9 +389,12 @@ fn skip_reason(checks: &[CheckResult]) -> String {
     };
     let mut reasons: Vec<&str> = Vec::new();
     for summary in chosen.iter().map(|c| c.summary.trim()) {
-        if !summary.is_empty() && !reasons.contains(&summary) {
-            reasons.push(summary);
+        // One reason said twice, once with more detail (two AER checks), is said once, whole.
+        if summary.is_empty() || reasons.iter().any(|r| r.contains(summary)) {
+            continue;
         }
+        reasons.retain(|r| !summary.contains(r));
+        reasons.push(summary);
     }
     if reasons.is_empty() || reasons.len() > MOST {
         return "does not apply to this node".to_string();
@@ -459,6 +462,13 @@ mod tests {
         assert_eq!(
             skip_reason(&[skipped(a), skipped(b), skipped(a)]),
             format!("{a}; {b}")
+        );
+        // The same reason with more detail (two AER checks) is said once, with the detail.
+        let more = format!("{a} (1 report about other devices)");
+        assert_eq!(skip_reason(&[skipped(a), skipped(&more)]), more);
+        assert_eq!(
+            skip_reason(&[skipped(&more), skipped(a), skipped(b)]),
+            format!("{more}; {b}")
         );
         let generic = "does not apply to this node";
         assert_eq!(skip_reason(&[skipped(""), skipped(" ")]), generic);
