@@ -95,6 +95,9 @@ pub struct SavedFigure {
     pub value: f64,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// The profile's floor the node judged it against (report `Figure::floor`).
+    #[serde(default)]
+    pub floor: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

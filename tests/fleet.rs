@@ -476,6 +476,186 @@ fn of_two_reports_of_one_host_the_worse_is_kept_and_both_are_named() {
     assert!(why.contains("because same verdict, modified last"), "{why}");
 }
 
+/// Issue 46: eight H100 nodes whose NCCL all_reduce peak sits 2 % over the profile's expectation
+/// (the floor each report's figure carries), and one 4 % below them, under it: within the 5 %
+/// a rate may stray from the median, yet the one node that misses what the profile asks, so an
+/// outlier that says the floor.
+#[test]
+fn a_node_four_percent_below_its_siblings_under_the_floor_is_an_outlier() {
+    let scratch = common::tempdir().unwrap();
+    let healthy = report("h100-nccl-healthy");
+    let peak = |r: &Value| -> Value {
+        layer(r, "nccl")["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["figures"].as_array().cloned().unwrap_or_default())
+            .find(|f| {
+                f["name"] == "nccl_busbw_peak_bytes_per_second"
+                    && f["labels"]["test"] == "all_reduce"
+            })
+            .unwrap()
+    };
+    let floor = peak(&healthy)["floor"]
+        .as_f64()
+        .expect("the all_reduce peak carries the profile's expectation");
+    for i in 0..9 {
+        let mut r = healthy.clone();
+        r["node"]["hostname"] = json!(format!("node-{i:02}"));
+        let value = if i == 4 {
+            floor * 0.98
+        } else {
+            floor * (1.02 + i as f64 * 0.0005)
+        };
+        let current = peak(&r)["value"].as_f64().unwrap();
+        scale_busbw(&mut r, value / current);
+        write(scratch.path(), &format!("node-{i:02}.json"), &r);
+    }
+    let dir = scratch.path().to_str().unwrap();
+    let out = common::gpudoctor(&["fleet", dir]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    // The outlier's line with the lines it wraps onto.
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("node-04 "))
+        .unwrap_or_else(|| panic!("node-04 is no outlier:\n{text}"));
+    let line = std::iter::once(lines[at])
+        .chain(
+            lines[at + 1..]
+                .iter()
+                .copied()
+                .take_while(|l| l.starts_with("      ")),
+        )
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(line.contains("low"), "{line}");
+    assert!(line.contains("under the profile's floor of"), "{line}");
+    assert!(!text.contains("node-03 "), "{text}");
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let out = common::gpudoctor(&["fleet", dir, "--format", "json"]);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let outliers = summary["outliers"].as_array().unwrap();
+    let all_reduce: Vec<&Value> = outliers
+        .iter()
+        .filter(|o| o["figure"].as_str().unwrap().contains("all_reduce"))
+        .collect();
+    assert_eq!(all_reduce.len(), 1, "{outliers:?}");
+    assert_eq!(all_reduce[0]["node"], "node-04");
+    assert_eq!(all_reduce[0]["floor"].as_f64(), Some(floor));
+}
+
+/// Ten distinct faults on a fleet of 300 (issue 46): each sick node, its cause and the cause's
+/// action are on the first screen, within 40 lines of 80 columns, whatever the node names'
+/// length; a cause on one node says what its report says on the node's own line.
+#[test]
+fn three_hundred_nodes_with_ten_faults_name_every_node_cause_and_action_in_forty_lines() {
+    let scratch = common::tempdir().unwrap();
+    let healthy = report("hgx-h100-healthy");
+    let faults = [
+        "h100-xid48-dbe",
+        "h100-pcie-x8",
+        "h100-sriov-vf-wrong-socket",
+        "no-gpu-on-pci",
+        "h100-nvlink-links-down",
+        "h100-disk-full",
+        "h100-edac-uncorrected",
+        "h100-uvm-not-loaded",
+        "h100-nouveau-loaded",
+        "h100-nic-aer-fatal",
+    ];
+    let sick: Vec<Value> = faults.iter().map(|f| report(f)).collect();
+    let causes: Vec<(String, String)> = sick
+        .iter()
+        .map(|r| {
+            let first = &r["first_failure"];
+            (
+                first["code"].as_str().unwrap().to_string(),
+                first["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = causes.iter().map(|(c, _)| c).collect();
+    assert_eq!(distinct.len(), 10, "{causes:?}");
+    // Fault k on 1, 2 or 3 nodes (19 in all), spread over the fleet; two stale healthy nodes.
+    let mut failing: Vec<(String, usize)> = Vec::new();
+    let mut next = 11;
+    for (k, _) in faults.iter().enumerate() {
+        for _ in 0..(k % 3 + 1) {
+            failing.push((format!("gpu-rack{:02}-node-{next:03}", next / 16), k));
+            next += 15;
+        }
+    }
+    assert_eq!(failing.len(), 19);
+    for i in 0..300 {
+        let node = format!("gpu-rack{:02}-node-{i:03}", i / 16);
+        let mut r = match failing.iter().find(|(n, _)| *n == node) {
+            Some((_, k)) => sick[*k].clone(),
+            None => healthy.clone(),
+        };
+        r["node"]["hostname"] = json!(node);
+        if [50, 250].contains(&i) && !failing.iter().any(|(n, _)| *n == node) {
+            r["generated_at"] = json!("2026-01-01T00:00:00Z");
+        }
+        write(scratch.path(), &format!("{node}.json"), &r);
+    }
+    let out = common::gpudoctor(&["fleet", scratch.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() <= 40, "{} lines:\n{text}", lines.len());
+    for line in &lines {
+        assert!(
+            line.chars().count() <= 80,
+            "over 80 columns: {line}\n{text}"
+        );
+    }
+    assert!(text.contains("300 node(s)"), "{text}");
+    assert!(text.contains("281 healthy, 19 failing"), "{text}");
+    for (k, (code, action)) in causes.iter().enumerate() {
+        let header = lines
+            .iter()
+            .position(|l| l.contains(&format!(" {code} -> {action}:")))
+            .unwrap_or_else(|| panic!("{code} -> {action} not on the screen:\n{text}"));
+        let nodes: Vec<&String> = failing
+            .iter()
+            .filter(|(_, f)| *f == k)
+            .map(|(n, _)| n)
+            .collect();
+        assert!(
+            lines[header].ends_with(&format!("{} node(s)", nodes.len())),
+            "{}\n{text}",
+            lines[header]
+        );
+        // Every node of the cause is named under its header, before the next cause.
+        let under: String = lines[header + 1..]
+            .iter()
+            .take_while(|l| l.starts_with("    "))
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n");
+        for node in &nodes {
+            assert!(
+                under.contains(node.as_str()),
+                "{node} not under {code}:\n{text}"
+            );
+        }
+        // One node: what its report says follows its name on the same line.
+        if let [one] = nodes.as_slice() {
+            let said = sick[k]["first_failure"]["summary"].as_str().unwrap();
+            let start: String = said.chars().take(20).collect();
+            assert!(
+                under.starts_with(&format!("    {one} (")) && under.contains(&start),
+                "{one}: {said}\n{text}"
+            );
+        }
+    }
+    for stale in ["gpu-rack03-node-050", "gpu-rack15-node-250"] {
+        assert!(text.contains(stale), "{stale} not flagged:\n{text}");
+    }
+}
+
 /// The 2 a.m. screen over 500 nodes (issue 27): 470 healthy, a dozen failing for four causes —
 /// one of them a node without GPUs, whose report holds five consequences of that one cause —
 /// three stale reports (eleven days old) and nothing else. The first screen fits 40 lines of 80

@@ -461,14 +461,22 @@ fn firmware_and_clock_readings_round_trip() {
         "inforom_valid",
         "applications_clocks",
         "default_applications_clocks",
+        "max_clocks",
         "board_part_number",
         "module_id",
     ] {
         facts["devices"][5][field] = json!("not_supported");
         facts["devices"][6][field] = json!({"error": {"kind": "no_permission", "message": "x"}});
     }
+    facts["devices"][4]["max_clocks"] =
+        json!({"value": {"graphics_mhz": 1980, "memory_mhz": 2619}});
     let live = probe_injected("firmware and clocks", &facts);
     assert_eq!(live.devices[2].inforom_valid.value(), Some(&false));
+    let max = live.devices[4].max_clocks.value().copied();
+    assert_eq!(
+        max.map(|c| (c.graphics_mhz, c.memory_mhz)),
+        Some((1980, 2619))
+    );
     assert_eq!(live.devices[7].module_id.value(), Some(&8));
     assert_eq!(
         live.devices[0]

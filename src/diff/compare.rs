@@ -372,6 +372,10 @@ pub fn show_value(name: &str, value: f64) -> String {
         format!("{} Gb/s", trim(value * 8.0 / 1e9))
     } else if name.ends_with("_bytes_per_second") {
         format!("{} GB/s", trim(value / 1e9))
+    } else if value != 0.0 && value.abs() < 0.05 {
+        // An error counter's rate over a day's uptime (1 in 86 400 s): one decimal would say 0,
+        // which reads as "none" beside a median of 0.
+        format!("{value:.1e}")
     } else {
         trim(value)
     }
@@ -684,6 +688,7 @@ mod tests {
             name: name.into(),
             value,
             labels: BTreeMap::from([("test".into(), "all_reduce".into())]),
+            floor: None,
         };
         let with = |busbw: f64, xids: f64| {
             let mut l = layer("nccl", "pass", &[("nccl.bus_bandwidth", "pass")]);
@@ -711,6 +716,13 @@ mod tests {
             show_value("rdma_port_rate_bytes_per_second", 5e10),
             "400 Gb/s"
         );
+        // A rate of one error a day is not shown as 0.
+        assert_eq!(
+            show_value("error_rate_per_second", 1.0 / 86_400.0),
+            "1.2e-5"
+        );
+        assert_eq!(show_value("error_rate_per_second", 0.0), "0");
+        assert_eq!(show_value("error_rate_per_second", 2.5), "2.5");
     }
 
     fn fact_difference(

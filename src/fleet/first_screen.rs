@@ -66,6 +66,18 @@ fn wrapped(names: &[String], indent: usize) -> Vec<String> {
     lines
 }
 
+/// `line` cut to `width` columns, an ellipsis where it was cut (`--format json` carries each
+/// node's whole cause; the node's own report says the rest).
+fn cut(line: &str, width: usize) -> String {
+    if line.chars().count() <= width {
+        return line.to_string();
+    }
+    let mut short: String = line.chars().take(width - 1).collect();
+    short.truncate(short.trim_end().len());
+    short.push('…');
+    short
+}
+
 /// A title line, then `names` wrapped under it.
 fn listed(out: &mut String, title: &str, names: &[String]) {
     let _ = writeln!(out, "{title}");
@@ -188,34 +200,31 @@ pub fn render(s: &Summary, markdown: bool) -> String {
         } else {
             format!(" -> {}", shown(&cause.action))
         };
-        let _ = writeln!(
-            out,
+        let header = format!(
             "{}{} {}{action}: {} node(s)",
             if markdown { "- " } else { "  " },
             status_word(&cause.status),
             shown(&cause.code),
             nodes.len()
         );
-        if let [one] = nodes.as_slice()
-            && let Some(summary) = (if one.fleet_wide {
+        wrap::push(&mut out, &header, Some(WIDTH), 6);
+        // One node: its name and what its report says, on one line (ten causes of one node each
+        // are twenty lines). Several: their names, wrapped; what they share is the header's.
+        if let [one] = nodes.as_slice() {
+            let fault = if one.fleet_wide {
                 &one.own_fault
             } else {
                 &one.cause
-            })
-            .as_ref()
-            .map(|c| c.summary.as_str())
-            && !summary.is_empty()
-        {
-            let mut summary: String = summary.chars().take(WIDTH * 2).collect();
-            if summary.chars().count() == WIDTH * 2 {
-                summary.push('…');
-            }
-            wrap::push(
-                &mut out,
-                &format!("      {}", clean(&summary)),
-                Some(WIDTH),
-                6,
-            );
+            };
+            let name = node_names(nodes, markdown).remove(0);
+            let line = match fault.as_ref().map(|c| c.summary.as_str()) {
+                Some(summary) if !summary.is_empty() => {
+                    format!("    {name}: {}", clean(summary).replace('\n', " "))
+                }
+                _ => format!("    {name}"),
+            };
+            let _ = writeln!(out, "{}", cut(&line, WIDTH));
+            continue;
         }
         for line in wrapped(&node_names(nodes, markdown), 4) {
             let _ = writeln!(out, "{line}");
@@ -254,17 +263,18 @@ pub fn render(s: &Summary, markdown: bool) -> String {
     if !s.outliers.is_empty() {
         let _ = writeln!(
             out,
-            "\noutliers (stray from their profile's median): {}",
+            "\noutliers (stray from their profile's median, or under its floor): {}",
             s.outliers.len()
         );
         for o in s.outliers.iter().take(8) {
             let line = format!(
-                "  {} {}: {} {} (median {})",
+                "  {} {}: {} {} (median {}{})",
                 shown(&o.node),
                 shown(&o.figure),
                 o.shown,
                 o.direction,
-                o.median_shown
+                o.median_shown,
+                super::render::under_floor_text(o)
             );
             wrap::push(&mut out, &line, Some(WIDTH), 6);
         }

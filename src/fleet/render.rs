@@ -57,18 +57,27 @@ fn spread_line(s: &Spread) -> String {
     )
 }
 
+/// `, under the profile's floor of 380 GB/s` where that made the node an outlier.
+pub(super) fn under_floor_text(o: &Outlier) -> String {
+    o.floor_shown
+        .as_ref()
+        .map(|f| format!(", under the profile's floor of {f}"))
+        .unwrap_or_default()
+}
+
 fn outlier_line(o: &Outlier) -> String {
     let z =
         o.z.map(|z| format!("modified z {}", crate::text::number::one_decimal(z)))
             .unwrap_or_else(|| "mad 0: most nodes agree exactly".into());
     format!(
-        "{} {}: {} {} (median {} of {} node(s), {z})",
+        "{} {}: {} {} (median {} of {} node(s), {z}{})",
         clean(&o.node),
         clean(&o.figure),
         o.shown,
         o.direction,
         o.median_shown,
-        o.group
+        o.group,
+        under_floor_text(o)
     )
 }
 
@@ -155,7 +164,7 @@ pub fn table(s: &Summary, all: bool) -> String {
     }
     let _ = writeln!(
         out,
-        "\noutliers (per profile, median and MAD, |modified z| > 3.5):"
+        "\noutliers (per profile, median and MAD, |modified z| > 3.5, or under the profile's floor where the median is not):"
     );
     if s.outliers.is_empty() {
         let _ = writeln!(out, "  none");
@@ -212,13 +221,14 @@ fn md_outlier(o: &Outlier) -> String {
         o.z.map(|z| format!("modified z {}", crate::text::number::one_decimal(z)))
             .unwrap_or_else(|| "mad 0: most nodes agree exactly".into());
     format!(
-        "{} {}: {} {} (median {} of {} node(s), {z})",
+        "{} {}: {} {} (median {} of {} node(s), {z}{})",
         md(&o.node),
         md(&o.figure),
         o.shown,
         o.direction,
         o.median_shown,
-        o.group
+        o.group,
+        under_floor_text(o)
     )
 }
 

@@ -290,6 +290,27 @@ pub struct Figure {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
     pub last_seen: Option<String>,
+    /// The least the node's profile expects of this figure, in the figure's unit, where the
+    /// check judged it against one (the NCCL busbw expectation, the copy and GPUDirect floors):
+    /// `fleet` calls a node below it an outlier when its siblings' median is above it, however
+    /// close the two are. Absent without a profile figure, and in reports before issue 46.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "whole_floor_as_integer"
+    )]
+    pub floor: Option<f64>,
+}
+
+/// A floor as its figure's value prints ([`whole_as_integer`]).
+fn whole_floor_as_integer<S: serde::Serializer>(
+    value: &Option<f64>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) => whole_as_integer(v, s),
+        None => s.serialize_none(),
+    }
 }
 
 /// Counts and rates print as integers when they are whole; f64 holds integers exactly up to 2^53.
@@ -313,7 +334,14 @@ impl Figure {
             labels: BTreeMap::new(),
             first_seen: None,
             last_seen: None,
+            floor: None,
         }
+    }
+
+    /// The profile's floor this figure was judged against (see `floor`).
+    pub fn floor(mut self, floor: Option<f64>) -> Self {
+        self.floor = floor.filter(|f| f.is_finite());
+        self
     }
 
     /// When the first and last of the events counted were written (see `first_seen`).

@@ -198,6 +198,17 @@ fn nvml_device(facts: &mut Facts, d: &NvmlDevice) {
             )
         }),
     );
+    facts.put(
+        s,
+        &subject,
+        "max clocks",
+        reading(&d.max_clocks, |c| {
+            format!(
+                "graphics {} MHz, memory {} MHz",
+                c.graphics_mhz, c.memory_mhz
+            )
+        }),
+    );
     facts.put(s, &subject, "mig mode", reading(&d.mig_mode, mode));
     if let Some(migs) = d.mig_list() {
         facts.put(

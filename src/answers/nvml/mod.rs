@@ -221,6 +221,12 @@ pub struct NvmlDevice {
     /// `nvmlDeviceGetDefaultApplicationsClock(NVML_CLOCK_GRAPHICS, NVML_CLOCK_MEM)`, MHz.
     #[serde(default)]
     pub default_applications_clocks: Reading<Clocks>,
+    /// `nvmlDeviceGetMaxClockInfo(NVML_CLOCK_GRAPHICS, NVML_CLOCK_MEM)`, MHz: the most the GPU
+    /// runs at ("Max Clocks" in `nvidia-smi -q`). Where the default application clocks are
+    /// already this high, the applications-clocks event reason cannot come from them: a locked
+    /// clock (`nvidia-smi -lgc`) holds the GPU (driver.app_clocks).
+    #[serde(default)]
+    pub max_clocks: Reading<Clocks>,
     /// `nvmlDeviceGetBoardPartNumber` (`692-2G520-0200-000`): what an RMA asks for, with the
     /// serial. Redacted by `record` as the serial is.
     #[serde(default)]
@@ -343,6 +349,7 @@ impl NvmlDevice {
             "default_applications_clocks",
             self.default_applications_clocks.error(),
         );
+        add("max_clocks", self.max_clocks.error());
         add("board_part_number", self.board_part_number.error());
         add("module_id", self.module_id.error());
         add("nvlinks", self.nvlinks.error());

@@ -153,7 +153,14 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
                 Figure::new(FigureName::HostGpuCopyBytesPerSecond, g * 1e9)
                     .label("gpu", &bus)
                     .label("direction", copy.direction.id())
-                    .label("numa", copy.placement.id()),
+                    .label("numa", copy.placement.id())
+                    // The floor holds copies from the GPU's own socket only.
+                    .floor(
+                        floor
+                            .as_ref()
+                            .filter(|_| copy.placement == Placement::Local)
+                            .map(|(f, _)| f * 1e9),
+                    ),
             );
             if let Some(why) = &copy.binding_error {
                 binding_notes.push(format!(

@@ -173,7 +173,8 @@ fn run(ctx: &Context<'_>) -> Outcome {
             )
             .label("device", &run.device)
             .label("port", run.port.to_string())
-            .label("gpu", &gpu),
+            .label("gpu", &gpu)
+            .floor(floor.as_ref().map(|(f, _)| f * 1e9 / 8.0)),
         );
         if let Some(p) = judge_row(row, rate, floor.as_ref(), &who, run) {
             problems.push(p);

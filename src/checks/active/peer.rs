@@ -134,7 +134,14 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
                 Figure::new(FigureName::GpuPeerCopyBytesPerSecond, g * 1e9)
                     .label("gpu", &p.from)
                     .label("peer", &p.to)
-                    .label("link", link.to_string()),
+                    .label("link", link.to_string())
+                    // The floor holds NVLink pairs only, as the verdict below does.
+                    .floor(
+                        floor
+                            .as_ref()
+                            .filter(|_| is_nvlink(link))
+                            .map(|(f, _)| f * 1e9),
+                    ),
             );
         }
         pairs.push(Pair {

@@ -1,7 +1,7 @@
 //! What is set on a GPU rather than broken in it, and differs from its siblings: ECC switched
 //! off (driver.ecc_mode), a VBIOS or InfoROM unlike the other GPUs' or the profile's, an InfoROM
-//! whose checksum fails (driver.gpu_firmware), application clocks left below their default
-//! (driver.app_clocks). Each slows or endangers jobs silently: nothing crashes.
+//! whose checksum fails (driver.gpu_firmware), application clocks left below their default or a
+//! locked clock holding the GPU (driver.app_clocks). Each slows or endangers jobs silently: nothing crashes.
 //!
 //! What the peers do: Azure NHC `azure_gpu_vbios.nhc` fails a node whose GPUs do not all run
 //! the expected VBIOS and `azure_gpu_app_clocks.nhc` one whose application clocks are below the
@@ -247,6 +247,12 @@ fn gpu_firmware_of(devices: &[&NvmlDevice], expected: Option<&str>) -> Outcome {
 /// supported-clock table's steps (`nvidia-smi -q -d SUPPORTED_CLOCKS`).
 const LOWERED_BELOW: f64 = 0.99;
 
+/// `nvmlClocksEventReasonApplicationsClocksSetting` (nvml.h, 0x2): "GPU clocks are limited by
+/// current setting of applications clocks". The same bit is the only trace a locked clock leaves:
+/// NVML has `nvmlDeviceSetGpuLockedClocks` and `nvmlDeviceResetGpuLockedClocks` but no getter
+/// (none in the NVML reference, none among the symbols of Debian's libnvidia-ml 535).
+const APPLICATIONS_CLOCKS_SETTING: u64 = 0x2;
+
 pub(super) fn app_clocks(ctx: &Context<'_>) -> Outcome {
     match usable_devices(ctx) {
         Ok(devices) => app_clocks_of(&devices),
@@ -254,9 +260,44 @@ pub(super) fn app_clocks(ctx: &Context<'_>) -> Outcome {
     }
 }
 
+/// How one GPU's clocks are held below what it could run at, if they are.
+enum Held {
+    /// Application clocks below the default (`nvidia-smi -ac`): what is low, per clock.
+    Lowered(Vec<String>),
+    /// The clock-setting event reason is active although the application clocks are at the
+    /// default and the default is already the maximum: only a locked clock (`nvidia-smi -lgc`,
+    /// `-lmc`) is left to hold the GPU. A GPU whose default sits below its maximum (A100: 1155 of
+    /// 1410 MHz) can show the bit from its application clocks alone, so it is not judged so.
+    Locked { bits: u64, max: Clocks },
+}
+
+fn held(d: &NvmlDevice, now: Clocks, default: Clocks) -> Option<Held> {
+    let low = |a: u32, b: u32| b > 0 && f64::from(a) < f64::from(b) * LOWERED_BELOW;
+    let mut parts = Vec::new();
+    if low(now.graphics_mhz, default.graphics_mhz) {
+        parts.push(format!(
+            "graphics {} of {} MHz",
+            now.graphics_mhz, default.graphics_mhz
+        ));
+    }
+    if low(now.memory_mhz, default.memory_mhz) {
+        parts.push(format!(
+            "memory {} of {} MHz",
+            now.memory_mhz, default.memory_mhz
+        ));
+    }
+    if !parts.is_empty() {
+        return Some(Held::Lowered(parts));
+    }
+    let bits = *d.clock_event_reasons.value()?;
+    let max = *d.max_clocks.value()?;
+    (bits & APPLICATIONS_CLOCKS_SETTING != 0 && !low(default.graphics_mhz, max.graphics_mhz))
+        .then_some(Held::Locked { bits, max })
+}
+
 fn app_clocks_of(devices: &[&NvmlDevice]) -> Outcome {
     let mut acc = PerGpu::new();
-    let mut lowered = Vec::new();
+    let (mut lowered, mut locked) = (Vec::new(), Vec::new());
     for d in devices {
         let now = acc
             .read(d, "applications_clocks", &d.applications_clocks)
@@ -272,54 +313,73 @@ fn app_clocks_of(devices: &[&NvmlDevice]) -> Outcome {
             continue;
         };
         acc.judged += 1;
-        let low = |a: u32, b: u32| b > 0 && f64::from(a) < f64::from(b) * LOWERED_BELOW;
-        let mut parts = Vec::new();
-        if low(now.graphics_mhz, default.graphics_mhz) {
-            parts.push(format!(
-                "graphics {} of {} MHz",
-                now.graphics_mhz, default.graphics_mhz
-            ));
+        let bus = d.pci_bus_id.clone().unwrap_or_else(|| d.index.to_string());
+        match held(d, now, default) {
+            None => {}
+            Some(Held::Lowered(parts)) => {
+                acc.warn_on(
+                    d,
+                    format!(
+                        "{} application clocks below their default: {}",
+                        gpu_label(d),
+                        parts.join(", ")
+                    ),
+                );
+                acc.evidence.push(
+                    Evidence::new(field(d, "applications_clocks"), mhz(now))
+                        .expected(format!("{} (the default)", mhz(default))),
+                );
+                lowered.push(bus);
+            }
+            Some(Held::Locked { bits, max }) => {
+                acc.warn_on(
+                    d,
+                    format!(
+                        "{} clocks held by a clock setting although its application clocks are at their default ({} MHz graphics, its maximum): a locked clock (`nvidia-smi -lgc`)",
+                        gpu_label(d),
+                        default.graphics_mhz
+                    ),
+                );
+                acc.evidence.push(
+                    Evidence::new(
+                        field(d, "clock_event_reasons"),
+                        format!("{bits:#x} (applications clocks setting active)"),
+                    )
+                    .expected(format!(
+                        "no 0x2 bit while the application clocks ({}) are the maximum ({})",
+                        mhz(now),
+                        mhz(max)
+                    )),
+                );
+                locked.push(bus);
+            }
         }
-        if low(now.memory_mhz, default.memory_mhz) {
-            parts.push(format!(
-                "memory {} of {} MHz",
-                now.memory_mhz, default.memory_mhz
-            ));
-        }
-        if parts.is_empty() {
-            continue;
-        }
-        acc.warn_on(
-            d,
-            format!(
-                "{} application clocks below their default: {}",
-                gpu_label(d),
-                parts.join(", ")
-            ),
-        );
-        acc.evidence.push(
-            Evidence::new(field(d, "applications_clocks"), mhz(now))
-                .expected(format!("{} (the default)", mhz(default))),
-        );
-        lowered.push(d.pci_bus_id.clone().unwrap_or_else(|| d.index.to_string()));
     }
-    let hint = if lowered.is_empty() {
-        String::new()
-    } else {
-        let reset: Vec<String> = lowered
+    let commands = |buses: &[String], flag: &str| {
+        buses
             .iter()
-            .map(|b| format!("`nvidia-smi -i {b} -rac`"))
-            .collect();
-        format!(
-            "restore the default application clocks ({}); something set them with `nvidia-smi -ac` (a benchmark or tuning script, a dcgm config group): find it before the next job, or it sets them again",
-            reset.join(", ")
-        )
+            .map(|b| format!("`nvidia-smi -i {b} {flag}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
+    let mut hints = Vec::new();
+    if !lowered.is_empty() {
+        hints.push(format!(
+            "restore the default application clocks ({}); something set them with `nvidia-smi -ac` (a benchmark or tuning script, a dcgm config group): find it before the next job, or it sets them again",
+            commands(&lowered, "-rac")
+        ));
+    }
+    if !locked.is_empty() {
+        hints.push(format!(
+            "release the locked clocks ({}, and `-rmc` where the memory clock was locked too); something ran `nvidia-smi -lgc`/`-lmc` or nvmlDeviceSetGpuLockedClocks (a profiling or power-capping script): find it, or it locks them again",
+            commands(&locked, "-rgc")
+        ));
+    }
     let judged = acc.judged;
     acc.finish_with(
         format!("application clocks at their default on {judged} gpu(s)"),
         "application clocks not reported",
-        hint,
+        hints.join("; "),
         Action::FixConfig,
     )
 }
@@ -441,5 +501,73 @@ mod tests {
         };
         assert_eq!(run(vec![old.clone()], firmware).status, Status::Skip);
         assert_eq!(run(vec![old], app_clocks_of).status, Status::Skip);
+    }
+
+    /// A locked clock leaves only the 0x2 event reason: judged where the default application
+    /// clocks are the maximum (H100: 1980 of 1980 MHz), not where they sit below it (A100:
+    /// 1155 of 1410 MHz, where the application clocks alone can set the bit), nor without the
+    /// maximum (a capture made before it was read), nor for idle or power-capped bits.
+    #[test]
+    fn a_locked_clock_is_named_only_where_the_bit_cannot_come_from_application_clocks() {
+        let max = Clocks {
+            graphics_mhz: 1980,
+            memory_mhz: 2619,
+        };
+        let mut all: Vec<NvmlDevice> = (0..4).map(gpu).collect();
+        for d in &mut all {
+            d.max_clocks = Reading::Value(max);
+            d.clock_event_reasons = Reading::Value(0x4);
+        }
+        assert_eq!(run(all.clone(), app_clocks_of).status, Status::Pass);
+        all[2].clock_event_reasons = Reading::Value(0x2 | 0x4);
+        let out = run(all.clone(), app_clocks_of);
+        assert_eq!(out.status, Status::Warn, "{}", out.summary);
+        assert!(
+            out.summary
+                .starts_with("gpu 2 (0000:1a:00.0) clocks held by a clock setting"),
+            "{}",
+            out.summary
+        );
+        assert!(out.summary.contains("a locked clock (`nvidia-smi -lgc`)"));
+        let hint = out.hint.clone().unwrap_or_default();
+        assert!(hint.contains("`nvidia-smi -i 0000:1a:00.0 -rgc`"), "{hint}");
+        assert!(!hint.contains("-rac"), "{hint}");
+        assert!(
+            out.evidence.iter().any(|e| e
+                .observed
+                .contains("0x6 (applications clocks setting active)")),
+            "{:?}",
+            out.evidence
+        );
+
+        // The A100's default sits below its maximum: the bit may be the application clocks'.
+        let mut a100 = all.clone();
+        for d in &mut a100 {
+            d.applications_clocks = Reading::Value(Clocks {
+                graphics_mhz: 1155,
+                memory_mhz: 1593,
+            });
+            d.default_applications_clocks = d.applications_clocks.clone();
+            d.max_clocks = Reading::Value(Clocks {
+                graphics_mhz: 1410,
+                memory_mhz: 1593,
+            });
+        }
+        assert_eq!(run(a100, app_clocks_of).status, Status::Pass);
+        let mut unknown_max = all.clone();
+        unknown_max[2].max_clocks = Reading::NotSupported;
+        assert_eq!(run(unknown_max, app_clocks_of).status, Status::Pass);
+
+        // Lowered application clocks set the bit too: they are named as such, not as a lock.
+        all[2].applications_clocks = Reading::Value(Clocks {
+            graphics_mhz: 1410,
+            memory_mhz: 2619,
+        });
+        let out = run(all, app_clocks_of);
+        assert!(
+            out.summary
+                .contains("application clocks below their default")
+        );
+        assert!(!out.summary.contains("locked"), "{}", out.summary);
     }
 }

@@ -133,12 +133,12 @@ pub fn checks() -> Vec<CheckDef> {
         CheckDef {
             code: "driver.app_clocks",
             layer: Layer::Driver,
-            title: "application clocks at their default",
+            title: "application clocks at their default, no locked clock",
             explain: Explain {
-                reads: "NVML nvmlDeviceGetApplicationsClock and nvmlDeviceGetDefaultApplicationsClock (graphics and memory)",
-                expects: "each GPU's application clocks ≥ 99% of its default ones (warn, naming the GPU and both clocks)",
-                why: "application clocks set below the default (`nvidia-smi -ac` in a benchmark or tuning script) slow every kernel on that GPU the way a power cap does, and the slowest GPU sets a data-parallel job's pace; Azure NHC checks them too",
-                fix: "`nvidia-smi -i <pci bus id> -rac` restores the defaults; find what set them (a tuning script, a DCGM config group) or it sets them again",
+                reads: "NVML nvmlDeviceGetApplicationsClock, nvmlDeviceGetDefaultApplicationsClock and nvmlDeviceGetMaxClockInfo (graphics and memory), nvmlDeviceGetCurrentClocksEventReasons",
+                expects: "each GPU's application clocks ≥ 99% of its default ones (warn, naming the GPU and both clocks); no applications-clocks-setting event reason (0x2) on a GPU whose application clocks are at a default that is already its maximum (warn: only a locked clock, `nvidia-smi -lgc`, is left to hold it; NVML has no getter for locked clocks, so this is their one trace, seen while the GPU runs work)",
+                why: "application clocks set below the default (`nvidia-smi -ac`) or a locked clock range (`nvidia-smi -lgc`) left by a benchmark, profiling or power-capping script slow every kernel on that GPU the way a power cap does, and the slowest GPU sets a data-parallel job's pace; Azure NHC checks application clocks too",
+                fix: "`nvidia-smi -i <pci bus id> -rac` restores the default application clocks, `-rgc` (and `-rmc`) releases locked clocks; find what set them (a tuning or profiling script, a DCGM config group) or it sets them again",
             },
             run: config::app_clocks,
         },

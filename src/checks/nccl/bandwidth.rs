@@ -159,7 +159,11 @@ fn slow_cause(ctx: &Context<'_>, run: &NcclRun) -> (String, Action) {
 pub(super) fn bus_bandwidth(ctx: &Context<'_>) -> Outcome {
     each_run(ctx, |ctx, run| {
         let outcome = bandwidth_verdict(ctx, run);
-        outcome.figures(sweep_figures(run))
+        // The expectation the verdict held the all_reduce peak to, on that peak's figure.
+        let expected = judging_profile(ctx, run)
+            .and_then(|p| thresholds(&p, run).ok())
+            .map(|(warn, _, _)| warn * 1e9);
+        outcome.figures(sweep_figures(run, expected))
     })
 }
 
@@ -188,7 +192,7 @@ fn label_count(n: usize) -> String {
 /// graphing too): its peak busbw, the size it was reached at, and the sweep average. One set per
 /// collective (the first table of each); none for per-process tables, which measure nothing
 /// together.
-fn sweep_figures(run: &NcclRun) -> Vec<Figure> {
+fn sweep_figures(run: &NcclRun, all_reduce_expected: Option<f64>) -> Vec<Figure> {
     let log = &run.log;
     if log.per_process_headers > 0 {
         return Vec::new();
@@ -210,10 +214,10 @@ fn sweep_figures(run: &NcclRun) -> Vec<Figure> {
                 .label("nodes", label_count(log.nodes()))
                 .label("ranks", label_count(log.ranks()))
         };
-        figures.push(labelled(Figure::new(
-            FigureName::NcclBusbwPeakBytesPerSecond,
-            peak.busbw * 1e9,
-        )));
+        let floor = all_reduce_expected.filter(|_| test == "all_reduce" && log.ranks() > 1);
+        figures.push(labelled(
+            Figure::new(FigureName::NcclBusbwPeakBytesPerSecond, peak.busbw * 1e9).floor(floor),
+        ));
         figures.push(labelled(Figure::new(
             FigureName::NcclBusbwPeakSizeBytes,
             peak.size as f64,

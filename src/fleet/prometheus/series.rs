@@ -318,6 +318,9 @@ fn report_of(series: &[Split<'_>]) -> Option<SavedReport> {
             name: name.id().to_string(),
             value: s.value,
             labels,
+            // The metrics carry values, not the profile's floors: outliers from Prometheus are
+            // judged by the median alone (docs/triage.md).
+            floor: None,
         };
         match layers
             .values_mut()

@@ -219,13 +219,15 @@ pub fn describe(nvml: &Nvml, index: u32, progress: &dyn Progress) -> NvmlDevice 
     out.default_applications_clocks = lost.read("default_applications_clocks", || {
         clocks(|c| d.default_applications_clock(c))
     });
+    out.max_clocks = lost.read("max_clocks", || clocks(|c| d.max_clock_info(c)));
     out.board_part_number = lost.read("board_part_number", || d.board_part_number());
     out.module_id = lost.read_with("module_id", || raw::module_id(d));
     out
 }
 
-/// Graphics and memory clocks from one getter (`nvmlDeviceGet[Default]ApplicationsClock` with
-/// `NVML_CLOCK_GRAPHICS` and `NVML_CLOCK_MEM`); either failing fails the pair.
+/// Graphics and memory clocks from one getter (`nvmlDeviceGet[Default]ApplicationsClock`,
+/// `nvmlDeviceGetMaxClockInfo`) with `NVML_CLOCK_GRAPHICS` and `NVML_CLOCK_MEM`; either
+/// failing fails the pair.
 fn clocks(get: impl Fn(Clock) -> Result<u32, WrapperError>) -> Result<Clocks, WrapperError> {
     Ok(Clocks {
         graphics_mhz: get(Clock::Graphics)?,

@@ -574,6 +574,7 @@ device_clock!(
     nvmlDeviceGetDefaultApplicationsClock,
     default_applications_clocks
 );
+device_clock!(nvmlDeviceGetMaxClockInfo, max_clocks);
 
 /// A string getter NVML answers for GPU and MIG handles alike.
 macro_rules! device_or_mig_string {

@@ -140,6 +140,8 @@ pub struct Device {
     #[serde(default)]
     pub default_applications_clocks: Reading<Clocks>,
     #[serde(default)]
+    pub max_clocks: Reading<Clocks>,
+    #[serde(default)]
     pub board_part_number: Reading<String>,
     #[serde(default)]
     pub module_id: Reading<u32>,
