@@ -795,6 +795,13 @@ fn gsp_timeouts_without_an_xid_line_are_xid_119() {
             summary.contains("XID 119 ×1 (GSP rpc timeout)"),
             "{file}: {summary}"
         );
+        // The GPU is named as the log names it, the driver's instance, not "unknown".
+        assert!(
+            summary.starts_with(&format!(
+                "the driver's {gpu} (its bus id is not in the log)"
+            )),
+            "{file}: {summary}"
+        );
         let e = &c["evidence"][0];
         assert!(
             e["observed"]

@@ -64,6 +64,16 @@ pub(crate) fn most_drastic(actions: &[Action]) -> Option<Action> {
     .find(|a| actions.contains(a))
 }
 
+/// The driver's GPU instance a line without a bus id names (`NVRM: GPU6 _kgspIsHeartbeatTimedOut:
+/// …` -> `GPU6`, src/facts/xid/gsp.rs): the GSP lines say which GPU by the instance the driver
+/// numbered it with, not by its bus id.
+fn driver_instance(message: &str) -> Option<&str> {
+    let text = message.strip_prefix("NVRM:")?.trim_start();
+    let digits = text.strip_prefix("GPU")?;
+    let n = digits.find(|c: char| !c.is_ascii_digit())?;
+    (n > 0 && digits[n..].starts_with(' ')).then(|| &text[..3 + n])
+}
+
 fn severity_label(s: XidSeverity) -> &'static str {
     match s {
         XidSeverity::Fatal => "fatal",
@@ -347,9 +357,14 @@ fn xid_events(ctx: &Context<'_>) -> Outcome {
             Some((to, _)) => format!("{} to {to}", info.name),
             None => info.name.to_string(),
         };
+        let who = match bus {
+            Some(_) => label(*bus),
+            None => driver_instance(&group.last.message)
+                .map(|i| format!("the driver's {i} (its bus id is not in the log)"))
+                .unwrap_or_else(|| label(None)),
+        };
         let line = format!(
-            "{} xid {number} {} ({name}) last {when}: {state}",
-            label(*bus),
+            "{who} xid {number} {} ({name}) last {when}: {state}",
             group.count_text(),
         );
         let verdict = if *number == 154 {
