@@ -721,7 +721,7 @@ fn docker_json_file_lines_and_open_mpi_timestamps_read_healthy() {
         // Every line a json-file entry; a long line cut into two entries, the first without
         // its newline (moby daemon/logger/copier.go: a message over the 16 KiB buffer is
         // written in parts, joined again by `docker logs`; parts of two streams interleaved
-        // are json_file_log.rs's unit test).
+        // are container_log.rs's unit tests).
         let mut json = String::new();
         for line in log.lines() {
             let stream = if line.contains("NCCL INFO") {
@@ -746,6 +746,29 @@ fn docker_json_file_lines_and_open_mpi_timestamps_read_healthy() {
                 .ends_with("(nccl)")
         );
         assert_eq!(verdicts(&report), verdicts(&plain), "{real} json-file");
+        // The same in the CRI format of /var/log/pods (the kubelet's `parseCRILog`): the
+        // `# nThread` line and every result row cut into a `P` part and the `F` line that ends
+        // it (read line by line, each part was a line of its own: rows without their figures).
+        let mut cri = String::new();
+        for (n, line) in log.lines().enumerate() {
+            let stream = if line.contains("NCCL INFO") {
+                "stderr"
+            } else {
+                "stdout"
+            };
+            let at = format!("2026-01-06T10:00:{:02}.{n:09}Z {stream}", n % 60);
+            let row = line.trim_start().starts_with(|c: char| c.is_ascii_digit());
+            if line.starts_with("# nThread") || row {
+                let cut = line.len() / 2;
+                cri.push_str(&format!("{at} P {}\n", &line[..cut]));
+                cri.push_str(&format!("{at} F {}\n", &line[cut..]));
+            } else {
+                cri.push_str(&format!("{at} F {line}\n"));
+            }
+        }
+        let (report, exit) = judge_text("0.log", &cri);
+        assert_eq!(exit, 0, "{real} cri: {report}");
+        assert_eq!(verdicts(&report), verdicts(&plain), "{real} cri");
         if real.starts_with("eks-efa") {
             // Already behind `--tag-output`: not run through `--timestamp-output` too.
             continue;

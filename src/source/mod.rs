@@ -8,10 +8,10 @@
 //! Only this module and `facts/` know paths. Nothing here judges anything.
 
 pub mod child;
+mod container_log;
 pub mod cuda;
 pub mod gpudirect;
 pub mod host_lib;
-mod json_file_log;
 pub mod kernel_log;
 pub mod ld_cache;
 pub mod nccl;

@@ -137,16 +137,16 @@ const AHEAD: usize = 2;
 /// interprets the lines read before. The pieces are cut at line ends and go to the parser in
 /// order; it gets the same facts as from one thread (`threads_give_the_facts_of_one`).
 ///
-/// A Docker `json-file` container log is read as the text its entries hold
-/// ([`super::json_file_log`]); the transcript is then that text.
+/// A container log (Docker `json-file`, or the CRI format of `/var/log/pods`) is read as the
+/// text its entries hold ([`super::container_log`]); the transcript is then that text.
 pub fn read_stream(
     reader: &mut (dyn Read + Send),
     part: usize,
 ) -> std::io::Result<(NcclLog, String)> {
     use std::io::BufRead as _;
     let mut buffered = std::io::BufReader::with_capacity(CHUNK, reader);
-    if super::json_file_log::looks_like(buffered.fill_buf()?) {
-        let mut decoded = super::json_file_log::JsonFileLog::new(buffered);
+    if let Some(format) = super::container_log::looks_like(buffered.fill_buf()?) {
+        let mut decoded = super::container_log::ContainerLog::new(buffered, format);
         return read_plain(&mut decoded, part);
     }
     read_plain(&mut buffered, part)
