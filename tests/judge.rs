@@ -769,6 +769,34 @@ fn docker_json_file_lines_and_open_mpi_timestamps_read_healthy() {
         let (report, exit) = judge_text("0.log", &cri);
         assert_eq!(exit, 0, "{real} cri: {report}");
         assert_eq!(verdicts(&report), verdicts(&plain), "{real} cri");
+        // Every row cut in two lines (a copy whose parts were not joined): the footer is there
+        // but no row reads, so the run is inconclusive, never "ran to its footer".
+        let cut: String = log
+            .lines()
+            .map(|l| {
+                if l.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
+                    format!("{}\n{}\n", &l[..l.len() / 2], &l[l.len() / 2..])
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        let (report, exit) = judge_text("cut.log", &cut);
+        if cut.lines().count() == log.lines().count() {
+            // Rows behind `--tag-output` tags: none cut (the prefixed rows are the test above).
+            assert!(real.starts_with("eks-efa"), "{real}: no row cut");
+            continue;
+        }
+        let c = status_of(&report, "nccl.run_completed")[0];
+        assert_eq!(c["status"], "error", "{real} cut: {c}");
+        assert!(
+            c["summary"]
+                .as_str()
+                .unwrap()
+                .contains("none of its result rows could be read"),
+            "{c}"
+        );
+        assert_eq!(exit, 3, "{real} cut: {report}");
         if real.starts_with("eks-efa") {
             // Already behind `--tag-output`: not run through `--timestamp-output` too.
             continue;

@@ -247,6 +247,20 @@ fn completed_verdict(run: &NcclRun) -> Outcome {
             )
             .action(Action::CheckWorkload);
     }
+    // A footer, yet no row read and lines that could not be: the rows are there in a form not
+    // read (a container log's parts, a prefix), so nothing shows what the run measured.
+    if log.rows.is_empty() && log.unreadable_lines > 0 {
+        let mut outcome = Outcome::error(format!(
+            "the run printed its footer, but none of its result rows could be read ({} unreadable line(s)): what it measured is unknown",
+            log.unreadable_lines
+        ))
+        .hint("pass the output as the test printed it (`kubectl logs`, or the launcher's own output), not a transformed copy; if it is, report the line below as a format gpudoctor should read");
+        if let Some(q) = &log.unreadable_example {
+            outcome =
+                outcome.evidence(quote(run, q).expected("a result row or a line NCCL prints"));
+        }
+        return outcome;
+    }
     let sizes = match (log.rows.first(), log.largest_size()) {
         (Some(first), Some(max)) => format!(
             ", {} size(s) {}–{}",
