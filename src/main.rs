@@ -416,7 +416,17 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     if unpacked.is_some() {
         report.source.root = args.root.display().to_string();
     }
-    deliver(report, args)
+    let delivered = deliver(report, args);
+    // The process ends next: the facts, the files the run read and its directory descriptors
+    // go with it, not one allocation and one `close` at a time (a twentieth of a replay's
+    // instructions, issue 41; `fleet` does the same). A live source is dropped: that ends its
+    // NVML session (source/nvml_live/session.rs). `unpacked` is dropped: it removes the
+    // unpacked capture.
+    std::mem::forget(ctx);
+    if capture {
+        std::mem::forget(source);
+    }
+    delivered
 }
 
 /// `--kernel-log` names what the source reads without blocking (`source::rooted::
@@ -507,7 +517,10 @@ fn deliver(mut report: gpudoctor::report::Report, args: &CheckArgs) -> anyhow::R
         render_as(&report, args.format, args.verbose)
     };
     emit(&text).context("writing the report")?;
-    Ok(report.exit_code)
+    let code = report.exit_code;
+    // As the run's facts (`check`): the process ends next.
+    std::mem::forget(report);
+    Ok(code)
 }
 
 /// A file written beside stdout.
