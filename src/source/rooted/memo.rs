@@ -306,6 +306,23 @@ impl RootedFs {
         self.memo()?.typed.get(dir.path.as_str()).cloned()
     }
 
+    /// What this run's listing of the resolved directory `dir` says `name` is: `None` when the
+    /// run did not list it (or records: a recording looks at every component), `Some(None)`
+    /// when the listing has no such entry, else its `d_type` (`fd::entry_type`).
+    pub(super) fn listed_type(
+        &self,
+        dir: &std::ffi::OsStr,
+        name: &std::ffi::OsStr,
+    ) -> Option<Option<u8>> {
+        use std::os::unix::ffi::OsStrExt as _;
+        if self.trace.is_some() {
+            return None;
+        }
+        let dir = dir.to_str()?;
+        let typed = self.memo()?.typed.get(dir).cloned()?;
+        Some(super::fd::entry_type(&typed, name.as_bytes()))
+    }
+
     /// Many files of the directory `rel` are about to be read (a PCI function's attributes):
     /// list it once for this run, so each file its listing calls regular is opened at once and
     /// a name it lacks is known absent (`read.rs`, `open_listed`) — fewer system calls than
