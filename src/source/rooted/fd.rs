@@ -38,9 +38,17 @@ fn with_cstr<T>(bytes: &[u8], f: impl FnOnce(&CStr) -> io::Result<T>) -> io::Res
     if bytes.len() >= STACK_NAME {
         return f(&cstring(bytes)?);
     }
-    let mut buf = [0u8; STACK_NAME];
-    buf[..bytes.len()].copy_from_slice(bytes);
-    let name = CStr::from_bytes_with_nul(&buf[..=bytes.len()])
+    // Not zeroed first (a memset of the whole buffer per call cost more than the copy).
+    let mut buf = std::mem::MaybeUninit::<[u8; STACK_NAME]>::uninit();
+    let base = buf.as_mut_ptr().cast::<u8>();
+    // SAFETY: `bytes.len() < STACK_NAME`, so the copy and the NUL after it stay inside the
+    // buffer, and exactly those `len + 1` bytes, all written here, are read.
+    let with_nul = unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), base, bytes.len());
+        base.add(bytes.len()).write(0);
+        std::slice::from_raw_parts(base, bytes.len() + 1)
+    };
+    let name = CStr::from_bytes_with_nul(with_nul)
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     f(name)
 }
@@ -301,18 +309,21 @@ pub fn read_link(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OsString> {
 /// [`names`] and [`entry_type`] read without a string made per entry.
 pub fn list_typed(dir: &OwnedFd) -> io::Result<Box<[u8]>> {
     let mut typed = Vec::new();
-    // Most directories read here (a PCI function's, a port's) fit in one answer of 8 KiB;
-    // the buffer is not zeroed: the kernel writes what it answers.
-    let mut buf: Vec<u8> = Vec::with_capacity(8 * 1024);
+    // Most directories read here (a PCI function's, a port's) fit in one answer of 8 KiB, on
+    // the stack: an 8 KiB allocation per listing made glibc consolidate its free small
+    // blocks each time (malloc.c, `malloc_consolidate` for a large request; issue 41).
+    // Not zeroed: the kernel writes what it answers, and only that is read.
+    const ANSWER: usize = 8 * 1024;
+    let mut answer = std::mem::MaybeUninit::<[u8; ANSWER]>::uninit();
     loop {
-        // SAFETY: getdents64 writes at most `capacity` bytes into the buffer of an open
+        // SAFETY: getdents64 writes at most `ANSWER` bytes into the buffer of an open
         // directory and says how many; only those are read below.
         let n = unsafe {
             libc::syscall(
                 libc::SYS_getdents64,
                 dir.as_raw_fd(),
-                buf.as_mut_ptr(),
-                buf.capacity(),
+                answer.as_mut_ptr().cast::<u8>(),
+                ANSWER,
             )
         };
         if n < 0 {
@@ -325,8 +336,14 @@ pub fn list_typed(dir: &OwnedFd) -> io::Result<Box<[u8]>> {
         if n == 0 {
             return Ok(typed.into_boxed_slice());
         }
-        // SAFETY: the kernel wrote `n` (≤ capacity) bytes.
-        unsafe { buf.set_len(n as usize) };
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= ANSWER)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))?;
+        // SAFETY: the kernel wrote these `n` (≤ `ANSWER`) bytes of the buffer.
+        let buf = unsafe { std::slice::from_raw_parts(answer.as_ptr().cast::<u8>(), n) };
+        // An entry keeps fewer bytes than its record has: one reservation per answer.
+        typed.reserve(buf.len());
         let mut at = 0usize;
         while at < buf.len() {
             // A record that does not fit is the kernel's error, not ours.
@@ -346,7 +363,6 @@ pub fn list_typed(dir: &OwnedFd) -> io::Result<Box<[u8]>> {
             }
             at += reclen;
         }
-        buf.clear();
     }
 }
 
