@@ -417,15 +417,11 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         report.source.root = args.root.display().to_string();
     }
     let delivered = deliver(report, args);
-    // The process ends next: the facts, the files the run read and its directory descriptors
-    // go with it, not one allocation and one `close` at a time (a twentieth of a replay's
-    // instructions, issue 41; `fleet` does the same). A live source is dropped: that ends its
-    // NVML session (source/nvml_live/session.rs). `unpacked` is dropped: it removes the
-    // unpacked capture.
+    // The process ends next: the facts go with it, not one allocation at a time (issue 41;
+    // `fleet` does the same). The source is dropped: a live one ends its NVML session
+    // (source/nvml_live/session.rs), an overlay fixture's removes its composed tree
+    // (source/overlay.rs), and `unpacked` removes the unpacked capture.
     std::mem::forget(ctx);
-    if capture {
-        std::mem::forget(source);
-    }
     delivered
 }
 
