@@ -417,10 +417,8 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         report.source.root = args.root.display().to_string();
     }
     let delivered = deliver(report, args);
-    // The process ends next: the facts go with it, not one allocation at a time (issue 41;
-    // `fleet` does the same). The source is dropped: a live one ends its NVML session
-    // (source/nvml_live/session.rs), an overlay fixture's removes its composed tree
-    // (source/overlay.rs), and `unpacked` removes the unpacked capture.
+    // The process ends next: its facts go with it, not one allocation at a time (issue 41, as
+    // `fleet`). The source is dropped: it ends NVML, removes an overlay's composed tree.
     std::mem::forget(ctx);
     delivered
 }
@@ -514,8 +512,7 @@ fn deliver(mut report: gpudoctor::report::Report, args: &CheckArgs) -> anyhow::R
     };
     emit(&text).context("writing the report")?;
     let code = report.exit_code;
-    // As the run's facts (`check`): the process ends next.
-    std::mem::forget(report);
+    std::mem::forget(report); // as the run's facts (`check`): the process ends next
     Ok(code)
 }
 
