@@ -416,7 +416,11 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     if unpacked.is_some() {
         report.source.root = args.root.display().to_string();
     }
-    deliver(report, args)
+    let delivered = deliver(report, args);
+    // The process ends next: its facts go with it, not one allocation at a time (issue 41, as
+    // `fleet`). The source is dropped: it ends NVML, removes an overlay's composed tree.
+    std::mem::forget(ctx);
+    delivered
 }
 
 /// `--kernel-log` names what the source reads without blocking (`source::rooted::
@@ -507,7 +511,9 @@ fn deliver(mut report: gpudoctor::report::Report, args: &CheckArgs) -> anyhow::R
         render_as(&report, args.format, args.verbose)
     };
     emit(&text).context("writing the report")?;
-    Ok(report.exit_code)
+    let code = report.exit_code;
+    std::mem::forget(report); // as the run's facts (`check`): the process ends next
+    Ok(code)
 }
 
 /// A file written beside stdout.

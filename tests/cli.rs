@@ -410,3 +410,40 @@ fn render_of_a_fifo_nobody_writes_ends_at_its_timeout() {
     );
     assert_eq!(out.stdout, report.stdout);
 }
+
+/// `check` leaves the run's facts to the process's exit (issue 41), but still drops its source:
+/// an overlay fixture's composed tree (source/overlay.rs) is removed, as is an unpacked capture.
+#[test]
+fn check_of_an_overlay_fixture_leaves_nothing_in_tmpdir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let overlay = "fixtures/aks-h100-healthy";
+    let manifest = common::repo()
+        .join(overlay)
+        .join(".gpudoctor/manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    assert!(
+        text.contains("\"base\""),
+        "{overlay} is no longer an overlay"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
+        .args([
+            "check",
+            "--keep-going",
+            "--format",
+            "json",
+            "--root",
+            overlay,
+        ])
+        .current_dir(common::repo())
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}

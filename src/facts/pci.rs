@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::trimmed;
+use super::{join, trimmed};
 
 use crate::answers::{FactError, ParseError};
 use crate::source::Source;
@@ -383,13 +383,13 @@ pub fn gather(source: &dyn Source) -> Result<PciFacts, FactError> {
     let names = source.read_dir(PCI_DEVICES)?;
     let mut facts = PciFacts::default();
     for name in names.into_iter().filter(|n| is_bdf(n)) {
-        let dir = format!("{PCI_DEVICES}/{name}");
+        let dir = join(PCI_DEVICES, &name);
         match read_function(source, &dir, &name) {
             Ok(Read::Judged(function)) => {
                 // numa_node is created with the device whenever the kernel has CONFIG_NUMA (every
                 // multi-socket kernel): absent, it is not read, not "no proximity". POWER9
                 // trees in hwloc's captures keep only class + local_cpus.
-                let numa = format!("{dir}/numa_node");
+                let numa = join(&dir, "numa_node");
                 if function.numa_node.is_none() && !source.exists(&numa) {
                     facts
                         .numa_missing
@@ -410,7 +410,7 @@ fn read_function(source: &dyn Source, dir: &str, bdf: &str) -> Result<Read, Fact
     // vendor, device and class exist for every PCI function the kernel lists: one that lacks
     // them is not read (a partial capture), never "not a GPU".
     let read = |attr: &str| -> Result<String, FactError> {
-        let path = format!("{dir}/{attr}");
+        let path = join(dir, attr);
         source.read_to_string(&path).map_err(|err| {
             if err.is_missing() && !matches!(err, crate::source::FsError::Dangling { .. }) {
                 FactError::missing(&path, KERNEL_PCI_SYSFS)
@@ -420,7 +420,7 @@ fn read_function(source: &dyn Source, dir: &str, bdf: &str) -> Result<Read, Fact
         })
     };
     let parse_with = |attr: &str, text: String, f: fn(&str) -> Result<u32, ParseError>| {
-        f(&text).map_err(|e| FactError::parse(&format!("{dir}/{attr}"), e))
+        f(&text).map_err(|e| FactError::parse(&join(dir, attr), e))
     };
     let class = parse_with("class", read("class")?, parse_hex)?;
     if !is_judged_class(class) {
@@ -432,20 +432,20 @@ fn read_function(source: &dyn Source, dir: &str, bdf: &str) -> Result<Read, Fact
     // A judged function's attributes are read next, here and by the topology facts: a dozen
     // files of one directory, listed once (issue 41).
     source.will_read_in(dir);
-    let vendor = parse_hex_u16(&read("vendor")?)
-        .map_err(|e| FactError::parse(&format!("{dir}/vendor"), e))?;
-    let device = parse_hex_u16(&read("device")?)
-        .map_err(|e| FactError::parse(&format!("{dir}/device"), e))?;
+    let vendor =
+        parse_hex_u16(&read("vendor")?).map_err(|e| FactError::parse(&join(dir, "vendor"), e))?;
+    let device =
+        parse_hex_u16(&read("device")?).map_err(|e| FactError::parse(&join(dir, "device"), e))?;
     // numa_node is absent on some kernels/captures (POWER9 trees keep only class + local_cpus).
-    let numa_node = match source.read_to_string(&format!("{dir}/numa_node")) {
+    let numa_node = match source.read_to_string(&join(dir, "numa_node")) {
         Ok(text) => {
-            parse_numa_node(&text).map_err(|e| FactError::parse(&format!("{dir}/numa_node"), e))?
+            parse_numa_node(&text).map_err(|e| FactError::parse(&join(dir, "numa_node"), e))?
         }
         Err(err) if err.is_missing() => None,
         Err(err) => return Err(err.into()),
     };
     let driver = source
-        .read_link(&format!("{dir}/driver"))
+        .read_link(&join(dir, "driver"))
         .ok()
         .and_then(|target| target.rsplit('/').next().map(str::to_string))
         .filter(|name| !name.is_empty());

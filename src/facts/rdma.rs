@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::pci::{is_bdf, short};
-use super::trimmed;
+use super::{join, trimmed};
 use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
@@ -230,18 +230,13 @@ fn parse_opt<T>(
 }
 
 fn netdev(source: &dyn Source, name: &str, problems: &mut Vec<FactError>) -> Netdev {
-    let dir = format!("{CLASS_NET}/{name}");
+    let dir = join(CLASS_NET, name);
     Netdev {
         name: name.to_string(),
-        operstate: read_required(
-            source,
-            &format!("{dir}/operstate"),
-            KERNEL_OPERSTATE,
-            problems,
-        ),
+        operstate: read_required(source, &join(&dir, "operstate"), KERNEL_OPERSTATE, problems),
         mtu: parse_opt(
             source,
-            &format!("{dir}/mtu"),
+            &join(&dir, "mtu"),
             |t| {
                 t.parse::<u32>()
                     .map_err(|_| ParseError::new("mtu is not a number"))
@@ -262,34 +257,29 @@ fn read_port(
     let mut problems = Vec::new();
     let state = parse_required(
         source,
-        &format!("{dir}/state"),
+        &join(&dir, "state"),
         KERNEL_IB_SYSFS,
         parse_numbered,
         &mut problems,
     );
     let phys_state = parse_required(
         source,
-        &format!("{dir}/phys_state"),
+        &join(&dir, "phys_state"),
         KERNEL_IB_SYSFS,
         parse_numbered,
         &mut problems,
     );
-    let rate_text = read_required(
-        source,
-        &format!("{dir}/rate"),
-        KERNEL_IB_SYSFS,
-        &mut problems,
-    );
+    let rate_text = read_required(source, &join(&dir, "rate"), KERNEL_IB_SYSFS, &mut problems);
     let rate_gbps = rate_text.as_deref().and_then(|t| match parse_rate(t) {
         Ok(v) => Some(v),
         Err(e) => {
-            problems.push(FactError::parse(&format!("{dir}/rate"), e));
+            problems.push(FactError::parse(&join(&dir, "rate"), e));
             None
         }
     });
     let link_layer = read_required(
         source,
-        &format!("{dir}/link_layer"),
+        &join(&dir, "link_layer"),
         KERNEL_LINK_LAYER,
         &mut problems,
     );
@@ -341,7 +331,7 @@ fn read_port(
             problems.push(FactError::missing(&ndevs_dir, KERNEL_GID_ATTRS));
         }
         for index in indexes {
-            if let Ok(t) = source.read_to_string(&format!("{types_dir}/{index}")) {
+            if let Ok(t) = source.read_to_string(&join(&types_dir, &index)) {
                 let t = trimmed(&t).to_string();
                 if !t.is_empty() && !gid_types.contains(&t) {
                     gid_types.push(t);
@@ -353,7 +343,7 @@ fn read_port(
             {
                 let nd = trimmed(&nd).to_string();
                 if nd.is_empty() {
-                } else if source.exists(&format!("{CLASS_NET}/{nd}")) {
+                } else if source.exists(&join(CLASS_NET, &nd)) {
                     roce_netdev = Some(nd);
                 } else {
                     // A name the kernel printed is a netdev that exists; one that does not is
@@ -406,7 +396,7 @@ pub fn gather_with(source: &dyn Source, hw: bool) -> Result<RdmaFacts, FactError
         ..RdmaFacts::default()
     };
     for name in names {
-        let dir = format!("{CLASS_INFINIBAND}/{name}");
+        let dir = join(CLASS_INFINIBAND, &name);
         // The class entry resolves into `…/<bdf>/infiniband/<name>`; the BDF is the component
         // before `infiniband` (sysfs.md §6). Virtual devices have none.
         let pci = match source.canonical(&dir) {
@@ -426,7 +416,7 @@ pub fn gather_with(source: &dyn Source, hw: bool) -> Result<RdmaFacts, FactError
             }
         };
         let mut problems = Vec::new();
-        let ports_dir = format!("{dir}/ports");
+        let ports_dir = join(&dir, "ports");
         let ports_list = match source.list_dir(&ports_dir, &|n| n.parse::<u32>().is_ok()) {
             Ok(list) => list,
             Err(err) if err.is_missing() => {
@@ -443,9 +433,9 @@ pub fn gather_with(source: &dyn Source, hw: bool) -> Result<RdmaFacts, FactError
         let device = RdmaDevice {
             name: name.clone(),
             pci: pci.clone(),
-            fw_ver: read_opt(source, &format!("{dir}/fw_ver"), &mut problems),
-            node_guid: read_opt(source, &format!("{dir}/node_guid"), &mut problems),
-            hca_type: read_opt(source, &format!("{dir}/hca_type"), &mut problems),
+            fw_ver: read_opt(source, &join(&dir, "fw_ver"), &mut problems),
+            node_guid: read_opt(source, &join(&dir, "node_guid"), &mut problems),
+            hca_type: read_opt(source, &join(&dir, "hca_type"), &mut problems),
             ports: port_numbers
                 .into_iter()
                 .map(|p| read_port(source, &dir, pci.as_deref(), p, hw))

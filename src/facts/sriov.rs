@@ -3,7 +3,7 @@
 //! PF's `virtfnN` links, and for each VF its driver, RDMA device and netdev.
 
 use super::pci::{is_bdf, short};
-use super::trimmed;
+use super::{join, trimmed};
 use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
@@ -58,14 +58,14 @@ fn first_entry(source: &dyn Source, dir: &str) -> Option<String> {
 pub fn gather(source: &dyn Source, functions: &[(String, Option<u32>)]) -> SriovFacts {
     let mut facts = SriovFacts::default();
     for (bdf, numa_node) in functions {
-        let dir = format!("{PCI_DEVICES}/{bdf}");
-        let total = match source.read_to_string(&format!("{dir}/sriov_totalvfs")) {
+        let dir = join(PCI_DEVICES, bdf);
+        let total = match source.read_to_string(&join(&dir, "sriov_totalvfs")) {
             Ok(text) => match parse_count(&text) {
                 Ok(n) => n,
                 Err(e) => {
                     facts
                         .problems
-                        .push(FactError::parse(&format!("{dir}/sriov_totalvfs"), e));
+                        .push(FactError::parse(&join(&dir, "sriov_totalvfs"), e));
                     continue;
                 }
             },
@@ -78,11 +78,11 @@ pub fn gather(source: &dyn Source, functions: &[(String, Option<u32>)]) -> Sriov
         if total == 0 {
             continue;
         }
-        let num_vfs = match source.read_to_string(&format!("{dir}/sriov_numvfs")) {
+        let num_vfs = match source.read_to_string(&join(&dir, "sriov_numvfs")) {
             Ok(text) => parse_count(&text).unwrap_or_else(|e| {
                 facts
                     .problems
-                    .push(FactError::parse(&format!("{dir}/sriov_numvfs"), e));
+                    .push(FactError::parse(&join(&dir, "sriov_numvfs"), e));
                 0
             }),
             Err(err) => {
@@ -105,7 +105,7 @@ pub fn gather(source: &dyn Source, functions: &[(String, Option<u32>)]) -> Sriov
         indexed.sort();
         let mut vfs = Vec::new();
         for (_, link) in indexed {
-            let path = format!("{dir}/{link}");
+            let path = join(&dir, &link);
             let vf_bdf = match source.canonical(&path) {
                 Ok(target) => target
                     .rsplit('/')
@@ -118,14 +118,14 @@ pub fn gather(source: &dyn Source, functions: &[(String, Option<u32>)]) -> Sriov
                 }
             };
             let Some(vf_bdf) = vf_bdf else { continue };
-            let vf_dir = format!("{PCI_DEVICES}/{vf_bdf}");
+            let vf_dir = join(PCI_DEVICES, &vf_bdf);
             vfs.push(VirtualFunction {
                 driver: source
-                    .read_link(&format!("{vf_dir}/driver"))
+                    .read_link(&join(&vf_dir, "driver"))
                     .ok()
                     .and_then(|t| t.rsplit('/').next().map(str::to_string)),
-                rdma_device: first_entry(source, &format!("{vf_dir}/infiniband")),
-                netdev: first_entry(source, &format!("{vf_dir}/net")),
+                rdma_device: first_entry(source, &join(&vf_dir, "infiniband")),
+                netdev: first_entry(source, &join(&vf_dir, "net")),
                 bdf: vf_bdf,
             });
         }
@@ -134,7 +134,7 @@ pub fn gather(source: &dyn Source, functions: &[(String, Option<u32>)]) -> Sriov
             total_vfs: total,
             num_vfs,
             numa_node: *numa_node,
-            rdma: source.exists(&format!("{dir}/infiniband")),
+            rdma: source.exists(&join(&dir, "infiniband")),
             vfs,
         });
     }

@@ -106,9 +106,16 @@ pub fn proper(text: &str) -> Cow<'_, str> {
     let mut in_code = false;
     let mut prev: Option<char> = None;
     let mut i = 0;
-    while i < text.len() {
+    let bytes = text.as_bytes();
+    while let Some(&b) = bytes.get(i) {
         let rest = &text[i..];
-        let c = rest.chars().next().unwrap_or(' ');
+        // ASCII as it stands; anything else decoded (issue 41: decoding every character of
+        // every summary was most of this function).
+        let c = if b.is_ascii() {
+            char::from(b)
+        } else {
+            rest.chars().next().unwrap_or(' ')
+        };
         if c == '`' {
             in_code = !in_code;
         }
@@ -137,15 +144,35 @@ pub fn proper(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// [`WORDS`] by their first byte, in list order.
+fn by_first_byte() -> &'static [Vec<(&'static str, &'static str)>] {
+    static TABLE: std::sync::OnceLock<Vec<Vec<(&'static str, &'static str)>>> =
+        std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = vec![Vec::new(); 256];
+        for &(word, written) in WORDS {
+            if let Some(slot) = word
+                .as_bytes()
+                .first()
+                .and_then(|&first| table.get_mut(usize::from(first)))
+            {
+                slot.push((word, written));
+            }
+        }
+        table
+    })
+}
+
 /// The longest listed word `rest` starts with that ends as a word: not followed by a letter,
 /// digit, `_`, `/` or `=`, nor by `.`, `-` or `:` joined to more of an identifier.
 fn word_at(rest: &str) -> Option<(&'static str, &'static str)> {
     let first = *rest.as_bytes().first()?;
-    WORDS
+    by_first_byte()
+        .get(usize::from(first))?
         .iter()
-        // The first byte first: most words of prose start like no listed one (issue 41: this
-        // ran for every word of every summary).
-        .filter(|(word, _)| word.as_bytes()[0] == first && rest.starts_with(word))
+        // Only the words that start with this byte (issue 41: every word of every summary was
+        // compared with the whole list).
+        .filter(|(word, _)| rest.starts_with(word))
         .filter(|(word, _)| {
             let mut after = rest[word.len()..].chars();
             match after.next() {

@@ -354,23 +354,26 @@ impl NvmlDevice {
         add("module_id", self.module_id.error());
         add("nvlinks", self.nvlinks.error());
         add("fabric", self.fabric.error());
+        // A link's or MIG device's name is spelt only for a reading that failed: 18 links of
+        // 13 readings on each of 8 GPUs were 1 900 strings a run, every one thrown away on a
+        // healthy node (issue 41).
         if let Reading::Value(links) = &self.nvlinks {
             for link in links {
-                add(
-                    &format!("nvlinks[{}].version", link.link),
-                    link.version.error(),
-                );
-                add(
-                    &format!("nvlinks[{}].remote_type", link.link),
-                    link.remote_type.error(),
-                );
-                for (name, reading) in link.error_counters() {
-                    add(&format!("nvlinks[{}].{name}", link.link), reading.error());
+                let readings = [
+                    ("version", link.version.error()),
+                    ("remote_type", link.remote_type.error()),
+                ]
+                .into_iter()
+                .chain(link.error_counters().map(|(name, r)| (name, r.error())));
+                for (name, err) in readings {
+                    if err.is_some() {
+                        add(&format!("nvlinks[{}].{name}", link.link), err);
+                    }
                 }
             }
         }
         if let Reading::Value(migs) = &self.mig_devices {
-            for mig in migs {
+            for mig in migs.iter().filter(|m| m.error.is_some()) {
                 add(&format!("mig_devices[{}]", mig.index), mig.error.as_ref());
             }
         }

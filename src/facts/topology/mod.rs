@@ -19,7 +19,7 @@ use super::pci::{
     parse_numa_node,
 };
 use super::pcicfg::{AcsReading, parse_acs};
-use super::trimmed;
+use super::{join, trimmed};
 use crate::answers::{FactError, ParseError};
 use crate::source::Source;
 
@@ -416,7 +416,7 @@ fn rdma_devices_by_function(
         }
     };
     for name in names {
-        let link = format!("{CLASS_INFINIBAND}/{name}");
+        let link = join(CLASS_INFINIBAND, &name);
         match source.canonical(&link) {
             Ok(path) => {
                 let parts: Vec<&str> = path.split('/').collect();
@@ -460,7 +460,7 @@ fn read_device(
     rdma: &BTreeMap<String, Vec<String>>,
     problems: &mut Vec<FactError>,
 ) -> Option<PciDevice> {
-    let dir = format!("{PCI_DEVICES}/{bdf}");
+    let dir = join(PCI_DEVICES, bdf);
     let path = match source.canonical(&dir) {
         Ok(path) => path,
         Err(err) => {
@@ -479,7 +479,7 @@ fn read_device(
         }
     };
     let attr = |name: &str, problems: &mut Vec<FactError>| -> Option<(String, String)> {
-        let file = format!("{path}/{name}");
+        let file = join(&path, name);
         match source.read_to_string(&file) {
             Ok(text) => Some((file, text)),
             // EINVAL on `current_link_speed` when the capability cannot be read is "unknown"
@@ -495,7 +495,7 @@ fn read_device(
     // for every one on a NUMA kernel: absent, they are not read (a partial capture), never
     // "not a NIC" or "no proximity" (DESIGN.md "Missing is not absent").
     let required = |name: &str, problems: &mut Vec<FactError>| -> Option<(String, String)> {
-        let file = format!("{path}/{name}");
+        let file = join(&path, name);
         match source.read_to_string(&file) {
             Ok(text) => Some((file, text)),
             Err(err) if err.is_missing() => {
@@ -630,7 +630,7 @@ fn read_device(
         Some(Known::ClassOnly(_)) => None,
         None if !judged => None,
         None => source
-            .read_link(&format!("{path}/driver"))
+            .read_link(&join(&path, "driver"))
             .ok()
             .and_then(|target| target.rsplit('/').next().map(str::to_string))
             .filter(|name| !name.is_empty()),
@@ -640,7 +640,7 @@ fn read_device(
     // are not asked.
     let netdevs: Vec<String> = if matches!(kind, DeviceKind::Nic | DeviceKind::RdmaNic) {
         source
-            .list_dir(&format!("{path}/net"), &|_| true)
+            .list_dir(&join(&path, "net"), &|_| true)
             .unwrap_or_default()
     } else {
         Vec::new()

@@ -15,7 +15,7 @@
 //! `GPUDOCTOR_NO_OPENAT2=1` forces the fallback walk, so that kernels without `openat2` are
 //! tested on kernels with it (tests/root_confinement.rs).
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -24,6 +24,33 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 fn cstring(bytes: &[u8]) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Names and resolved paths shorter than this are made NUL-terminated on the stack: the size
+/// the standard library itself uses for paths handed to the kernel
+/// (library/std/src/sys/pal/common/small_c_string.rs, `MAX_STACK_ALLOCATION`).
+const STACK_NAME: usize = 384;
+
+/// Call `f` with `bytes` NUL-terminated: on the stack when short (every component and most
+/// resolved paths), else in a [`CString`]. A NUL inside is `EINVAL`, as [`cstring`] says. One
+/// allocation per system call was a twelfth of a `check`'s allocations (issue 41).
+fn with_cstr<T>(bytes: &[u8], f: impl FnOnce(&CStr) -> io::Result<T>) -> io::Result<T> {
+    if bytes.len() >= STACK_NAME {
+        return f(&cstring(bytes)?);
+    }
+    // Not zeroed first (a memset of the whole buffer per call cost more than the copy).
+    let mut buf = std::mem::MaybeUninit::<[u8; STACK_NAME]>::uninit();
+    let base = buf.as_mut_ptr().cast::<u8>();
+    // SAFETY: `bytes.len() < STACK_NAME`, so the copy and the NUL after it stay inside the
+    // buffer, and exactly those `len + 1` bytes, all written here, are read.
+    let with_nul = unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), base, bytes.len());
+        base.add(bytes.len()).write(0);
+        std::slice::from_raw_parts(base, bytes.len() + 1)
+    };
+    let name = CStr::from_bytes_with_nul(with_nul)
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    f(name)
 }
 
 fn owned(raw: libc::c_int) -> io::Result<OwnedFd> {
@@ -48,14 +75,15 @@ pub fn open_root(path: &Path) -> io::Result<OwnedFd> {
 
 /// Open one component `name` of the directory `dir`, never following it if it is a link.
 pub fn open_one(dir: BorrowedFd<'_>, name: &OsStr, flags: libc::c_int) -> io::Result<OwnedFd> {
-    let name = cstring(name.as_bytes())?;
-    // SAFETY: `dir` is an open descriptor borrowed for the call; `name` is NUL-terminated.
-    owned(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
+    with_cstr(name.as_bytes(), |name| {
+        // SAFETY: `dir` is an open descriptor borrowed for the call; `name` is NUL-terminated.
+        owned(unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        })
     })
 }
 
@@ -99,24 +127,25 @@ pub fn open_beneath(root: BorrowedFd<'_>, path: &OsStr, flags: libc::c_int) -> i
         return open_one(root, OsStr::new("."), flags);
     }
     if openat2_usable() {
-        let c_path = cstring(path.as_bytes())?;
         let how = OpenHow {
             flags: (flags | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
             mode: 0,
             resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
         };
-        // SAFETY: openat2 with a borrowed directory descriptor, a NUL-terminated path and an
-        // `open_how` of the size passed; the result is checked by `owned`.
-        let raw = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                root.as_raw_fd(),
-                c_path.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        let result = owned(libc::c_int::try_from(raw).unwrap_or(-1));
+        let result = with_cstr(path.as_bytes(), |c_path| {
+            // SAFETY: openat2 with a borrowed directory descriptor, a NUL-terminated path and
+            // an `open_how` of the size passed; the result is checked by `owned`.
+            let raw = unsafe {
+                libc::syscall(
+                    libc::SYS_openat2,
+                    root.as_raw_fd(),
+                    c_path.as_ptr(),
+                    &how as *const OpenHow,
+                    std::mem::size_of::<OpenHow>(),
+                )
+            };
+            owned(libc::c_int::try_from(raw).unwrap_or(-1))
+        });
         match &result {
             // No openat2 (before 5.6), or a seccomp filter that does not know it.
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
@@ -167,22 +196,23 @@ pub fn fstatvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
 
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`: one component, a link not followed.
 pub fn stat_one(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<libc::stat> {
-    let name = cstring(name.as_bytes())?;
-    // SAFETY: an all-zero `stat` is a valid value for the kernel to overwrite.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `dir` is open for the call, `name` NUL-terminated, `st` a valid out pointer.
-    if unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    } < 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(st)
+    with_cstr(name.as_bytes(), |name| {
+        // SAFETY: an all-zero `stat` is a valid value for the kernel to overwrite.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `dir` is open for the call, `name` NUL-terminated, `st` a valid out pointer.
+        if unsafe {
+            libc::fstatat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        } < 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st)
+    })
 }
 
 pub fn is_dir(st: &libc::stat) -> bool {
@@ -237,31 +267,40 @@ pub fn reopen(path: BorrowedFd<'_>, flags: libc::c_int) -> Option<io::Result<Own
 /// The target of the symlink `name` in `dir` (an empty `name`: the link `dir` itself refers
 /// to, opened `O_PATH|O_NOFOLLOW`).
 pub fn read_link(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OsString> {
-    let name = cstring(name.as_bytes())?;
-    let mut buf = vec![0u8; 256];
-    loop {
-        // SAFETY: `dir` is open, `name` NUL-terminated and `buf` writable for its length.
-        let n = unsafe {
-            libc::readlinkat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
+    with_cstr(name.as_bytes(), |name| {
+        // Most targets (sysfs's `../../../devices/pci0000:17/…`) fit on the stack; the text is
+        // then copied once, at its length.
+        let mut first = [0u8; 256];
+        let mut heap: Vec<u8> = Vec::new();
+        loop {
+            let buf: &mut [u8] = if heap.is_empty() {
+                &mut first
+            } else {
+                &mut heap
+            };
+            // SAFETY: `dir` is open, `name` NUL-terminated and `buf` writable for its length.
+            let n = unsafe {
+                libc::readlinkat(
+                    dir.as_raw_fd(),
+                    name.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let n = n as usize;
+            if n < buf.len() {
+                return Ok(OsString::from_vec(buf[..n].to_vec()));
+            }
+            if buf.len() >= 64 * 1024 {
+                return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+            }
+            let bigger = buf.len() * 4;
+            heap.resize(bigger, 0);
         }
-        let n = n as usize;
-        if n < buf.len() {
-            buf.truncate(n);
-            return Ok(OsString::from_vec(buf));
-        }
-        if buf.len() >= 64 * 1024 {
-            return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
-        }
-        buf.resize(buf.len() * 4, 0);
-    }
+    })
 }
 
 /// An open directory's entries, `.` and `..` left out, each as `[d_type, name length, name…]`
@@ -270,18 +309,21 @@ pub fn read_link(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OsString> {
 /// [`names`] and [`entry_type`] read without a string made per entry.
 pub fn list_typed(dir: &OwnedFd) -> io::Result<Box<[u8]>> {
     let mut typed = Vec::new();
-    // Most directories read here (a PCI function's, a port's) fit in one answer of 8 KiB;
-    // the buffer is not zeroed: the kernel writes what it answers.
-    let mut buf: Vec<u8> = Vec::with_capacity(8 * 1024);
+    // Most directories read here (a PCI function's, a port's) fit in one answer of 8 KiB, on
+    // the stack: an 8 KiB allocation per listing made glibc consolidate its free small
+    // blocks each time (malloc.c, `malloc_consolidate` for a large request; issue 41).
+    // Not zeroed: the kernel writes what it answers, and only that is read.
+    const ANSWER: usize = 8 * 1024;
+    let mut answer = std::mem::MaybeUninit::<[u8; ANSWER]>::uninit();
     loop {
-        // SAFETY: getdents64 writes at most `capacity` bytes into the buffer of an open
+        // SAFETY: getdents64 writes at most `ANSWER` bytes into the buffer of an open
         // directory and says how many; only those are read below.
         let n = unsafe {
             libc::syscall(
                 libc::SYS_getdents64,
                 dir.as_raw_fd(),
-                buf.as_mut_ptr(),
-                buf.capacity(),
+                answer.as_mut_ptr().cast::<u8>(),
+                ANSWER,
             )
         };
         if n < 0 {
@@ -294,8 +336,14 @@ pub fn list_typed(dir: &OwnedFd) -> io::Result<Box<[u8]>> {
         if n == 0 {
             return Ok(typed.into_boxed_slice());
         }
-        // SAFETY: the kernel wrote `n` (≤ capacity) bytes.
-        unsafe { buf.set_len(n as usize) };
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= ANSWER)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EIO))?;
+        // SAFETY: the kernel wrote these `n` (≤ `ANSWER`) bytes of the buffer.
+        let buf = unsafe { std::slice::from_raw_parts(answer.as_ptr().cast::<u8>(), n) };
+        // An entry keeps fewer bytes than its record has: one reservation per answer.
+        typed.reserve(buf.len());
         let mut at = 0usize;
         while at < buf.len() {
             // A record that does not fit is the kernel's error, not ours.
@@ -315,7 +363,6 @@ pub fn list_typed(dir: &OwnedFd) -> io::Result<Box<[u8]>> {
             }
             at += reclen;
         }
-        buf.clear();
     }
 }
 

@@ -373,3 +373,45 @@ fn typed_listings_read_back_every_entry() {
         let _ = fd::names(&typed[..cut]);
     }
 }
+
+#[test]
+fn listings_longer_than_one_answer_and_links_told_by_short_listings() {
+    // 1 000 links of 40-byte names: about 56 KiB of `getdents64` records, several answers of
+    // the 8 KiB stack buffer.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    fs::create_dir_all(root.join("devices/d0")).unwrap();
+    fs::write(root.join("devices/d0/class"), "0x030200\n").unwrap();
+    fs::create_dir_all(root.join("big")).unwrap();
+    fs::create_dir_all(root.join("small")).unwrap();
+    for i in 0..1000 {
+        symlink("../devices/d0", root.join(format!("big/{i:040}"))).unwrap();
+    }
+    symlink("../devices/d0", root.join("small/d0")).unwrap();
+    let fs = RootedFs::new(root);
+    let run = fs.remember_reads();
+    let big = fs.read_dir("big").unwrap();
+    assert_eq!(big.len(), 1000);
+    assert_eq!(fs.read_dir("small").unwrap(), ["d0"]);
+    // A short listing tells a link and a missing name; a long one is not searched.
+    let name = |n: &str| std::ffi::OsString::from(n);
+    assert_eq!(
+        fs.listed_type(&name("small"), &name("d0")),
+        Some(Some(libc::DT_LNK))
+    );
+    assert_eq!(fs.listed_type(&name("small"), &name("d1")), Some(None));
+    assert_eq!(fs.listed_type(&name("big"), &name(&big[0])), None);
+    // Either way the files behind the links read the same, and a missing one is not found.
+    assert_eq!(fs.read_to_string("small/d0/class").unwrap(), "0x030200\n");
+    let through_big = format!("big/{}/class", big[999]);
+    assert_eq!(fs.read_to_string(&through_big).unwrap(), "0x030200\n");
+    assert!(matches!(
+        fs.read_to_string("small/d1/class"),
+        Err(FsError::NotFound { .. })
+    ));
+    drop(run);
+    assert!(matches!(
+        fs.read_to_string("small/d1/class"),
+        Err(FsError::NotFound { .. })
+    ));
+}

@@ -277,7 +277,17 @@ impl RootedFs {
                     .dir_fd(resolved.parent())
                     .map_err(|e| FsError::from_io(rel, &e))?,
             };
-            let st = match fd::stat_one(parent.as_fd(), name) {
+            // In a directory this run listed, a link or a directory is told by its listing's
+            // `d_type` (read.rs, `open_listed`, says why that is as safe as a look: what is
+            // opened next is opened without following a link), and a name the listing lacks is
+            // not there (issue 41: a `fstatat` per PCI function's link and `driver`).
+            let listed = self.listed_type(resolved.parent(), name);
+            let st = match listed {
+                Some(None) => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+                Some(Some(libc::DT_LNK | libc::DT_DIR)) => Ok(None),
+                _ => fd::stat_one(parent.as_fd(), name).map(Some),
+            };
+            let st = match st {
                 Ok(st) => st,
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {
                     return Err(match last_link {
@@ -291,8 +301,14 @@ impl RootedFs {
                 }
                 Err(err) => return Err(FsError::from_io(rel, &err)),
             };
-            let is_link = fd::is_link(&st);
-            is_dir = fd::is_dir(&st);
+            let (is_link, dir_here) = match &st {
+                Some(st) => (fd::is_link(st), fd::is_dir(st)),
+                None => (
+                    listed == Some(Some(libc::DT_LNK)),
+                    listed == Some(Some(libc::DT_DIR)),
+                ),
+            };
+            is_dir = dir_here;
             // By its name in the directory's descriptor: whatever it reads is a link in there.
             let link_text =
                 || fd::read_link(parent.as_fd(), name).map_err(|e| FsError::from_io(rel, &e));
@@ -303,7 +319,7 @@ impl RootedFs {
                         .ok()
                 } else if is_dir {
                     Some(Visited::Dir)
-                } else if fd::is_file(&st) {
+                } else if st.as_ref().is_some_and(fd::is_file) {
                     Some(Visited::File)
                 } else {
                     Some(Visited::Special)
