@@ -164,7 +164,7 @@ pub fn table(s: &Summary, all: bool) -> String {
     }
     let _ = writeln!(
         out,
-        "\noutliers (per profile, median and MAD, |modified z| > 3.5, or under the profile's floor where the median is not):"
+        "\noutliers (per profile: |modified z| > 3.5, or under a floor the median meets):"
     );
     if s.outliers.is_empty() {
         let _ = writeln!(out, "  none");
