@@ -186,7 +186,7 @@ impl Source for ReplaySource {
             .and_then(|text| serde_json::from_str::<BTreeMap<String, String>>(&text).ok())
             .unwrap_or_default()
             .into_iter()
-            .filter(|(k, _)| ENV_VARS.contains(&k.as_str()))
+            .filter(|(k, _)| is_read_env(k))
             .collect()
     }
     /// The figures `record` kept in `.gpudoctor/statvfs.json`; none for a directory it did

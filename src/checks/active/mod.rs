@@ -21,7 +21,7 @@ pub use plan::{GdrPlan, LeftOut, cuda_plan, gdr_plan, gdr_targets, nearest_gpu, 
 use crate::answers::cuda::CudaFacts;
 use crate::answers::cuda::CudaProbe;
 use crate::checks::{CheckDef, Context, Outcome};
-use crate::report::Evidence;
+use crate::report::{Action, Evidence};
 
 /// The "Active probes" section of docs/checks.md (generated with the catalogue): where each
 /// probe's check sits in the walk and why, what it expects and from where, what it costs.
@@ -107,6 +107,55 @@ fn unavailable(origin: &str, message: &str) -> Outcome {
     Outcome::error(format!("the cuda probe could not run: {origin}: {message}"))
         .evidence(Evidence::new(origin, message))
         .hint("run `gpudoctor check --cuda` again on the node; a capture's .gpudoctor/cuda.json must be the file `gpudoctor record --cuda` wrote")
+}
+
+/// The processes NVML listed on this GPU before the probes ran (`driver.gpu_processes`), as
+/// `pid 60321 (python3)`: a figure measured there is shared with them, so it says nothing about
+/// the hardware. `None` when NVML listed none (or could not say).
+fn held_by(ctx: &Context<'_>, bus: &str) -> Option<String> {
+    let holders = ctx.nvml().holders_of(bus);
+    (!holders.is_empty()).then(|| {
+        holders
+            .iter()
+            .map(|p| p.describe())
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// A GPU another process held while a probe measured it.
+struct Held {
+    bus: String,
+    /// `gpu 2 (0000:3a:00.0)`.
+    label: String,
+    /// [`held_by`]'s words.
+    who: String,
+    /// What was measured there (not judged).
+    measured: String,
+}
+
+impl Held {
+    fn evidence(&self) -> Evidence {
+        Evidence::new(
+            format!("{} (held by {})", self.label, self.who),
+            format!("{} (not judged)", self.measured),
+        )
+        .expected("measured on a gpu no other process holds")
+    }
+}
+
+/// The outcome of a probe whose only findings are GPUs another process held: `error`
+/// (inconclusive, exit 3), never a verdict on the hardware.
+fn inconclusive(held: &[Held], rest: &str) -> Outcome {
+    let named: Vec<String> = held
+        .iter()
+        .map(|h| format!("{} inconclusive because {} held it", h.label, h.who))
+        .collect();
+    Outcome::error(format!("{}; {rest}", named.join("; ")))
+        .evidence_all(held.iter().map(Held::evidence))
+        .hint("another process shared the gpu while it was measured (driver.gpu_processes names it): stop it or wait for it (`nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv`), then run the probe again")
+        .action(Action::CheckWorkload)
+        .about_gpus(held.iter().map(|h| h.bus.clone()))
 }
 
 /// `0000:18:00.0` → `gpu 0 (0000:18:00.0)` with NVML's index when known.
