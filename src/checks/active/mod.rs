@@ -41,6 +41,13 @@ driver library does not load fails `driver.cuda`, naming where it looked.
 | `nvlink.p2p_bandwidth` | nvlink | peer copies measure the GPU-to-GPU fabric the nvlink layer reads link by link; one degraded GPU or switch port slows every pair it is in | ≥ the profile's `p2p_copy_fail_gbyte_per_s` over NVLink (AzNHC D2D: 335 on H100/H200, 235 on A100), ≥ 70 % of the median pair of the same kind; NVLink pairs able to access each other | 56 ordered pairs × 6 copies of 256 MiB ≈ 0.3 s at ~370 GB/s |
 | `rdma.gpudirect_bandwidth` | rdma | the loopback runs through one HCA into the GPU nearest to it: the rail each GPU's inter-node traffic takes | `ib_write_bw --use_cuda` loopback (`--use_cuda_dmabuf` on a dma-buf node) with 8 MiB messages ≥ the profile's `gpudirect_fail_gbit_per_s` on its compute rails (AzNHC: 380 Gb/s on H100, 360 on H200, 180 on A100), else ≥ 90 % of the port's rate; skipped naming the package when perftest is not installed; `--perftest-dir` naming a directory without it fails (asked for, so required) | 3-5 s per HCA (start-up, CUDA context, 5000 × 8 MiB), one after the other: 30-50 s for 10 ports; `--cuda-timeout` per HCA at most |
 
+A GPU another process holds while it is measured (NVML's compute processes, which
+`driver.gpu_processes` reports earlier in the walk and stderr names before the probe starts)
+gives figures of the sharing, not of the hardware: `topology.host_bandwidth`, the peer pairs
+it is in (`nvlink.p2p_bandwidth`) and the GPUDirect loopback into it (`rdma.gpudirect_bandwidth`)
+report that GPU inconclusive (`error`, exit 3), naming the process, and judge the others without
+it (a real fault elsewhere still fails).
+
 The CUDA probe runs in a helper process (`gpudoctor __cuda-probe`) that is killed with everything
 it started when a step is silent for `--cuda-timeout` seconds; a stall on one GPU restarts it
 without that GPU (at most three times), so a wedged GPU is named and the others still answer.

@@ -18,7 +18,7 @@ use crate::checks::{CheckDef, Context, Explain, Outcome};
 use crate::facts::topology::{Link, NvlinkView};
 use crate::report::{Action, Evidence, Figure, FigureName, Layer, Status};
 
-use super::{bandwidth_facts, gbs, gpu_label, median, range};
+use super::{Held, bandwidth_facts, gbs, gpu_label, held_by, inconclusive, median, range};
 
 /// Below this share of the median of the same kind of pair fails.
 pub const PAIR_FAIL: f64 = 0.70;
@@ -85,8 +85,34 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
     let mut no_access_pcie = 0usize;
     // A pair whose copy came back different: silent corruption outranks any figure.
     let mut corrupt = false;
+    // Pairs with a GPU another process held, by that GPU: what they measured, not judged.
+    let mut held_pairs: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for p in &facts.peers {
         let link = link_of(&p.from, &p.to);
+        let holder = [&p.from, &p.to]
+            .into_iter()
+            .find(|g| held_by(ctx, g).is_some());
+        if let Some(gpu) = holder {
+            let measured = match (p.timed_out, &p.error, p.gbps) {
+                (true, _, _) => "timed out".to_string(),
+                (false, Some(e), _) => e.describe(),
+                (false, None, Some(g)) => gbs(g),
+                (false, None, None) => "no figure".to_string(),
+            };
+            if let Some(g) = p.gbps {
+                figures.push(
+                    Figure::new(FigureName::GpuPeerCopyBytesPerSecond, g * 1e9)
+                        .label("gpu", &p.from)
+                        .label("peer", &p.to)
+                        .label("link", link.to_string()),
+                );
+            }
+            held_pairs
+                .entry(gpu.as_str())
+                .or_default()
+                .push(format!("{} -> {} {measured}", p.from, p.to));
+            continue;
+        }
         let names = format!("{} -> {}", gpu_label(ctx, &p.from), gpu_label(ctx, &p.to));
         let source = format!("cuda.peers[{} -> {}]", p.from, p.to);
         if p.timed_out {
@@ -211,6 +237,23 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
             "; {no_access_pcie} pcie pair(s) without peer access (not judged: p2p across host bridges is often unsupported)"
         ));
     }
+    let held: Vec<Held> = held_pairs
+        .into_iter()
+        .map(|(bus, measured)| Held {
+            bus: bus.to_string(),
+            label: gpu_label(ctx, bus),
+            who: held_by(ctx, bus).unwrap_or_default(),
+            measured: format!("{} pair(s): {}", measured.len(), measured.join(", ")),
+        })
+        .collect();
+    if problems.is_empty() && !held.is_empty() {
+        let rest = if pairs.is_empty() {
+            "no other pair was measured".to_string()
+        } else {
+            format!("the other pairs: {overview}")
+        };
+        return inconclusive(&held, &rest).figures(figures);
+    }
     if problems.is_empty() {
         if pairs.is_empty() {
             return Outcome::skip(format!(
@@ -240,7 +283,9 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
     let no_access = problems
         .iter()
         .any(|(_, s, _)| s.contains("no peer access"));
-    let outcome = Outcome::fail(summary).evidence_all(problems.into_iter().map(|(_, _, e)| e));
+    let outcome = Outcome::fail(summary)
+        .evidence_all(problems.into_iter().map(|(_, _, e)| e))
+        .evidence_all(held.iter().map(Held::evidence));
     if corrupt {
         return outcome
             .hint("drain the node: a peer copy that changes data corrupts training silently. P2P through a PCIe switch with ACS redirect or a translating IOMMU is the usual cause on PCIe pairs (topology.acs_redirect; disable ACS for GPU traffic or boot with iommu=pt); over NVLink, or if it persists, run `dcgmi diag -r 3` and have the gpus and baseboard inspected")
