@@ -144,8 +144,8 @@ struct Held {
 impl Held {
     fn evidence(&self) -> Evidence {
         Evidence::new(
-            format!("{} (held by {})", self.label, self.who),
-            format!("{} (not judged)", self.measured),
+            format!("nvml.compute_processes[{}]", self.bus),
+            format!("held by {}; {} (not judged)", self.who, self.measured),
         )
         .expected("measured on a gpu no other process holds")
     }

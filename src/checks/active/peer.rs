@@ -86,19 +86,24 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
     // A pair whose copy came back different: silent corruption outranks any figure.
     let mut corrupt = false;
     // Pairs with a GPU another process held, by that GPU: what they measured, not judged.
-    let mut held_pairs: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut held_pairs: BTreeMap<&str, (Vec<f64>, Vec<String>)> = BTreeMap::new();
     for p in &facts.peers {
         let link = link_of(&p.from, &p.to);
         let holder = [&p.from, &p.to]
             .into_iter()
             .find(|g| held_by(ctx, g).is_some());
         if let Some(gpu) = holder {
-            let measured = match (p.timed_out, &p.error, p.gbps) {
-                (true, _, _) => "timed out".to_string(),
-                (false, Some(e), _) => e.describe(),
-                (false, None, Some(g)) => gbs(g),
-                (false, None, None) => "no figure".to_string(),
-            };
+            let entry = held_pairs.entry(gpu.as_str()).or_default();
+            match (p.timed_out, &p.error, p.gbps) {
+                (true, _, _) => entry.1.push(format!("{} -> {} timed out", p.from, p.to)),
+                (false, Some(e), _) => {
+                    entry
+                        .1
+                        .push(format!("{} -> {} {}", p.from, p.to, e.describe()))
+                }
+                (false, None, Some(g)) => entry.0.push(g),
+                (false, None, None) => {}
+            }
             if let Some(g) = p.gbps {
                 figures.push(
                     Figure::new(FigureName::GpuPeerCopyBytesPerSecond, g * 1e9)
@@ -107,10 +112,6 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
                         .label("link", link.to_string()),
                 );
             }
-            held_pairs
-                .entry(gpu.as_str())
-                .or_default()
-                .push(format!("{} -> {} {measured}", p.from, p.to));
             continue;
         }
         let names = format!("{} -> {}", gpu_label(ctx, &p.from), gpu_label(ctx, &p.to));
@@ -239,11 +240,19 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
     }
     let held: Vec<Held> = held_pairs
         .into_iter()
-        .map(|(bus, measured)| Held {
-            bus: bus.to_string(),
-            label: gpu_label(ctx, bus),
-            who: held_by(ctx, bus).unwrap_or_default(),
-            measured: format!("{} pair(s): {}", measured.len(), measured.join(", ")),
+        .map(|(bus, (figures, failed))| {
+            let mut measured = vec![format!(
+                "{} pair(s) with it: {}",
+                figures.len() + failed.len(),
+                range(&figures, "GB/s")
+            )];
+            measured.extend(failed);
+            Held {
+                bus: bus.to_string(),
+                label: gpu_label(ctx, bus),
+                who: held_by(ctx, bus).unwrap_or_default(),
+                measured: measured.join(", "),
+            }
         })
         .collect();
     if problems.is_empty() && !held.is_empty() {
