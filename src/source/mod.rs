@@ -455,7 +455,11 @@ impl Source for HostSource {
                 .ok()
                 .map(|d| d.len() as u32)
         };
-        nccl::probe_live(&self.options.nccl, &gpus)
+        let nccl = &self.options.nccl;
+        if nccl.progress && (nccl.run || nccl.quick) {
+            held_notice("nccl", &self.nvml());
+        }
+        nccl::probe_live(nccl, &gpus)
     }
     fn perftest_logs(&self) -> Vec<(PathBuf, Result<String, String>)> {
         perftest_log::read_all(&self.options.perftest_logs, self.options.probe_timeout)

@@ -46,7 +46,9 @@ A GPU another process holds while it is measured (NVML's compute processes, whic
 gives figures of the sharing, not of the hardware: `topology.host_bandwidth`, the peer pairs
 it is in (`nvlink.p2p_bandwidth`) and the GPUDirect loopback into it (`rdma.gpudirect_bandwidth`)
 report that GPU inconclusive (`error`, exit 3), naming the process, and judge the others without
-it (a real fault elsewhere still fails).
+it (a real fault elsewhere still fails); an nccl-tests run gpudoctor made (`--nccl`) below its
+expected bus bandwidth while a GPU was held is inconclusive in `nccl.bus_bandwidth` the same way
+(a `--nccl-log` from another time is judged as it is).
 
 The CUDA probe runs in a helper process (`gpudoctor __cuda-probe`) that is killed with everything
 it started when a step is silent for `--cuda-timeout` seconds; a stall on one GPU restarts it
