@@ -97,7 +97,11 @@ fn run(ctx: &Context<'_>) -> Outcome {
         }
     }
 
-    // The environment part.
+    // The environment part. A capture whose env.json cannot be read says nothing of it.
+    let env_error = ctx.source().env_error();
+    if let Some(err) = &env_error {
+        evidence.push(Evidence::new(crate::source::ENV_JSON, err));
+    }
     for (name, value) in &vars {
         warnings.push(format!("{name}={value} in gpudoctor's environment"));
         evidence
@@ -112,6 +116,17 @@ fn run(ctx: &Context<'_>) -> Outcome {
         ));
     }
 
+    if let Some(err) = env_error {
+        let mut summary = format!("the recorded environment could not be read: {err}");
+        if !warnings.is_empty() {
+            summary.push_str(&format!("; {}", warnings.join("; ")));
+        }
+        hints.push("re-record the node with `gpudoctor record` (env.json is an object of variable names and values)".to_string());
+        return Outcome::error(summary)
+            .evidence_all(evidence)
+            .hint(hints.join("; "))
+            .about_gpus(gpus);
+    }
     if !warnings.is_empty() {
         return Outcome::warn(warnings.join("; "))
             .evidence_all(evidence)

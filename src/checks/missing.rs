@@ -80,7 +80,7 @@ const TABLE: &[(&str, &str)] = &[
     ),
     (
         "driver.gpu_processes",
-        "no NVML answer: the processes are unknown and said so (the variables are still judged); a GPU whose process list is not supported or not recorded (a capture made before gpudoctor kept it) or failed: unknown for that GPU, said, never a pass claiming none; no .gpudoctor/env.json in a capture: no variable was set",
+        "no NVML answer: the processes are unknown and said so (the variables are still judged); a GPU whose process list is not supported or not recorded (a capture made before gpudoctor kept it) or failed: unknown for that GPU, said, never a pass claiming none; no .gpudoctor/env.json in a capture: no variable was set; one that cannot be read or parsed: error naming it",
     ),
     (
         "driver.gpu_firmware",

@@ -178,6 +178,12 @@ pub trait Source: Send + Sync {
     fn env_vars(&self) -> BTreeMap<String, String> {
         BTreeMap::new()
     }
+    /// Why the recorded environment (`.gpudoctor/env.json`) could not be read, for a capture
+    /// whose file is there but unreadable or not a JSON object of strings; `None` otherwise
+    /// (a live source, or no file: no variable was set).
+    fn env_error(&self) -> Option<String> {
+        None
+    }
     /// `statvfs(3)` of the filesystem the root-relative directory `rel` sits on (the disk
     /// checks), or that there is no such directory, or why it could not be asked; `None` when
     /// this source has no answer for it (a capture recorded before it kept

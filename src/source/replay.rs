@@ -189,6 +189,15 @@ impl Source for ReplaySource {
             .filter(|(k, _)| is_read_env(k))
             .collect()
     }
+    fn env_error(&self) -> Option<String> {
+        match self.fs.read_to_string(ENV_JSON) {
+            Ok(text) => serde_json::from_str::<BTreeMap<String, String>>(&text)
+                .err()
+                .map(|e| format!("{ENV_JSON}: does not parse as an object of strings: {e}")),
+            Err(err) if err.is_missing() => None,
+            Err(err) => Some(err.to_string()),
+        }
+    }
     /// The figures `record` kept in `.gpudoctor/statvfs.json`; none for a directory it did
     /// not look at or a capture without the file.
     fn fs_stat(&self, rel: &str) -> Option<crate::answers::fs_stat::StatAnswer> {

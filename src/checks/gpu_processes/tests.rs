@@ -137,3 +137,16 @@ fn unknown_lists_are_said_and_not_judged() {
         out.summary
     );
 }
+
+#[test]
+fn an_unreadable_env_json_is_an_error_naming_it() {
+    let out = judge(&node(Some(NONE), Some(NONE), Some("[1, 2]")));
+    assert_eq!(out.status, Status::Error, "{out:?}");
+    assert!(
+        out.summary.starts_with(
+            "the recorded environment could not be read: .gpudoctor/env.json: does not parse"
+        ),
+        "{}",
+        out.summary
+    );
+}
