@@ -62,6 +62,9 @@ fn live_probes_give_each_fixtures_verdict_and_match_the_replay() {
         "h100-h2d-third",
         "h100-cuda-exclusive-busy",
         "h100-gdr-slow-hca",
+        // The stand-in NVML lists a process on GPU 2, whose copies the stand-in libcuda times
+        // at a third of its siblings': inconclusive there, the others judged.
+        "h100-bandwidth-gpu-held",
     ];
     for name in fixtures {
         let live = live_from(name);
@@ -108,6 +111,30 @@ fn live_probes_give_each_fixtures_verdict_and_match_the_replay() {
             err.contains("gpudoctor: cuda: gpu 0000:18:00.0"),
             "{name}:\n{err}"
         );
+        // A held GPU is named before the probe runs (driver.gpu_processes reports it first).
+        if name == "h100-bandwidth-gpu-held" {
+            assert!(
+                err.contains("gpudoctor: cuda: gpu 0000:3a:00.0 is held by pid 60321 (python3): its figures will be inconclusive"),
+                "{name}:\n{err}"
+            );
+            let codes: Vec<&str> = report["layers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|l| l["checks"].as_array().unwrap())
+                .filter_map(|c| c["code"].as_str())
+                .collect();
+            let at = |code: &str| codes.iter().position(|c| *c == code).unwrap();
+            assert!(at("driver.gpu_processes") < at("driver.cuda"), "{codes:?}");
+            let bw = find_check(&report, "topology.host_bandwidth").unwrap();
+            assert_eq!(bw["status"], "error", "{bw}");
+            assert!(
+                bw["summary"].as_str().unwrap().starts_with(
+                    "GPU 2 (0000:3a:00.0) inconclusive because pid 60321 (python3) held it; the others: h2d 53.6-53.8 GB/s"
+                ),
+                "{bw}"
+            );
+        }
         // The loopbacks run in the rdma layer: not when an earlier layer failed the walk.
         let rdma_ran = report["layers"]
             .as_array()

@@ -213,6 +213,10 @@ const INJECTED: &[(&str, &[(&str, usize)])] = &[
     ("h100-bandwidth-healthy", &[]),
     ("h100-h2d-third", &[]),
     ("h100-cuda-exclusive-busy", &[]),
+    // Who holds a GPU and the probe's environment are judged, not compared as facts.
+    ("h100-bandwidth-gpu-held", &[]),
+    ("h100-gpu-process-idle", &[]),
+    ("h100-env-cuda-changing", &[]),
     ("h100-gdr-slow-hca", &[]),
     ("h100-gdr-perftest-no-cuda", &[]),
     ("h100-gdr-perftest-no-libcuda", &[]),

@@ -283,6 +283,12 @@ fn every_fixture_reads_the_same_live_as_in_replay() {
         if root.join(".gpudoctor/cuda.json").is_file() {
             continue;
         }
+        // A capture's `env.json` is what a live run reads from its own environment, which this
+        // process (its tests run on threads) may not change: tests/record.rs runs such a
+        // fixture live in a child given that environment and compares it with its replay.
+        if root.join(".gpudoctor/env.json").is_file() {
+            continue;
+        }
         // A capture's `--state-dir` history is what a live run reads from the directory the
         // option names: tests/state_dir.rs runs that path.
         if root.join(".gpudoctor/state/history.json").is_file() {
@@ -999,4 +1005,44 @@ fn a_library_outside_the_root_is_not_loaded() {
             .contains("driver 550.54.15, 8 device(s)"),
         "{init}"
     );
+}
+
+/// `nvmlDeviceGetComputeRunningProcesses_v3` through nvml-wrapper as the real library answers it
+/// (nvml.h): a first call with a count of 0 and no array answers INSUFFICIENT_SIZE with the
+/// count, the second fills `nvmlProcessInfo_v2_t` (pid, usedGpuMemory, gpuInstanceId,
+/// computeInstanceId); a GPU with none answers SUCCESS with 0 to the first call; used memory
+/// NVML_VALUE_NOT_AVAILABLE (ULLONG_MAX: in a container, under MIG) comes back as no figure,
+/// never 16 EiB.
+#[test]
+fn compute_processes_cross_the_v3_call_with_unavailable_memory() {
+    let mut facts = healthy_json();
+    facts["devices"][2]["compute_processes"] = json!({"value": [
+        {"pid": 60321, "used_memory_mib": 10240},
+        {"pid": 60400, "used_memory_mib": null}
+    ]});
+    facts["devices"][3]["compute_processes"] = json!({"value": []});
+    let held = nvml_lock();
+    let dir = common::tempdir().unwrap();
+    let json_path = dir.path().join("nvml.json");
+    std::fs::write(&json_path, facts.to_string()).unwrap();
+    use_json(&held, &json_path);
+    let live = live_source(dir.path()).nvml();
+    let list: Vec<(u32, Option<u64>)> = live.devices[2]
+        .compute_processes
+        .value()
+        .expect("a process list")
+        .iter()
+        .map(|p| (p.pid, p.used_memory_mib))
+        .collect();
+    assert_eq!(list, [(60321, Some(10240)), (60400, None)]);
+    assert_eq!(
+        live.devices[3].compute_processes.value().map(Vec::len),
+        Some(0)
+    );
+    let held: Vec<&str> = live
+        .held_gpus()
+        .iter()
+        .filter_map(|(d, _)| d.pci_bus_id.as_deref())
+        .collect();
+    assert_eq!(held, ["0000:3a:00.0"]);
 }

@@ -60,16 +60,12 @@ const NO_NVML: &str = "/nonexistent/libnvidia-ml.so.1";
 fn check(args: &[&str], env: &[(&str, &str)]) -> (Output, Value, Duration) {
     let root = common::tempdir().unwrap();
     let mut command = common::scratch::gpudoctor_command();
+    command.args(["check", "--only", "nccl", "--format", "json"]);
+    // No NVML unless the test names one (the stand-in).
+    if !args.contains(&"--nvml-lib") {
+        command.args(["--nvml-lib", NO_NVML]);
+    }
     command
-        .args([
-            "check",
-            "--only",
-            "nccl",
-            "--format",
-            "json",
-            "--nvml-lib",
-            NO_NVML,
-        ])
         .arg("--root")
         .arg(root.path())
         .args(args)
@@ -208,6 +204,50 @@ fn slow_run_fails_the_bandwidth_check_with_both_numbers() {
         "{summary}"
     );
     assert_eq!(report["first_failure"]["code"], "nccl.bus_bandwidth");
+}
+
+/// The same slow run while NVML lists another process on one GPU: what it measured is the
+/// sharing, so the bandwidth check is inconclusive (exit 3), never a slow node; stderr names the
+/// holder before the run starts.
+#[test]
+fn a_slow_run_beside_another_process_is_inconclusive() {
+    let dir = fake_tests(&cat("h100-nccl-low-bandwidth"));
+    let scratch = common::tempdir().unwrap();
+    let mut nvml: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            common::repo().join("fixtures/hgx-h100-healthy/.gpudoctor/nvml.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    nvml["devices"][2]["compute_processes"] =
+        serde_json::json!({"value": [{"pid": 60321, "used_memory_mib": 10240}]});
+    let nvml_json = scratch.path().join("nvml.json");
+    std::fs::write(&nvml_json, nvml.to_string()).unwrap();
+    let mut args = run_args(dir.path());
+    args.extend([
+        "--nvml-lib".to_string(),
+        common::fake_nvml_lib().display().to_string(),
+    ]);
+    let (out, report, _) = check(
+        &strs(&args),
+        &[(common::FAKE_NVML_JSON, nvml_json.to_str().unwrap())],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let bw = result(&report, "nccl.bus_bandwidth");
+    assert_eq!(bw["status"], "error", "{bw}");
+    let summary = bw["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("401.5")
+            && summary
+                .contains("is inconclusive because GPU 2 (0000:3a:00.0) was held by pid 60321"),
+        "{summary}"
+    );
+    assert!(
+        stderr(&out).contains("gpudoctor: nccl: gpu 0000:3a:00.0 is held by pid 60321"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -79,6 +79,10 @@ const TABLE: &[(&str, &str)] = &[
         "no /sys/devices/system/edac/mc/mc* (no EDAC driver for this memory, a VM): judged from the kernel log alone and said so; no kernel log either: skip; an unreadable log and no EDAC: error naming it; a ce_count/ue_count that cannot be read or is not a number: error naming the file; no /proc/uptime or --sample baseline: corrected counts not turned into a rate",
     ),
     (
+        "driver.gpu_processes",
+        "no NVML answer: the processes are unknown and said so (the variables are still judged); a GPU whose process list is not supported or not recorded (a capture made before gpudoctor kept it) or failed: unknown for that GPU, said, never a pass claiming none; no .gpudoctor/env.json in a capture: no variable was set; one that cannot be read or parsed: error naming it",
+    ),
+    (
         "driver.gpu_firmware",
         "no NVML answer: skip, see driver.nvml_init; a GPU's VBIOS, InfoROM version or InfoROM validity not answered (or a capture made before gpudoctor read them): that GPU not compared on it; none answered: skip",
     ),

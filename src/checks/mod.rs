@@ -15,6 +15,7 @@ pub mod disk;
 pub mod driver;
 pub mod gpu_counters;
 pub mod gpu_health;
+pub mod gpu_processes;
 pub(crate) mod history;
 pub mod machine_checks;
 pub mod missing;
@@ -83,6 +84,8 @@ pub fn registry() -> Vec<CheckDef> {
     all.extend(gpu_counters::checks());
     all.extend(recurring::checks());
     all.extend(machine_checks::checks());
+    // Before the active probes (the end of this list): who else holds the GPUs they measure.
+    all.extend(gpu_processes::checks());
     all.extend(nvlink::checks());
     all.extend(rdma::checks());
     all.extend(sriov::checks());
@@ -693,7 +696,7 @@ impl<'a> Context<'a> {
         })
     }
 
-    /// The environment variables checks may read (see `source::ENV_VARS`).
+    /// The environment variables checks may read (see `source::is_read_env`).
     pub fn env(&self) -> &BTreeMap<String, String> {
         self.env.get_or_init(|| self.source.env_vars())
     }

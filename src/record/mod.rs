@@ -342,6 +342,7 @@ fn record_into(
             json!({"path": "nvml", "error": format!("{}: {}", err.kind.name(), err.message)}),
         );
     }
+    let nvml = redaction::process_names(nvml, options.redact);
     let nvml_text = serde_json::to_string_pretty(&nvml).unwrap_or_else(|_| "{}".into());
     write_text(
         &capture,

@@ -22,9 +22,34 @@ pub(super) struct Known<'a> {
     pub kernel_log: &'a Result<Option<(String, String)>, FsError>,
 }
 
+/// The GPU processes' names as a redacted capture keeps them: the executable's base name
+/// (`python3` of `/home/alice/venv/bin/python3`), as [`Redactor::redact_file`] cuts the
+/// `proc/<pid>/cmdline` it keeps, so the replay names each process as the recorded
+/// `nvml.json` does. A path may name a user (a home directory) and nothing judged needs it.
+pub(super) fn process_names(mut nvml: NvmlFacts, redact: bool) -> NvmlFacts {
+    if redact {
+        for device in &mut nvml.devices {
+            if let crate::answers::nvml::Reading::Value(list) = &mut device.compute_processes {
+                for process in list {
+                    if let Some(name) = &process.name {
+                        process.name = Some(crate::redact::executable_name(name).to_string());
+                    }
+                }
+            }
+        }
+    }
+    nvml
+}
+
 /// A redactor that knows every literal value of `known`.
 pub(super) fn plan(known: &Known<'_>) -> Redactor {
     let mut redactor = Redactor::new();
+    // The GPU processes' command lines keep only their executables' names.
+    for device in &known.nvml.devices {
+        for process in device.compute_processes.value().into_iter().flatten() {
+            redactor.add_gpu_process(process.pid);
+        }
+    }
     // The host name and its short name (`gpu-node-7` of `gpu-node-7.cluster.local`), as
     // whole tokens; a short or common one is kept and said (src/redact/literals.rs).
     if let Some(host) = known.hostname {

@@ -90,11 +90,20 @@ pub struct Redactor {
     /// What a reader of the capture should know about its redaction (the manifest's
     /// `redaction.notes`): values kept on purpose, answers re-encoded or dropped.
     notes: BTreeSet<String>,
+    /// Pids of GPU processes: their `proc/<pid>/cmdline` keeps only the executable's name
+    /// ([`Redactor::redact_file`]). Other processes' command lines are read for what they
+    /// configure (the kubelet's `--config`) and redacted as any text.
+    gpu_processes: BTreeSet<u32>,
 }
 
 impl Redactor {
     pub fn new() -> Self {
         Redactor::default()
+    }
+
+    /// The process `pid` holds a GPU: a capture names it by its executable alone.
+    pub fn add_gpu_process(&mut self, pid: u32) {
+        self.gpu_processes.insert(pid);
     }
 
     /// Kinds replaced so far and how many distinct values of each.
@@ -151,6 +160,9 @@ impl Redactor {
     /// Redact a file of the capture: `rel` is its root-relative path. The kubelet's device-plugin
     /// checkpoint first has its base64 `AllocResp` answers decoded, redacted and re-encoded.
     pub fn redact_file(&mut self, rel: &str, text: &str) -> String {
+        if proc_cmdline_pid(rel).is_some_and(|pid| self.gpu_processes.contains(&pid)) {
+            return self.redact(&process_cmdline(text));
+        }
         if rel == crate::facts::k8s::CHECKPOINT {
             let text = self.redact_checkpoint(rel, text);
             return self.redact(&text);
@@ -178,9 +190,60 @@ impl Redactor {
     }
 }
 
+/// The pid of `proc/<pid>/cmdline`: what names a GPU process (`source::nvml_live::process_name`).
+fn proc_cmdline_pid(rel: &str) -> Option<u32> {
+    rel.strip_prefix("proc/")?
+        .strip_suffix("/cmdline")?
+        .parse()
+        .ok()
+}
+
+/// A process's command line as a capture keeps it: only its first argument's base name,
+/// NUL-terminated as the kernel writes it (proc(5)). The other arguments may hold tokens or
+/// passwords, the path a user's home directory; naming the process needs neither.
+fn process_cmdline(text: &str) -> String {
+    match text.split('\0').next().map(str::trim) {
+        Some(first) if !first.is_empty() => format!("{}\0", executable_name(first)),
+        _ => String::new(),
+    }
+}
+
+/// `/home/alice/venv/bin/python3` → `python3`: a process named without its directory.
+pub fn executable_name(name: &str) -> &str {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    if base.is_empty() { name } else { base }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_command_line_keeps_only_its_executable_name() {
+        let mut r = Redactor::new();
+        r.add_gpu_process(60321);
+        // Another process's command line is read for what it configures (the kubelet's).
+        assert_eq!(
+            r.redact_file(
+                "proc/1234/cmdline",
+                "/usr/bin/kubelet\0--config=/etc/k.yaml\0"
+            ),
+            "/usr/bin/kubelet\0--config=/etc/k.yaml\0"
+        );
+        assert_eq!(
+            r.redact_file(
+                "proc/60321/cmdline",
+                "/home/alice/venv/bin/python3\0train.py\0--token=s3cr3t\0"
+            ),
+            "python3\0"
+        );
+        assert_eq!(r.redact_file("proc/60321/cmdline", ""), "");
+        // Other files under /proc are redacted as any text.
+        assert_eq!(r.redact_file("proc/cmdline", "a\0b"), "a\0b");
+        assert_eq!(r.redact_file("proc/self/cmdline", "x\0y"), "x\0y");
+        assert_eq!(executable_name("python3"), "python3");
+        assert_eq!(executable_name("/usr/bin/"), "/usr/bin/");
+    }
 
     #[test]
     fn redacts_every_string_of_a_json_value() {

@@ -64,6 +64,37 @@ pub const ENV_VARS: &[&str] = &[
     "NVIDIA_DRIVER_CAPABILITIES",
     "CUDA_VISIBLE_DEVICES",
 ];
+/// Variables that change which GPUs CUDA shows, in what order, or how every kernel runs
+/// (`driver.gpu_processes`): `CUDA_DEVICE_ORDER` (CUDA Programming Guide §5.2.1, "Device
+/// Enumeration and Properties"), and the ten DCGM warns about in its software plugin
+/// (NVIDIA/DCGM `nvvs/plugin_src/software/Software.cpp` `checkForBadEnvVaribles`, the list gpud's
+/// `accelerator-nvidia-bad-envs` component ports as `BAD_CUDA_ENV_KEYS`): debugger, injection
+/// (tracing), boost, core dump and profiler switches. `CUDA_VISIBLE_DEVICES` is in
+/// [`ENV_VARS`].
+pub const CUDA_ENV_VARS: &[&str] = &[
+    "CUDA_DEVICE_ORDER",
+    "NSIGHT_CUDA_DEBUGGER",
+    "CUDA_INJECTION32_PATH",
+    "CUDA_INJECTION64_PATH",
+    "CUDA_AUTO_BOOST",
+    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION",
+    "CUDA_COREDUMP_FILE",
+    "CUDA_DEVICE_WAITS_ON_EXCEPTION",
+    "CUDA_PROFILE",
+    "COMPUTE_PROFILE",
+    "OPENCL_PROFILE",
+];
+/// NCCL reads every setting from a variable of this prefix (NCCL's `src/misc/param.cc`
+/// `ncclGetEnv`, docs "Environment Variables"); nccl-tests and the probes inherit them.
+pub const NCCL_ENV_PREFIX: &str = "NCCL_";
+
+/// Whether a source reads (and `record` keeps in `.gpudoctor/env.json`) this variable: the
+/// names above and `NCCL_*`, never any other (other values may hold secrets).
+pub fn is_read_env(name: &str) -> bool {
+    ENV_VARS.contains(&name)
+        || CUDA_ENV_VARS.contains(&name)
+        || (name.len() > NCCL_ENV_PREFIX.len() && name.starts_with(NCCL_ENV_PREFIX))
+}
 /// The live kernel log, read without blocking.
 pub const DEV_KMSG: &str = "dev/kmsg";
 
@@ -142,10 +173,16 @@ pub trait Source: Send + Sync {
             "this source cannot ask a kubelet",
         )
     }
-    /// The [`ENV_VARS`] that are set. The environment is not under the root: live sources read
-    /// the process's own, replay reads `.gpudoctor/env.json`.
+    /// The variables [`is_read_env`] names that are set. The environment is not under the
+    /// root: live sources read the process's own, replay reads `.gpudoctor/env.json`.
     fn env_vars(&self) -> BTreeMap<String, String> {
         BTreeMap::new()
+    }
+    /// Why the recorded environment (`.gpudoctor/env.json`) could not be read, for a capture
+    /// whose file is there but unreadable or not a JSON object of strings; `None` otherwise
+    /// (a live source, or no file: no variable was set).
+    fn env_error(&self) -> Option<String> {
+        None
     }
     /// `statvfs(3)` of the filesystem the root-relative directory `rel` sits on (the disk
     /// checks), or that there is no such directory, or why it could not be asked; `None` when
@@ -386,9 +423,10 @@ impl Source for HostSource {
         }
     }
     fn env_vars(&self) -> BTreeMap<String, String> {
-        ENV_VARS
-            .iter()
-            .filter_map(|name| std::env::var(name).ok().map(|v| (name.to_string(), v)))
+        // `vars_os`: a variable that is not UTF-8 (name or value) is left out, never a panic.
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .filter(|(k, _)| is_read_env(k))
             .collect()
     }
     /// Only under a node's own root (`node_root.rs`): a copy's directories sit on another
@@ -423,7 +461,11 @@ impl Source for HostSource {
                 .ok()
                 .map(|d| d.len() as u32)
         };
-        nccl::probe_live(&self.options.nccl, &gpus)
+        let nccl = &self.options.nccl;
+        if nccl.progress && (nccl.run || nccl.quick) {
+            held_notice("nccl", &self.nvml());
+        }
+        nccl::probe_live(nccl, &gpus)
     }
     fn perftest_logs(&self) -> Vec<(PathBuf, Result<String, String>)> {
         perftest_log::read_all(&self.options.perftest_logs, self.options.probe_timeout)
@@ -443,6 +485,9 @@ impl Source for HostSource {
                 why: crate::answers::cuda::NOT_REQUESTED.to_string(),
             };
         }
+        if self.options.cuda.progress {
+            held_notice("cuda", &self.nvml());
+        }
         cuda::probe_live(&self.options.cuda, &self.cuda_library(), &plan())
     }
     fn gpudirect(&self, targets: &dyn Fn() -> Vec<GdrTarget>) -> GdrProbe {
@@ -456,6 +501,20 @@ impl Source for HostSource {
             options.library_dir = self.cuda_library().directory();
         }
         gpudirect::probe_live(&options, &targets())
+    }
+}
+
+/// Before an active probe runs: a stderr line per GPU NVML lists a process on (what
+/// `driver.gpu_processes`, earlier in the report, names), saying its figures will be
+/// inconclusive.
+fn held_notice(probe: &str, nvml: &NvmlFacts) {
+    for (device, processes) in nvml.held_gpus() {
+        let who: Vec<String> = processes.iter().map(|p| p.describe()).collect();
+        eprintln!(
+            "gpudoctor: {probe}: gpu {} is held by {}: its figures will be inconclusive (driver.gpu_processes)",
+            crate::text::sanitize::text(device.pci_bus_id.as_deref().unwrap_or("?")),
+            crate::text::sanitize::text(&who.join(", "))
+        );
     }
 }
 

@@ -186,8 +186,17 @@ impl Source for ReplaySource {
             .and_then(|text| serde_json::from_str::<BTreeMap<String, String>>(&text).ok())
             .unwrap_or_default()
             .into_iter()
-            .filter(|(k, _)| ENV_VARS.contains(&k.as_str()))
+            .filter(|(k, _)| is_read_env(k))
             .collect()
+    }
+    fn env_error(&self) -> Option<String> {
+        match self.fs.read_to_string(ENV_JSON) {
+            Ok(text) => serde_json::from_str::<BTreeMap<String, String>>(&text)
+                .err()
+                .map(|e| format!("{ENV_JSON}: does not parse as an object of strings: {e}")),
+            Err(err) if err.is_missing() => None,
+            Err(err) => Some(err.to_string()),
+        }
     }
     /// The figures `record` kept in `.gpudoctor/statvfs.json`; none for a directory it did
     /// not look at or a capture without the file.

@@ -7,6 +7,9 @@
 //!   those files cost system time that grows with every file the suite removed (see
 //!   scratch.rs), which made the replay sweeps twice as slow as on tmpfs. Child processes
 //!   inherit it. `GPUDOCTOR_TEST_TMPDIR` chooses the directory, as for every scratch tree.
+//! - **No variable gpudoctor reads from the caller** (`source::is_read_env`: `CUDA_VISIBLE_DEVICES`,
+//!   `NCCL_*`, `KUBERNETES_SERVICE_HOST`, `NODE_NAME`, ...): every gpudoctor a test starts reports them (`driver.gpu_processes`), so a
+//!   CI machine's environment would change verdicts. Tests that want one set it on the child.
 //! - **More test threads for binaries whose tests mostly wait** ([`tests_mostly_wait!`]): a
 //!   test that proves a timeout or a SIGTERM grace period sleeps for seconds on no CPU, and
 //!   libtest runs as many tests at once as there are cores, so on two cores those waits were
@@ -24,6 +27,16 @@ extern "C" fn scratch_tmpdir() {
     // SAFETY: before `main`, the process has a single thread; nothing reads the environment
     // concurrently.
     unsafe { std::env::set_var("TMPDIR", base) };
+    // No variable of the shell that runs the tests reaches a gpudoctor they start
+    // (`driver.gpu_processes` warns on these): a test that wants one sets it on its command.
+    for (name, _) in std::env::vars_os() {
+        if let Some(name) = name.to_str()
+            && gpudoctor::source::is_read_env(name)
+        {
+            // SAFETY: as above.
+            unsafe { std::env::remove_var(name) };
+        }
+    }
 }
 
 #[used]

@@ -455,6 +455,18 @@ pub struct GpuProcess {
 }
 
 impl GpuProcess {
+    /// `pid 4242 (python3, 70412 MiB)`: with the memory it holds, when NVML could say.
+    pub fn describe_with_memory(&self) -> String {
+        let memory = match self.used_memory_mib {
+            Some(mib) => format!("{mib} MiB"),
+            None => "memory not available".to_string(),
+        };
+        match &self.name {
+            Some(name) => format!("pid {} ({name}, {memory})", self.pid),
+            None => format!("pid {} ({memory})", self.pid),
+        }
+    }
+
     /// `pid 4242 (python3)`.
     pub fn describe(&self) -> String {
         match &self.name {
@@ -579,6 +591,28 @@ impl NvLink {
 }
 
 impl NvmlFacts {
+    /// The GPUs NVML lists a compute process on, with those processes, in NVML's order: what
+    /// `driver.gpu_processes` reports and what makes an active probe's figures on that GPU
+    /// inconclusive (another process shared it while it was measured).
+    pub fn held_gpus(&self) -> Vec<(&NvmlDevice, &[GpuProcess])> {
+        self.devices
+            .iter()
+            .filter_map(|d| match &d.compute_processes {
+                Reading::Value(list) if !list.is_empty() => Some((d, list.as_slice())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The processes holding the GPU at this PCI bus id (empty when none or unknown).
+    pub fn holders_of(&self, bus: &str) -> &[GpuProcess] {
+        self.devices
+            .iter()
+            .find(|d| d.pci_bus_id.as_deref() == Some(bus))
+            .and_then(|d| d.compute_processes.value())
+            .map_or(&[], |list| list.as_slice())
+    }
+
     /// A snapshot that says only why NVML could not be used.
     pub fn failed(kind: NvmlErrorKind, message: impl Into<String>) -> Self {
         NvmlFacts {

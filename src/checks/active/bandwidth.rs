@@ -22,7 +22,7 @@ use crate::facts::pci::link_gb_per_s;
 use crate::facts::topology::Topology;
 use crate::report::{Action, Evidence, Figure, FigureName, Layer, Status};
 
-use super::{bandwidth_facts, gbs, gpu_label, median, range};
+use super::{Held, bandwidth_facts, gbs, gpu_label, held_by, inconclusive, median, range};
 
 /// Below this share of the path's capacity fails.
 pub const LINK_FAIL: f64 = 0.60;
@@ -107,6 +107,8 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
     let mut local: Vec<Local> = Vec::new();
     let mut remote: Vec<f64> = Vec::new();
     let mut binding_notes = Vec::new();
+    // GPUs another process held: not judged.
+    let mut held: Vec<Held> = Vec::new();
     for dev in facts
         .devices
         .iter()
@@ -117,6 +119,40 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
         };
         let label = gpu_label(ctx, &bus);
         let capacity = topo.and_then(|t| path_capacity(t, &bus));
+        if let Some(who) = held_by(ctx, &bus) {
+            let measured: Vec<String> = dev
+                .copies
+                .iter()
+                .filter(|c| c.placement == Placement::Local)
+                .map(|c| match (&c.error, c.gbps) {
+                    (Some(e), _) => format!("{} {}", c.direction.id(), e.describe()),
+                    (None, Some(g)) => format!("{} {}", c.direction.id(), gbs(g)),
+                    (None, None) => format!("{} no figure", c.direction.id()),
+                })
+                .collect();
+            for copy in &dev.copies {
+                if let Some(g) = copy.gbps {
+                    figures.push(
+                        Figure::new(FigureName::HostGpuCopyBytesPerSecond, g * 1e9)
+                            .label("gpu", &bus)
+                            .label("direction", copy.direction.id())
+                            .label("numa", copy.placement.id()),
+                    );
+                }
+            }
+            let measured = if dev.timed_out.is_some() {
+                "timed out".to_string()
+            } else {
+                measured.join(", ")
+            };
+            held.push(Held {
+                bus: bus.clone(),
+                label,
+                who,
+                measured,
+            });
+            continue;
+        }
         if let Some(step) = &dev.timed_out {
             problems.push(Problem {
                 status: Status::Fail,
@@ -175,6 +211,9 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
         }
     }
     if local.is_empty() && problems.is_empty() {
+        if !held.is_empty() {
+            return inconclusive(&held, "no other gpu's copies were measured").figures(figures);
+        }
         return Outcome::skip("no gpu answered cuda, so no host-gpu copy was measured");
     }
     for (bus, direction, g, capacity) in &local {
@@ -279,7 +318,10 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
         gpus.len(),
         context.join("; ")
     );
-    let mut out = if problems.is_empty() {
+    let mut out = if problems.is_empty() && !held.is_empty() {
+        inconclusive(&held, &format!("the others: {overview}"))
+            .evidence(Evidence::new("cuda.devices[*] local", &overview))
+    } else if problems.is_empty() {
         Outcome::pass(format!("host-gpu copies: {overview}"))
             .evidence(Evidence::new("cuda.devices[*] local", &overview))
     } else {
@@ -297,6 +339,7 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
             Outcome::warn(summary)
         };
         base.evidence_all(problems.iter().map(|p| p.evidence.clone()))
+            .evidence_all(held.iter().map(Held::evidence))
             .hint("reseat the named gpu or its riser and check the switch link above it (`lspci -vv -s <bdf>` LnkSta, `nvidia-smi -q -i <index> -d PCIE` replays); confirm with `nvbandwidth -t host_to_device_memcpy_ce`; if it stays slow, take the gpu out of service")
             .action(Action::HardwareInspection)
     };

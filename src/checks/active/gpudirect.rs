@@ -120,6 +120,8 @@ fn run(ctx: &Context<'_>) -> Outcome {
     let mut others: Vec<f64> = Vec::new();
     // Rails whose perftest could not use GPU memory at all: the setup, never the rail.
     let mut unbuilt: Vec<Unbuilt> = Vec::new();
+    // Loopbacks into a GPU another process held: what they measured, not judged.
+    let mut held: Vec<super::Held> = Vec::new();
     let node_path = memory_path(ctx);
     // A capture made before the plan left these out (or by hand) may hold their loopbacks:
     // they are not judged against a rail's floor, as a live run would not have run them.
@@ -145,6 +147,33 @@ fn run(ctx: &Context<'_>) -> Outcome {
             .map(|m| m.message_bytes)
             .filter(|b| *b > 0)
             .unwrap_or(MESSAGE_BYTES);
+        if let Some(holders) = super::held_by(ctx, &gpu) {
+            let row = run.output.at_size(size);
+            if let Some(row) = row {
+                figures.push(
+                    Figure::new(
+                        FigureName::GpudirectRdmaBytesPerSecond,
+                        row.average_gbits * 1e9 / 8.0,
+                    )
+                    .label("device", &run.device)
+                    .label("port", run.port.to_string())
+                    .label("gpu", &gpu),
+                );
+            }
+            held.push(super::Held {
+                label: super::gpu_label(ctx, &gpu),
+                bus: gpu.clone(),
+                who: holders,
+                measured: match row {
+                    Some(row) => format!(
+                        "{} port {} loopback {:.1} Gb/s",
+                        run.device, run.port, row.average_gbits
+                    ),
+                    None => format!("{} port {} loopback without a figure", run.device, run.port),
+                },
+            });
+            continue;
+        }
         let Some(row) = run.output.at_size(size) else {
             match no_gpu_memory(run, node_path) {
                 Some((cause, said)) => unbuilt.push(Unbuilt {
@@ -182,6 +211,11 @@ fn run(ctx: &Context<'_>) -> Outcome {
     }
     let measured = rails.len() + others.len();
     if unbuilt.is_empty() && measured == 0 && problems.is_empty() {
+        if !held.is_empty() {
+            return super::inconclusive(&held, "no other loopback was measured")
+                .evidence_all(left_out)
+                .figures(figures);
+        }
         return Outcome::skip("no gpudirect loopback of a gpu rail to judge")
             .evidence_all(left_out);
     }
@@ -193,6 +227,12 @@ fn run(ctx: &Context<'_>) -> Outcome {
     // Every rail whose perftest could not use GPU memory is named, with its cause, whatever the
     // others measured: such a rail was not measured, so the check cannot pass (issue 42).
     let setup = (!unbuilt.is_empty()).then(|| setup_finding(&unbuilt));
+    if problems.is_empty() && unbuilt.is_empty() && !held.is_empty() {
+        return super::inconclusive(&held, &format!("the others: {overview}"))
+            .evidence(Evidence::new("gpudirect", &overview))
+            .evidence_all(left_out)
+            .figures(figures);
+    }
     if problems.is_empty() && unbuilt.is_empty() {
         return Outcome::pass(format!("gpudirect rdma loopbacks: {overview}"))
             .evidence(Evidence::new("gpudirect", &overview))
@@ -236,6 +276,7 @@ fn run(ctx: &Context<'_>) -> Outcome {
     Outcome::fail(summary)
         .evidence_all(problems.into_iter().flat_map(|p| p.2))
         .evidence_all(setup_evidence)
+        .evidence_all(held.iter().map(super::Held::evidence))
         .evidence_all(left_out)
         .hint("for the hca named: check nvidia_peermem is loaded (`lsmod | grep peermem`), ACS on the switch between the hca and its gpu, and both pcie links (`lspci -vv -s <bdf>`); run `ib_write_bw -d <hca> --report_gbits` without --use_cuda to tell the nic from the gpu path")
         .action(Action::HardwareInspection)

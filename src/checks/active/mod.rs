@@ -21,7 +21,7 @@ pub use plan::{GdrPlan, LeftOut, cuda_plan, gdr_plan, gdr_targets, nearest_gpu, 
 use crate::answers::cuda::CudaFacts;
 use crate::answers::cuda::CudaProbe;
 use crate::checks::{CheckDef, Context, Outcome};
-use crate::report::Evidence;
+use crate::report::{Action, Evidence};
 
 /// The "Active probes" section of docs/checks.md (generated with the catalogue): where each
 /// probe's check sits in the walk and why, what it expects and from where, what it costs.
@@ -40,6 +40,15 @@ driver library does not load fails `driver.cuda`, naming where it looked.
 | `topology.host_bandwidth` | topology | host↔GPU copies cross exactly the PCIe path and NUMA placement the topology layer reads; a GPU whose link trained at full width can still move data at a third of the speed | ≥ 70 % of the narrowest link's payload rate (Gen5 x16 63.0, Gen4 x16 31.5 GB/s; 80 %+ is usual: H100 53-55, A100 25.9 — IBM autopilot, superbench baseline), ≥ 70 % of the median of GPUs on the same path, ≥ the profile's `host_copy_fail_gbyte_per_s` (AzNHC: 48 on H100/H200, 21 on A100) | 8 GPUs × 2 placements × 2 directions × 6 copies of 256 MiB ≈ 1 s at Gen5 |
 | `nvlink.p2p_bandwidth` | nvlink | peer copies measure the GPU-to-GPU fabric the nvlink layer reads link by link; one degraded GPU or switch port slows every pair it is in | ≥ the profile's `p2p_copy_fail_gbyte_per_s` over NVLink (AzNHC D2D: 335 on H100/H200, 235 on A100), ≥ 70 % of the median pair of the same kind; NVLink pairs able to access each other | 56 ordered pairs × 6 copies of 256 MiB ≈ 0.3 s at ~370 GB/s |
 | `rdma.gpudirect_bandwidth` | rdma | the loopback runs through one HCA into the GPU nearest to it: the rail each GPU's inter-node traffic takes | `ib_write_bw --use_cuda` loopback (`--use_cuda_dmabuf` on a dma-buf node) with 8 MiB messages ≥ the profile's `gpudirect_fail_gbit_per_s` on its compute rails (AzNHC: 380 Gb/s on H100, 360 on H200, 180 on A100), else ≥ 90 % of the port's rate; skipped naming the package when perftest is not installed; `--perftest-dir` naming a directory without it fails (asked for, so required) | 3-5 s per HCA (start-up, CUDA context, 5000 × 8 MiB), one after the other: 30-50 s for 10 ports; `--cuda-timeout` per HCA at most |
+
+A GPU another process holds while it is measured (NVML's compute processes, which
+`driver.gpu_processes` reports earlier in the walk and stderr names before the probe starts)
+gives figures of the sharing, not of the hardware: `topology.host_bandwidth`, the peer pairs
+it is in (`nvlink.p2p_bandwidth`) and the GPUDirect loopback into it (`rdma.gpudirect_bandwidth`)
+report that GPU inconclusive (`error`, exit 3), naming the process, and judge the others without
+it (a real fault elsewhere still fails); an nccl-tests run gpudoctor made (`--nccl`) below its
+expected bus bandwidth while a GPU was held is inconclusive in `nccl.bus_bandwidth` the same way
+(a `--nccl-log` from another time is judged as it is).
 
 The CUDA probe runs in a helper process (`gpudoctor __cuda-probe`) that is killed with everything
 it started when a step is silent for `--cuda-timeout` seconds; a stall on one GPU restarts it
@@ -107,6 +116,55 @@ fn unavailable(origin: &str, message: &str) -> Outcome {
     Outcome::error(format!("the cuda probe could not run: {origin}: {message}"))
         .evidence(Evidence::new(origin, message))
         .hint("run `gpudoctor check --cuda` again on the node; a capture's .gpudoctor/cuda.json must be the file `gpudoctor record --cuda` wrote")
+}
+
+/// The processes NVML listed on this GPU before the probes ran (`driver.gpu_processes`), as
+/// `pid 60321 (python3)`: a figure measured there is shared with them, so it says nothing about
+/// the hardware. `None` when NVML listed none (or could not say).
+fn held_by(ctx: &Context<'_>, bus: &str) -> Option<String> {
+    let holders = ctx.nvml().holders_of(bus);
+    (!holders.is_empty()).then(|| {
+        holders
+            .iter()
+            .map(|p| p.describe())
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// A GPU another process held while a probe measured it.
+struct Held {
+    bus: String,
+    /// `gpu 2 (0000:3a:00.0)`.
+    label: String,
+    /// [`held_by`]'s words.
+    who: String,
+    /// What was measured there (not judged).
+    measured: String,
+}
+
+impl Held {
+    fn evidence(&self) -> Evidence {
+        Evidence::new(
+            format!("nvml.compute_processes[{}]", self.bus),
+            format!("held by {}; {} (not judged)", self.who, self.measured),
+        )
+        .expected("measured on a gpu no other process holds")
+    }
+}
+
+/// The outcome of a probe whose only findings are GPUs another process held: `error`
+/// (inconclusive, exit 3), never a verdict on the hardware.
+fn inconclusive(held: &[Held], rest: &str) -> Outcome {
+    let named: Vec<String> = held
+        .iter()
+        .map(|h| format!("{} inconclusive because {} held it", h.label, h.who))
+        .collect();
+    Outcome::error(format!("{}; {rest}", named.join("; ")))
+        .evidence_all(held.iter().map(Held::evidence))
+        .hint("another process shared the gpu while it was measured (driver.gpu_processes names it): stop it or wait for it (`nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv`), then run the probe again")
+        .action(Action::CheckWorkload)
+        .about_gpus(held.iter().map(|h| h.bus.clone()))
 }
 
 /// `0000:18:00.0` → `gpu 0 (0000:18:00.0)` with NVML's index when known.

@@ -18,7 +18,7 @@ use crate::checks::{CheckDef, Context, Explain, Outcome};
 use crate::facts::topology::{Link, NvlinkView};
 use crate::report::{Action, Evidence, Figure, FigureName, Layer, Status};
 
-use super::{bandwidth_facts, gbs, gpu_label, median, range};
+use super::{Held, bandwidth_facts, gbs, gpu_label, held_by, inconclusive, median, range};
 
 /// Below this share of the median of the same kind of pair fails.
 pub const PAIR_FAIL: f64 = 0.70;
@@ -85,8 +85,35 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
     let mut no_access_pcie = 0usize;
     // A pair whose copy came back different: silent corruption outranks any figure.
     let mut corrupt = false;
+    // Pairs with a GPU another process held, by that GPU: what they measured, not judged.
+    let mut held_pairs: BTreeMap<&str, (Vec<f64>, Vec<String>)> = BTreeMap::new();
     for p in &facts.peers {
         let link = link_of(&p.from, &p.to);
+        let holder = [&p.from, &p.to]
+            .into_iter()
+            .find(|g| held_by(ctx, g).is_some());
+        if let Some(gpu) = holder {
+            let entry = held_pairs.entry(gpu.as_str()).or_default();
+            match (p.timed_out, &p.error, p.gbps) {
+                (true, _, _) => entry.1.push(format!("{} -> {} timed out", p.from, p.to)),
+                (false, Some(e), _) => {
+                    entry
+                        .1
+                        .push(format!("{} -> {} {}", p.from, p.to, e.describe()))
+                }
+                (false, None, Some(g)) => entry.0.push(g),
+                (false, None, None) => {}
+            }
+            if let Some(g) = p.gbps {
+                figures.push(
+                    Figure::new(FigureName::GpuPeerCopyBytesPerSecond, g * 1e9)
+                        .label("gpu", &p.from)
+                        .label("peer", &p.to)
+                        .label("link", link.to_string()),
+                );
+            }
+            continue;
+        }
         let names = format!("{} -> {}", gpu_label(ctx, &p.from), gpu_label(ctx, &p.to));
         let source = format!("cuda.peers[{} -> {}]", p.from, p.to);
         if p.timed_out {
@@ -218,6 +245,31 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
             "; {no_access_pcie} pcie pair(s) without peer access (not judged: p2p across host bridges is often unsupported)"
         ));
     }
+    let held: Vec<Held> = held_pairs
+        .into_iter()
+        .map(|(bus, (figures, failed))| {
+            let mut measured = vec![format!(
+                "{} pair(s) with it: {}",
+                figures.len() + failed.len(),
+                range(&figures, "GB/s")
+            )];
+            measured.extend(failed);
+            Held {
+                bus: bus.to_string(),
+                label: gpu_label(ctx, bus),
+                who: held_by(ctx, bus).unwrap_or_default(),
+                measured: measured.join(", "),
+            }
+        })
+        .collect();
+    if problems.is_empty() && !held.is_empty() {
+        let rest = if pairs.is_empty() {
+            "no other pair was measured".to_string()
+        } else {
+            format!("the other pairs: {overview}")
+        };
+        return inconclusive(&held, &rest).figures(figures);
+    }
     if problems.is_empty() {
         if pairs.is_empty() {
             return Outcome::skip(format!(
@@ -247,7 +299,9 @@ fn judge(ctx: &Context<'_>, facts: &CudaFacts) -> Outcome {
     let no_access = problems
         .iter()
         .any(|(_, s, _)| s.contains("no peer access"));
-    let outcome = Outcome::fail(summary).evidence_all(problems.into_iter().map(|(_, _, e)| e));
+    let outcome = Outcome::fail(summary)
+        .evidence_all(problems.into_iter().map(|(_, _, e)| e))
+        .evidence_all(held.iter().map(Held::evidence));
     if corrupt {
         return outcome
             .hint("drain the node: a peer copy that changes data corrupts training silently. P2P through a PCIe switch with ACS redirect or a translating IOMMU is the usual cause on PCIe pairs (topology.acs_redirect; disable ACS for GPU traffic or boot with iommu=pt); over NVLink, or if it persists, run `dcgmi diag -r 3` and have the gpus and baseboard inspected")

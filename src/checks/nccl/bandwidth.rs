@@ -381,6 +381,32 @@ fn bandwidth_verdict(ctx: &Context<'_>, run: &NcclRun) -> Outcome {
         return Outcome::pass(format!("{head} ({shape}), expected {expected}"))
             .evidence_all(evidence);
     }
+    // A run gpudoctor made (or recorded) while another process held one of this node's GPUs
+    // measured the sharing: inconclusive, not slow (driver.gpu_processes names the holders). A
+    // `--nccl-log` from another time says nothing of who held the GPUs then.
+    let held = ctx.nvml().held_gpus();
+    if run.meta.is_some() && !held.is_empty() {
+        let named: Vec<String> = held
+            .iter()
+            .map(|(d, ps)| {
+                let who: Vec<String> = ps.iter().map(|p| p.describe()).collect();
+                format!(
+                    "gpu {} ({}) was held by {}",
+                    d.index,
+                    d.pci_bus_id.as_deref().unwrap_or("?"),
+                    who.join(", ")
+                )
+            })
+            .collect();
+        return Outcome::error(format!(
+            "{head} ({shape}) is inconclusive because {} while it ran (expected {expected})",
+            named.join("; ")
+        ))
+        .evidence_all(evidence)
+        .hint("another process shared the gpus while nccl-tests ran (driver.gpu_processes names it): stop it or wait for it (`nvidia-smi --query-compute-apps=gpu_bus_id,pid,process_name,used_memory --format=csv`), then run `gpudoctor check --nccl` again")
+        .action(Action::CheckWorkload)
+        .about_gpus(held.iter().filter_map(|(d, _)| d.pci_bus_id.clone()));
+    }
     let (cause, action) = slow_cause(ctx, run);
     let outcome = if busbw < fail {
         Outcome::fail(format!(
