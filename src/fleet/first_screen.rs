@@ -274,7 +274,7 @@ pub fn render(s: &Summary, markdown: bool) -> String {
                 o.shown,
                 o.direction,
                 o.median_shown,
-                super::render::under_floor_text(o)
+                o.under_floor_text()
             );
             wrap::push(&mut out, &line, Some(WIDTH), 6);
         }

@@ -57,14 +57,6 @@ fn spread_line(s: &Spread) -> String {
     )
 }
 
-/// `, under the profile's floor of 380 GB/s` where that made the node an outlier.
-pub(super) fn under_floor_text(o: &Outlier) -> String {
-    o.floor_shown
-        .as_ref()
-        .map(|f| format!(", under the profile's floor of {f}"))
-        .unwrap_or_default()
-}
-
 fn outlier_line(o: &Outlier) -> String {
     let z =
         o.z.map(|z| format!("modified z {}", crate::text::number::one_decimal(z)))
@@ -77,7 +69,7 @@ fn outlier_line(o: &Outlier) -> String {
         o.direction,
         o.median_shown,
         o.group,
-        under_floor_text(o)
+        o.under_floor_text()
     )
 }
 
@@ -228,7 +220,7 @@ fn md_outlier(o: &Outlier) -> String {
         o.direction,
         o.median_shown,
         o.group,
-        under_floor_text(o)
+        o.under_floor_text()
     )
 }
 

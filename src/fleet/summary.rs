@@ -93,6 +93,16 @@ pub struct Outlier {
     pub floor_shown: Option<String>,
 }
 
+impl Outlier {
+    /// `, under the profile's floor of 380 GB/s` where that made the node an outlier.
+    pub fn under_floor_text(&self) -> String {
+        self.floor_shown
+            .as_ref()
+            .map(|f| format!(", under the profile's floor of {f}"))
+            .unwrap_or_default()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
     pub reports: usize,
