@@ -68,6 +68,9 @@ fn cri_entry(line: &[u8]) -> Option<(&[u8], &[u8], bool)> {
 
 /// Decoded bytes gathered before a read is answered.
 const BATCH: usize = 64 * 1024;
+/// The longest line read as one entry: both runtimes cut a message at 16 KiB (moby's copier
+/// buffer, the kubelet's CRI writer), so a longer line is no entry.
+const MAX_ENTRY: usize = 1024 * 1024;
 
 /// One json-file entry; fields other than these (`time`, `attrs`) are not needed.
 #[derive(serde::Deserialize)]
@@ -112,7 +115,16 @@ impl<R: BufRead> ContainerLog<R> {
         self.at = 0;
         while self.out.len() < BATCH && !self.ended {
             self.line.clear();
-            if self.inner.read_until(b'\n', &mut self.line)? == 0 {
+            // At most MAX_ENTRY bytes a line: a file that is one endless line is passed on in
+            // pieces (the NCCL reader bounds its lines), never gathered whole in memory.
+            let n = (&mut self.inner)
+                .take(MAX_ENTRY as u64)
+                .read_until(b'\n', &mut self.line)?;
+            if n == MAX_ENTRY && !self.line.ends_with(b"\n") {
+                self.out.extend_from_slice(&self.line);
+                continue;
+            }
+            if n == 0 {
                 self.ended = true;
                 // Pieces whose line never ended: as `docker logs` shows them, each then ended.
                 for (_, piece) in self.pending.drain(..) {
@@ -264,5 +276,19 @@ mod tests {
         // A date at the start of a line is not enough.
         assert_eq!(looks_like(b"2016-10-06T00:17:09Z NCCL INFO x\n"), None);
         assert_eq!(looks_like(b"2016-10-06T00:17:09Z stdout X y\n"), None);
+    }
+
+    /// A file that is one line of 3 MiB without an end comes back as it was, in pieces.
+    #[test]
+    fn an_endless_line_passes_through_in_pieces() {
+        let mut text = String::from("2016-10-06T00:17:09.669794202Z stdout F ");
+        text.push_str(&"x".repeat(3 * MAX_ENTRY));
+        let mut out = Vec::new();
+        ContainerLog::new(text.as_bytes(), Format::Cri)
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out.len(), text.len() + 1);
+        assert!(out.starts_with(b"2016-10-06T00:17:09.669794202Z stdout F xxx"));
+        assert!(out.ends_with(b"xxx\n"));
     }
 }
