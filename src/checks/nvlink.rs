@@ -17,6 +17,7 @@ mod fabric_manager;
 mod sxid;
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use super::gpu_health::{PerGpu, field, gpu_label, usable_devices};
 use super::rates::{SAMPLE_MORE, Window, rate_figure, window};
@@ -363,9 +364,14 @@ fn error_counters_of(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Outcome {
             for (name, reading) in link.error_counters() {
                 // The reading's name is spelt only for one that did not answer (`acc.read`
                 // notes it): 1 600 strings a run on a healthy HGX node otherwise (issue 41).
+                // A counter this GPU does not have is none, unnamed (most of the eleven on an
+                // H100: `NotSupported`).
                 let value = match reading {
                     Reading::Value(v) => Some(v),
-                    _ => acc.read(d, &format!("nvlinks[{}].{name}", link.link), reading),
+                    Reading::NotSupported => None,
+                    Reading::Error(_) => {
+                        acc.read(d, &format!("nvlinks[{}].{name}", link.link), reading)
+                    }
                 };
                 if let Some(v) = value {
                     known.push((name, *v));
@@ -376,16 +382,21 @@ fn error_counters_of(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Outcome {
             }
             judged += 1;
             let total: u64 = known.iter().map(|(_, v)| v).sum();
-            let at = format!("{}[{}]", field(d, "nvlinks"), link.link);
-            let here = format!("{} link {}", gpu_label(d), link.link);
+            // Spelt only for a link that is reported (issue 41: two strings per link of a
+            // healthy HGX node otherwise).
+            let at = || format!("{}[{}]", field(d, "nvlinks"), link.link);
+            let here = || format!("{} link {}", gpu_label(d), link.link);
             if let Window::Sample(b) = &window {
                 let mut rising = Vec::new();
                 let mut odd = Vec::new();
                 let mut per_s_sum = 0.0;
                 let mut critical = false;
+                // The sample's key (`nvlink<N>/<counter>`), written into one buffer.
+                let mut key = String::new();
                 for (name, v) in &known {
-                    let key = format!("nvlink{}/{name}", link.link);
-                    let was = before.and_then(|m| m.get(&key)).copied();
+                    key.clear();
+                    let _ = write!(key, "nvlink{}/{name}", link.link);
+                    let was = before.and_then(|m| m.get(key.as_str())).copied();
                     match change(was, Some(*v), b.window_s, None) {
                         Some(c @ Change::Rising { per_s, .. }) => {
                             per_s_sum += per_s;
@@ -407,23 +418,28 @@ fn error_counters_of(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Outcome {
                 if !rising.is_empty() {
                     let fails = critical || per_s_sum >= NVLINK_ERRORS_FAIL_PER_S;
                     rising_fast |= fails;
-                    let line = format!("{here}: rising {}: {}", window.text(), rising.join(", "));
+                    let line = format!(
+                        "{}: rising {}: {}",
+                        here(),
+                        window.text(),
+                        rising.join(", ")
+                    );
                     if fails {
                         acc.fails.push(line);
                     } else {
                         acc.warns.push(line);
                     }
                     acc.evidence.push(
-                        Evidence::new(at.clone(), rising.join(", "))
+                        Evidence::new(at(), rising.join(", "))
                             .expected(format!("no increase {}", window.text())),
                     );
                 } else if total > 0 {
-                    history.push(format!("{here} {total}"));
+                    history.push(format!("{} {total}", here()));
                 }
                 if !odd.is_empty() {
-                    acc.warns.push(format!("{here}: {}", odd.join(", ")));
+                    acc.warns.push(format!("{}: {}", here(), odd.join(", ")));
                     acc.evidence.push(
-                        Evidence::new(at, odd.join(", ")).expected("two readings of a counter"),
+                        Evidence::new(at(), odd.join(", ")).expected("two readings of a counter"),
                     );
                 }
                 continue;
@@ -446,15 +462,16 @@ fn error_counters_of(ctx: &Context<'_>, devices: &[&NvmlDevice]) -> Outcome {
                 let detail: Vec<String> = known.iter().map(|(n, v)| format!("{n} {v}")).collect();
                 let rate_text = per_s.map(|r| format!(", {}", rate(r))).unwrap_or_default();
                 acc.warns.push(format!(
-                    "{here}: {total} errors {}{rate_text}",
+                    "{}: {total} errors {}{rate_text}",
+                    here(),
                     window.text()
                 ));
                 acc.evidence.push(
-                    Evidence::new(at, detail.join(", "))
+                    Evidence::new(at(), detail.join(", "))
                         .expected(format!("< {NVLINK_ERRORS_WARN} since driver load")),
                 );
             } else if total > 0 {
-                history.push(format!("{here} {total}"));
+                history.push(format!("{} {total}", here()));
             }
         }
     }

@@ -344,14 +344,23 @@ pub fn parse_aer(text: &str) -> Result<AerCounts, ParseError> {
     let mut total: Option<u64> = None;
     let mut sum: u64 = 0;
     let mut lines = 0usize;
-    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let (name, value) = line
-            .rsplit_once(|c: char| c.is_ascii_whitespace())
+    // What the kernel writes is ASCII: its lines are cut and trimmed byte by byte there, the
+    // same characters `str::trim` takes (issue 41: a node's 186 files were 4 % of a `check`).
+    let ascii = text.is_ascii();
+    let trim = |line| trim_kernel_text(line, ascii);
+    for line in text.split('\n').map(trim).filter(|l| !l.is_empty()) {
+        let cut = if ascii {
+            line.bytes().rposition(|b| b.is_ascii_whitespace())
+        } else {
+            line.rfind(|c: char| c.is_ascii_whitespace())
+        };
+        let (name, value) = cut
+            .map(|at| (&line[..at], &line[at + 1..]))
             .ok_or_else(|| ParseError::new(format!("not `<name> <count>`: {:?}", short(line))))?;
         let value: u64 = value
             .parse()
             .map_err(|_| ParseError::new(format!("not a count: {:?}", short(line))))?;
-        let name = name.trim();
+        let name = trim(name);
         lines += 1;
         if name.starts_with("TOTAL_ERR_") {
             total = Some(value);
@@ -367,6 +376,15 @@ pub fn parse_aer(text: &str) -> Result<AerCounts, ParseError> {
     }
     counts.total = total.unwrap_or(sum);
     Ok(counts)
+}
+
+/// `text` without the white space `str::trim` takes, compared byte by byte when it is ASCII.
+fn trim_kernel_text(text: &str, ascii: bool) -> &str {
+    if ascii {
+        text.trim_matches(|c: char| matches!(c, ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r'))
+    } else {
+        text.trim()
+    }
 }
 
 pub(crate) fn short(text: &str) -> String {

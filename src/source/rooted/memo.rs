@@ -46,6 +46,11 @@ pub(super) struct Memo {
     /// Each listed directory's raw `getdents64` records by resolved path: what type each entry
     /// is, so that a file the listing calls regular is opened for reading at once (`read.rs`).
     typed: HashMap<Box<str>, Arc<[u8]>>,
+    /// Directories found not there, by the plain path asked (`run`, `var/lib/rancher`), each
+    /// below a directory reached without a link: every later path through one is not there
+    /// either, without asking again (issue 41: the kubelet's and the runtimes' candidate
+    /// locations looked `run` up 13 times and `var/lib/rancher` 12 times a run).
+    missing_dirs: foldhash::HashSet<Box<str>>,
 }
 
 /// The longest listing (in `fd::list_typed`'s bytes: two and the name's per entry) that
@@ -174,6 +179,21 @@ impl RootedFs {
     fn memo(&self) -> Option<std::sync::MutexGuard<'_, Memo>> {
         let memo = self.memo.lock().unwrap_or_else(PoisonError::into_inner);
         (memo.runs > 0).then_some(memo)
+    }
+
+    /// Did this run find the directory `key` (a [`clean`] path) not there, below a directory
+    /// reached without a link (`walk.rs`, `dir_of`)?
+    pub(super) fn known_missing(&self, key: &str) -> bool {
+        self.trace.is_none() && self.memo().is_some_and(|m| m.missing_dirs.contains(key))
+    }
+
+    /// Remember for this run that the directory `key` is not there (see [`Memo`]).
+    pub(super) fn note_missing(&self, key: &str) {
+        if self.trace.is_none()
+            && let Some(mut memo) = self.memo()
+        {
+            memo.missing_dirs.insert(key.into());
+        }
     }
 
     /// Where the file `rel` is: its directory resolved (from the directory memo) and its own

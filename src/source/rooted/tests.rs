@@ -415,3 +415,38 @@ fn listings_longer_than_one_answer_and_links_told_by_short_listings() {
         Err(FsError::NotFound { .. })
     ));
 }
+
+#[test]
+fn a_run_remembers_a_missing_directory_and_still_names_each_path() {
+    let (dir, fs) = tree();
+    symlink("nowhere", dir.path().join("dangling")).unwrap();
+    let run = fs.remember_reads();
+    for rel in [
+        "run/containerd/containerd.sock",
+        "run/nvidia/validations/.driver-ctr-ready",
+        "run/x",
+        "var/lib/rancher/rke2/agent/etc/containerd/config.toml",
+        "var/lib/rancher/k3s/x",
+    ] {
+        let err = fs.read_to_string(rel).unwrap_err();
+        assert!(
+            matches!(&err, FsError::NotFound { path } if path == rel),
+            "{rel}: {err:?}"
+        );
+        assert!(!fs.exists(rel), "{rel}");
+    }
+    // Through a dangling link: still the link named, never "not found" from the memo.
+    for rel in ["dangling/a/b", "dangling/c"] {
+        let err = fs.read_to_string(rel).unwrap_err();
+        assert!(
+            matches!(&err, FsError::Dangling { path, link, .. } if path == rel && link == "dangling"),
+            "{rel}: {err:?}"
+        );
+    }
+    // The run's reading is one consistent reading; the next run looks again.
+    drop(run);
+    fs::create_dir_all(dir.path().join("run")).unwrap();
+    fs::write(dir.path().join("run/x"), "1\n").unwrap();
+    let _run = fs.remember_reads();
+    assert_eq!(fs.read_to_string("run/x").unwrap(), "1\n");
+}

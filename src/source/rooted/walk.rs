@@ -157,6 +157,11 @@ impl RootedFs {
             while let Some((dir, last)) = at.rsplit_once('/') {
                 rest.push(OsString::from(last));
                 let Some(dir) = self.dir_of(dir) else {
+                    // Not there, below directories reached without a link: what the walk
+                    // from the root would say, without walking to it again.
+                    if self.known_missing(dir) {
+                        return Err(FsError::NotFound { path: rel.into() });
+                    }
                     at = dir;
                     continue;
                 };
@@ -194,13 +199,22 @@ impl RootedFs {
         if let Some(found) = self.known(key) {
             return Some(found);
         }
+        if self.known_missing(key) {
+            return None;
+        }
         let (start, last) = match key.rsplit_once('/') {
             Some((parent, last)) => (self.dir_of(parent)?.walk(), last),
             None => (Walk::default(), key),
         };
-        let state = self
-            .walk(key, vec![OsString::from(last)], start, true)
-            .ok()?;
+        let plain = start.last_link.is_none();
+        let state = match self.walk(key, vec![OsString::from(last)], start, true) {
+            Ok(state) => state,
+            Err(FsError::NotFound { .. }) if plain => {
+                self.note_missing(key);
+                return None;
+            }
+            Err(_) => return None,
+        };
         if !state.is_dir {
             return None;
         }
