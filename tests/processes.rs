@@ -588,3 +588,50 @@ fn a_cleanup_that_waits_out_the_grace_costs_no_cpu() {
 fn a_cleanup_that_waits_out_the_grace_costs_no_cpu_without_a_pid_namespace() {
     a_cleanup_waits_without_cpu(&[("GPUDOCTOR_CONTAINMENT", "group")]);
 }
+
+/// Issue 41: a `check` that has started nothing and made no temporary tree is one thread (glibc
+/// then takes its single-thread paths: malloc without arena locks, system calls without the
+/// cancellation bookkeeping), and a signal then ends it at once, of that signal: there is
+/// nothing to stop or remove, so no watcher thread is needed (src/process/signals.rs).
+#[test]
+fn a_check_that_started_nothing_is_one_thread_and_dies_of_a_signal_at_once() {
+    let dir = common::tempdir().unwrap();
+    let fifo = dir.path().join("lab.toml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: plain libc call with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // A plain fixture (not an overlay, which is composed in a temporary tree): the check waits
+    // up to five seconds for the profile FIFO's writer.
+    let child = common::scratch::gpudoctor_command()
+        .args(["check", "--root"])
+        .arg(common::repo().join("fixtures/hgx-h100-healthy"))
+        .arg("--profile")
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let fds = format!("/proc/{}/fd", child.id());
+    let deadline = Instant::now() + Duration::from_secs(4);
+    let waits_on_the_fifo = || {
+        std::fs::read_dir(&fds).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == fifo))
+        })
+    };
+    while !waits_on_the_fifo() {
+        assert!(Instant::now() < deadline, "never opened the profile FIFO");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let threads = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+        .unwrap()
+        .count();
+    // SAFETY: kill only sends a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = wait_within(child, Duration::from_secs(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(threads, 1, "threads of a check that started nothing");
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{stderr}");
+    assert!(out.stdout.is_empty(), "no report after a signal");
+}

@@ -13,6 +13,14 @@
 //!    per file ([`hold_writes`]), so no writer can recreate part of a tree after its removal;
 //! 4. it restores the default action and raises the signal again.
 //!
+//! The watcher thread is started only once there is something to clean up ([`ensure_watcher`]:
+//! before the first child is started, `contain::spawn`, and before the first temporary tree is
+//! registered); until then a handled signal ends gpudoctor at once, as the default action would,
+//! since nothing it could stop or remove exists yet. A `check` that starts nothing stays one
+//! thread: glibc then takes its single-thread paths (`SINGLE_THREAD_P`: malloc without arena
+//! locks, system calls without the cancellation bookkeeping), which were 3 % of a replayed
+//! `check`'s time (issue 41).
+//!
 //! Nothing is installed unless the binary calls [`install`]; the library's tests never do.
 
 use std::path::{Path, PathBuf};
@@ -28,6 +36,12 @@ static RECEIVED: AtomicI32 = AtomicI32::new(0);
 /// The self-pipe's write end (-1: not installed).
 static PIPE_WRITE: AtomicI32 = AtomicI32::new(-1);
 static INSTALLED: AtomicBool = AtomicBool::new(false);
+/// The self-pipe's read end, for the watcher (-1: not installed).
+static PIPE_READ: AtomicI32 = AtomicI32::new(-1);
+/// Whether the watcher reads the pipe: until it does, a signal ends gpudoctor at once.
+static WATCHING: AtomicBool = AtomicBool::new(false);
+/// Held while the watcher is started, so that two threads never start two.
+static STARTING: Mutex<()> = Mutex::new(());
 
 /// Temporary trees to remove if gpudoctor is stopped by a signal, by registration id.
 static TEMPS: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
@@ -61,6 +75,16 @@ extern "C" fn on_signal(sig: libc::c_int) {
     // signal handler must do around a call that may change it.
     let errno = unsafe { *libc::__errno_location() };
     let _ = RECEIVED.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+    if !WATCHING.load(Ordering::SeqCst) {
+        // Nothing started and nothing written yet (module doc): die of the signal now.
+        // SAFETY: signal(2) and raise(3) are async-signal-safe (signal-safety(7)); the signal,
+        // blocked while its handler runs, is delivered with its default action on return.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        return;
+    }
     let fd = PIPE_WRITE.load(Ordering::SeqCst);
     if fd >= 0 {
         let byte = [sig as u8];
@@ -74,7 +98,8 @@ extern "C" fn on_signal(sig: libc::c_int) {
     unsafe { *libc::__errno_location() = errno };
 }
 
-/// Install the handlers and start the watcher. Idempotent; an error leaves the default actions.
+/// Install the handlers (the watcher starts with [`ensure_watcher`]). Idempotent; an error
+/// leaves the default actions.
 pub fn install() -> std::io::Result<()> {
     if INSTALLED.swap(true, Ordering::SeqCst) {
         return Ok(());
@@ -92,9 +117,7 @@ pub fn install() -> std::io::Result<()> {
         libc::fcntl(read_end, libc::F_SETFL, flags & !libc::O_NONBLOCK);
     }
     PIPE_WRITE.store(write_end, Ordering::SeqCst);
-    std::thread::Builder::new()
-        .name("gpudoctor-signals".into())
-        .spawn(move || watch(read_end))?;
+    PIPE_READ.store(read_end, Ordering::SeqCst);
     for sig in SIGNALS {
         // SAFETY: a zeroed sigaction with a handler that is async-signal-safe; SA_RESTART so
         // that the main thread's reads are not cut short by EINTR.
@@ -109,6 +132,29 @@ pub fn install() -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Start the watcher if the handlers are installed and it is not running: before anything a
+/// signal must stop or remove exists (a child, a temporary tree). Idempotent. When it cannot
+/// be started, a signal still ends gpudoctor at once (the default action), and that is said.
+pub fn ensure_watcher() {
+    if WATCHING.load(Ordering::SeqCst) || !INSTALLED.load(Ordering::SeqCst) {
+        return;
+    }
+    let _starting = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    let read_end = PIPE_READ.load(Ordering::SeqCst);
+    if WATCHING.load(Ordering::SeqCst) || read_end < 0 {
+        return;
+    }
+    match std::thread::Builder::new()
+        .name("gpudoctor-signals".into())
+        .spawn(move || watch(read_end))
+    {
+        Ok(_) => WATCHING.store(true, Ordering::SeqCst),
+        Err(err) => eprintln!(
+            "gpudoctor: cannot watch for signals ({err}); an interrupted run may leave processes or files"
+        ),
+    }
 }
 
 fn watch(read_end: libc::c_int) {
@@ -196,6 +242,7 @@ fn remove_temps() {
 pub struct TempRegistration(u64);
 
 pub fn register_temp(path: &Path) -> TempRegistration {
+    ensure_watcher();
     let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
     let mut temps = TEMPS.lock().unwrap_or_else(|e| e.into_inner());
     temps.push((id, path.to_path_buf()));
