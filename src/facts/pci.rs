@@ -447,9 +447,10 @@ fn read_function(source: &dyn Source, dir: &str, bdf: &str) -> Result<Read, Fact
             class,
         }));
     }
-    // A judged function's attributes are read next, here and by the topology facts: a dozen
-    // files of one directory, listed once (issue 41).
-    source.will_read_in(dir);
+    // A judged function's attributes are read next, here and by the topology facts, each
+    // looked at by name (`fstatat`) before it is opened: listing the directory first to skip
+    // those looks cost more CPU on ext4 than it saved (its `getdents64` hashes every entry into
+    // a tree, 3 % of a replayed check; issue 41, docs/performance.md).
     let vendor =
         parse_hex_u16(&read("vendor")?).map_err(|e| FactError::parse(&join(dir, "vendor"), e))?;
     let device =

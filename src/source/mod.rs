@@ -277,12 +277,6 @@ pub trait Source: Send + Sync {
     fn read_bytes(&self, rel: &str) -> Result<Vec<u8>, FsError> {
         self.fs().read_bytes(rel)
     }
-    /// A hint that many files of the directory `rel` are about to be read (a PCI function's
-    /// attributes): a run lists it once and reads them with fewer system calls
-    /// ([`RootedFs::will_read_in`]). Changes no answer.
-    fn will_read_in(&self, rel: &str) {
-        self.fs().will_read_in(rel);
-    }
     /// The last `max` bytes of a log file as text (see [`RootedFs::read_tail`]).
     fn read_tail(&self, rel: &str, max: u64) -> Result<String, FsError> {
         self.fs().read_tail(rel, max)

@@ -544,7 +544,6 @@ fn read_device(
     // not read. On a 2000-function node that is most of the tree (docs/performance.md).
     let judged = kind != DeviceKind::Other;
     let numa_text = if judged {
-        source.will_read_in(&path); // a dozen attributes: one listing (issue 41)
         required("numa_node", &mut *problems)
     } else {
         None

@@ -25,7 +25,6 @@
 use std::collections::BTreeMap;
 
 use foldhash::HashMap;
-use std::os::fd::AsFd as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{Dir, FsError, RootedFs, clean};
@@ -281,7 +280,7 @@ impl RootedFs {
     }
 
     /// Every entry of the directory `rel`, unsorted and unfiltered: `list` lists it unless this
-    /// run did (by [`RootedFs::will_read_in`] too). `list` answers the typed entries
+    /// run did. `list` answers the typed entries
     /// (`fd::list_typed`), kept for reads in the directory (`read.rs`, `open_listed`).
     pub(super) fn remembered_listing(
         &self,
@@ -322,7 +321,7 @@ impl RootedFs {
     }
 
     /// The raw listing this run made of the resolved directory `dir`, when it made one
-    /// ([`RootedFs::will_read_in`], or a [`RootedFs::list_dir`] of it).
+    /// (a [`RootedFs::list_dir`] of it).
     pub(super) fn typed_listing(&self, dir: &Dir) -> Option<Arc<[u8]>> {
         if self.trace.is_some() {
             return None;
@@ -353,40 +352,5 @@ impl RootedFs {
             return None;
         }
         Some(super::fd::entry_type(&typed, name.as_bytes()))
-    }
-
-    /// Many files of the directory `rel` are about to be read (a PCI function's attributes):
-    /// list it once for this run, so each file its listing calls regular is opened at once and
-    /// a name it lacks is known absent (`read.rs`, `open_listed`) — fewer system calls than
-    /// looking at each file first, where a directory has more than a few to read (issue 41).
-    /// A [`RootedFs::list_dir`] of it later answers from this listing: it is listed once. Nothing
-    /// outside a run or while recording; never an error: reads then look at each file.
-    pub fn will_read_in(&self, rel: &str) {
-        if self.trace.is_some() || self.memo().is_none() {
-            return;
-        }
-        let Some(dir) = clean(rel).and_then(|c| self.dir_of(c)) else {
-            return;
-        };
-        if self.typed_listing(&dir).is_some() {
-            return;
-        }
-        let Ok(dfd) = self.dir_fd(std::ffi::OsStr::new(&dir.path)) else {
-            return;
-        };
-        let Ok(opened) = super::fd::open_one(
-            dfd.as_fd(),
-            std::ffi::OsStr::new("."),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NONBLOCK,
-        ) else {
-            return;
-        };
-        self.note_open("list", || dir.path.clone());
-        let Ok(raw) = super::fd::list_typed(&opened) else {
-            return;
-        };
-        if let Some(mut memo) = self.memo() {
-            memo.typed.insert(dir.path.as_str().into(), raw.into());
-        }
     }
 }

@@ -271,10 +271,11 @@ fn read_tail_keeps_the_newest_whole_lines_and_traces_them() {
     assert_eq!(fs.read_tail("var/log/long.log", 10).unwrap(), "");
 }
 
-/// `will_read_in` lists a directory once for the run; reads in it then answer as before: a
-/// regular file read, a name the listing lacks missing (named), a link followed, a FIFO the
-/// listing shows never opened, and a regular file swapped for a FIFO after the listing refused
-/// unread and without blocking (issue 41: two system calls fewer per file).
+/// A directory a run listed (`read_dir`) is listed once for the run; reads in it then answer
+/// as before, told by the listing: a regular file read, a name the listing lacks missing
+/// (named), a link followed, a FIFO the listing shows never opened, and a regular file swapped
+/// for a FIFO after the listing refused unread and without blocking (issue 41: a system call
+/// fewer per file).
 #[test]
 fn a_listed_directory_answers_as_a_looked_at_one() {
     let (dir, fs) = tree();
@@ -291,8 +292,8 @@ fn a_listed_directory_answers_as_a_looked_at_one() {
     let counts = fs.count_opens();
     let run = fs.remember_reads();
     let rel = "sys/bus/pci/devices/0000:00:01.0";
-    fs.will_read_in(rel);
-    fs.will_read_in(rel);
+    fs.read_dir(rel).unwrap();
+    fs.read_dir(rel).unwrap();
     // Swapped after the listing: the listing still says "regular file".
     fs::remove_file(device.join("later")).unwrap();
     fifo(&device.join("later"));
@@ -332,8 +333,8 @@ fn a_listed_directory_answers_as_a_looked_at_one() {
         "0x030200\n"
     );
     drop(run);
-    // Outside a run the hint does nothing and reads look at each file.
-    fs.will_read_in(rel);
+    // Outside a run nothing is remembered and reads look at each file.
+    fs.read_dir(rel).unwrap();
     assert_eq!(
         fs.read_to_string(&format!("{rel}/vendor")).unwrap(),
         "0x10de\n"
