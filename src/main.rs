@@ -418,8 +418,9 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
     }
     let delivered = deliver(report, args);
     // The process ends next: its facts go with it, not one allocation at a time (issue 41, as
-    // `fleet`). The source is dropped: it ends NVML, removes an overlay's composed tree.
+    // `fleet`). The source ends NVML and removes an overlay's composed tree.
     std::mem::forget(ctx);
+    source.release_at_exit();
     delivered
 }
 

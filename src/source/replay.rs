@@ -106,6 +106,12 @@ impl ReplaySource {
 }
 
 impl Source for ReplaySource {
+    fn release_at_exit(mut self: Box<Self>) {
+        // The composed tree is removed; the reads remembered and the descriptors kept go with
+        // the process.
+        drop(self._composed.take());
+        std::mem::forget(self);
+    }
     fn kind(&self) -> SourceKind {
         SourceKind::Replay
     }
