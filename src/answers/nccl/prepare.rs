@@ -4,9 +4,10 @@
 //! — done by [`Prepared::of`], so that another thread can do it while the parser interprets the
 //! lines before (issue 28: with the kernel's copy of the file and the UTF-8 check, which the
 //! reading thread does too, a third of a run, perf). A result row is cut into fields and its
-//! numbers read here too ([`ReadyRow`]): on a table-dense log the parser's thread had twice the
-//! reading thread's work, and the two threads' wall time is the busier one's (issue 41; handing
-//! over the cut alone, as offsets, cost more than it saved — the numbers are most of a row).
+//! algbw/busbw figures read here too ([`ReadyRow`]): on a table-dense log the parser's thread
+//! had twice the reading thread's work, and the two threads' wall time is the busier one's
+//! (issue 41, round two, callgrind; round one had moved the rows' splitting to the parser,
+//! where one CPU was the goal).
 //!
 //! Nothing here changes an answer: [`Prepared::of`] calls the very functions the serial path
 //! calls ([`content`](super::content), [`marker`](super::marker)), and
