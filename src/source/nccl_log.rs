@@ -149,7 +149,15 @@ pub fn read_stream(
         let mut decoded = super::container_log::ContainerLog::new(buffered, format);
         return read_plain(&mut decoded, part);
     }
-    read_plain(&mut buffered, part)
+    // A plain log is read from the file itself once the bytes looked at are handed on: through
+    // the `BufReader`, every byte was copied once more, and a read a little shorter than its
+    // buffer left a few bytes behind that came back as a piece of their own (std's
+    // `BufReader::read` reads past its buffer only when the buffer is empty and the request at
+    // least its capacity): two pieces a chunk, the second buffer zeroed whole again (7 % of
+    // a table-dense log's instructions, callgrind; docs/performance.md, issue 41).
+    let head = buffered.buffer().to_vec();
+    let mut plain = head.as_slice().chain(buffered.into_inner());
+    read_plain(&mut plain, part)
 }
 
 /// [`read_stream`] of a log that is its own text.

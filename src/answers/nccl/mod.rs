@@ -325,7 +325,7 @@ impl NcclLogParser {
 
     /// Interpret a line's non-empty content, its NCCL marker found ([`marker`]), with what the
     /// reading thread worked out about it.
-    fn interpret_content(&mut self, line: &str, marker: Option<(usize, Marker)>, known: Known) {
+    fn interpret_content(&mut self, line: &str, marker: Option<(usize, Marker)>, known: Known<'_>) {
         if let Some((pos, marker)) = marker {
             let after = &line[pos + "NCCL ".len()..];
             match marker {
@@ -354,7 +354,10 @@ impl NcclLogParser {
             return;
         }
         if line.starts_with(|c: char| c.is_ascii_digit()) {
-            self.row_line(line);
+            match known.row {
+                Some(ready) => self.ready_row_line(line, ready),
+                None => self.row_line(line),
+            }
             return;
         }
         if line.starts_with("..") && TEST_FAILURE.is_in(line) {
@@ -559,11 +562,14 @@ static TEST_FAILURE: scan::Needle = scan::Needle::new("Test failure");
 /// What the reading thread already worked out about a line ([`prepare`]); nothing when read
 /// on one thread.
 #[derive(Debug, Default, Clone, Copy)]
-struct Known {
+struct Known<'r> {
     /// For an INFO line, what [`info_found`] gives.
     info_bits: Option<u8>,
     /// For a line without a marker, whether it holds [`TEST`].
     test: Option<bool>,
+    /// For a line without a marker whose content starts with a digit, the row read ahead
+    /// (`rows::ReadyRow::of` of the content; `None`: read it in place).
+    row: Option<&'r rows::ReadyRow>,
 }
 
 /// What an `NCCL ` in a line introduces.

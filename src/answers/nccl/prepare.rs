@@ -3,8 +3,11 @@
 //! where its `NCCL INFO|WARN` marker is, whether it holds `: Test `, an INFO line's search bits
 //! — done by [`Prepared::of`], so that another thread can do it while the parser interprets the
 //! lines before (issue 28: with the kernel's copy of the file and the UTF-8 check, which the
-//! reading thread does too, a third of a run, perf). A row's fields are split by the parser
-//! itself (issue 41): handing them over as offsets cost more than splitting them there.
+//! reading thread does too, a third of a run, perf). A result row is cut into fields and its
+//! algbw/busbw figures read here too ([`ReadyRow`]): on a table-dense log the parser's thread
+//! had twice the reading thread's work, and the two threads' wall time is the busier one's
+//! (issue 41, round two, callgrind; round one had moved the rows' splitting to the parser,
+//! where one CPU was the goal).
 //!
 //! Nothing here changes an answer: [`Prepared::of`] calls the very functions the serial path
 //! calls ([`content`](super::content), [`marker`](super::marker)), and
@@ -16,6 +19,7 @@
 
 use super::bytemask;
 use super::lines::MAX_LINE_BYTES;
+use super::rows::ReadyRow;
 use super::scan::Ahead;
 use super::{Known, Marker, NCCL, NcclLogParser, TEST, content, info_found, marker_if};
 
@@ -35,7 +39,13 @@ struct Shape {
     /// For a line without a marker, whether its content holds `: Test ` (searched ahead
     /// through the text, not in each line).
     test: bool,
+    /// For a line without a marker whose content starts with a digit, its row in
+    /// [`Prepared::rows`]; [`NO_ROW`] for none.
+    row: u32,
 }
+
+/// [`Shape::row`] of a line without a row read ahead.
+const NO_ROW: u32 = u32::MAX;
 
 /// Whole lines, looked at (see the module doc).
 #[derive(Debug, Default)]
@@ -46,6 +56,8 @@ pub struct Prepared {
     shapes: Vec<Shape>,
     /// Where the lines end (reused).
     ends: Vec<u32>,
+    /// The rows read ahead ([`ReadyRow`]), in the order of their lines.
+    rows: Vec<ReadyRow>,
 }
 
 impl Prepared {
@@ -54,6 +66,7 @@ impl Prepared {
     pub fn of(&mut self, text: &str) {
         self.len = None;
         self.shapes.clear();
+        self.rows.clear();
         let bytes = text.as_bytes();
         let whole = bytes.last().is_none_or(|&b| b == b'\n');
         if !whole || u32::try_from(bytes.len()).is_err() {
@@ -105,6 +118,15 @@ impl Prepared {
             let test = found.is_none()
                 && !body.is_empty()
                 && test_ahead.occurs_in(&TEST, bytes, body_at, body_at + body.len());
+            let mut row = NO_ROW;
+            if found.is_none()
+                && body.starts_with(|c: char| c.is_ascii_digit())
+                && let Some(ready) = ReadyRow::of(body)
+            {
+                // Fewer rows than lines, and lines fewer than the text's 4 GiB.
+                row = self.rows.len() as u32;
+                self.rows.push(ready);
+            }
             // Below 4 GiB (checked above): every offset fits.
             self.shapes.push(Shape {
                 end: pos as u32,
@@ -117,6 +139,7 @@ impl Prepared {
                     _ => 0,
                 },
                 test,
+                row,
             });
             from = pos + 1;
         }
@@ -159,6 +182,7 @@ impl NcclLogParser {
             let known = Known {
                 info_bits: Some(s.info_bits),
                 test: Some(s.test),
+                row: prepared.rows.get(s.row as usize),
             };
             self.interpret_content(body, found, known);
         }

@@ -20,7 +20,7 @@ use super::model::{Measure, Row, Wrong, cut};
 use super::numbers::{
     parse_f64_at, parse_f64_bytes, parse_i64_bytes, parse_u64_at, parse_u64_bytes,
 };
-use super::scan::Spans;
+use super::scan::{Cut, Spans};
 use super::table::{DEFAULT_BLOCK, DEFAULT_SLOTS};
 use super::{MAX_ROWS, NcclLogParser, QUOTE_CHARS};
 
@@ -93,6 +93,104 @@ impl Fields for [&str] {
     }
 }
 
+/// A row cut and its numbers read by the reading thread ([`ReadyRow::of`], `prepare.rs`): the
+/// part of a row that depends on nothing but its bytes — a third of the parser's work on a
+/// table-dense log, where the parser's thread had twice the reading thread's (issue 41,
+/// callgrind).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadyRow {
+    cut: Cut,
+    /// `parse_f64_at` of the fields [`TIMED`] after `base`, where bit `k` of `parsed` is set.
+    numbers: [f64; TIMED.len()],
+    parsed: u8,
+    base: usize,
+}
+
+/// The fields read ahead as numbers, counted from the row's last 8 fields: the algbw and busbw
+/// of its two timed blocks in nccl-tests' usual layout (`time algbw busbw #wrong` twice at the
+/// row's end, `table.rs`); the times, and the numbers of another layout, are read in place.
+/// Every number read ahead made the reading thread the busier one (a number is ~100
+/// instructions, 6 a row; with 4 the two threads' shares of a table-dense log are even,
+/// callgrind).
+const TIMED: [usize; 4] = [1, 2, 5, 6];
+
+impl ReadyRow {
+    /// `text` (a line's content, a digit first) cut into fields, as [`NcclLogParser::row_line`]
+    /// cuts it in place, and the numbers of its timed blocks read; `None` where `row_line`
+    /// would not read it in place (a glued tag or per-rank marker, too many fields).
+    pub(super) fn of(text: &str) -> Option<ReadyRow> {
+        let bytes = text.as_bytes();
+        if memchr::memchr(b'<', bytes).is_some()
+            || bytemask::first_position(bytes, b"[", b'x').is_some()
+        {
+            return None;
+        }
+        let cut = Cut::of(bytes)?;
+        let mut ready = ReadyRow {
+            cut,
+            numbers: [0.0; TIMED.len()],
+            parsed: 0,
+            // Past the lead fields (size, count, type): nothing read ahead in a shorter row.
+            base: usize::MAX,
+        };
+        let n = cut.len();
+        if n >= 3 + 8 {
+            ready.base = n - 8;
+            for (k, at) in TIMED.iter().enumerate() {
+                if let Some((start, end)) = cut.span(ready.base + at)
+                    && let Some(v) = parse_f64_at(&bytes[start..], end - start)
+                {
+                    ready.numbers[k] = v;
+                    ready.parsed |= 1 << k;
+                }
+            }
+        }
+        Some(ready)
+    }
+
+    /// Field `i` as read ahead, if it was.
+    #[inline]
+    fn number(&self, i: usize) -> Option<f64> {
+        let k = TIMED
+            .iter()
+            .position(|&at| Some(at) == i.checked_sub(self.base))?;
+        (self.parsed & (1 << k) != 0).then(|| self.numbers[k])
+    }
+}
+
+/// A row's [`Spans`] with the numbers read ahead ([`ReadyRow`]).
+struct Ready<'t, 'r> {
+    spans: Spans<'t>,
+    ready: &'r ReadyRow,
+}
+
+impl Fields for Ready<'_, '_> {
+    #[inline]
+    fn count(&self) -> usize {
+        self.spans.len()
+    }
+    #[inline]
+    fn bytes(&self, i: usize) -> Option<&[u8]> {
+        self.spans.bytes_of(i)
+    }
+    #[inline]
+    fn text(&self, i: usize) -> Option<&str> {
+        self.spans.text_of(i)
+    }
+    #[inline]
+    fn window(&self, i: usize) -> Option<(&[u8], usize)> {
+        self.spans.window_of(i)
+    }
+    #[inline]
+    fn f64_at(&self, i: usize) -> Option<f64> {
+        if let Some(v) = self.ready.number(i) {
+            return Some(v);
+        }
+        let (window, len) = self.window(i)?;
+        parse_f64_at(window, len)
+    }
+}
+
 /// Fields `from..from + len` of `all`.
 struct Part<'f, F: ?Sized> {
     all: &'f F,
@@ -121,6 +219,18 @@ impl<F: Fields + ?Sized> Fields for Part<'_, F> {
     fn window(&self, i: usize) -> Option<(&[u8], usize)> {
         (i < self.len)
             .then(|| self.all.window(self.from + i))
+            .flatten()
+    }
+    #[inline]
+    fn f64_at(&self, i: usize) -> Option<f64> {
+        (i < self.len)
+            .then(|| self.all.f64_at(self.from + i))
+            .flatten()
+    }
+    #[inline]
+    fn u64_at(&self, i: usize) -> Option<u64> {
+        (i < self.len)
+            .then(|| self.all.u64_at(self.from + i))
             .flatten()
     }
 }
@@ -193,6 +303,13 @@ impl NcclLogParser {
         }
         let tokens = fields(text);
         self.row_of(tokens.as_slice(), text);
+    }
+
+    /// [`row_line`](Self::row_line) of `text`, cut and read ahead by [`ReadyRow::of`] of this
+    /// very text.
+    pub(super) fn ready_row_line(&mut self, text: &str, ready: &ReadyRow) {
+        let spans = Spans::with(text, ready.cut);
+        self.row_of(&Ready { spans, ready }, text);
     }
 
     /// [`row_line`](Self::row_line) with the line split into `tokens`.

@@ -132,6 +132,13 @@ pub(super) const INLINE_FIELDS: usize = 32;
 /// and where fields start and end is read from its bits, each kind in a loop of its own.
 pub(super) struct Spans<'t> {
     text: &'t str,
+    cut: Cut,
+}
+
+/// Where the fields of a text start and end ([`Spans`] without the text, to be kept: the
+/// reading thread cuts a row, the parser reads it, `prepare.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cut {
     n: usize,
     /// Offsets below 64 KiB (a line is at most `MAX_LINE_BYTES`): a small value to make and
     /// move, a row at a time.
@@ -140,17 +147,14 @@ pub(super) struct Spans<'t> {
     ends: [u16; INLINE_FIELDS],
 }
 
-impl<'t> Spans<'t> {
-    /// `None` when `text` has more than [`INLINE_FIELDS`] fields, or is 64 KiB or longer (the
-    /// callers split such texts with std, into the same fields).
+impl Cut {
+    /// The fields of `b` (see [`Spans::of`]).
     #[inline]
-    pub(super) fn of(text: &'t str) -> Option<Spans<'t>> {
-        let b = text.as_bytes();
+    pub(super) fn of(b: &[u8]) -> Option<Cut> {
         if b.len() > usize::from(u16::MAX) {
             return None;
         }
-        let mut spans = Spans {
-            text,
+        let mut cut = Cut {
             n: 0,
             starts: [0; INLINE_FIELDS],
             ends: [0; INLINE_FIELDS],
@@ -168,59 +172,76 @@ impl<'t> Spans<'t> {
             // Below 64 KiB (checked above).
             let base = (block * 64) as u16;
             while start_bits != 0 {
-                let slot = spans.starts.get_mut(spans.n)?;
+                let slot = cut.starts.get_mut(cut.n)?;
                 *slot = base + start_bits.trailing_zeros() as u16;
-                spans.n += 1;
+                cut.n += 1;
                 start_bits &= start_bits - 1;
             }
             while end_bits != 0 {
                 // Every end closes a field started before it: `closed < n`.
-                if let Some(slot) = spans.ends.get_mut(closed) {
+                if let Some(slot) = cut.ends.get_mut(closed) {
                     *slot = base + end_bits.trailing_zeros() as u16;
                 }
                 closed += 1;
                 end_bits &= end_bits - 1;
             }
         }
-        if closed < spans.n {
+        if closed < cut.n {
             // The last field runs to the end.
-            spans.ends[spans.n - 1] = b.len() as u16;
+            cut.ends[cut.n - 1] = b.len() as u16;
         }
-        Some(spans)
+        Some(cut)
     }
 
+    /// How many fields.
     #[inline]
     pub(super) fn len(&self) -> usize {
         self.n
     }
 
+    /// Field `i`'s start and end.
+    #[inline]
+    pub(super) fn span(&self, i: usize) -> Option<(usize, usize)> {
+        (i < self.n).then(|| (usize::from(self.starts[i]), usize::from(self.ends[i])))
+    }
+}
+
+impl<'t> Spans<'t> {
+    /// `None` when `text` has more than [`INLINE_FIELDS`] fields, or is 64 KiB or longer (the
+    /// callers split such texts with std, into the same fields).
+    #[inline]
+    pub(super) fn of(text: &'t str) -> Option<Spans<'t>> {
+        Cut::of(text.as_bytes()).map(|cut| Spans { text, cut })
+    }
+
+    /// The spans of `text` that `cut` (made by [`Cut::of`] of this very text) holds.
+    #[inline]
+    pub(super) fn with(text: &'t str, cut: Cut) -> Spans<'t> {
+        Spans { text, cut }
+    }
+
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.cut.n
+    }
+
     /// Field `i`'s bytes.
     #[inline]
     pub(super) fn bytes_of(&self, i: usize) -> Option<&'t [u8]> {
-        if i >= self.n {
-            return None;
-        }
-        let (start, end) = (usize::from(self.starts[i]), usize::from(self.ends[i]));
+        let (start, end) = self.cut.span(i)?;
         self.text.as_bytes().get(start..end)
     }
 
     /// Field `i`'s bytes and the rest of the text after them, and the field's length.
     #[inline]
     pub(super) fn window_of(&self, i: usize) -> Option<(&'t [u8], usize)> {
-        if i >= self.n {
-            return None;
-        }
-        let start = usize::from(self.starts[i]);
-        let len = usize::from(self.ends[i]) - start;
-        Some((self.text.as_bytes().get(start..)?, len))
+        let (start, end) = self.cut.span(i)?;
+        Some((self.text.as_bytes().get(start..)?, end - start))
     }
 
     /// Field `i` (both ends at ASCII bytes or the text's end: char boundaries).
     pub(super) fn text_of(&self, i: usize) -> Option<&'t str> {
-        if i >= self.n {
-            return None;
-        }
-        let (start, end) = (usize::from(self.starts[i]), usize::from(self.ends[i]));
+        let (start, end) = self.cut.span(i)?;
         self.text.get(start..end)
     }
 }
