@@ -89,8 +89,6 @@ static SPAWNER: Mutex<Option<mpsc::Sender<Job>>> = Mutex::new(None);
 
 /// Start `command` contained, from the one long-lived spawner thread (see the module doc).
 pub fn spawn(command: &mut Command) -> io::Result<Started> {
-    // From now on a signal has a child to stop (signals.rs).
-    super::signals::ensure_watcher();
     let sender = {
         let mut slot = SPAWNER.lock().unwrap_or_else(|e| e.into_inner());
         match slot.as_ref() {

@@ -244,6 +244,8 @@ impl Group {
     /// Start `command` as the leader of a new process group (stdio as the caller set it up),
     /// contained as [`contain`] describes: in its own PID namespace where the kernel allows it.
     pub fn spawn(command: &mut Command) -> std::io::Result<Spawned> {
+        // From now on a signal has a group to stop (signals.rs starts its watcher lazily).
+        signals::ensure_watcher();
         tree::become_subreaper();
         STARTED_ANY.store(true, Ordering::SeqCst);
         command.process_group(0);

@@ -14,7 +14,7 @@
 //! 4. it restores the default action and raises the signal again.
 //!
 //! The watcher thread is started only once there is something to clean up ([`ensure_watcher`]:
-//! before the first child is started, `contain::spawn`, and before the first temporary tree is
+//! before the first child is started (`Group::spawn`), and before a temporary tree is made and
 //! registered); until then a handled signal ends gpudoctor at once, as the default action would,
 //! since nothing it could stop or remove exists yet. A `check` that starts nothing stays one
 //! thread: glibc then takes its single-thread paths (`SINGLE_THREAD_P`: malloc without arena

@@ -128,6 +128,8 @@ impl Output {
         let mut prefix = OsString::from(".");
         prefix.push(&name);
         prefix.push(".gpudoctor-");
+        // Watched before the tree exists, so a signal never finds it made and not registered.
+        signals::ensure_watcher();
         let tree = tempfile::Builder::new()
             .prefix(&prefix)
             .tempdir_in(&parent)
@@ -222,6 +224,7 @@ impl Output {
         let mut prefix = OsString::from(".");
         prefix.push(self.out.file_name().unwrap_or_default());
         prefix.push(".gpudoctor-");
+        signals::ensure_watcher();
         let mut file = tempfile::Builder::new()
             .prefix(&prefix)
             .suffix(".tmp")

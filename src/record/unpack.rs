@@ -229,6 +229,8 @@ fn not_a_capture(fs: &RootedFs, why: &str) -> String {
 /// [`unpack_capture`] for a `--root`).
 pub fn unpack(archive: &Path, limits: &UnpackLimits) -> Result<Unpacked, UnpackError> {
     let file = File::open(archive).map_err(UnpackError::Open)?;
+    // Watched before the tree exists, so a signal never finds it made and not yet registered.
+    signals::ensure_watcher();
     let dir = tempfile::Builder::new()
         .prefix(".gpudoctor-unpack-")
         .tempdir()

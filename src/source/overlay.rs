@@ -122,6 +122,8 @@ pub fn compose(root: &Path) -> Result<Option<Composed>, OverlayError> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| shown.clone());
     let chain = open_chain(top, own_name, parent.as_fd()).map_err(&fail)?;
+    // Watched before the tree exists, so a signal never finds it made and not yet registered.
+    crate::process::signals::ensure_watcher();
     let dir = tempfile::Builder::new()
         .prefix(".gpudoctor-overlay-")
         .tempdir()
