@@ -824,7 +824,14 @@ fn a_hung_gpu_costs_the_budget_and_is_named() {
     while child.try_wait().unwrap().is_none() {
         if started.elapsed() > limit {
             let _ = child.kill();
-            panic!("gpudoctor did not end within {limit:?}");
+            // What it had said by then: the only clue to where it waited (it failed this way
+            // once in a clean-clone CI run under four binaries' load, 2026-12-07).
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "gpudoctor did not end within {limit:?}; stderr: {}; stdout {} bytes",
+                String::from_utf8_lossy(&out.stderr),
+                out.stdout.len()
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
