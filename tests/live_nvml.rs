@@ -799,6 +799,9 @@ fn a_hung_gpu_costs_the_budget_and_is_named() {
     let json = dir.path().join("nvml.json");
     std::fs::copy(fixture.join(NVML_JSON), &json).unwrap();
     let budget = 3u64;
+    // Built before the clock starts: in a clean clone the first call compiles the stand-in,
+    // which under CI's load took longer than the whole limit (the red runs of 2026-12-06/07).
+    let lib = fake_lib();
     let started = std::time::Instant::now();
     let mut child = common::scratch::gpudoctor_command()
         .args([
@@ -812,7 +815,7 @@ fn a_hung_gpu_costs_the_budget_and_is_named() {
         ])
         .arg(&root)
         .arg("--nvml-lib")
-        .arg(fake_lib())
+        .arg(lib)
         .args(["--timeout", &budget.to_string()])
         .env(ENV_JSON, &json)
         .env("GPUDOCTOR_FAKE_NVML_HANG_DEVICE", "3:600")
@@ -824,8 +827,7 @@ fn a_hung_gpu_costs_the_budget_and_is_named() {
     while child.try_wait().unwrap().is_none() {
         if started.elapsed() > limit {
             let _ = child.kill();
-            // What it had said by then: the only clue to where it waited (it failed this way
-            // once in a clean-clone CI run under four binaries' load, 2026-12-07).
+            // What it had said by then: the only clue to where it waited.
             let out = child.wait_with_output().unwrap();
             panic!(
                 "gpudoctor did not end within {limit:?}; stderr: {}; stdout {} bytes",
