@@ -391,6 +391,52 @@ pub fn names(typed: &[u8]) -> Vec<OsString> {
         .collect()
 }
 
+/// A long listing's entries in name order, to be asked for one name in `log n` steps
+/// ([`SortedListing::entry_type`]) where [`entry_type`] reads the whole listing.
+#[derive(Debug)]
+pub struct SortedListing {
+    typed: std::sync::Arc<[u8]>,
+    /// Each entry's name (offset and length in `typed`) and `d_type`, sorted by name.
+    order: Vec<(u32, u8, u8)>,
+}
+
+impl SortedListing {
+    /// The index of [`list_typed`]'s bytes `typed`: one allocation and a sort.
+    pub fn of(typed: std::sync::Arc<[u8]>) -> Self {
+        let mut order = Vec::new();
+        let mut at = 0usize;
+        while let Some([kind, len]) = typed.get(at..at + 2).map(|h| [h[0], h[1]]) {
+            let start = at + 2;
+            let end = start + usize::from(len);
+            if end > typed.len() {
+                break;
+            }
+            if let Ok(offset) = u32::try_from(start) {
+                order.push((offset, len, kind));
+            }
+            at = end;
+        }
+        let name = |e: &(u32, u8, u8)| {
+            let start = e.0 as usize;
+            &typed[start..start + usize::from(e.1)]
+        };
+        order.sort_unstable_by(|a, b| name(a).cmp(name(b)));
+        SortedListing { typed, order }
+    }
+
+    /// What [`entry_type`] answers for `name`, by a binary search.
+    pub fn entry_type(&self, name: &[u8]) -> Option<u8> {
+        let typed = &self.typed;
+        self.order
+            .binary_search_by(|e| {
+                let start = e.0 as usize;
+                typed[start..start + usize::from(e.1)].cmp(name)
+            })
+            .ok()
+            .map(|i| self.order[i].2)
+    }
+}
+
 /// The `d_type` the listing gave `name` (`libc::DT_REG`, `DT_LNK`, … or `DT_UNKNOWN` where the
 /// filesystem does not say); `None` when the listing has no such entry.
 pub fn entry_type(typed: &[u8], name: &[u8]) -> Option<u8> {

@@ -50,10 +50,13 @@ pub(super) struct Memo {
     /// either, without asking again (issue 41: the kubelet's and the runtimes' candidate
     /// locations looked `run` up 13 times and `var/lib/rancher` 12 times a run).
     missing_dirs: foldhash::HashSet<Box<str>>,
+    /// Listings longer than [`SEARCHED`], sorted by name when first asked for a name.
+    sorted: HashMap<Box<str>, Arc<super::fd::SortedListing>>,
 }
 
 /// The longest listing (in `fd::list_typed`'s bytes: two and the name's per entry) that
-/// [`RootedFs::listed_type`] searches for a name on the way: about 300 PCI functions' names.
+/// [`RootedFs::listed_type`] searches for a name from its start: about 300 PCI functions' names.
+/// A longer one is sorted once and searched by halves.
 const SEARCHED: usize = 4096;
 
 /// What a run read of one kind, by location.
@@ -330,13 +333,13 @@ impl RootedFs {
     }
 
     /// What this run's listing of the resolved directory `dir` says `name` is: `None` when the
-    /// run did not list it, when the listing is long (or while recording: a recording looks at
-    /// every component), `Some(None)` when the listing has no such entry, else its `d_type`
-    /// (`fd::entry_type`). A listing is searched from its start: in `sys/bus/pci/devices` of
-    /// a 20 000-function node that was 20 000 searches of 20 000 names (the 10x node's check
-    /// took twice its time), so only a listing of at most [`SEARCHED`] bytes — a GPU node's
-    /// few hundred functions, a function's attributes — is asked; a longer one costs more to
-    /// search than the `fstatat` it saves.
+    /// run did not list it (or while recording: a recording looks at every component),
+    /// `Some(None)` when the listing has no such entry, else its `d_type` (`fd::entry_type`). A
+    /// short listing — a GPU node's few hundred functions, a port's files — is searched from its
+    /// start; a longer one is sorted by name once and searched by halves (`fd::SortedListing`):
+    /// searching `sys/bus/pci/devices` of a 20 000-function node from its start for each of its
+    /// 20 000 names made the 10x node's check twice as slow, and looking each name up in that
+    /// directory instead (`fstatat`) made its kernel time grow faster than the node (issue 41).
     pub(super) fn listed_type(
         &self,
         dir: &std::ffi::OsStr,
@@ -347,10 +350,18 @@ impl RootedFs {
             return None;
         }
         let dir = dir.to_str()?;
-        let typed = self.memo()?.typed.get(dir).cloned()?;
-        if typed.len() > SEARCHED {
-            return None;
+        let mut memo = self.memo()?;
+        let typed = memo.typed.get(dir).cloned()?;
+        if typed.len() <= SEARCHED {
+            drop(memo);
+            return Some(super::fd::entry_type(&typed, name.as_bytes()));
         }
-        Some(super::fd::entry_type(&typed, name.as_bytes()))
+        let sorted = memo
+            .sorted
+            .entry(dir.into())
+            .or_insert_with(|| Arc::new(super::fd::SortedListing::of(typed)))
+            .clone();
+        drop(memo);
+        Some(sorted.entry_type(name.as_bytes()))
     }
 }

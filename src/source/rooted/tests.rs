@@ -394,14 +394,21 @@ fn listings_longer_than_one_answer_and_links_told_by_short_listings() {
     let big = fs.read_dir("big").unwrap();
     assert_eq!(big.len(), 1000);
     assert_eq!(fs.read_dir("small").unwrap(), ["d0"]);
-    // A short listing tells a link and a missing name; a long one is not searched.
+    // A short listing tells a link and a missing name, searched from its start; a long one
+    // the same, through its sorted index.
     let name = |n: &str| std::ffi::OsString::from(n);
     assert_eq!(
         fs.listed_type(&name("small"), &name("d0")),
         Some(Some(libc::DT_LNK))
     );
     assert_eq!(fs.listed_type(&name("small"), &name("d1")), Some(None));
-    assert_eq!(fs.listed_type(&name("big"), &name(&big[0])), None);
+    for n in [&big[0], &big[500], &big[999]] {
+        assert_eq!(
+            fs.listed_type(&name("big"), &name(n)),
+            Some(Some(libc::DT_LNK))
+        );
+    }
+    assert_eq!(fs.listed_type(&name("big"), &name("d1")), Some(None));
     // Either way the files behind the links read the same, and a missing one is not found.
     assert_eq!(fs.read_to_string("small/d0/class").unwrap(), "0x030200\n");
     let through_big = format!("big/{}/class", big[999]);
@@ -450,4 +457,39 @@ fn a_run_remembers_a_missing_directory_and_still_names_each_path() {
     fs::write(dir.path().join("run/x"), "1\n").unwrap();
     let _run = fs.remember_reads();
     assert_eq!(fs.read_to_string("run/x").unwrap(), "1\n");
+}
+
+/// A long listing (over 4 KiB of names) answers by its sorted index what a search from its
+/// start answers: every entry's type, and no entry for a name it lacks.
+#[test]
+fn a_long_listing_sorted_answers_as_the_listing_does() {
+    use std::os::fd::AsFd as _;
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..600 {
+        let name = format!("0000:{:02x}:{:02x}.{}", i / 32, i % 32, i % 8);
+        if i % 3 == 0 {
+            fs::create_dir(dir.path().join(&name)).unwrap();
+        } else if i % 3 == 1 {
+            symlink("nowhere", dir.path().join(&name)).unwrap();
+        } else {
+            fs::write(dir.path().join(&name), "x").unwrap();
+        }
+    }
+    let opened = fd::open_one(
+        std::fs::File::open(dir.path()).unwrap().as_fd(),
+        std::ffi::OsStr::new("."),
+        libc::O_RDONLY | libc::O_DIRECTORY,
+    )
+    .unwrap();
+    let typed: std::sync::Arc<[u8]> = fd::list_typed(&opened).unwrap().into();
+    assert!(typed.len() > 4096, "{}", typed.len());
+    let sorted = fd::SortedListing::of(typed.clone());
+    for name in fd::names(&typed) {
+        let name = name.as_encoded_bytes();
+        assert_eq!(sorted.entry_type(name), fd::entry_type(&typed, name));
+        assert!(sorted.entry_type(name).is_some());
+    }
+    for absent in [&b"0000:ff:00.0"[..], b"", b"0000:00:00.", b"zzz"] {
+        assert_eq!(sorted.entry_type(absent), None);
+    }
 }
