@@ -43,7 +43,7 @@ fn real(what: &str, candidates: &[String], package: &str) -> Option<PathBuf> {
     }
     assert!(
         !common::on_ci(),
-        "{what} not found in {}: .ci/run installs Debian's {package} (`apt-get install {package}`; the NVIDIA packages need the non-free component)",
+        "{what} not found in {}: .ci/run installs Debian's {package} (`apt-get install {package}`; the NVIDIA packages need the non-free and contrib components)",
         candidates.join(", ")
     );
     eprintln!(
