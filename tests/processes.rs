@@ -339,10 +339,10 @@ fn chain_benchmark() -> tempfile::TempDir {
 HERE=$(dirname "$0")
 export {MARKER}={mark}
 trap '' TERM
-"$HERE/fork_chain" &
-"$HERE/fork_chain" &
-setsid "$HERE/fork_chain" &
-setsid "$HERE/fork_chain" &
+"$HERE/fork_chain" chain-1 &
+"$HERE/fork_chain" chain-2 &
+setsid "$HERE/fork_chain" chain-3 &
+setsid "$HERE/fork_chain" chain-4 &
 echo ready > "$HERE/ready"
 exec sleep 1000
 "#,
@@ -354,24 +354,54 @@ exec sleep 1000
     dir
 }
 
-/// Wait until the script is ready and its four chains are running (so a test cannot pass
-/// because they never started).
+/// Wait until the script is ready and each of its four chains has been seen running (so a
+/// test cannot pass because they never started). Each chain is named by its argument
+/// (`chain-N`, kept across its forks), and counted once seen in any look: a chain is a new
+/// pid every 2 ms, so one look at /proc under load may find none of them alive, and with
+/// `--nccl-timeout 3` the looks have only those seconds before gpudoctor kills them.
 fn wait_for_chains(dir: &Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = std::collections::BTreeSet::new();
     loop {
-        let chains = marked(dir)
-            .iter()
-            .filter(|(_, stat)| stat.contains("(fork_chain)"))
-            .count();
-        if dir.join("ready").exists() && chains >= 4 {
+        seen.extend(chains_running(dir));
+        if dir.join("ready").exists() && seen.len() >= 4 {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "the chains never started ({chains} seen)"
+            "the chains never started (seen: {seen:?})"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// The `chain-N` arguments of this test's fork-and-exit chains alive now. The command line
+/// is read first (one read of a short file), the marker only of the few that match.
+fn chains_running(dir: &Path) -> Vec<String> {
+    let needle = format!("{MARKER}={}", mark(dir)).into_bytes();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name();
+        if !name.as_encoded_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let mut args = cmdline.split(|b| *b == 0);
+        let is_chain = args.next().is_some_and(|a| a.ends_with(b"/fork_chain"));
+        let Some(chain) = args.next().filter(|a| a.starts_with(b"chain-")) else {
+            continue;
+        };
+        if !is_chain {
+            continue;
+        }
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if environ.split(|b| *b == 0).any(|v| v == needle.as_slice()) {
+            found.push(String::from_utf8_lossy(chain).into_owned());
+        }
+    }
+    found
 }
 
 /// PID namespaces can be made here (`unshare -p -f true`): root, or CAP_SYS_ADMIN.
