@@ -147,6 +147,13 @@ fn assert_all_gone(dir: &Path, what: &str) {
 
 /// The live processes (not zombies: already dead, waiting for whoever inherited them) whose
 /// environment holds the marker of `dir`, with their `stat` lines.
+/// Does the process whose `environ` file this is carry `needle` (`NAME=value`)? A process
+/// gone meanwhile carries nothing.
+fn carries(environ: impl AsRef<Path>, needle: &[u8]) -> bool {
+    let environ = std::fs::read(environ).unwrap_or_default();
+    environ.split(|b| *b == 0).any(|v| v == needle)
+}
+
 fn marked(dir: &Path) -> Vec<(i32, String)> {
     let needle = format!("{MARKER}={}", mark(dir)).into_bytes();
     let mut found = Vec::new();
@@ -154,8 +161,7 @@ fn marked(dir: &Path) -> Vec<(i32, String)> {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        if !environ.split(|b| *b == 0).any(|v| v == needle.as_slice()) {
+        if !carries(format!("/proc/{pid}/environ"), &needle) {
             continue;
         }
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -396,8 +402,7 @@ fn chains_running(dir: &Path) -> Vec<String> {
         if !is_chain {
             continue;
         }
-        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-        if environ.split(|b| *b == 0).any(|v| v == needle.as_slice()) {
+        if carries(entry.path().join("environ"), &needle) {
             found.push(String::from_utf8_lossy(chain).into_owned());
         }
     }
