@@ -199,12 +199,13 @@ fn sweep_figures(run: &NcclRun, all_reduce_expected: Option<f64>) -> Vec<Figure>
     }
     let mut seen: Vec<String> = Vec::new();
     let mut figures = Vec::new();
-    for table in tables_with_rows(run) {
+    // Every table's sweep in one walk of the rows (`Sweep::each`): the tables with rows.
+    for sweep in Sweep::each(log) {
+        let table = sweep.table;
         let test = table_collective(run, table).unwrap_or_else(|| "unknown".to_string());
         if seen.contains(&test) {
             continue;
         }
-        let sweep = Sweep::of(log, table);
         let Some(peak) = sweep.peak() else {
             continue;
         };
@@ -449,11 +450,10 @@ pub(super) fn bandwidth_collapse(ctx: &Context<'_>) -> Outcome {
         }
         let mut judged: Vec<(usize, Sweep)> = Vec::new();
         let mut fewest = 0;
-        for table in tables_with_rows(run) {
-            let sweep = Sweep::of(log, table);
+        for sweep in Sweep::each(log) {
             fewest = fewest.max(sweep.points.len());
             if sweep.points.len() > COLLAPSE_MIN_SIZES {
-                judged.push((table, sweep));
+                judged.push((sweep.table, sweep));
             }
         }
         if judged.is_empty() {
