@@ -368,7 +368,29 @@ mod tests {
         // Empty lines behind a pdsh or Slurm label: content that is no piece of its line.
         odd.extend_from_slice(b"node-a01:\n 0:\nnode-a01: \n");
         odd.extend_from_slice(&vec![b'y'; CHUNK - 1]);
-        for data in logs.iter().chain([&all, &big, &odd]) {
+        // Rows at the edges of what is read ahead (`rows::ReadyRow`: under 256 bytes, at most
+        // 15 fields, `<`/`[` refused, NaN its "not read" mark): a figure that reads as NaN,
+        // a row of 256 bytes, 16 and 21 fields, glued markers, a row ending at 64 bytes.
+        let header = "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n";
+        let row = "    33554432       4194304    double     sum      -1   182.87  183.49  321.10       0   182.88  183.48  321.08       0";
+        let mut edges = String::from(header);
+        edges.push_str(&format!("{row}\n{}\n", row.replace("183.49", "nan")));
+        edges.push_str(&format!("{}\n", row.replace("321.10", "-nan")));
+        // Contents (the row without its indent) of 256 and 255 bytes.
+        let wide = |len: usize| {
+            let gap = " ".repeat(len - row.trim().len() + 2);
+            row.replacen("e  ", &format!("e{gap}"), 1)
+        };
+        assert_eq!((wide(256).trim().len(), wide(255).trim().len()), (256, 255));
+        edges.push_str(&format!("{}\n{}\n", wide(256), wide(255)));
+        edges.push_str(&format!("{row} 7\n{row} 1 2 3 4 5 6 7 8\n"));
+        edges.push_str(&format!("{}\n", row.replace("-1 ", "-1[0] ")));
+        edges.push_str(&format!("{}\n", row.replace("sum ", "sum<stdout> ")));
+        edges.push_str("1024 256 float sum -1 8.1 0.13 0.22 0 7.9 0.13 0.23 0\n");
+        edges.push_str(&format!("{}\n", &row[..64]));
+        odd.extend_from_slice(edges.repeat(3).as_bytes());
+        let edges = edges.repeat(3).into_bytes();
+        for data in logs.iter().chain([&all, &big, &odd, &edges]) {
             let want = serial(data);
             for step in [usize::MAX, 4096, 1000, 1 << 20] {
                 if step < 4096 && data.len() > 1 << 20 {

@@ -166,32 +166,45 @@ pub(super) fn mask(bytes: &[u8], values: &[u8], pad: u8) -> u32 {
 /// Bit `i` set where byte `i` of up to 64 `bytes` is ASCII whitespace (`u8::is_ascii_whitespace`:
 /// space, `\t`, `\n`, `\x0c`, `\r`), 16 at a time: a row's fields are split on these bits.
 #[inline]
+#[cfg(test)]
 pub(super) fn whitespace64(bytes: &[u8]) -> u64 {
-    let mut bits = 0;
+    whitespace64_and(bytes, &[]).0
+}
+
+/// [`whitespace64`] of up to 64 `bytes`, and bit `i` set where byte `i` is one of `also` (a
+/// row's glued markers, looked for in the same loads instead of a pass of their own).
+#[inline]
+pub(super) fn whitespace64_and(bytes: &[u8], also: &[u8]) -> (u64, u64) {
+    let (mut bits, mut found) = (0, 0);
     for (k, part) in bytes.chunks(BLOCK).take(4).enumerate() {
         let block: [u8; BLOCK] = match part.try_into() {
             Ok(block) => block,
             Err(_) => {
-                // Padded with a byte that is not whitespace.
-                let mut block = [b'x'; BLOCK];
+                // Padded with a byte that is neither whitespace nor looked for.
+                let mut block = [0x80; BLOCK];
                 block[..part.len()].copy_from_slice(part);
                 block
             }
         };
-        bits |= u64::from(whitespace_block(&block)) << (k * BLOCK);
+        let (ws, hits) = whitespace_block(&block, also);
+        bits |= u64::from(ws) << (k * BLOCK);
+        found |= u64::from(hits) << (k * BLOCK);
     }
-    bits
+    // The padding is never looked for (callers look for ASCII bytes): drop it all the same.
+    let valid = u64::MAX >> (64 - bytes.len().clamp(1, 64));
+    (bits, found & valid)
 }
 
-/// [`whitespace64`] of one block: a space, or 9..=13 but 11 (the vertical tab is not ASCII
-/// whitespace to Rust), in 8 vector operations instead of one compare a value.
+/// [`whitespace64_and`] of one block: a space, or 9..=13 but 11 (the vertical tab is not ASCII
+/// whitespace to Rust), in 8 vector operations instead of one compare a value; and the bytes
+/// that are one of `also`.
 #[inline]
-fn whitespace_block(block: &[u8; BLOCK]) -> u32 {
+fn whitespace_block(block: &[u8; BLOCK], also: &[u8]) -> (u32, u32) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{
             _mm_andnot_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
-            _mm_or_si128, _mm_set1_epi8, _mm_sub_epi8,
+            _mm_or_si128, _mm_set1_epi8, _mm_setzero_si128, _mm_sub_epi8,
         };
         // SAFETY: as in `block_mask`: SSE2 is baseline on x86_64, the load reads `block`.
         unsafe {
@@ -202,12 +215,22 @@ fn whitespace_block(block: &[u8; BLOCK]) -> u32 {
             let controls = _mm_cmpeq_epi8(_mm_min_epu8(from_tab, _mm_set1_epi8(4)), from_tab);
             let vertical_tab = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(0x0b));
             let hits = _mm_or_si128(space, _mm_andnot_si128(vertical_tab, controls));
-            _mm_movemask_epi8(hits) as u32
+            let mut found = _mm_setzero_si128();
+            for &v in also {
+                found = _mm_or_si128(found, _mm_cmpeq_epi8(bytes, _mm_set1_epi8(v as i8)));
+            }
+            (
+                _mm_movemask_epi8(hits) as u32,
+                _mm_movemask_epi8(found) as u32,
+            )
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        portable_mask(block, b" \t\n\x0c\r")
+        (
+            portable_mask(block, b" \t\n\x0c\r"),
+            portable_mask(block, also),
+        )
     }
 }
 
@@ -277,6 +300,15 @@ mod tests {
                         m | u64::from(b.is_ascii_whitespace()) << i
                     });
                     assert_eq!(whitespace64(part), want, "{c:#x} at {at}, {len}");
+                    let marks = part
+                        .iter()
+                        .enumerate()
+                        .fold(0u64, |m, (i, b)| m | u64::from(b"<[".contains(b)) << i);
+                    assert_eq!(
+                        whitespace64_and(part, b"<["),
+                        (want, marks),
+                        "{c:#x} at {at}, {len}"
+                    );
                 }
             }
         }

@@ -126,7 +126,8 @@ fn parenthesised(s: &str) -> Option<&str> {
 
 /// Slurm's `--label`: `0: `, `12: `, or `0:` at the end of an empty line.
 fn slurm_label(s: &str) -> Option<&str> {
-    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    // Counted up to 7: a result row's size (8 to 11 digits) is no label either way.
+    let digits = s.bytes().take(7).take_while(u8::is_ascii_digit).count();
     if digits == 0 || digits > 6 {
         return None;
     }
@@ -138,9 +139,10 @@ fn slurm_label(s: &str) -> Option<&str> {
 /// `kubectl logs --timestamps` writes it).
 fn timestamp(s: &str) -> Option<&str> {
     let b = s.as_bytes();
+    // The `-` first: a result row (digits, then spaces) fails there at once.
     let shape = b.len() >= 20
-        && b[..4].iter().all(u8::is_ascii_digit)
         && b[4] == b'-'
+        && b[..4].iter().all(u8::is_ascii_digit)
         && b[7] == b'-'
         && b[10] == b'T'
         && b[13] == b':'

@@ -20,7 +20,7 @@ use super::model::{Measure, Row, Wrong, cut};
 use super::numbers::{
     parse_f64_at, parse_f64_bytes, parse_i64_bytes, parse_u64_at, parse_u64_bytes,
 };
-use super::scan::{Cut, Spans};
+use super::scan::{Spans, cut_fields};
 use super::table::{DEFAULT_BLOCK, DEFAULT_SLOTS};
 use super::{MAX_ROWS, NcclLogParser, QUOTE_CHARS};
 
@@ -97,89 +97,134 @@ impl Fields for [&str] {
 /// part of a row that depends on nothing but its bytes — a third of the parser's work on a
 /// table-dense log, where the parser's thread had twice the reading thread's (issue 41,
 /// callgrind).
+///
+/// One cache line (`u8` offsets, at most [`READY_FIELDS`] fields, a row under 256 bytes): it is
+/// written on one core and read on the other, a row at a time. With `u16` offsets for 32 fields
+/// it took three, and copying it (to return it, to push it, to read it) was a twentieth of the
+/// reading thread's instructions on a table-dense log (issue 41, callgrind). A longer row, or
+/// one with more fields (`-I`'s per-iteration columns), is read in place by the parser.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ReadyRow {
-    cut: Cut,
-    /// `parse_f64_at` of the fields [`TIMED`] after `base`, where bit `k` of `parsed` is set.
+    /// `parse_f64_at` of the fields [`TIMED`] after the row's last 8; NaN where it was not
+    /// read (`None`, or too few fields). A field that reads as NaN (`nan`) is read again in
+    /// place and gives NaN again: the sentinel changes no answer.
     numbers: [f64; TIMED.len()],
-    parsed: u8,
-    base: usize,
+    starts: [u8; READY_FIELDS],
+    /// Where each field ends (the whitespace after it, or the text's end).
+    ends: [u8; READY_FIELDS],
+    n: u8,
 }
+
+/// The most fields a row read ahead has: nccl-tests' usual row has 13 (5 lead fields, two
+/// blocks of 4), 15 with `-S 1`'s date and time.
+const READY_FIELDS: usize = 15;
+
+// The point of the layout: one cache line.
+const _: () = assert!(std::mem::size_of::<ReadyRow>() <= 64);
 
 /// The fields read ahead as numbers, counted from the row's last 8 fields: the algbw and busbw
 /// of its two timed blocks in nccl-tests' usual layout (`time algbw busbw #wrong` twice at the
 /// row's end, `table.rs`); the times, and the numbers of another layout, are read in place.
 /// Every number read ahead made the reading thread the busier one (a number is ~100
 /// instructions, 6 a row; with 4 the two threads' shares of a table-dense log are even,
-/// callgrind).
+/// callgrind). Round three (numbers now ~60 instructions) tried six again: the reading thread
+/// became the busier one and the run took 7 % longer (203 against 190 ms median wall, 2 CPUs).
 const TIMED: [usize; 4] = [1, 2, 5, 6];
 
 impl ReadyRow {
     /// `text` (a line's content, a digit first) cut into fields, as [`NcclLogParser::row_line`]
     /// cuts it in place, and the numbers of its timed blocks read; `None` where `row_line`
-    /// would not read it in place (a glued tag or per-rank marker, too many fields).
+    /// would not read it in place (a glued tag or per-rank marker, too many fields) or it does
+    /// not fit (see the type's doc).
     pub(super) fn of(text: &str) -> Option<ReadyRow> {
         let bytes = text.as_bytes();
-        if memchr::memchr(b'<', bytes).is_some()
-            || bytemask::first_position(bytes, b"[", b'x').is_some()
-        {
+        if bytes.len() > usize::from(u8::MAX) {
             return None;
         }
-        let cut = Cut::of(bytes)?;
         let mut ready = ReadyRow {
-            cut,
-            numbers: [0.0; TIMED.len()],
-            parsed: 0,
-            // Past the lead fields (size, count, type): nothing read ahead in a shorter row.
-            base: usize::MAX,
+            numbers: [f64::NAN; TIMED.len()],
+            starts: [0; READY_FIELDS],
+            ends: [0; READY_FIELDS],
+            n: 0,
         };
-        let n = cut.len();
-        if n >= 3 + 8 {
-            ready.base = n - 8;
+        // Below 256 bytes (checked above): every offset fits. A glued tag (`<`) or per-rank
+        // marker (`[`) refuses the row, looked for in the loads that find the whitespace.
+        let n = cut_fields(bytes, b"<[", &mut ready.starts, &mut ready.ends, |at| {
+            at as u8
+        })?;
+        ready.n = n as u8;
+        if let Some(base) = ready.base() {
             for (k, at) in TIMED.iter().enumerate() {
-                if let Some((start, end)) = cut.span(ready.base + at)
-                    && let Some(v) = parse_f64_at(&bytes[start..], end - start)
-                {
+                let (start, end) = ready.span(base + at);
+                if let Some(v) = parse_f64_at(&bytes[start..], end - start) {
                     ready.numbers[k] = v;
-                    ready.parsed |= 1 << k;
                 }
             }
         }
         Some(ready)
     }
 
+    /// Where the last 8 fields start (past the lead fields: size, count, type); `None` for a
+    /// shorter row, where nothing was read ahead.
+    #[inline]
+    fn base(&self) -> Option<usize> {
+        let n = usize::from(self.n);
+        (n >= 3 + 8).then(|| n - 8)
+    }
+
+    /// Field `i`'s start and end (`i` below `n`).
+    #[inline]
+    fn span(&self, i: usize) -> (usize, usize) {
+        (usize::from(self.starts[i]), usize::from(self.ends[i]))
+    }
+
     /// Field `i` as read ahead, if it was.
     #[inline]
     fn number(&self, i: usize) -> Option<f64> {
-        let k = TIMED
-            .iter()
-            .position(|&at| Some(at) == i.checked_sub(self.base))?;
-        (self.parsed & (1 << k) != 0).then(|| self.numbers[k])
+        let k = match i.checked_sub(self.base()?)? {
+            1 => 0,
+            2 => 1,
+            5 => 2,
+            6 => 3,
+            _ => return None,
+        };
+        let v = self.numbers[k];
+        (!v.is_nan()).then_some(v)
     }
 }
 
-/// A row's [`Spans`] with the numbers read ahead ([`ReadyRow`]).
+/// A row's text with its cut and the numbers read ahead ([`ReadyRow`]).
 struct Ready<'t, 'r> {
-    spans: Spans<'t>,
+    text: &'t str,
     ready: &'r ReadyRow,
+}
+
+impl Ready<'_, '_> {
+    #[inline]
+    fn span(&self, i: usize) -> Option<(usize, usize)> {
+        (i < usize::from(self.ready.n)).then(|| self.ready.span(i))
+    }
 }
 
 impl Fields for Ready<'_, '_> {
     #[inline]
     fn count(&self) -> usize {
-        self.spans.len()
+        usize::from(self.ready.n)
     }
     #[inline]
     fn bytes(&self, i: usize) -> Option<&[u8]> {
-        self.spans.bytes_of(i)
+        let (start, end) = self.span(i)?;
+        self.text.as_bytes().get(start..end)
     }
     #[inline]
     fn text(&self, i: usize) -> Option<&str> {
-        self.spans.text_of(i)
+        let (start, end) = self.span(i)?;
+        self.text.get(start..end)
     }
     #[inline]
     fn window(&self, i: usize) -> Option<(&[u8], usize)> {
-        self.spans.window_of(i)
+        let (start, end) = self.span(i)?;
+        Some((self.text.as_bytes().get(start..)?, end - start))
     }
     #[inline]
     fn f64_at(&self, i: usize) -> Option<f64> {
@@ -308,8 +353,7 @@ impl NcclLogParser {
     /// [`row_line`](Self::row_line) of `text`, cut and read ahead by [`ReadyRow::of`] of this
     /// very text.
     pub(super) fn ready_row_line(&mut self, text: &str, ready: &ReadyRow) {
-        let spans = Spans::with(text, ready.cut);
-        self.row_of(&Ready { spans, ready }, text);
+        self.row_of(&Ready { text, ready }, text);
     }
 
     /// [`row_line`](Self::row_line) with the line split into `tokens`.

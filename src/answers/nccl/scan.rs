@@ -135,10 +135,10 @@ pub(super) struct Spans<'t> {
     cut: Cut,
 }
 
-/// Where the fields of a text start and end ([`Spans`] without the text, to be kept: the
-/// reading thread cuts a row, the parser reads it, `prepare.rs`).
+/// Where the fields of a text start and end ([`Spans`] without the text; a row read ahead keeps
+/// a smaller one of its own, `rows::ReadyRow`).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Cut {
+struct Cut {
     n: usize,
     /// Offsets below 64 KiB (a line is at most `MAX_LINE_BYTES`): a small value to make and
     /// move, a row at a time.
@@ -150,7 +150,7 @@ pub(super) struct Cut {
 impl Cut {
     /// The fields of `b` (see [`Spans::of`]).
     #[inline]
-    pub(super) fn of(b: &[u8]) -> Option<Cut> {
+    fn of(b: &[u8]) -> Option<Cut> {
         if b.len() > usize::from(u16::MAX) {
             return None;
         }
@@ -159,51 +159,64 @@ impl Cut {
             starts: [0; INLINE_FIELDS],
             ends: [0; INLINE_FIELDS],
         };
-        let mut closed = 0;
-        // Whether the byte before the current block was whitespace (the start counts as such).
-        let mut before: u64 = 1;
-        for (block, chunk) in b.chunks(64).enumerate() {
-            let ws = bytemask::whitespace64(chunk);
-            let valid = u64::MAX >> (64 - chunk.len());
-            let after_ws = (ws << 1) | before;
-            let mut start_bits = !ws & after_ws & valid;
-            let mut end_bits = ws & !after_ws & valid;
-            before = (ws >> (chunk.len() - 1)) & 1;
-            // Below 64 KiB (checked above).
-            let base = (block * 64) as u16;
-            while start_bits != 0 {
-                let slot = cut.starts.get_mut(cut.n)?;
-                *slot = base + start_bits.trailing_zeros() as u16;
-                cut.n += 1;
-                start_bits &= start_bits - 1;
-            }
-            while end_bits != 0 {
-                // Every end closes a field started before it: `closed < n`.
-                if let Some(slot) = cut.ends.get_mut(closed) {
-                    *slot = base + end_bits.trailing_zeros() as u16;
-                }
-                closed += 1;
-                end_bits &= end_bits - 1;
-            }
-        }
-        if closed < cut.n {
-            // The last field runs to the end.
-            cut.ends[cut.n - 1] = b.len() as u16;
-        }
+        // Below 64 KiB (checked above).
+        cut.n = cut_fields(b, &[], &mut cut.starts, &mut cut.ends, |at| at as u16)?;
         Some(cut)
-    }
-
-    /// How many fields.
-    #[inline]
-    pub(super) fn len(&self) -> usize {
-        self.n
     }
 
     /// Field `i`'s start and end.
     #[inline]
-    pub(super) fn span(&self, i: usize) -> Option<(usize, usize)> {
+    fn span(&self, i: usize) -> Option<(usize, usize)> {
         (i < self.n).then(|| (usize::from(self.starts[i]), usize::from(self.ends[i])))
     }
+}
+
+/// Where the fields of `b` start and end, written to `starts` and `ends` as `offset` makes them
+/// (the caller's type holds every offset of `b`); how many fields, `None` when there are more
+/// than `starts` holds or `b` holds one of the bytes of `refuse`. The whitespace of 64 bytes
+/// at a time becomes a mask ([`Spans`]).
+#[inline]
+pub(super) fn cut_fields<T: Copy>(
+    b: &[u8],
+    refuse: &[u8],
+    starts: &mut [T],
+    ends: &mut [T],
+    offset: impl Fn(usize) -> T,
+) -> Option<usize> {
+    let mut n = 0;
+    let mut closed = 0;
+    // Whether the byte before the current block was whitespace (the start counts as such).
+    let mut before: u64 = 1;
+    for (block, chunk) in b.chunks(64).enumerate() {
+        let (ws, refused) = bytemask::whitespace64_and(chunk, refuse);
+        if refused != 0 {
+            return None;
+        }
+        let valid = u64::MAX >> (64 - chunk.len());
+        let after_ws = (ws << 1) | before;
+        let mut start_bits = !ws & after_ws & valid;
+        let mut end_bits = ws & !after_ws & valid;
+        before = (ws >> (chunk.len() - 1)) & 1;
+        let base = block * 64;
+        while start_bits != 0 {
+            *starts.get_mut(n)? = offset(base + start_bits.trailing_zeros() as usize);
+            n += 1;
+            start_bits &= start_bits - 1;
+        }
+        while end_bits != 0 {
+            // Every end closes a field started before it: `closed < n`.
+            if let Some(slot) = ends.get_mut(closed) {
+                *slot = offset(base + end_bits.trailing_zeros() as usize);
+            }
+            closed += 1;
+            end_bits &= end_bits - 1;
+        }
+    }
+    if closed < n {
+        // The last field runs to the end.
+        ends[n - 1] = offset(b.len());
+    }
+    Some(n)
 }
 
 impl<'t> Spans<'t> {
@@ -212,12 +225,6 @@ impl<'t> Spans<'t> {
     #[inline]
     pub(super) fn of(text: &'t str) -> Option<Spans<'t>> {
         Cut::of(text.as_bytes()).map(|cut| Spans { text, cut })
-    }
-
-    /// The spans of `text` that `cut` (made by [`Cut::of`] of this very text) holds.
-    #[inline]
-    pub(super) fn with(text: &'t str, cut: Cut) -> Spans<'t> {
-        Spans { text, cut }
     }
 
     #[inline]
