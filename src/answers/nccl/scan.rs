@@ -231,9 +231,11 @@ pub(super) fn cut_fields<T: Copy>(
             end_bits &= end_bits - 1;
         }
     }
-    if closed < n {
+    if closed < n
+        && let Some(slot) = ends.get_mut(n - 1)
+    {
         // The last field runs to the end.
-        ends[n - 1] = offset(b.len());
+        *slot = offset(b.len());
     }
     Some(n)
 }
