@@ -38,11 +38,22 @@ pub(super) fn block_mask(block: &[u8; BLOCK], values: &[u8]) -> u32 {
     }
 }
 
-/// The positions of the newlines of `bytes` (under 4 GiB) into `ends`, in order; `false` when
-/// it holds another control character (below 0x20, or DEL): where lines end and whether any
-/// needs cleaning, in one pass instead of a `memchr` call a line and a pass of its own
-/// (issue 41).
-pub(super) fn line_ends(bytes: &[u8], ends: &mut Vec<u32>) -> bool {
+/// What [`line_ends`] saw besides the newlines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct LineScan {
+    /// No other control character (below 0x20, or DEL): no line needs cleaning.
+    pub(super) clean: bool,
+    /// Every byte is ASCII (below 0x80): the bytes are UTF-8 text, with no check of their own
+    /// (`from_utf8`'s pass was a twentieth of the reading thread on a table-dense log, issue
+    /// 41, callgrind).
+    pub(super) ascii: bool,
+}
+
+/// The positions of the newlines of `bytes` (under 4 GiB) into `ends`, in order, and whether it
+/// holds another control character or a byte that is not ASCII ([`LineScan`]): where lines end
+/// and whether any needs cleaning, in one pass instead of a `memchr` call a line and a pass of
+/// its own (issue 41).
+pub(super) fn line_ends(bytes: &[u8], ends: &mut Vec<u32>) -> LineScan {
     ends.clear();
     // 64 bytes a step; the other control characters are gathered in a vector and looked at
     // once, at the end (a lane test a block cost a third of the pass).
@@ -60,24 +71,26 @@ pub(super) fn line_ends(bytes: &[u8], ends: &mut Vec<u32>) -> bool {
         }
         at += 4 * BLOCK as u32;
     }
-    let mut clean = controls.none();
+    let (mut clean, mut ascii) = controls.none();
     for (i, &b) in quads.remainder().iter().enumerate() {
         if b == b'\n' {
             ends.push(at + i as u32);
         } else if b < 0x20 || b == 0x7f {
             clean = false;
         }
+        ascii &= b.is_ascii();
     }
-    clean
+    LineScan { clean, ascii }
 }
 
-/// The control characters other than `\n` seen by [`Controls::newlines64`], gathered.
+/// The control characters other than `\n`, and the bytes that are not ASCII, seen by
+/// [`Controls::newlines64`], gathered.
 #[derive(Default)]
 struct Controls {
     #[cfg(target_arch = "x86_64")]
-    seen: Option<std::arch::x86_64::__m128i>,
+    seen: Option<(std::arch::x86_64::__m128i, std::arch::x86_64::__m128i)>,
     #[cfg(not(target_arch = "x86_64"))]
-    seen: bool,
+    seen: (bool, bool),
 }
 
 impl Controls {
@@ -94,7 +107,9 @@ impl Controls {
             // SAFETY: as in `block_mask`: SSE2 is baseline on x86_64; the four loads read
             // the 64 bytes of `quad`, 16 at offsets 0, 16, 32 and 48.
             unsafe {
-                let mut seen = self.seen.unwrap_or_else(|| _mm_setzero_si128());
+                let (mut seen, mut high) = self
+                    .seen
+                    .unwrap_or_else(|| (_mm_setzero_si128(), _mm_setzero_si128()));
                 let mut newlines = 0u64;
                 for k in 0..4 {
                     let bytes = _mm_loadu_si128(quad.as_ptr().add(k * BLOCK).cast());
@@ -103,9 +118,11 @@ impl Controls {
                     let low = _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes);
                     let del = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(0x7f));
                     seen = _mm_or_si128(seen, _mm_or_si128(_mm_andnot_si128(newline, low), del));
+                    // A byte at or above 0x80 sets its top bit in the OR of them all.
+                    high = _mm_or_si128(high, bytes);
                     newlines |= u64::from(_mm_movemask_epi8(newline) as u16) << (k * BLOCK);
                 }
-                self.seen = Some(seen);
+                self.seen = Some((seen, high));
                 newlines
             }
         }
@@ -116,25 +133,27 @@ impl Controls {
                 if b == b'\n' {
                     newlines |= 1 << i;
                 } else if b < 0x20 || b == 0x7f {
-                    self.seen = true;
+                    self.seen.0 = true;
                 }
+                self.seen.1 |= !b.is_ascii();
             }
             newlines
         }
     }
 
-    /// No control character but newlines seen.
-    fn none(&self) -> bool {
+    /// No control character but newlines seen, and no byte that is not ASCII.
+    fn none(&self) -> (bool, bool) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::_mm_movemask_epi8;
-            // SAFETY: SSE2 is baseline on x86_64; a register operation, no memory.
-            self.seen
-                .is_none_or(|seen| unsafe { _mm_movemask_epi8(seen) } == 0)
+            // SAFETY: SSE2 is baseline on x86_64; register operations, no memory.
+            self.seen.map_or((true, true), |(seen, high)| unsafe {
+                (_mm_movemask_epi8(seen) == 0, _mm_movemask_epi8(high) == 0)
+            })
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            !self.seen
+            (!self.seen.0, !self.seen.1)
         }
     }
 }
@@ -318,12 +337,12 @@ mod tests {
                 let mut text = b"a line\n".repeat(21);
                 text[at] = c;
                 let mut ends = Vec::new();
-                let clean = line_ends(&text, &mut ends);
-                assert_eq!(
-                    clean,
-                    super::super::lines::only_newlines(&text),
-                    "{c:#x} at {at}"
-                );
+                let scan = line_ends(&text, &mut ends);
+                let want = LineScan {
+                    clean: super::super::lines::only_newlines(&text),
+                    ascii: text.is_ascii(),
+                };
+                assert_eq!(scan, want, "{c:#x} at {at}");
                 let want: Vec<u32> = memchr::memchr_iter(b'\n', &text)
                     .map(|i| i as u32)
                     .collect();
@@ -337,11 +356,11 @@ mod tests {
             ]
             .concat();
             let mut ends = Vec::new();
-            assert_eq!(
-                line_ends(&text, &mut ends),
-                super::super::lines::only_newlines(&text),
-                "{c:#x}"
-            );
+            let want = LineScan {
+                clean: super::super::lines::only_newlines(&text),
+                ascii: text.is_ascii(),
+            };
+            assert_eq!(line_ends(&text, &mut ends), want, "{c:#x}");
             let want: Vec<u32> = memchr::memchr_iter(b'\n', &text)
                 .map(|i| i as u32)
                 .collect();

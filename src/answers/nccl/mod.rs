@@ -48,6 +48,7 @@ mod model;
 mod numbers;
 mod prefix;
 mod prepare;
+mod ready;
 mod rows;
 mod run;
 mod scan;
@@ -568,8 +569,8 @@ struct Known<'r> {
     /// For a line without a marker, whether it holds [`TEST`].
     test: Option<bool>,
     /// For a line without a marker whose content starts with a digit, the row read ahead
-    /// (`rows::ReadyRow::of` of the content; `None`: read it in place).
-    row: Option<&'r rows::ReadyRow>,
+    /// (`ready::ReadyRow::of` of the content; `None`: read it in place).
+    row: Option<&'r ready::ReadyRow>,
 }
 
 /// What an `NCCL ` in a line introduces.

@@ -20,7 +20,7 @@ use super::model::{Measure, Row, Wrong, cut};
 use super::numbers::{
     parse_f64_at, parse_f64_bytes, parse_i64_bytes, parse_u64_at, parse_u64_bytes,
 };
-use super::scan::{Spans, cut_fields};
+use super::scan::Spans;
 use super::table::{DEFAULT_BLOCK, DEFAULT_SLOTS};
 use super::{MAX_ROWS, NcclLogParser, QUOTE_CHARS};
 
@@ -34,7 +34,7 @@ pub(super) struct PendingRow {
 }
 
 /// A row's fields, however the row was split.
-trait Fields {
+pub(super) trait Fields {
     fn count(&self) -> usize;
     /// Field `i`'s bytes (`None` past the last).
     fn bytes(&self, i: usize) -> Option<&[u8]>;
@@ -93,151 +93,19 @@ impl Fields for [&str] {
     }
 }
 
-/// A row cut and its numbers read by the reading thread ([`ReadyRow::of`], `prepare.rs`): the
-/// part of a row that depends on nothing but its bytes — a third of the parser's work on a
-/// table-dense log, where the parser's thread had twice the reading thread's (issue 41,
-/// callgrind).
-///
-/// One cache line (`u8` offsets, at most [`READY_FIELDS`] fields, a row under 256 bytes): it is
-/// written on one core and read on the other, a row at a time. With `u16` offsets for 32 fields
-/// it took three, and copying it (to return it, to push it, to read it) was a twentieth of the
-/// reading thread's instructions on a table-dense log (issue 41, callgrind). A longer row, or
-/// one with more fields (`-I`'s per-iteration columns), is read in place by the parser.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct ReadyRow {
-    /// `parse_f64_at` of the fields [`TIMED`] after the row's last 8; NaN where it was not
-    /// read (`None`, or too few fields). A field that reads as NaN (`nan`) is read again in
-    /// place and gives NaN again: the sentinel changes no answer.
-    numbers: [f64; TIMED.len()],
-    starts: [u8; READY_FIELDS],
-    /// Where each field ends (the whitespace after it, or the text's end).
-    ends: [u8; READY_FIELDS],
-    n: u8,
-}
-
-/// The most fields a row read ahead has: nccl-tests' usual row has 13 (5 lead fields, two
-/// blocks of 4), 15 with `-S 1`'s date and time.
-const READY_FIELDS: usize = 15;
-
-// The point of the layout: one cache line.
-const _: () = assert!(std::mem::size_of::<ReadyRow>() <= 64);
-
-/// The fields read ahead as numbers, counted from the row's last 8 fields: the algbw and busbw
-/// of its two timed blocks in nccl-tests' usual layout (`time algbw busbw #wrong` twice at the
-/// row's end, `table.rs`); the times, and the numbers of another layout, are read in place.
-/// Every number read ahead made the reading thread the busier one (a number is ~100
-/// instructions, 6 a row; with 4 the two threads' shares of a table-dense log are even,
-/// callgrind). Round three (numbers now ~60 instructions) tried six again: the reading thread
-/// became the busier one and the run took 7 % longer (203 against 190 ms median wall, 2 CPUs).
-const TIMED: [usize; 4] = [1, 2, 5, 6];
-
-impl ReadyRow {
-    /// `text` (a line's content, a digit first) cut into fields, as [`NcclLogParser::row_line`]
-    /// cuts it in place, and the numbers of its timed blocks read; `None` where `row_line`
-    /// would not read it in place (a glued tag or per-rank marker, too many fields) or it does
-    /// not fit (see the type's doc).
-    pub(super) fn of(text: &str) -> Option<ReadyRow> {
-        let bytes = text.as_bytes();
-        if bytes.len() > usize::from(u8::MAX) {
-            return None;
-        }
-        let mut ready = ReadyRow {
-            numbers: [f64::NAN; TIMED.len()],
-            starts: [0; READY_FIELDS],
-            ends: [0; READY_FIELDS],
-            n: 0,
-        };
-        // Below 256 bytes (checked above): every offset fits. A glued tag (`<`) or per-rank
-        // marker (`[`) refuses the row, looked for in the loads that find the whitespace.
-        let n = cut_fields(bytes, b"<[", &mut ready.starts, &mut ready.ends, |at| {
-            at as u8
-        })?;
-        ready.n = n as u8;
-        if let Some(base) = ready.base() {
-            for (k, at) in TIMED.iter().enumerate() {
-                let (start, end) = ready.span(base + at);
-                if let Some(v) = parse_f64_at(&bytes[start..], end - start) {
-                    ready.numbers[k] = v;
-                }
-            }
-        }
-        Some(ready)
-    }
-
-    /// Where the last 8 fields start (past the lead fields: size, count, type); `None` for a
-    /// shorter row, where nothing was read ahead.
-    #[inline]
-    fn base(&self) -> Option<usize> {
-        let n = usize::from(self.n);
-        (n >= 3 + 8).then(|| n - 8)
-    }
-
-    /// Field `i`'s start and end (`i` below `n`).
-    #[inline]
-    fn span(&self, i: usize) -> (usize, usize) {
-        (usize::from(self.starts[i]), usize::from(self.ends[i]))
-    }
-
-    /// Field `i` as read ahead, if it was.
-    #[inline]
-    fn number(&self, i: usize) -> Option<f64> {
-        let k = match i.checked_sub(self.base()?)? {
-            1 => 0,
-            2 => 1,
-            5 => 2,
-            6 => 3,
-            _ => return None,
-        };
-        let v = self.numbers[k];
-        (!v.is_nan()).then_some(v)
-    }
-}
-
-/// A row's text with its cut and the numbers read ahead ([`ReadyRow`]).
-struct Ready<'t, 'r> {
-    text: &'t str,
-    ready: &'r ReadyRow,
-}
-
-impl Ready<'_, '_> {
-    #[inline]
-    fn span(&self, i: usize) -> Option<(usize, usize)> {
-        (i < usize::from(self.ready.n)).then(|| self.ready.span(i))
-    }
-}
-
-impl Fields for Ready<'_, '_> {
-    #[inline]
-    fn count(&self) -> usize {
-        usize::from(self.ready.n)
-    }
-    #[inline]
-    fn bytes(&self, i: usize) -> Option<&[u8]> {
-        let (start, end) = self.span(i)?;
-        self.text.as_bytes().get(start..end)
-    }
-    #[inline]
-    fn text(&self, i: usize) -> Option<&str> {
-        let (start, end) = self.span(i)?;
-        self.text.get(start..end)
-    }
-    #[inline]
-    fn window(&self, i: usize) -> Option<(&[u8], usize)> {
-        let (start, end) = self.span(i)?;
-        Some((self.text.as_bytes().get(start..)?, end - start))
-    }
-    #[inline]
-    fn f64_at(&self, i: usize) -> Option<f64> {
-        if let Some(v) = self.ready.number(i) {
-            return Some(v);
-        }
-        let (window, len) = self.window(i)?;
-        parse_f64_at(window, len)
-    }
+/// What a row read as one says, but for its text: [`NcclLogParser::take_row`].
+pub(super) struct TakenRow {
+    pub(super) size: u64,
+    pub(super) count: u64,
+    /// Which lead field is the reduction.
+    pub(super) redop: Option<usize>,
+    pub(super) root: Option<i64>,
+    pub(super) out_of_place: Option<Measure>,
+    pub(super) in_place: Option<Measure>,
 }
 
 /// Fields `from..from + len` of `all`.
-struct Part<'f, F: ?Sized> {
+pub(super) struct Part<'f, F: ?Sized> {
     all: &'f F,
     from: usize,
     len: usize,
@@ -280,7 +148,7 @@ impl<F: Fields + ?Sized> Fields for Part<'_, F> {
     }
 }
 
-fn part<F: Fields + ?Sized>(all: &F, from: usize, len: usize) -> Part<'_, F> {
+pub(super) fn part<F: Fields + ?Sized>(all: &F, from: usize, len: usize) -> Part<'_, F> {
     Part { all, from, len }
 }
 
@@ -350,14 +218,8 @@ impl NcclLogParser {
         self.row_of(tokens.as_slice(), text);
     }
 
-    /// [`row_line`](Self::row_line) of `text`, cut and read ahead by [`ReadyRow::of`] of this
-    /// very text.
-    pub(super) fn ready_row_line(&mut self, text: &str, ready: &ReadyRow) {
-        self.row_of(&Ready { text, ready }, text);
-    }
-
     /// [`row_line`](Self::row_line) with the line split into `tokens`.
-    fn row_of<F: Fields + ?Sized>(&mut self, tokens: &F, text: &str) {
+    pub(super) fn row_of<F: Fields + ?Sized>(&mut self, tokens: &F, text: &str) {
         // A size and an element count, then a type name; the numbers kept for the row.
         let head = match tokens.bytes(2) {
             Some(dtype) if dtype.first().is_some_and(u8::is_ascii_alphabetic) => {
@@ -568,11 +430,32 @@ impl NcclLogParser {
             [oop, ip, ..] => (Some(*oop), Some(*ip)),
             [] => return false,
         };
+        let taken = TakenRow {
+            size,
+            count,
+            redop,
+            root,
+            out_of_place,
+            in_place,
+        };
+        self.take_row(lead, &taken, line, text);
+        true
+    }
+
+    /// A row found to be one: counted in its table, and kept (up to [`MAX_ROWS`], and only for
+    /// a table that is kept). `lead`: its lead fields (the type is the third).
+    pub(super) fn take_row<F: Fields + ?Sized>(
+        &mut self,
+        lead: &F,
+        taken: &TakenRow,
+        line: u64,
+        text: &str,
+    ) {
         let table = self.table();
         self.section_output();
         if self.log.rows.len() >= MAX_ROWS || !Self::is_kept(table) {
             self.log.dropped_rows += 1;
-            return true;
+            return;
         }
         if let Some(t) = self.table_at_mut(table) {
             t.rows += 1;
@@ -581,21 +464,20 @@ impl NcclLogParser {
         self.log.rows.push(Row {
             line,
             table,
-            size,
-            count,
+            size: taken.size,
+            count: taken.count,
             dtype: owned(2),
-            redop: redop.map(owned),
-            root,
-            out_of_place,
-            in_place,
+            redop: taken.redop.map(owned),
+            root: taken.root,
+            out_of_place: taken.out_of_place,
+            in_place: taken.in_place,
             text: cut(text.trim(), QUOTE_CHARS),
         });
-        true
     }
 
     /// One timed block: time, algbw, busbw and the `#wrong`/`error` slot where the header puts
     /// them (`-I` adds per-iteration columns after them).
-    fn measure<F: Fields + ?Sized>(&self, block: &F) -> Option<Measure> {
+    pub(super) fn measure<F: Fields + ?Sized>(&self, block: &F) -> Option<Measure> {
         let layout = self.layout.as_ref();
         let [time_i, algbw_i, busbw_i, wrong_i] = layout.map_or(DEFAULT_SLOTS, |l| l.slots);
         let old_error = layout.is_some_and(|l| l.old_error);
@@ -629,7 +511,7 @@ impl NcclLogParser {
 /// algbw = size / time, within the rounding of the printed numbers (time `%7s` can be as coarse
 /// as `1e+06`, algbw `%.2f`): a factor of two either way, never checked where algbw printed as
 /// 0.00 or time as 0.
-fn plausible(size: u64, m: &Measure) -> bool {
+pub(super) fn plausible(size: u64, m: &Measure) -> bool {
     if m.time_us <= 0.0 || m.algbw < 0.05 {
         return true;
     }
@@ -638,7 +520,7 @@ fn plausible(size: u64, m: &Measure) -> bool {
 }
 
 /// `YYYY-MM-DD` (its digits counted as chars of a text: no byte of another char is one).
-fn looks_like_date(b: &[u8]) -> bool {
+pub(super) fn looks_like_date(b: &[u8]) -> bool {
     b.len() == 10
         && b[4] == b'-'
         && b[7] == b'-'
@@ -646,7 +528,7 @@ fn looks_like_date(b: &[u8]) -> bool {
 }
 
 /// `HH:MM:SS`.
-fn looks_like_time(b: &[u8]) -> bool {
+pub(super) fn looks_like_time(b: &[u8]) -> bool {
     b.len() == 8
         && b[2] == b':'
         && b[5] == b':'

@@ -155,7 +155,7 @@ pub(super) struct Spans<'t> {
 }
 
 /// Where the fields of a text start and end ([`Spans`] without the text; a row read ahead keeps
-/// a smaller one of its own, `rows::ReadyRow`).
+/// a smaller one of its own, `ready::ReadyRow`).
 #[derive(Debug, Clone, Copy)]
 struct Cut {
     n: usize,

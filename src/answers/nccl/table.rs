@@ -24,6 +24,9 @@ pub(super) struct Layout {
     /// Where time, algbw, busbw and `#wrong`/`error` sit in a block (looked up once here, not
     /// per row).
     pub(super) slots: [usize; 4],
+    /// nccl-tests' usual header since 2022-08 (`size count type redop root`, then `time algbw
+    /// busbw #wrong` blocks, or `cputime …`): its rows can take `ready.rs`' fast lane.
+    pub(super) usual: bool,
 }
 
 impl Layout {
@@ -47,12 +50,22 @@ impl Layout {
             index(&["busbw"], 2),
             index(&["#wrong", "error", "res"], 3),
         ];
+        let lead: Vec<String> = tokens[..first].iter().map(|s| s.to_string()).collect();
+        let old_error = block.iter().any(|t| t == "error" || t == "res");
+        let cputime = tokens[first] == "cputime";
+        let usual = matches!(
+            lead.iter().map(String::as_str).collect::<Vec<_>>()[..],
+            [_, _, _, "redop" | "op", "root"]
+        ) && block.len() == DEFAULT_BLOCK
+            && slots == DEFAULT_SLOTS
+            && !old_error;
         Some(Layout {
-            lead: tokens[..first].iter().map(|s| s.to_string()).collect(),
-            old_error: block.iter().any(|t| t == "error" || t == "res"),
-            cputime: tokens[first] == "cputime",
+            lead,
+            old_error,
+            cputime,
             block,
             slots,
+            usual,
         })
     }
 
