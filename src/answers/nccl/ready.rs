@@ -13,6 +13,7 @@
 //! every real log and on rows made to miss each of its conditions.
 
 use super::NcclLogParser;
+use super::bytemask;
 use super::model::{Measure, Wrong};
 use super::numbers::{parse_f64_at, parse_i64_bytes};
 use super::rows::{Fields, TakenRow, part, plausible};
@@ -57,7 +58,8 @@ const _: () = assert!(std::mem::size_of::<ReadyRow>() <= 64);
 const TIMED: [usize; 4] = [1, 2, 5, 6];
 
 impl ReadyRow {
-    /// `text` (a line's content, a digit first) cut into fields, as [`NcclLogParser::row_line`]
+    /// `text` (a line's content, a digit first, no control character in it: a line of a
+    /// prepared chunk, `Prepared::lines`) cut into fields, as [`NcclLogParser::row_line`]
     /// cuts it in place, and the numbers of its timed blocks read; `None` where `row_line`
     /// would not read it in place (a glued tag or per-rank marker, too many fields) or it does
     /// not fit (see the type's doc).
@@ -73,10 +75,16 @@ impl ReadyRow {
             n: 0,
         };
         // Below 256 bytes (checked above): every offset fits. A glued tag (`<`) or per-rank
-        // marker (`[`) refuses the row, looked for in the loads that find the whitespace.
-        let n = cut_fields(bytes, b"<[", &mut ready.starts, &mut ready.ends, |at| {
-            at as u8
-        })?;
+        // marker (`[`) refuses the row, looked for in the loads that find the whitespace. A
+        // prepared line holds no control character: its one whitespace is the space.
+        let n = cut_fields(
+            bytes,
+            b"<[",
+            bytemask::spaces64_and,
+            &mut ready.starts,
+            &mut ready.ends,
+            |at| at as u8,
+        )?;
         ready.n = n as u8;
         if let Some(base) = ready.base() {
             for (k, at) in TIMED.iter().enumerate() {

@@ -179,7 +179,14 @@ impl Cut {
             ends: [0; INLINE_FIELDS],
         };
         // Below 64 KiB (checked above).
-        cut.n = cut_fields(b, &[], &mut cut.starts, &mut cut.ends, |at| at as u16)?;
+        cut.n = cut_fields(
+            b,
+            &[],
+            bytemask::whitespace64_and,
+            &mut cut.starts,
+            &mut cut.ends,
+            |at| at as u16,
+        )?;
         Some(cut)
     }
 
@@ -193,11 +200,13 @@ impl Cut {
 /// Where the fields of `b` start and end, written to `starts` and `ends` as `offset` makes them
 /// (the caller's type holds every offset of `b`); how many fields, `None` when there are more
 /// than `starts` holds or `b` holds one of the bytes of `refuse`. The whitespace of 64 bytes
-/// at a time becomes a mask ([`Spans`]).
+/// at a time becomes a mask ([`Spans`]), as `masks` finds it ([`bytemask::whitespace64_and`],
+/// or [`bytemask::spaces64_and`] for a text without control characters).
 #[inline]
 pub(super) fn cut_fields<T: Copy>(
     b: &[u8],
     refuse: &[u8],
+    masks: impl Fn(&[u8], &[u8]) -> (u64, u64),
     starts: &mut [T],
     ends: &mut [T],
     offset: impl Fn(usize) -> T,
@@ -207,7 +216,7 @@ pub(super) fn cut_fields<T: Copy>(
     // Whether the byte before the current block was whitespace (the start counts as such).
     let mut before: u64 = 1;
     for (block, chunk) in b.chunks(64).enumerate() {
-        let (ws, refused) = bytemask::whitespace64_and(chunk, refuse);
+        let (ws, refused) = masks(chunk, refuse);
         if refused != 0 {
             return None;
         }
