@@ -1,16 +1,16 @@
 //! The part of reading whole lines that depends on nothing but their bytes — whether they hold
 //! control characters, where each ends, where its content starts after launcher decorations,
 //! where its `NCCL INFO|WARN` marker is, whether it holds `: Test `, an INFO line's search bits
-//! — done by [`Prepared::of`], so that another thread can do it while the parser interprets the
-//! lines before (issue 28: with the kernel's copy of the file and the UTF-8 check, which the
-//! reading thread does too, a third of a run, perf). A result row is cut into fields and its
+//! — done by [`Prepared::text_of`], so that another thread can do it while the parser
+//! interprets the lines before (issue 28: with the kernel's copy of the file and the UTF-8 check,
+//! which the reading thread does too, a third of a run, perf). A result row is cut into fields and its
 //! algbw/busbw figures read here too ([`ReadyRow`]): on a table-dense log the parser's thread
 //! had twice the reading thread's work, and the two threads' wall time is the busier one's
 //! (issue 41, round two, callgrind; round one had moved the rows' splitting to the parser,
 //! where one CPU was the goal).
 //!
-//! Nothing here changes an answer: [`Prepared::of`] calls the very functions the serial path
-//! calls ([`content`](super::content), [`marker`](super::marker)), and
+//! Nothing here changes an answer: [`Prepared::text_of`] calls the very functions the serial
+//! path calls ([`content`](super::content), [`marker`](super::marker)), and
 //! [`NcclLogParser::feed_prepared`] uses it only for the text it was made from and only where
 //! the serial path would read those lines in place; anywhere else (a line an earlier chunk left
 //! open, control characters, an overlong line) it hands the text to
@@ -61,19 +61,11 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Prepare `text`, whole lines of a stream (ending with a newline, starting where a line
-    /// starts). Reuses `self`'s memory.
-    pub fn of(&mut self, text: &str) {
-        if self.ends_of(text.as_bytes()).is_some_and(|scan| scan.clean) {
-            self.lines_at_ends(text);
-        }
-    }
-
-    /// `bytes` (as [`of`](Self::of) takes them) as text, prepared as `of` prepares it; the
-    /// bytes back when they are not UTF-8. Where the lines end is found first, and with it
-    /// whether every byte is ASCII: such bytes are text with no UTF-8 check of their own
-    /// (`from_utf8`'s pass was a twentieth of the reading thread on a table-dense log, issue
-    /// 41, callgrind).
+    /// `bytes`, whole lines of a stream (ending with a newline, starting where a line starts),
+    /// as text, and prepared (reusing `self`'s memory); the bytes back when they are not UTF-8.
+    /// Where the lines end is found first, and with it whether every byte is ASCII: such bytes
+    /// are text with no UTF-8 check of their own (`from_utf8`'s pass was a twentieth of the
+    /// reading thread on a table-dense log, issue 41, callgrind).
     pub fn text_of(&mut self, bytes: Vec<u8>) -> Result<String, Vec<u8>> {
         let scan = self.ends_of(&bytes);
         let text = match scan {
@@ -108,7 +100,7 @@ impl Prepared {
         self.ends = ends;
     }
 
-    /// [`of`](Self::of) once the text is known to be whole lines ending at `ends`, with no
+    /// [`text_of`](Self::text_of) once the text is known to be whole lines ending at `ends`, with no
     /// control character but the newlines.
     fn lines(&mut self, text: &str, ends: &[u32]) {
         let bytes = text.as_bytes();
