@@ -257,21 +257,26 @@ pub(super) fn whitespace64(bytes: &[u8]) -> u64 {
     whitespace64_and(bytes, &[]).0
 }
 
+/// The blocks of up to 64 `bytes`, numbered; a short last one padded with 0x80, a byte that
+/// is neither whitespace nor one the callers look for (they look for ASCII bytes).
+#[inline]
+fn blocks64(bytes: &[u8]) -> impl Iterator<Item = (usize, [u8; BLOCK])> + '_ {
+    bytes.chunks(BLOCK).take(4).enumerate().map(|(k, part)| {
+        let block = part.try_into().unwrap_or_else(|_| {
+            let mut block = [0x80; BLOCK];
+            block[..part.len()].copy_from_slice(part);
+            block
+        });
+        (k, block)
+    })
+}
+
 /// [`whitespace64`] of up to 64 `bytes`, and bit `i` set where byte `i` is one of `also` (a
 /// row's glued markers, looked for in the same loads instead of a pass of their own).
 #[inline]
 pub(super) fn whitespace64_and(bytes: &[u8], also: &[u8]) -> (u64, u64) {
     let (mut bits, mut found) = (0, 0);
-    for (k, part) in bytes.chunks(BLOCK).take(4).enumerate() {
-        let block: [u8; BLOCK] = match part.try_into() {
-            Ok(block) => block,
-            Err(_) => {
-                // Padded with a byte that is neither whitespace nor looked for.
-                let mut block = [0x80; BLOCK];
-                block[..part.len()].copy_from_slice(part);
-                block
-            }
-        };
+    for (k, block) in blocks64(bytes) {
         let (ws, hits) = whitespace_block(&block, also);
         bits |= u64::from(ws) << (k * BLOCK);
         found |= u64::from(hits) << (k * BLOCK);
@@ -289,16 +294,7 @@ pub(super) fn whitespace64_and(bytes: &[u8], also: &[u8]) -> (u64, u64) {
 #[inline]
 pub(super) fn spaces64_and(bytes: &[u8], also: &[u8]) -> (u64, u64) {
     let (mut bits, mut found) = (0, 0);
-    for (k, part) in bytes.chunks(BLOCK).take(4).enumerate() {
-        let block: [u8; BLOCK] = match part.try_into() {
-            Ok(block) => block,
-            Err(_) => {
-                // Padded with a byte that is neither a space nor looked for.
-                let mut block = [0x80; BLOCK];
-                block[..part.len()].copy_from_slice(part);
-                block
-            }
-        };
+    for (k, block) in blocks64(bytes) {
         bits |= u64::from(block_mask(&block, b" ")) << (k * BLOCK);
         found |= block_mask(&block, also);
     }
