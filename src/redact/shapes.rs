@@ -85,28 +85,49 @@ fn touches_at(bytes: &[u8], i: usize, extra: &[u8]) -> bool {
     i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || extra.contains(&bytes[i]))
 }
 
-/// Rewrite `text` by a scanner: at each byte position `scan` may claim `len` bytes and give
-/// their replacement; otherwise the character is copied. Only ASCII starts are offered, so
-/// every cut lands on a character boundary.
-fn rewrite(text: &str, mut scan: impl FnMut(&str, usize) -> Option<(usize, String)>) -> String {
+/// Rewrite `text` by a scanner: at each byte position where `start` holds, `scan` may claim
+/// `len` bytes and give their replacement; everything else is copied as it is, in runs. Only
+/// ASCII starts are offered, so every cut lands on a character boundary. `start` is a cheap
+/// condition every match needs (most often: a token begins here), so the scanner is asked at
+/// a few positions of a file, not at every byte (records redact every file of a capture).
+fn rewrite(
+    text: &str,
+    start: impl Fn(&[u8], usize) -> bool,
+    mut scan: impl FnMut(&str, usize) -> Option<(usize, String)>,
+) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i].is_ascii()
+            && (start(bytes, i) || ask_everywhere())
             && let Some((len, replacement)) = scan(text, i)
         {
+            out.push_str(&text[copied..i]);
             out.push_str(&replacement);
             i += len;
+            copied = i;
             continue;
         }
-        let Some(c) = text[i..].chars().next() else {
-            break;
-        };
-        out.push(c);
-        i += c.len_utf8();
+        i += 1;
     }
+    out.push_str(&text[copied..]);
     out
+}
+
+/// Ask the scanners at every byte, not only where `start` holds: never, but in the unit test
+/// that proves each `start` changes nothing.
+#[cfg(not(test))]
+fn ask_everywhere() -> bool {
+    false
+}
+#[cfg(test)]
+use tests::ask_everywhere;
+
+/// No letter or digit right before byte `i`: a token may begin there.
+fn token_start(bytes: &[u8], i: usize) -> bool {
+    !touches_before(bytes, i, b"")
 }
 
 /// Uppercase hex digits of `placeholder` where `original` used uppercase.
@@ -131,7 +152,8 @@ impl Redactor {
 
     /// `GPU-<uuid>` and `MIG-<uuid>` (the old `MIG-GPU-<uuid>/1/0` form has its GPU UUID inside).
     pub(super) fn redact_prefixed_uuids(&mut self, text: &str) -> String {
-        rewrite(text, |text, i| {
+        let start = |bytes: &[u8], i: usize| matches!(bytes[i], b'G' | b'M');
+        rewrite(text, start, |text, i| {
             let bytes = text.as_bytes();
             let kind = if text[i..].starts_with("GPU-") {
                 Kind::GpuUuid
@@ -216,7 +238,11 @@ impl Redactor {
 
     /// Every other UUID-shaped token; `pod<uuid with underscores>` (systemd cgroup names) too.
     pub(super) fn redact_bare_uuids(&mut self, text: &str) -> String {
-        rewrite(text, |text, i| {
+        // Eight hex digits and a separator; a token of its own but after `pod` (checked below).
+        let start = |bytes: &[u8], i: usize| {
+            is_hex(bytes[i]) && matches!(bytes.get(i + 8), Some(b'-' | b'_'))
+        };
+        rewrite(text, start, |text, i| {
             let bytes = text.as_bytes();
             if !is_hex(bytes[i]) {
                 return None;
@@ -265,7 +291,8 @@ impl Redactor {
 
     /// Runs of hex digits and colons: MACs, EUI-64s, node GUIDs, IPoIB hardware addresses.
     pub(super) fn redact_colon_runs(&mut self, text: &str) -> String {
-        rewrite(text, |text, i| {
+        let start = |bytes: &[u8], i: usize| is_hex(bytes[i]) && !touches_before(bytes, i, b":");
+        rewrite(text, start, |text, i| {
             let bytes = text.as_bytes();
             if !is_hex(bytes[i]) || touches_before(bytes, i, b":") {
                 return None;
@@ -325,7 +352,8 @@ impl Redactor {
     /// MACs written with dashes (`94-6D-AE-5C-69-00`; 8 groups: an EUI-64), Cisco's dotted
     /// `946d.ae5c.6900`, and `0x`-prefixed hex after words that say what it is.
     pub(super) fn redact_mac_notations(&mut self, text: &str) -> String {
-        let out = rewrite(text, |text, i| {
+        let start = |bytes: &[u8], i: usize| is_hex(bytes[i]) && token_start(bytes, i);
+        let out = rewrite(text, start, |text, i| {
             let bytes = text.as_bytes();
             if !is_hex(bytes[i]) {
                 return None;
@@ -384,7 +412,8 @@ impl Redactor {
 
     /// `0x` + 12 hex digits after a word naming a MAC, `0x` + 16 after one naming a GUID.
     fn redact_hex_literals(&mut self, text: &str) -> String {
-        rewrite(text, |text, i| {
+        let start = |bytes: &[u8], i: usize| bytes[i] == b'0' && token_start(bytes, i);
+        rewrite(text, start, |text, i| {
             let bytes = text.as_bytes();
             if !(text[i..].starts_with("0x") || text[i..].starts_with("0X"))
                 || touches_before(bytes, i, b"")
@@ -422,7 +451,14 @@ impl Redactor {
 
     /// IPv6 addresses, also right after `ifname:`; 8 × 4 full forms (sysfs GIDs) included.
     pub(super) fn redact_ipv6(&mut self, text: &str) -> String {
-        rewrite(text, |text, i| {
+        // A token's start (a colon or dot before it is part of a longer run), or right after
+        // an interface name's colon.
+        let start = |bytes: &[u8], i: usize| {
+            (is_hex(bytes[i]) || bytes[i] == b':')
+                && (!touches_before(bytes, i, b":.")
+                    || (i > 0 && bytes[i - 1] == b':' && touches_before(bytes, i - 1, b"")))
+        };
+        rewrite(text, start, |text, i| {
             let bytes = text.as_bytes();
             let at_start = !touches_before(bytes, i, b":.");
             let after_name_colon = i > 0
@@ -497,7 +533,9 @@ impl Redactor {
     }
 
     pub(super) fn redact_ipv4(&mut self, text: &str) -> String {
-        rewrite(text, |text, i| {
+        let start =
+            |bytes: &[u8], i: usize| bytes[i].is_ascii_digit() && !touches_before(bytes, i, b".");
+        rewrite(text, start, |text, i| {
             let bytes = text.as_bytes();
             if !bytes[i].is_ascii_digit() || touches_before(bytes, i, b".") {
                 return None;
@@ -571,9 +609,74 @@ fn ipv6_is_placeholder(address: &Ipv6Addr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Ask the scanners at every ASCII byte, as before the `start` conditions.
+        static EVERYWHERE: Cell<bool> = const { Cell::new(false) };
+    }
+
+    pub(super) fn ask_everywhere() -> bool {
+        EVERYWHERE.with(Cell::get)
+    }
 
     fn redact(text: &str) -> String {
         Redactor::new().redact(text)
+    }
+
+    /// Each scanner's `start` is a condition every match of it needs: asked at every byte
+    /// instead, the redaction of real logs and of every identifier shape (glued, repeated,
+    /// after each kind of neighbour) is the same, placeholder for placeholder.
+    #[test]
+    fn asking_only_where_a_match_can_start_changes_nothing() {
+        let shapes = [
+            "GPU-263526ca-0ed0-753b-08aa-4ed33dd41658",
+            "MIG-GPU-263526ca-0ed0-753b-08aa-4ed33dd41658/1/0",
+            "MIG-0d5a7f3c-2b1e-5c4d-9e8f-112233445566",
+            "pod599e915e_5142_4dcb_8a89_feac2562f998",
+            "UUID=5c1b6a3e-9d0f-4b8e-a2c4-7f1e0d3b9a61",
+            "94:6d:ae:5c:69:00",
+            "946d:ae03:00a1:b200",
+            "94-6D-AE-5C-69-00",
+            "94-6d-ae-ff-fe-5c-69-00",
+            "946d.ae5c.6900",
+            "MAC address: 0x946dae5c6900",
+            "Node GUID: 0x946dae0300a1b200",
+            "fe80:0000:0000:0000:966d:ae03:00a1:b200",
+            "veth0:fe80::380d:bfff:fe5b:54d2%veth0",
+            "[0]eno1:172.18.40.41<0>",
+            "::ffff:10.1.2.3",
+            "2400:cb00:2048:1::c629:d7a2.",
+            "10.1.2.3",
+            "00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22:33",
+        ];
+        let neighbours = ["", " ", "x", "-", "_", ":", ".", "/", "=", "é", "0", "G"];
+        let mut texts: Vec<String> = vec![
+            include_str!("../../tests/data/nccl/real/eks-efa-t4-two-node-tag-output.log").into(),
+            include_str!("../../tests/data/nccl/real/skypilot-h200-two-node-all-gather.log").into(),
+            include_str!("../../tests/data/kernel/aer-fatal-surprise-down-nvidia-gpu-burn-1.txt")
+                .into(),
+        ];
+        for shape in shapes {
+            for before in neighbours {
+                for after in neighbours {
+                    texts.push(format!(
+                        "{before}{shape}{after} {shape}{shape} {before}{shape}"
+                    ));
+                }
+            }
+        }
+        for text in &texts {
+            let fast = redact(text);
+            EVERYWHERE.with(|e| e.set(true));
+            let everywhere = redact(text);
+            EVERYWHERE.with(|e| e.set(false));
+            assert_eq!(fast, everywhere, "{text}");
+        }
+        // The shapes were redacted at all (the comparison is not of two unchanged texts).
+        assert!(redact(&texts[3]).starts_with("GPU-00000000-0000-4000-8000-000000000001 "));
+        assert_ne!(redact(&texts[0]), texts[0]);
+        assert_ne!(redact(&texts[1]), texts[1]);
     }
 
     #[test]
