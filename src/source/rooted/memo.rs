@@ -186,21 +186,19 @@ impl RootedFs {
     /// Did this run find the directory `key` (a [`clean`] path) not there, below a directory
     /// reached without a link (`walk.rs`, `dir_of`)?
     pub(super) fn known_missing(&self, key: &str) -> bool {
-        self.trace.is_none() && self.memo().is_some_and(|m| m.missing_dirs.contains(key))
+        self.memo().is_some_and(|m| m.missing_dirs.contains(key))
     }
 
     /// Remember for this run that the directory `key` is not there (see [`Memo`]).
     pub(super) fn note_missing(&self, key: &str) {
-        if self.trace.is_none()
-            && let Some(mut memo) = self.memo()
-        {
+        if let Some(mut memo) = self.memo() {
             memo.missing_dirs.insert(key.into());
         }
     }
 
     /// Where the file `rel` is: its directory resolved (from the directory memo) and its own
-    /// name, when `rel` is spelt plainly and its directory resolves. Not while recording: a
-    /// recording resolves nothing from the directory memo (`RootedFs::resolve`).
+    /// name, when `rel` is spelt plainly and its directory resolves. Not while tracing: a
+    /// recording notes the file itself, which a walk from its directory does (`RootedFs::resolve`).
     pub(super) fn place<'r>(&self, rel: &'r str) -> Option<(Arc<Dir>, &'r str)> {
         if self.trace.is_some() {
             return None;

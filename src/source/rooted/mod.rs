@@ -193,9 +193,14 @@ impl RootedFs {
         }
     }
 
-    /// Record every access into `trace` from now on.
+    /// Record every access into `trace` from now on. The directory memo and the run's reads
+    /// start empty (not shared with clones made before): a traced reader answers a path from
+    /// the memo only when its own traced walk put it there, every component of the way noted
+    /// then (`walk.rs`, [`RootedFs::resolve`]).
     pub fn with_trace(mut self, trace: Arc<Mutex<Trace>>) -> Self {
         self.trace = Some(trace);
+        self.dirs = Arc::default();
+        self.memo = Arc::default();
         self
     }
 

@@ -122,7 +122,7 @@ fn the_directory_memo_changes_no_answer() {
         "sys/../sys/file",
         "nope/x",
     ];
-    // Tracing turns the memo off: the plain walk, fresh for every path.
+    // A fresh reader for every path: the plain walk, nothing remembered.
     let plain = |p: &str| {
         let fs = RootedFs::new(root).with_trace(Arc::default());
         (fs.resolve(p, true), fs.read_to_string(p), fs.read_link(p))
@@ -138,6 +138,33 @@ fn the_directory_memo_changes_no_answer() {
             assert_eq!(got, plain(p), "{p} (round {round})");
         }
     }
+    // Traced, the memo notes nothing less: one reader reading every path twice, within a run
+    // and with its directories remembered, records what fresh readers of each path record
+    // together (a capture holds every component any read walked through).
+    let traced = |fs: RootedFs, paths: &[&str]| {
+        let trace = Arc::new(Mutex::new(Trace::default()));
+        let fs = fs.with_trace(trace.clone());
+        let _run = fs.remember_reads();
+        for p in paths {
+            let _ = (fs.resolve(p, true), fs.read_to_string(p), fs.read_link(p));
+        }
+        let trace = trace.lock().unwrap();
+        (trace.visited.clone(), trace.contents.clone())
+    };
+    let mut each = (BTreeMap::new(), BTreeMap::new());
+    for p in paths {
+        let (visited, contents) = traced(RootedFs::new(root), &[p]);
+        each.0.extend(visited);
+        each.1.extend(contents);
+    }
+    let twice: Vec<&str> = paths.iter().chain(paths.iter().rev()).copied().collect();
+    // A reader whose memo was filled untraced first starts afresh when traced.
+    let warm = RootedFs::new(root);
+    for p in paths {
+        let _ = warm.read_to_string(p);
+    }
+    assert_eq!(traced(warm, &twice), each);
+    assert_eq!(traced(RootedFs::new(root), &twice), each);
 }
 
 /// The `openat2` path and the component walk that replaces it on older kernels give the same

@@ -141,11 +141,12 @@ impl RootedFs {
     /// by component costs a `statx` per component and was most of a `check`'s time. Only
     /// directories that resolved cleanly are remembered, with the state the walk had there, so a
     /// path resolves to the same components and fails with the same error as without the memo.
-    /// Not while tracing: a recording must see every component visited.
+    /// While tracing too: a recording must see every component visited, and it does, since
+    /// the memo of a traced reader holds only directories its own traced walks reached
+    /// ([`RootedFs::with_trace`] starts it empty), each component noted on the way; the walk
+    /// from a remembered directory notes the rest.
     pub fn resolve(&self, rel: &str, follow_last: bool) -> Result<Resolved, FsError> {
-        if self.trace.is_none()
-            && let Some(clean) = clean(rel)
-        {
+        if let Some(clean) = clean(rel) {
             if follow_last && let Some(dir) = self.known(clean) {
                 return Ok(Resolved::of(&dir.path));
             }
@@ -274,7 +275,7 @@ impl RootedFs {
             // A link target walks the real path again (`../../../devices/pci0000:17/...`):
             // its directories are usually known already.
             resolved.push(&component);
-            if !is_last && self.trace.is_none() && self.known_dir(&resolved) {
+            if !is_last && self.known_dir(&resolved) {
                 is_dir = true;
                 here = None;
                 continue;
@@ -408,20 +409,17 @@ impl RootedFs {
                         }
                     }
                 });
-                if self.trace.is_none() {
-                    // A real directory on the way: asked for by its own path, it resolves to
-                    // itself.
-                    if let Some(key) = resolved.to_str()
-                        && let Ok(mut dirs) = self.dirs.lock()
-                        && !dirs.contains_key(key)
-                    {
-                        let dir = Dir {
-                            path: key.to_string(),
-                            hops: 0,
-                            last_link: None,
-                        };
-                        dirs.insert(key.to_string(), Arc::new(dir));
-                    }
+                // A real directory on the way: asked for by its own path, it resolves to itself.
+                if let Some(key) = resolved.to_str()
+                    && let Ok(mut dirs) = self.dirs.lock()
+                    && !dirs.contains_key(key)
+                {
+                    let dir = Dir {
+                        path: key.to_string(),
+                        hops: 0,
+                        last_link: None,
+                    };
+                    dirs.insert(key.to_string(), Arc::new(dir));
                 }
             }
         }
