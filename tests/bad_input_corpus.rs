@@ -9,7 +9,9 @@
 //! one file per run, and is restored before the next.
 //!
 //! What every run must do: `gpudoctor check --keep-going --format json` exits 0, 1 or 3 (never 4,
-//! never a signal), prints one JSON report, and finishes within [`RUN_LIMIT`].
+//! never a signal), prints one JSON report, and finishes within [`RUN_LIMIT`]. Each run checks
+//! the layers that read the damaged file (`--only`, from a traced replay of each layer alone:
+//! [`files_read_by_layer`]); a file only the report's header reads is checked with every layer.
 //!
 //! What must be named, by some result's summary or evidence (the path as the checks asked for it,
 //! or any path that resolves to it: `sys/bus/pci/devices/0000:18:00.0/vendor` names the file under
@@ -53,6 +55,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gpudoctor::engine::{self, RunOptions};
+use gpudoctor::report::Layer;
 use gpudoctor::source::rooted::{DEFAULT_READ_CAP, Trace};
 use gpudoctor::source::{ReplaySource, RootedFs};
 use serde_json::Value;
@@ -164,6 +167,28 @@ fn files_read(root: &Path) -> Vec<String> {
         .keys()
         .filter(|rel| rel.as_str() != ".gpudoctor/manifest.json")
         .cloned()
+        .collect()
+}
+
+/// The files a replay of each layer alone reads: a damaged file is checked with the layers
+/// that read it (`--only`), which are the ones it can change. A layer's checks judge the facts
+/// its own inputs give whichever layers run beside it (tests/missing_inputs.rs compares the
+/// two for every input of the H100 fixtures); the others would replay the node for nothing.
+fn files_read_by_layer(root: &Path) -> BTreeMap<Layer, BTreeSet<String>> {
+    Layer::ALL
+        .iter()
+        .map(|layer| {
+            let trace = Arc::new(Mutex::new(Trace::default()));
+            let source = ReplaySource::new(root).with_trace(trace.clone());
+            let options = RunOptions {
+                keep_going: true,
+                only: vec![*layer],
+                ..RunOptions::default()
+            };
+            let _ = engine::run(&source, &options);
+            let files = trace.lock().unwrap().contents.keys().cloned().collect();
+            (*layer, files)
+        })
         .collect()
 }
 
@@ -284,12 +309,13 @@ struct Run {
     took: Duration,
 }
 
-fn check(root: &Path, scratch: &Path) -> Run {
-    check_as(root, scratch, None).unwrap()
+fn check(root: &Path, scratch: &Path, layers: &[Layer]) -> Run {
+    check_as(root, scratch, None, layers).unwrap()
 }
 
 /// [`check`] as user `uid` (and its group) when given; `None` when it cannot start that way.
-fn check_as(root: &Path, scratch: &Path, uid: Option<u32>) -> Option<Run> {
+/// Only `layers` when any are named (`--only`), else every layer.
+fn check_as(root: &Path, scratch: &Path, uid: Option<u32>, layers: &[Layer]) -> Option<Run> {
     let out_path = scratch.join("stdout.json");
     let err_path = scratch.join("stderr.txt");
     let started = Instant::now();
@@ -300,6 +326,10 @@ fn check_as(root: &Path, scratch: &Path, uid: Option<u32>) -> Option<Run> {
         .stdin(Stdio::null())
         .stdout(File::create(&out_path).unwrap())
         .stderr(File::create(&err_path).unwrap());
+    if !layers.is_empty() {
+        let ids: Vec<&str> = layers.iter().map(|l| l.id()).collect();
+        command.arg("--only").arg(ids.join(","));
+    }
     if let Some(uid) = uid {
         command.uid(uid).gid(uid);
     }
@@ -331,23 +361,30 @@ const NOBODY: u32 = 65534;
 /// When this test runs as root (CI), mode 000 denies root nothing; the mode-000 runs then go as
 /// `nobody`, judged against a healthy run as `nobody`. `None` when that is not possible here
 /// (not root, or `nobody` cannot execute the binary or read the copy): those runs go as we are.
-fn nobody_baseline(root: &Path, scratch: &Path) -> Option<BTreeMap<String, String>> {
+fn nobody_baseline(root: &Path, scratch: &Path) -> Option<Value> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return None;
     }
     fs::set_permissions(scratch, fs::Permissions::from_mode(0o755)).ok()?;
-    let run = check_as(root, scratch, Some(NOBODY))?;
+    let run = check_as(root, scratch, Some(NOBODY), &[])?;
     if run.code != Some(0) {
         return None;
     }
-    run.report.ok().map(|r| verdicts(&r))
+    run.report.ok()
 }
 
-/// Check code -> status, for comparing a damaged run with the healthy one.
-fn verdicts(report: &Value) -> BTreeMap<String, String> {
+/// Check code -> status, for comparing a damaged run with the healthy one: of `layers` when
+/// any are named, else of every layer.
+fn verdicts(report: &Value, layers: &[Layer]) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
+    let wanted = |layer: &Value| {
+        layers.is_empty() || layers.iter().any(|l| layer["id"].as_str() == Some(l.id()))
+    };
     for layer in report["layers"].as_array().into_iter().flatten() {
+        if !wanted(layer) {
+            continue;
+        }
         for check in layer["checks"].as_array().into_iter().flatten() {
             out.insert(
                 check["code"].as_str().unwrap_or_default().to_string(),
@@ -414,10 +451,22 @@ fn corpus_of(fixture: &Path, per_mutation: usize) -> Vec<Outcome> {
     let pristine = RootedFs::new(common::complete(fixture));
     let mut memo = HashMap::new();
 
-    let baseline = check(&root, scratch.path());
+    let baseline = check(&root, scratch.path(), &[]);
     let healthy = baseline.report.expect("the healthy fixture reports");
-    let healthy_verdicts = verdicts(&healthy);
     let as_nobody = nobody_baseline(&root, scratch.path());
+    let by_layer = files_read_by_layer(&root);
+    // The layers that read `file`; none (every layer) for one only the report's header reads.
+    let layers_reading = |file: &str| -> Vec<Layer> {
+        let layers: Vec<Layer> = Layer::ALL
+            .into_iter()
+            .filter(|l| by_layer[l].contains(file))
+            .collect();
+        if NOT_JUDGED.contains(&file) {
+            Vec::new()
+        } else {
+            layers
+        }
+    };
     eprintln!(
         "{name}: mode-000 runs {}",
         if as_nobody.is_some() {
@@ -448,22 +497,24 @@ fn corpus_of(fixture: &Path, per_mutation: usize) -> Vec<Outcome> {
             let file = files[next % files.len()].clone();
             next += 1;
             let path = root.join(&file);
+            let layers = layers_reading(&file);
             let saved = damage(&path, mutation);
             let (run, denied, baseline) = match (&as_nobody, mutation) {
                 (Some(nobody), Mutation::Unreadable) => {
-                    let run = check_as(&root, scratch.path(), Some(NOBODY));
+                    let run = check_as(&root, scratch.path(), Some(NOBODY), &layers);
                     (run.unwrap(), true, nobody)
                 }
                 // Mode 000 keeps nothing from root (CAP_DAC_OVERRIDE): then nothing may change.
                 _ => (
-                    check(&root, scratch.path()),
+                    check(&root, scratch.path(), &layers),
                     mutation != Mutation::Unreadable || File::open(&path).is_err(),
-                    &healthy_verdicts,
+                    &healthy,
                 ),
             };
             restore(&path, &saved);
+            let baseline = verdicts(baseline, &layers);
             let problem = judge(
-                &run, &file, mutation, denied, baseline, &pristine, &mut memo,
+                &run, &file, mutation, denied, &baseline, &layers, &pristine, &mut memo,
             );
             outcomes.push(Outcome {
                 fixture: name.clone(),
@@ -477,12 +528,14 @@ fn corpus_of(fixture: &Path, per_mutation: usize) -> Vec<Outcome> {
     outcomes
 }
 
+#[allow(clippy::too_many_arguments)]
 fn judge(
     run: &Run,
     file: &str,
     mutation: Mutation,
     denied: bool,
     healthy: &BTreeMap<String, String>,
+    layers: &[Layer],
     pristine: &RootedFs,
     memo: &mut HashMap<String, Option<String>>,
 ) -> Option<String> {
@@ -497,7 +550,7 @@ fn judge(
         Ok(report) => report,
         Err(e) => return Some(format!("stdout is not one JSON report: {e}")),
     };
-    let now = verdicts(report);
+    let now = verdicts(report, layers);
     if !denied {
         // Root read it anyway: nothing may change.
         return (now != *healthy)
