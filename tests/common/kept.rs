@@ -23,21 +23,27 @@ use std::sync::{Mutex, OnceLock};
 /// fixture, once per process otherwise.
 pub fn kept(kind: &str, fixture: &Path, make: impl FnOnce(&Path)) -> PathBuf {
     static DONE: OnceLock<Mutex<HashMap<(String, PathBuf), PathBuf>>> = OnceLock::new();
-    let mut done = DONE.get_or_init(Default::default).lock().unwrap();
+    let done = DONE.get_or_init(Default::default);
     let key = (kind.to_string(), fixture.to_path_buf());
-    if let Some(found) = done.get(&key) {
+    if let Some(found) = done.lock().unwrap().get(&key) {
         return found.clone();
     }
     let name = super::name_of(fixture);
     let fixtures = super::repo().join("fixtures");
-    let to = if fixture.parent() == Some(fixtures.as_path()) {
-        shared(kind, fixture, &name, make)
-    } else {
-        // Numbered (two scratch roots may share a name, `node`); the tree keeps the name.
-        let to = run_dir().join(done.len().to_string()).join(&name);
-        make(&to);
-        to
-    };
+    if fixture.parent() == Some(fixtures.as_path()) {
+        // Not under the lock: a sweep's threads fingerprint and build different fixtures'
+        // trees at once (two building one tree is safe: `shared` renames one into place).
+        let to = shared(kind, fixture, &name, make);
+        done.lock().unwrap().insert(key, to.clone());
+        return to;
+    }
+    let mut done = done.lock().unwrap();
+    if let Some(found) = done.get(&key) {
+        return found.clone();
+    }
+    // Numbered (two scratch roots may share a name, `node`); the tree keeps the name.
+    let to = run_dir().join(done.len().to_string()).join(&name);
+    make(&to);
     done.insert(key, to.clone());
     to
 }
@@ -110,7 +116,7 @@ fn fingerprint(fixture: &Path) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     let mut at = fixture.to_path_buf();
     for _ in 0..8 {
-        walk(&at, &at, &mut hasher);
+        entries_hash(&at).hash(&mut hasher);
         let manifest =
             std::fs::read_to_string(at.join(".gpudoctor/manifest.json")).unwrap_or_default();
         let base = serde_json::from_str::<serde_json::Value>(&manifest)
@@ -122,6 +128,23 @@ fn fingerprint(fixture: &Path) -> u64 {
         }
     }
     hasher.finish()
+}
+
+/// The hash of every entry under the fixture directory `dir`, walked once per process: the
+/// tests never write in `fixtures/`, and a base (the H100 node's 3 300 entries) is under dozens
+/// of overlays, whose trees each sweep asks for (issue 41: `record`'s fixtures walked it 700
+/// times, a tenth of the suite's system time).
+fn entries_hash(dir: &Path) -> u64 {
+    static WALKED: OnceLock<Mutex<HashMap<PathBuf, u64>>> = OnceLock::new();
+    let walked = WALKED.get_or_init(Default::default);
+    if let Some(hash) = walked.lock().unwrap().get(dir) {
+        return *hash;
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    walk(dir, dir, &mut hasher);
+    let hash = hasher.finish();
+    walked.lock().unwrap().insert(dir.to_path_buf(), hash);
+    hash
 }
 
 fn walk(top: &Path, dir: &Path, hasher: &mut impl Hasher) {
