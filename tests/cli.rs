@@ -363,9 +363,7 @@ fn render_of_a_fifo_nobody_writes_ends_at_its_timeout() {
     use std::process::{Command, Stdio};
     let tmp = common::tempdir().unwrap();
     let fifo = tmp.path().join("report.fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    common::make_fifo(&fifo);
     let started = Instant::now();
     let mut child = common::scratch::gpudoctor_command()
         .args(["render", fifo.to_str().unwrap(), "--timeout", "1"])

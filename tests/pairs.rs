@@ -565,8 +565,7 @@ fn an_mpirun_that_is_not_open_mpi_is_refused_before_any_pair() {
 fn a_hostfile_that_cannot_be_read_is_named() {
     let dir = common::tempdir().unwrap();
     let fifo = dir.path().join("hosts.fifo");
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
+    common::make_fifo(&fifo);
     for path in [fifo.as_path(), dir.path()] {
         let started = Instant::now();
         let out = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))

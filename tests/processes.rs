@@ -632,9 +632,7 @@ fn a_cleanup_that_waits_out_the_grace_costs_no_cpu_without_a_pid_namespace() {
 fn a_check_that_started_nothing_is_one_thread_and_dies_of_a_signal_at_once() {
     let dir = common::tempdir().unwrap();
     let fifo = dir.path().join("lab.toml");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: plain libc call with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    common::make_fifo(&fifo);
     // A plain fixture (not an overlay, which is composed in a temporary tree): the check waits
     // up to five seconds for the profile FIFO's writer.
     let child = common::scratch::gpudoctor_command()

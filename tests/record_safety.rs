@@ -54,12 +54,6 @@ fn hidden(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: plain libc call with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-}
-
 /// Wait until a temporary sibling of `out` exists (the record is past its checks and waiting
 /// on the kernel-log FIFO).
 fn wait_for_temporary(dir: &Path) {
@@ -89,7 +83,7 @@ fn a_symlink_planted_at_out_after_the_check_is_never_written_through() {
     for name in ["cap", "cap.tar.gz"] {
         let tmp = common::tempdir().unwrap();
         let fifo = tmp.path().join("kmsg");
-        mkfifo(&fifo);
+        common::make_fifo(&fifo);
         let victim_dir = tmp.path().join("victim");
         fs::create_dir(&victim_dir).unwrap();
         fs::write(victim_dir.join("keep"), "precious").unwrap();
@@ -198,7 +192,7 @@ fn a_signal_while_recording_leaves_nothing() {
     for name in ["cap", "cap.tar.gz"] {
         let tmp = common::tempdir().unwrap();
         let fifo = tmp.path().join("kmsg");
-        mkfifo(&fifo);
+        common::make_fifo(&fifo);
         let out = tmp.path().join(name);
         let child = record_command(
             &out,

@@ -343,9 +343,7 @@ fn replays_racing_a_swapped_directory_never_list_outside_the_root() {
 fn fifo_opened_by(fifo: &Path, reads: impl FnOnce()) -> bool {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: plain libc call with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    common::make_fifo(fifo);
     let released = Arc::new(AtomicBool::new(false));
     let flag = released.clone();
     let path = fifo.to_path_buf();

@@ -31,12 +31,6 @@ const NO_NVML: &str = "/nonexistent/libnvidia-ml.so.1";
 /// Slack for a loaded two-core CI machine on top of every budget.
 const SLACK: Duration = Duration::from_secs(10);
 
-fn fifo(path: &Path) {
-    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
-}
-
 /// Hold a FIFO open for writing without blocking (O_RDWR never waits for the other end): a
 /// writer that is there and never finishes.
 fn hold_writer(path: &Path) -> File {
@@ -84,7 +78,7 @@ fn kernel_log_of(
 fn a_kernel_log_fifo_without_a_writer_is_an_error_at_the_probe_timeout() {
     let dir = common::tempdir().unwrap();
     let path = dir.path().join("kmsg.fifo");
-    fifo(&path);
+    common::make_fifo(&path);
     let timeout = Duration::from_secs(1);
     let (result, took) = within(timeout + SLACK, "--kernel-log on a fifo", move || {
         kernel_log_of(path, timeout)
@@ -101,7 +95,7 @@ fn a_kernel_log_fifo_without_a_writer_is_an_error_at_the_probe_timeout() {
 fn a_kernel_log_pipe_whose_writer_never_finishes_is_an_error_at_the_probe_timeout() {
     let dir = common::tempdir().unwrap();
     let path = dir.path().join("kmsg.fifo");
-    fifo(&path);
+    common::make_fifo(&path);
     let mut writer = hold_writer(&path);
     writer.write_all(b"[ 1.0] NVRM: loading\n").unwrap();
     let timeout = Duration::from_secs(1);
@@ -121,7 +115,7 @@ fn a_kernel_log_pipe_whose_writer_never_finishes_is_an_error_at_the_probe_timeou
 fn a_kernel_log_pipe_that_finishes_is_read_whole() {
     let dir = common::tempdir().unwrap();
     let path = dir.path().join("kmsg.fifo");
-    fifo(&path);
+    common::make_fifo(&path);
     let writer_path = path.clone();
     // Like `--kernel-log <(dmesg)`: the writer comes a little later, writes, and closes.
     let writer = std::thread::spawn(move || {
@@ -229,7 +223,7 @@ fn check_reads_a_kernel_log_fifo_without_a_writer_until_the_timeout() {
     // at --timeout, naming the file: inconclusive, not a hang and not a usage error.
     let dir = common::tempdir().unwrap();
     let path = dir.path().join("kmsg.fifo");
-    fifo(&path);
+    common::make_fifo(&path);
     let (code, report, err, took) =
         check_with_kernel_log(path.to_str().unwrap(), Duration::from_secs(2) + SLACK);
     assert_eq!(code, Some(3), "{err}");
@@ -313,7 +307,7 @@ fn check_and_record_refuse_a_kernel_log_that_is_not_there_or_a_directory() {
 fn record_with_a_fifo_kernel_log_finishes_within_the_timeout_and_names_it() {
     let dir = common::tempdir().unwrap();
     let path = dir.path().join("kmsg.fifo");
-    fifo(&path);
+    common::make_fifo(&path);
     let root = dir.path().join("root");
     std::fs::create_dir(&root).unwrap();
     let out = dir.path().join("capture");
@@ -353,7 +347,7 @@ fn an_nccl_log_whose_run_record_is_a_fifo_is_judged_without_waiting_for_it() {
         &log,
     )
     .unwrap();
-    fifo(&dir.path().join("all_reduce_perf.json"));
+    common::make_fifo(&dir.path().join("all_reduce_perf.json"));
     let root = common::tempdir().unwrap();
     let (code, out, err, _) = gpudoctor_within(
         &[
@@ -384,7 +378,7 @@ fn an_nccl_log_whose_run_record_is_a_fifo_is_judged_without_waiting_for_it() {
 fn a_profile_that_is_a_fifo_is_a_usage_error_within_its_wait() {
     let dir = common::tempdir().unwrap();
     let profile = dir.path().join("lab.toml");
-    fifo(&profile);
+    common::make_fifo(&profile);
     let (code, _, err, took) = gpudoctor_within(
         &[
             "check",
@@ -437,7 +431,7 @@ fn a_dev_kmsg_fifo_under_the_root_never_blocks_the_check() {
         let dir = common::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("dev")).unwrap();
         let kmsg = dir.path().join("dev/kmsg");
-        fifo(&kmsg);
+        common::make_fifo(&kmsg);
         let _writer = with_writer.then(|| hold_writer(&kmsg));
         let root = dir.path().to_str().unwrap();
         let (code, out, err, took) = gpudoctor_within(
@@ -477,7 +471,7 @@ fn every_probe_hanging_at_once_stays_within_the_documented_budget() {
     // A kubernetes node: the device-plugin layer asks the kubelet.
     std::fs::create_dir_all(root.join("var/lib/kubelet")).unwrap();
     let kmsg = root.join("dev/kmsg");
-    fifo(&kmsg);
+    common::make_fifo(&kmsg);
     let _writer = hold_writer(&kmsg);
     let socket = serve(dir.path(), Behaviour::Hang);
     let tests_dir = dir.path().join("nccl-tests");

@@ -218,9 +218,7 @@ fn a_signal_after_unpacking_removes_the_unpacked_directory() {
             .unwrap();
     });
     let profile = tmp.path().join("lab.toml");
-    let c = std::ffi::CString::new(profile.to_str().unwrap()).unwrap();
-    // SAFETY: plain libc call with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    common::make_fifo(&profile);
     let scratch = common::tempdir().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_gpudoctor"))
         .args(["check", "--root"])

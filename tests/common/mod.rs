@@ -14,6 +14,9 @@ use kept::kept;
 
 #[allow(unused_imports)]
 pub(crate) use before_main::tests_mostly_wait;
+// Not every test binary makes a FIFO; `dead_code` does not cover an unused re-export.
+#[allow(unused_imports)]
+pub use scratch::make_fifo;
 pub use scratch::tempdir;
 
 use std::env::consts::{DLL_PREFIX, DLL_SUFFIX};

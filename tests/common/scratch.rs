@@ -68,3 +68,19 @@ pub fn gpudoctor_command() -> std::process::Command {
     cmd.env("TMPDIR", base());
     cmd
 }
+
+/// Make a FIFO at `path` (mode 0600) for a test of a reader that must never wait on one: a
+/// FIFO nobody writes blocks a plain `open` for reading until a writer comes (fifo(7)).
+pub fn make_fifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .unwrap_or_else(|_| panic!("{}: a NUL in the path", path.display()));
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    let made = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(
+        made,
+        0,
+        "mkfifo {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+}

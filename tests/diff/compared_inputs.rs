@@ -271,9 +271,7 @@ fn a_damaged_capture_is_compared_not_crashed_on() {
     std::fs::write(bad.join(".gpudoctor/nvml.json"), "{\"devices\": [").unwrap();
     std::fs::write(bad.join("proc/modules"), b"\x00\x01\x02 garbage\n").unwrap();
     std::fs::remove_file(bad.join("proc/cmdline")).unwrap();
-    let fifo = std::ffi::CString::new(bad.join("proc/cmdline").to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    common::make_fifo(&bad.join("proc/cmdline"));
     std::fs::remove_file(bad.join("var/lib/kubelet/config.yaml")).unwrap();
 
     let started = std::time::Instant::now();

@@ -8,9 +8,7 @@ fn no_readable_report_is_a_usage_error_and_a_fifo_is_skipped_not_waited_on() {
     let scratch = common::tempdir().unwrap();
     std::fs::write(scratch.path().join("a.json"), "[]").unwrap();
     let fifo = scratch.path().join("stuck.json");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    common::make_fifo(&fifo);
     let started = std::time::Instant::now();
     let out = common::gpudoctor(&["fleet", scratch.path().to_str().unwrap()]);
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
